@@ -1,0 +1,43 @@
+# jetpy: two set-up commands, `make run` and `make test`; both install what they need.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint typecheck layers pytest reference bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+# The server on 127.0.0.1:4222, JetStream on, file store under ./data, monitoring on 8222.
+run: $(STAMP)
+	$(BIN)/jetpy-server -a 127.0.0.1 -p 4222 -m 8222 -js -sd ./data
+
+# Debian's nats-server is the reference for the differential tests (skipped visibly without it).
+reference:
+	@bash scripts/install-reference.sh || true
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+test: $(STAMP) reference lint typecheck layers pytest
+
+# jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
+bench: $(STAMP) reference
+	$(BIN)/python scripts/compare_bench.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

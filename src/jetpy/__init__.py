@@ -1,0 +1,28 @@
+"""jetpy: a NATS JetStream-compatible streaming server written in Python.
+
+The public API is small: :class:`Server` runs an embedded server inside an asyncio program::
+
+    async with jetpy.Server(port=0, store_dir=tmp) as srv:
+        nc = await nats.connect(srv.client_url)
+
+It is imported lazily so that clients of the package (the CLI, the Spark connector) do not pay
+for the server's imports.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["Server", "__version__"]
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from jetpy.server.app import Server
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Server":
+        from jetpy.server.app import Server
+
+        return Server
+    raise AttributeError(name)

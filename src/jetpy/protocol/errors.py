@@ -1,0 +1,44 @@
+"""ProtocolError: the one error the protocol layer raises.
+
+``err`` is the text nats-server sends in ``-ERR '<err>'`` before closing, or ``None`` where
+nats-server closes the connection without a word (malformed arguments, bad CONNECT JSON).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ERR_AUTH_TIMEOUT",
+    "ERR_AUTH_VIOLATION",
+    "ERR_INVALID_PROTOCOL",
+    "ERR_INVALID_PUB_SUBJECT",
+    "ERR_INVALID_SUBJECT",
+    "ERR_MAX_CONNECTIONS",
+    "ERR_MAX_CONTROL_LINE",
+    "ERR_MAX_PAYLOAD",
+    "ERR_NO_RESPONDERS_HEADERS",
+    "ERR_STALE_CONNECTION",
+    "ERR_UNKNOWN_OP",
+    "ProtocolError",
+]
+
+# nats-server's exact -ERR texts (case as it sends them).
+ERR_UNKNOWN_OP = "Unknown Protocol Operation"
+ERR_MAX_PAYLOAD = "Maximum Payload Violation"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
+ERR_AUTH_VIOLATION = "Authorization Violation"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
+ERR_STALE_CONNECTION = "Stale Connection"
+ERR_INVALID_PROTOCOL = "invalid client protocol"
+ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
+ERR_MAX_CONNECTIONS = "maximum connections exceeded"
+ERR_INVALID_SUBJECT = "Invalid Subject"  # non-fatal
+ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"  # non-fatal
+
+
+class ProtocolError(Exception):
+    """A fatal protocol violation: the connection must close (after ``-ERR`` if ``err`` is set)."""
+
+    def __init__(self, err: str | None, detail: str = "") -> None:
+        super().__init__(detail or err or "protocol violation")
+        self.err = err
+        self.detail = detail

@@ -1,0 +1,33 @@
+"""The operations the parser yields, as plain tuples (one small allocation per op).
+
+Shapes (first element is the op code):
+
+    (PUB,     subject: bytes, reply: bytes | None, hdr_len: int, data: bytes)  # hdr_len 0 = no headers
+    (SUB,     subject: bytes, queue: bytes | None, sid: bytes)
+    (UNSUB,   sid: bytes, max_msgs: int)                     # max_msgs 0 = now
+    (CONNECT, json: bytes)
+    (PING,) (PONG,) (OK,)
+    (INFO,    json: bytes)
+    (ERR,     text: bytes)
+
+HPUB is PUB with ``hdr_len > 0``; ``data`` then holds the header block followed by the payload,
+so a delivery to a headers-capable client writes it without any copying or re-joining.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = ["CONNECT", "ERR", "INFO", "OK", "PING", "PONG", "PUB", "SUB", "UNSUB", "Op"]
+
+PUB: Final = 1
+SUB: Final = 2
+UNSUB: Final = 3
+PING: Final = 4
+PONG: Final = 5
+CONNECT: Final = 6
+INFO: Final = 7
+OK: Final = 8
+ERR: Final = 9
+
+Op = tuple[Any, ...]  # heterogeneous shapes documented above

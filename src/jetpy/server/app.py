@@ -1,0 +1,223 @@
+"""Server: the composition root. Listens, owns the broker, connections, monitoring and JetStream.
+
+Embeddable in any asyncio program::
+
+    async with Server(port=0, store_dir=tmp) as srv:
+        nc = await nats.connect(srv.client_url)
+
+Knows how the pieces fit together and in which order they start and stop; the pieces know
+nothing of each other beyond the interfaces handed to them here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import dataclasses
+import json
+import logging
+import os
+import platform
+import secrets
+import time
+from typing import Any
+
+import jetpy
+from jetpy.server.auth import Authenticator
+from jetpy.server.broker import Broker
+from jetpy.server.connection import ClientConnection
+from jetpy.server.options import ServerOptions
+
+__all__ = ["NATS_COMPAT_VERSION", "Server"]
+
+log = logging.getLogger("jetpy.server")
+
+# The nats-server version whose protocol and JetStream API we implement. Clients gate features on
+# INFO's "version", so this is what they must see; jetpy's own version is in "jetpy".
+NATS_COMPAT_VERSION = "2.10.0"
+MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
+SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
+
+
+def _server_id() -> str:
+    # nats-server ids are 56 chars of base32 starting with N (a public nkey); ours look alike
+    raw = base64.b32encode(secrets.token_bytes(35)).decode().rstrip("=")
+    return ("N" + raw)[:56]
+
+
+class Server:
+    def __init__(self, options: ServerOptions | None = None, **overrides: Any) -> None:
+        if options is None:
+            options = ServerOptions(host="127.0.0.1", port=0)
+            if "store_dir" in overrides and "jetstream" not in overrides:
+                overrides["jetstream"] = True
+        self.options = dataclasses.replace(options, **overrides) if overrides else options
+        self.server_id = _server_id()
+        self.server_name = self.options.server_name or self.server_id
+        self.broker = Broker()
+        self.auth = Authenticator(self.options)
+        self.connections: dict[int, ClientConnection] = {}
+        self.closed_connections: collections.deque[ClientConnection] = collections.deque(maxlen=MAX_CLOSED_CONNECTIONS)
+        self.total_connections = 0
+        self.slow_consumers = 0
+        self.auth_failures = 0
+        self.start_time = time.time()
+        self.port = 0
+        self.http_port = 0
+        self._cid = 0
+        self._listener: asyncio.Server | None = None
+        self._monitor: Any = None
+        self.jetstream: Any = None
+        self._closed_in_msgs = 0
+        self._closed_out_msgs = 0
+        self._closed_in_bytes = 0
+        self._closed_out_bytes = 0
+        self._stopped = asyncio.Event()
+        self._info_base: dict[str, Any] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        opts = self.options
+        port = 0 if opts.port == -1 else opts.port
+        self._listener = await loop.create_server(
+            lambda: ClientConnection(self), opts.host, port, reuse_address=True, backlog=1024
+        )
+        sock = self._listener.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._info_base = self._build_info()
+        if opts.jetstream:
+            await self._start_jetstream()
+        if opts.http_port:
+            await self._start_monitor()
+        log.info("Listening for client connections on %s:%d", opts.host, self.port)
+        log.info("Server is ready")
+
+    async def _start_jetstream(self) -> None:
+        try:
+            from jetpy.server.js_wiring import start_jetstream
+        except ImportError:  # JetStream lands issue by issue; the core server runs without it
+            log.warning("JetStream requested but not available in this build")
+            return
+        self.jetstream = await start_jetstream(self)
+
+    async def _start_monitor(self) -> None:
+        try:
+            from jetpy.server.monitor import Monitor
+        except ImportError:
+            log.warning("monitoring requested but not available in this build")
+            return
+        self._monitor = Monitor(self)
+        self.http_port = await self._monitor.start()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, flush every client's pending output, close them, stop JetStream."""
+        if self._listener is None:
+            return
+        listener, self._listener = self._listener, None
+        listener.close()
+        for conn in list(self.connections.values()):
+            conn.close("Server Shutdown")
+        if self.jetstream is not None:
+            await self.jetstream.stop()
+            self.jetstream = None
+        if self._monitor is not None:
+            await self._monitor.stop()
+            self._monitor = None
+        try:
+            await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_FLUSH_TIMEOUT)
+        except TimeoutError:
+            pass
+        self._stopped.set()
+
+    async def wait_closed(self) -> None:
+        await self._stopped.wait()
+
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -- addresses ------------------------------------------------------------------------------
+
+    @property
+    def client_url(self) -> str:
+        host = self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"nats://{host}:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        host = self.options.http_host or self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.http_port}"
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def register(self, conn: ClientConnection) -> bool:
+        if len(self.connections) >= self.options.max_connections:
+            return False
+        self.connections[conn.cid] = conn
+        self.total_connections += 1
+        return True
+
+    def unregister(self, conn: ClientConnection, reason: str) -> None:
+        if self.connections.pop(conn.cid, None) is None:
+            return
+        self._closed_in_msgs += conn.in_msgs
+        self._closed_out_msgs += conn.out_msgs
+        self._closed_in_bytes += conn.in_bytes
+        self._closed_out_bytes += conn.out_bytes
+        conn.close_reason = conn.close_reason or reason
+        self.closed_connections.append(conn)
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        im, om, ib, ob = self._closed_in_msgs, self._closed_out_msgs, self._closed_in_bytes, self._closed_out_bytes
+        for c in self.connections.values():
+            im += c.in_msgs
+            om += c.out_msgs
+            ib += c.in_bytes
+            ob += c.out_bytes
+        return im, om, ib, ob
+
+    # -- INFO -----------------------------------------------------------------------------------
+
+    def _build_info(self) -> dict[str, Any]:
+        opts = self.options
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.server_name,
+            "version": NATS_COMPAT_VERSION,
+            "proto": 1,
+            "go": f"python{platform.python_version()} jetpy{jetpy.__version__}",
+            "host": opts.host,
+            "port": self.port,
+            "headers": True,
+        }
+        if self.auth.required:
+            info["auth_required"] = True
+        info["max_payload"] = opts.max_payload
+        if opts.jetstream:
+            info["jetstream"] = True
+        return info
+
+    def info_for(self, conn: ClientConnection) -> bytes:
+        info = dict(self._info_base)
+        info["client_id"] = conn.cid
+        info["client_ip"] = conn.host
+        return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()

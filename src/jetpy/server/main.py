@@ -1,0 +1,103 @@
+"""`jetpy-server` (and `jetpy server`): nats-server's command line, then run until a signal.
+
+Owns process concerns only: argument handling (delegated to ``flags``), logging setup, the pid
+file, uvloop, and signals: SIGTERM/SIGINT shut down gracefully (clients flushed and closed,
+stores synced); a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+import jetpy
+from jetpy.server.app import NATS_COMPAT_VERSION, Server
+from jetpy.server.options import ServerOptions
+
+__all__ = ["main"]
+
+log = logging.getLogger("jetpy.server")
+
+
+def setup_logging(opts: ServerOptions) -> None:
+    level = logging.DEBUG if (opts.debug or opts.trace) else logging.INFO
+    fmt = "[%(process)d] %(asctime)s [%(levelname).3s] %(message)s" if opts.logtime else "[%(process)d] [%(levelname).3s] %(message)s"
+    handler: logging.Handler = logging.FileHandler(opts.log_file) if opts.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    root = logging.getLogger("jetpy")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+async def serve(opts: ServerOptions) -> int:
+    server = Server(opts)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+
+    def on_signal(signame: str) -> None:
+        if stopping.is_set():
+            log.warning("second %s: exiting now", signame)
+            os._exit(1)
+        log.info("Trapped %s signal, shutting down", signame)
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    await stopping.wait()
+    await server.shutdown()
+    log.info("Server Exiting..")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from jetpy.server.config import ConfigError
+    from jetpy.server.flags import HELP_TEXT, UsageError, parse_args
+
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        parsed = parse_args(args)
+    except UsageError as e:
+        print(f"jetpy-server: {e}", file=sys.stderr)
+        print("Use -h for help.", file=sys.stderr)
+        return e.exit_code
+    except ConfigError as e:
+        print(f"jetpy-server: {e}", file=sys.stderr)
+        return 1
+    if parsed.show_help:
+        print(HELP_TEXT)
+        return 0
+    if parsed.show_version:
+        print(f"jetpy-server: v{jetpy.__version__} (nats-server protocol {NATS_COMPAT_VERSION})")
+        return 0
+    opts = parsed.options
+    for warning in parsed.warnings:
+        print(f"jetpy-server: warning: {warning}", file=sys.stderr)
+    if parsed.test_config:
+        print(f"jetpy-server: configuration file {opts.config_file} test is successful")
+        return 0
+    setup_logging(opts)
+    log.info("Starting jetpy-server version %s", jetpy.__version__)
+    if opts.pid_file:
+        with open(opts.pid_file, "w") as f:
+            f.write(str(os.getpid()))
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # uvloop is a dependency; the fallback keeps odd platforms working
+        runner = asyncio.run
+    try:
+        return runner(serve(opts))
+    except OSError as e:
+        log.error("Error listening on port: %s", e)
+        return 1
+    finally:
+        if opts.pid_file:
+            try:
+                os.unlink(opts.pid_file)
+            except OSError:
+                pass

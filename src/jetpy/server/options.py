@@ -1,0 +1,71 @@
+"""ServerOptions: every setting the server runs with, whatever set it (flags, config file, code).
+
+Owns the defaults, which are nats-server's. Knows nothing of how options are parsed: the config
+file format lives in ``conf_format``/``config`` and the command line in ``flags``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# nats-server's defaults (server/const.go), with the reason each limit exists.
+DEFAULT_PORT = 4222
+DEFAULT_HOST = "0.0.0.0"
+DEFAULT_HTTP_PORT = 8222
+MAX_PAYLOAD = 1024 * 1024  # largest message body a client may publish
+MAX_PENDING = 64 * 1024 * 1024  # outbound bytes buffered for one client before it is a slow consumer
+MAX_CONTROL_LINE = 4096  # longest protocol line (op and arguments) before the payload
+MAX_CONNECTIONS = 64 * 1024
+PING_INTERVAL = 120.0  # seconds between server PINGs on an idle connection
+PING_MAX = 2  # unanswered PINGs before the connection is stale
+AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
+WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
+LAME_DUCK_DURATION = 120.0
+
+
+@dataclass(slots=True)
+class User:
+    """One entry of ``authorization { users [...] }``. ``password`` may be a bcrypt hash ($2a$...)."""
+
+    user: str
+    password: str = ""
+    permissions: dict[str, object] | None = None
+    account: str | None = None
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT  # 0 = ephemeral, -1 = random (as nats-server)
+    server_name: str = ""
+    http_host: str = ""  # "" = same as host
+    http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
+    max_payload: int = MAX_PAYLOAD
+    max_pending: int = MAX_PENDING
+    max_connections: int = MAX_CONNECTIONS
+    max_control_line: int = MAX_CONTROL_LINE
+    ping_interval: float = PING_INTERVAL
+    ping_max: int = PING_MAX
+    write_deadline: float = WRITE_DEADLINE
+    # authorization
+    username: str = ""
+    password: str = ""
+    token: str = ""
+    users: list[User] = field(default_factory=list)
+    auth_timeout: float = AUTH_TIMEOUT
+    no_auth_user: str = ""
+    # jetstream
+    jetstream: bool = False
+    store_dir: str = ""
+    max_memory_store: int = -1  # -1 = decide from the machine
+    max_file_store: int = -1
+    sync_interval: float | None = None  # None = fsync before every PubAck (group commit)
+    # logging
+    debug: bool = False
+    trace: bool = False
+    log_file: str = ""
+    pid_file: str = ""
+    logtime: bool = True
+    config_file: str = ""
+    # lame duck
+    lame_duck_duration: float = LAME_DUCK_DURATION

@@ -1,0 +1,220 @@
+"""SubjectTree: a trie of subscriptions keyed by subject tokens, with a bounded match cache.
+
+Owns interest: which items (subscriptions, internal handlers) match a published subject, split
+into plain members and queue groups. Knows nothing of what an item is or how it is delivered.
+
+Subjects are ``bytes`` because the protocol path never decodes them. A publish looks up the
+cache first (a dict hit is the common case: publishers reuse subjects); a miss walks the trie and
+stores the result. Inserting or removing a subscription drops only the cached results it could
+change, so a busy subject stays cached while unrelated subscriptions come and go.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+__all__ = ["MatchResult", "SubjectTree"]
+
+T = TypeVar("T")
+
+MAX_CACHE = 4096  # cached match results; bounded so that random subjects cannot grow memory
+_PWC = b"*"
+_FWC = b">"
+
+# A match result: (plain members, queue groups). Each queue group is a list of members sharing a
+# queue name; one of them receives each message. Results are shared with the cache: read-only.
+MatchResult = tuple[list[T], list[list[T]]]
+
+
+class _Node(Generic[T]):
+    __slots__ = ("fwc", "next", "plain", "pwc", "queues")
+
+    def __init__(self) -> None:
+        self.next: dict[bytes, _Node[T]] = {}
+        self.pwc: _Node[T] | None = None
+        self.fwc: _Node[T] | None = None
+        self.plain: dict[T, None] = {}  # a dict keeps insertion order and removes in O(1)
+        self.queues: dict[bytes, dict[T, None]] = {}
+
+    def is_empty(self) -> bool:
+        return not (self.next or self.pwc or self.fwc or self.plain or self.queues)
+
+
+class SubjectTree(Generic[T]):
+    def __init__(self, cache_size: int = MAX_CACHE) -> None:
+        self._root: _Node[T] = _Node()
+        self._cache: dict[bytes, MatchResult[T]] = {}
+        self._cache_size = cache_size
+        self.count = 0
+        self.inserts = 0
+        self.removes = 0
+        self.matches = 0
+        self.cache_hits = 0
+
+    # -- mutation -------------------------------------------------------------------------------
+
+    def insert(self, subject: bytes, queue: bytes | None, item: T) -> None:
+        node = self._root
+        for tok in subject.split(b"."):
+            if tok == _PWC:
+                if node.pwc is None:
+                    node.pwc = _Node()
+                node = node.pwc
+            elif tok == _FWC:
+                if node.fwc is None:
+                    node.fwc = _Node()
+                node = node.fwc
+            else:
+                nxt = node.next.get(tok)
+                if nxt is None:
+                    nxt = node.next[tok] = _Node()
+                node = nxt
+        if queue is None:
+            node.plain[item] = None
+        else:
+            node.queues.setdefault(queue, {})[item] = None
+        self.count += 1
+        self.inserts += 1
+        self._invalidate(subject)
+
+    def remove(self, subject: bytes, queue: bytes | None, item: T) -> bool:
+        path: list[tuple[_Node[T], bytes]] = []
+        node: _Node[T] | None = self._root
+        for tok in subject.split(b"."):
+            assert node is not None
+            path.append((node, tok))
+            if tok == _PWC:
+                node = node.pwc
+            elif tok == _FWC:
+                node = node.fwc
+            else:
+                node = node.next.get(tok)
+            if node is None:
+                return False
+        assert node is not None
+        if queue is None:
+            if item not in node.plain:
+                return False
+            del node.plain[item]
+        else:
+            members = node.queues.get(queue)
+            if members is None or item not in members:
+                return False
+            del members[item]
+            if not members:
+                del node.queues[queue]
+        # prune empty nodes bottom-up so the trie does not keep dead branches
+        child = node
+        for parent, tok in reversed(path):
+            if not child.is_empty():
+                break
+            if tok == _PWC:
+                parent.pwc = None
+            elif tok == _FWC:
+                parent.fwc = None
+            else:
+                del parent.next[tok]
+            child = parent
+        self.count -= 1
+        self.removes += 1
+        self._invalidate(subject)
+        return True
+
+    def _invalidate(self, filter_: bytes) -> None:
+        cache = self._cache
+        if not cache:
+            return
+        if b"*" not in filter_ and b">" not in filter_:
+            cache.pop(filter_, None)
+            return
+        ftoks = filter_.split(b".")
+        for subj in [s for s in cache if _match_tokens(ftoks, s.split(b"."))]:
+            del cache[subj]
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    def match(self, subject: bytes) -> MatchResult[T]:
+        """Members interested in the literal ``subject``. The result must not be mutated."""
+        self.matches += 1
+        r = self._cache.get(subject)
+        if r is not None:
+            self.cache_hits += 1
+            return r
+        plain: list[T] = []
+        groups: dict[bytes, list[T]] = {}
+        _collect(self._root, subject.split(b"."), 0, plain, groups)
+        r = (plain, list(groups.values()))
+        cache = self._cache
+        if len(cache) >= self._cache_size:
+            # drop the older half: cheap, amortised, and keeps recently added hot subjects
+            for key in list(cache)[: self._cache_size // 2]:
+                del cache[key]
+        cache[subject] = r
+        return r
+
+    def has_interest(self, subject: bytes) -> bool:
+        plain, groups = self.match(subject)
+        return bool(plain or groups)
+
+    def cache_count(self) -> int:
+        return len(self._cache)
+
+    def items(self) -> list[tuple[bytes, bytes | None, T]]:
+        """Every (subject, queue, item) in the tree, for monitoring."""
+        out: list[tuple[bytes, bytes | None, T]] = []
+        _walk(self._root, [], out)
+        return out
+
+
+def _collect(node: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]]) -> None:
+    n = len(toks)
+    while True:
+        if node.fwc is not None:
+            _add(node.fwc, plain, groups)
+        if i == n:
+            _add(node, plain, groups)
+            return
+        if node.pwc is not None:
+            _collect(node.pwc, toks, i + 1, plain, groups)
+        nxt = node.next.get(toks[i])
+        if nxt is None:
+            return
+        node = nxt
+        i += 1
+
+
+def _add(node: _Node[T], plain: list[T], groups: dict[bytes, list[T]]) -> None:
+    if node.plain:
+        plain.extend(node.plain)
+    for q, members in node.queues.items():
+        g = groups.get(q)
+        if g is None:
+            groups[q] = list(members)
+        else:
+            g.extend(members)
+
+
+def _walk(node: _Node[T], prefix: list[bytes], out: list[tuple[bytes, bytes | None, T]]) -> None:
+    subj = b".".join(prefix)
+    for item in node.plain:
+        out.append((subj, None, item))
+    for q, members in node.queues.items():
+        for item in members:
+            out.append((subj, q, item))
+    for tok, child in node.next.items():
+        _walk(child, [*prefix, tok], out)
+    if node.pwc is not None:
+        _walk(node.pwc, [*prefix, _PWC], out)
+    if node.fwc is not None:
+        _walk(node.fwc, [*prefix, _FWC], out)
+
+
+def _match_tokens(ftoks: list[bytes], stoks: list[bytes]) -> bool:
+    for i, ft in enumerate(ftoks):
+        if ft == _FWC:
+            return len(stoks) > i
+        if i >= len(stoks):
+            return False
+        if ft != _PWC and ft != stoks[i]:
+            return False
+    return len(ftoks) == len(stoks)

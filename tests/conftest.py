@@ -1,0 +1,134 @@
+"""Shared fixtures: an embedded jetpy server, jetpy as a subprocess, and the reference nats-server.
+
+Every server listens on an ephemeral port with a temporary store dir, and every process started
+here is killed at teardown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import jetpy
+from jetpy.server.app import Server
+
+REPO = Path(__file__).resolve().parent.parent
+JETPY_SERVER = [sys.executable, "-m", "jetpy.server"]
+REFERENCE = shutil.which("nats-server")
+STARTUP_TIMEOUT = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    """An embedded jetpy server with JetStream on a temporary file store."""
+    async with jetpy.Server(port=0, store_dir=str(tmp_path / "js")) as srv:
+        yield srv
+
+
+@dataclass
+class Proc:
+    """A server running as a subprocess; ``url`` is its client URL."""
+
+    popen: subprocess.Popen[bytes]
+    port: int
+    http_port: int = 0
+    log_path: Path | None = None
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+
+_LISTEN_RE = re.compile(rb"Listening for client connections on [^\s]*:(\d+)")
+_HTTP_RE = re.compile(rb"(?:Starting http monitor on|monitoring on) [^\s]*:(\d+)", re.IGNORECASE)
+
+
+def start_process(cmd: list[str], log_path: Path, want_http: bool = False) -> Proc:
+    """Start a server that logs its bound port (both nats-server and jetpy do) and wait for it."""
+    f = open(log_path, "wb")  # noqa: SIM115 - the child writes to it for its whole life
+    popen = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO))
+    f.close()
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    port = http = 0
+    while time.monotonic() < deadline:
+        text = log_path.read_bytes()
+        m = _LISTEN_RE.search(text)
+        if m:
+            port = int(m.group(1))
+        h = _HTTP_RE.search(text)
+        if h:
+            http = int(h.group(1))
+        if port and (http or not want_http) and b"Server is ready" in text:
+            return Proc(popen, port, http, log_path, cmd)
+        if popen.poll() is not None:
+            break
+        time.sleep(0.02)
+    popen.kill()
+    popen.wait()
+    raise RuntimeError(f"server did not start: {cmd}\n{log_path.read_text(errors='replace')}")
+
+
+@pytest.fixture
+def jetpy_proc(tmp_path: Path) -> Iterator[Proc]:
+    """jetpy-server as a subprocess with JetStream on a temporary store."""
+    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp_path / "jp")], tmp_path / "jetpy.log")
+    yield p
+    p.stop(signal.SIGKILL)
+
+
+def reference_cmd(tmp_path: Path, *extra: str) -> list[str]:
+    if REFERENCE is None:
+        pytest.skip("Debian's nats-server is not installed (make test installs it with apt when it can)")
+    return [REFERENCE, "-a", "127.0.0.1", "-p", "-1", *extra]
+
+
+@pytest.fixture
+def reference_proc(tmp_path: Path) -> Iterator[Proc]:
+    """Debian's nats-server with JetStream on a temporary store: the reference implementation."""
+    p = start_process(reference_cmd(tmp_path, "-js", "-sd", str(tmp_path / "ref")), tmp_path / "ref.log")
+    yield p
+    p.stop(signal.SIGKILL)
+
+
+async def wait_for(pred: Callable[[], bool], within: float = 5.0) -> None:
+    """Poll a zero-argument predicate until it is true (for asynchronous effects)."""
+    deadline = time.monotonic() + within
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
