@@ -11,6 +11,7 @@ for the server's imports.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["Server", "__version__"]
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name == "Server":
-        from jetpy.server.app import Server
-
-        return Server
+        # imported by name so that importing any jetpy package does not pull the server in
+        return importlib.import_module("jetpy.server.app").Server
     raise AttributeError(name)

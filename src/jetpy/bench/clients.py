@@ -88,8 +88,14 @@ def make_payload(size: int) -> bytes:
 async def connect(settings: ConnectSettings, name: str, counters: Counters) -> NATS:
     """One connection per client, as nats bench: no reconnects, so a failure shows as a failure."""
 
+    connected = False
+    attempts: list[Exception] = []
+
     async def on_error(exc: Exception) -> None:
-        counters.error(f"{name}: {type(exc).__name__}: {exc}")
+        if connected:
+            counters.error(f"{name}: {type(exc).__name__}: {exc}")
+        else:
+            attempts.append(exc)  # a failed connect attempt: reported once, below
 
     servers = [s.strip() for s in settings.server.split(",") if s.strip()]
     kwargs: dict[str, Any] = {}
@@ -100,17 +106,26 @@ async def connect(settings: ConnectSettings, name: str, counters: Counters) -> N
     if settings.creds is not None:
         kwargs["user_credentials"] = settings.creds
     try:
-        nc: NATS = await nats.connect(
-            servers=servers,
-            name=name,
-            allow_reconnect=False,
-            max_reconnect_attempts=0,
-            connect_timeout=CONNECT_TIMEOUT,
-            error_cb=on_error,
-            **kwargs,
+        # nats-py keeps retrying an unreachable server forever at max_reconnect_attempts=0, even
+        # with allow_reconnect off; 1 (two attempts, no back-off) makes it give up, and the outer
+        # bound makes sure of it.
+        nc: NATS = await asyncio.wait_for(
+            nats.connect(
+                servers=servers,
+                name=name,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0,
+                connect_timeout=CONNECT_TIMEOUT,
+                error_cb=on_error,
+                **kwargs,
+            ),
+            2 * CONNECT_TIMEOUT * len(servers) + 1,
         )
     except Exception as exc:
-        raise BenchError(f"cannot connect to {settings.server}: {type(exc).__name__}: {exc}") from exc
+        cause = attempts[-1] if attempts else exc
+        raise BenchError(f"cannot connect to {settings.server}: {type(cause).__name__}: {cause}") from exc
+    connected = True
     return nc
 
 

@@ -63,13 +63,16 @@ def bench(
             help="Subscribers, each receiving every message (repliers with --request; consumers with --js).",
         ),
     ] = 0,
-    msgs: Annotated[int, typer.Option("--msgs", min=1, help="Messages in total, split across publishers.")] = DEFAULT_MSGS,
+    msgs: Annotated[
+        int, typer.Option("--msgs", min=1, help="Messages in total, split across publishers.")
+    ] = DEFAULT_MSGS,
     size: Annotated[str, typer.Option("--size", help="Payload size: 128, 1KB, 1MB.")] = "128",
     request: Annotated[
         bool, typer.Option("--request", help="Request/reply latency (p50/p90/p99/max) instead of pub/sub.")
     ] = False,
     js: Annotated[
-        bool, typer.Option("--js", help="JetStream: publish into a stream created for the run and deleted after.")
+        bool,
+        typer.Option("--js", help="JetStream: publish into a stream created for the run and deleted after."),
     ] = False,
     storage: Annotated[
         StorageKind, typer.Option("--storage", case_sensitive=False, help="Stream storage with --js.")
@@ -86,7 +89,9 @@ def bench(
     ack: Annotated[
         AckKind, typer.Option("--ack", case_sensitive=False, help="Ack policy of --js consumers.")
     ] = AckKind.EXPLICIT,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Messages per fetch with --pull.")] = DEFAULT_BATCH,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="Messages per fetch with --pull.")
+    ] = DEFAULT_BATCH,
     window: Annotated[
         int, typer.Option("--window", min=1, help="Un-acked JetStream publishes in flight per publisher.")
     ] = DEFAULT_WINDOW,
@@ -133,7 +138,9 @@ def bench(
     counters = Counters()
     show_progress = not no_progress and sys.stderr.isatty()
     try:
-        result = asyncio.run(run_with_progress(run(opts, settings, counters), counters, enabled=show_progress))
+        result = asyncio.run(
+            run_with_progress(run(opts, settings, counters), counters, enabled=show_progress)
+        )
     except BenchError as exc:
         typer.echo(f"jetpy bench: {exc}", err=True)
         raise typer.Exit(EXIT_CANNOT_RUN) from exc

@@ -93,16 +93,15 @@ async def _run_pubsub(
     if subscribers:
         sub_side = SideStats(
             clients=tuple(
-                ClientSample(s.count, e - start, opts.size) for s, e in zip(subscribers, sub_ends, strict=True)
+                ClientSample(s.count, e - start, opts.size)
+                for s, e in zip(subscribers, sub_ends, strict=True)
             ),
             elapsed_s=max(sub_ends) - start,
             size=opts.size,
         )
     elapsed = max([pub_side.elapsed_s, sub_side.elapsed_s if sub_side else 0.0])
     complete = (
-        counters.errors == 0
-        and pub_side.msgs == opts.msgs
-        and all(s.count == opts.msgs for s in subscribers)
+        counters.errors == 0 and pub_side.msgs == opts.msgs and all(s.count == opts.msgs for s in subscribers)
     )
     return BenchResult(
         options=opts,
@@ -132,7 +131,9 @@ async def _run_request(
             await msg.respond(msg.data)
 
         for nc in replier_conns:
-            await nc.subscribe(opts.subject, queue=REPLY_QUEUE, cb=reply, pending_msgs_limit=0, pending_bytes_limit=0)
+            await nc.subscribe(
+                opts.subject, queue=REPLY_QUEUE, cb=reply, pending_msgs_limit=0, pending_bytes_limit=0
+            )
             await nc.flush()
         req_conns = await _connect_all(stack, settings, "req", opts.pubs, counters)
         counts = split(opts.msgs, opts.pubs)

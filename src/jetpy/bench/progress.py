@@ -18,8 +18,8 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     TaskID,
+    TaskProgressColumn,
     TextColumn,
-    TimeElapsedColumn,
 )
 
 from jetpy.bench.clients import Counters
@@ -39,7 +39,7 @@ async def _display(counters: Counters, console: Console) -> None:
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("msgs"),
-        TimeElapsedColumn(),
+        TaskProgressColumn(),
     )
     with Progress(*columns, console=console, transient=True) as progress:
         pub_task: TaskID | None = None

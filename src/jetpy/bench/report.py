@@ -45,7 +45,9 @@ def describe(opts: BenchOptions, server: str) -> str:
 
 
 def _side_lines(title: str, side: SideStats) -> list[str]:
-    lines = [f"{title}: {side.msgs_per_s:,.0f} msgs/s ~ {side.mb_per_s:,.2f} MB/s ({side.msgs:,} msgs in {side.elapsed_s:.3f} s)"]
+    lines = [
+        f"{title}: {side.msgs_per_s:,.0f} msgs/s ~ {side.mb_per_s:,.2f} MB/s ({side.msgs:,} msgs in {side.elapsed_s:.3f} s)"
+    ]
     for i, c in enumerate(side.clients[:MAX_CLIENT_LINES], start=1):
         lines.append(f" [{i}] {c.msgs_per_s:,.0f} msgs/s ~ {c.mb_per_s:,.2f} MB/s ({c.msgs:,} msgs)")
     if len(side.clients) > MAX_CLIENT_LINES:

@@ -179,6 +179,7 @@ class Server:
         self._closed_in_bytes += conn.in_bytes
         self._closed_out_bytes += conn.out_bytes
         conn.close_reason = conn.close_reason or reason
+        conn.stop_time = time.time()
         self.closed_connections.append(conn)
 
     def totals(self) -> tuple[int, int, int, int]:

@@ -76,6 +76,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[bytes, Subscription] = {}
         # stats
         self.start = time.time()
+        self.stop_time = 0.0  # set when the server forgets the connection (for /connz closed)
         self.last_activity = self.start
         self.in_msgs = 0
         self.in_bytes = 0

@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     for warning in parsed.warnings:
         print(f"jetpy-server: warning: {warning}", file=sys.stderr)
     if parsed.test_config:
+        # nats-server -t fails on warnings too: a config that only warns is not clean
+        if parsed.warnings:
+            return 1
         print(f"jetpy-server: configuration file {opts.config_file} test is successful")
         return 0
     setup_logging(opts)
@@ -86,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             f.write(str(os.getpid()))
     try:
         import uvloop
-
-        runner = uvloop.run
     except ImportError:  # uvloop is a dependency; the fallback keeps odd platforms working
-        runner = asyncio.run
+        uvloop = None  # type: ignore[assignment]
     try:
-        return runner(serve(opts))
+        if uvloop is not None:
+            return uvloop.run(serve(opts))
+        return asyncio.run(serve(opts))
     except OSError as e:
         log.error("Error listening on port: %s", e)
         return 1

@@ -38,6 +38,7 @@ class ServerOptions:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT  # 0 = ephemeral, -1 = random (as nats-server)
     server_name: str = ""
+    client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
     max_payload: int = MAX_PAYLOAD

@@ -1,0 +1,46 @@
+"""The seams JetStream needs from its host: a message bus and a store provider.
+
+JetStream owns streams, consumers and the API, but not the network or the choice of store
+backend. The server implements these protocols (``jetpy.server.js_wiring``) and hands them in,
+so this package stays testable and never imports the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from jetpy.store.base import StoreConfig, StreamStore
+
+__all__ = ["MessageBus", "MessageHandler", "StoreProvider"]
+
+# (subject, reply, hdr_len, data): ``data`` holds the header block (hdr_len bytes) then the payload
+MessageHandler = Callable[[bytes, "bytes | None", int, bytes], None]
+
+
+class MessageBus(Protocol):
+    def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
+        """Publish from inside the server; returns how many subscribers received it."""
+        ...
+
+    def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Any:
+        """An in-process subscription; handlers run synchronously in publish order."""
+        ...
+
+    def unsubscribe(self, handle: Any) -> None: ...
+
+    def has_interest(self, subject: str) -> bool: ...
+
+
+class StoreProvider(Protocol):
+    """Creates and finds stores; the composition root decides memory vs file and where files go."""
+
+    def create(self, config: StoreConfig) -> StreamStore: ...
+
+    def recover(self) -> list[StreamStore]:
+        """Every persisted stream store found at start-up (file storage only)."""
+        ...
+
+    def quarantine(self, name: str, reason: str) -> str:
+        """Move a stream whose metadata cannot be trusted aside (never delete it); returns where."""
+        ...

@@ -1,0 +1,207 @@
+"""Stream: one JetStream stream: its config, its store, and the publish pipeline into it.
+
+Owns what happens to a message published on a stream's subjects: the header checks
+(``Nats-Expected-*``), de-duplication by ``Nats-Msg-Id`` within ``duplicate_window``, rollups,
+limits (enforced by the store), republish, and the PubAck text. Knows the store only through the
+``StreamStore`` interface, and the network only through the ``MessageBus`` it is given; when the
+PubAck may be sent (after fsync, for durable file streams) is the engine's business.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import StreamConfig
+from jetpy.protocol.headers import get_header
+from jetpy.store.base import (
+    ErrMaxBytes,
+    ErrMaxMsgs,
+    ErrMaxMsgsPerSubject,
+    ErrMsgTooLarge,
+    StoreError,
+    StoreLimits,
+    StreamStore,
+)
+from jetpy.subjects import subject_matches
+
+__all__ = ["PublishResult", "Stream", "limits_of", "pub_ack", "pub_error"]
+
+_json = msgspec.json.Encoder()
+
+MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
+
+H_MSG_ID = b"Nats-Msg-Id"
+H_EXPECTED_STREAM = b"Nats-Expected-Stream"
+H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
+H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
+H_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
+H_ROLLUP = b"Nats-Rollup"
+H_STREAM = "Nats-Stream"
+H_SUBJECT = "Nats-Subject"
+H_SEQUENCE = "Nats-Sequence"
+H_LAST_SEQUENCE = "Nats-Last-Sequence"
+H_TIME_STAMP = "Nats-Time-Stamp"
+H_MSG_SIZE = "Nats-Msg-Size"
+
+
+@dataclass(slots=True)
+class PublishResult:
+    """What to answer a publish with: an ack (``seq``) or an error; ``durable_seq`` > 0 means the
+    ack must wait until the store has synced that sequence."""
+
+    ack: bytes
+    durable_seq: int = 0
+
+
+def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
+    # byte-for-byte nats-server's PubAck (it writes these by hand, hence the odd spacing)
+    if duplicate:
+        return b'{"stream":"%s", "seq":%d,"duplicate": true}' % (stream.encode(), seq)
+    return b'{"stream":"%s", "seq":%d}' % (stream.encode(), seq)
+
+
+def pub_error(stream: str, err: ApiError) -> bytes:
+    return b'{"error":%s,"stream":"%s","seq":0}' % (_json.encode(err.to_wire()), stream.encode())
+
+
+class Stream:
+    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int) -> None:
+        self.config = config
+        self.name = config.name
+        self.store = store
+        self.created_ns = created_ns
+        self.durable = config.storage == "file"
+        # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
+        self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._last_msg_id = ""
+        self.consumers: dict[str, object] = {}
+        self.on_stored: list[object] = []  # consumer notifications land with the consumers issue
+
+    # -- config ---------------------------------------------------------------------------------
+
+    def matches(self, subject: str) -> bool:
+        return any(subject_matches(f, subject) for f in self.config.subjects)
+
+    def update_config(self, config: StreamConfig) -> None:
+        self.config = config
+        self.store.update_limits(limits_of(config))
+
+    # -- publish --------------------------------------------------------------------------------
+
+    def process(self, subject: bytes, hdr: bytes, data: bytes, now_ns: int | None = None) -> PublishResult:
+        """Store one published message (hdr may be empty); returns the ack to send."""
+        cfg = self.config
+        name = self.name
+        try:
+            if cfg.sealed:
+                raise ApiError.of(E.STREAM_SEALED)
+            if cfg.max_msg_size >= 0 and len(data) - len(hdr) > cfg.max_msg_size:
+                raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
+            now = time.time_ns() if now_ns is None else now_ns
+            msg_id = ""
+            rollup = b""
+            if hdr:
+                if len(hdr) > MAX_HEADER_SIZE:
+                    raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+                expected = get_header(hdr, H_EXPECTED_STREAM)
+                if expected is not None and expected.decode() != name:
+                    raise ApiError.of(E.STREAM_NOT_MATCH)
+                mid = get_header(hdr, H_MSG_ID)
+                if mid:
+                    msg_id = mid.decode()
+                    self._trim_dedup(now)
+                    seen = self._dedup.get(msg_id)
+                    if seen is not None:
+                        return PublishResult(pub_ack(name, seen[0], duplicate=True), seen[0] if self.durable else 0)
+                last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
+                if last_seq is not None:
+                    st_last = self.store.state().last_seq
+                    if _as_int(last_seq) != st_last:
+                        raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=st_last)
+                last_subj_seq = get_header(hdr, H_EXPECTED_LAST_SUBJ_SEQ)
+                if last_subj_seq is not None:
+                    last = self.store.load_last_msg(subject.decode())
+                    have = last.seq if last is not None else 0
+                    if _as_int(last_subj_seq) != have:
+                        raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=have)
+                last_id = get_header(hdr, H_EXPECTED_LAST_MSG_ID)
+                if last_id is not None and last_id.decode() != self._last_msg_id:
+                    raise ApiError.of(E.STREAM_WRONG_LAST_MSG_ID, id=self._last_msg_id)
+                rollup = get_header(hdr, H_ROLLUP) or b""
+                if rollup:
+                    if not cfg.allow_rollup_hdrs:
+                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err="rollup not permitted")
+                    if rollup not in (b"sub", b"all"):
+                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"invalid rollup value: {rollup.decode()!r}")
+            subj = subject.decode()
+            seq, ts = self.store.store_msg(subj, hdr, data[len(hdr) :], now)
+        except ApiError as e:
+            return PublishResult(pub_error(name, e))
+        except ErrMsgTooLarge:
+            return PublishResult(pub_error(name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
+        except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject) as e:
+            return PublishResult(pub_error(name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+        except StoreError as e:
+            return PublishResult(pub_error(name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+        if msg_id:
+            self._dedup[msg_id] = (seq, ts)
+            self._last_msg_id = msg_id
+        if rollup == b"sub":
+            self.store.purge(subj, seq, 0)
+        elif rollup == b"all":
+            self.store.purge("", seq, 0)
+        return PublishResult(pub_ack(name, seq), seq if self.durable else 0)
+
+    def _trim_dedup(self, now: int) -> None:
+        window = self.config.duplicate_window
+        dedup = self._dedup
+        while dedup:
+            first = next(iter(dedup.values()))
+            if now - first[1] <= window:
+                break
+            dedup.popitem(last=False)
+
+    def rebuild_dedup(self, now: int) -> None:
+        """After a restart: re-learn message ids published within the duplicate window."""
+        window = self.config.duplicate_window
+        st = self.store.state()
+        if st.msgs == 0 or window <= 0:
+            return
+        seq = st.first_seq
+        while True:
+            msg = self.store.load_next_msg("", seq)
+            if msg is None:
+                break
+            seq = msg.seq + 1
+            if now - msg.ts > window or not msg.hdr:
+                continue
+            mid = get_header(msg.hdr, H_MSG_ID)
+            if mid:
+                self._dedup[mid.decode()] = (msg.seq, msg.ts)
+                self._last_msg_id = mid.decode()
+
+
+def _as_int(raw: bytes) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        return -1
+
+
+def limits_of(cfg: StreamConfig) -> StoreLimits:
+    return StoreLimits(
+        max_msgs=cfg.max_msgs,
+        max_bytes=cfg.max_bytes,
+        max_age=cfg.max_age,
+        max_msgs_per_subject=cfg.max_msgs_per_subject,
+        max_msg_size=cfg.max_msg_size,
+        discard=cfg.discard,
+        discard_new_per_subject=cfg.discard_new_per_subject,
+    )
+

@@ -1,0 +1,297 @@
+"""The ``jetpy-server`` command line: nats-server 2.9.10's flags, names and meanings.
+
+Owns flag syntax (Go's ``flag`` package conventions: ``-flag`` or ``--flag``, ``-flag=value`` or
+``-flag value``, booleans bare or ``-flag=false``, parsing stops at the first non-flag argument or
+``--``), the flag table, precedence (the ``-c`` file is loaded first, explicit flags override it,
+whatever their order) and the help text. Knows nothing of the config file format beyond calling
+``config.load_config``; never prints, exits or starts anything: the caller (``main``) does.
+
+Differences from nats-server, on purpose: a bad flag raises ``UsageError`` meant to exit with
+status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (TLS, clusters,
+syslog, signals, profiling) are recognised and refused with "... is not supported yet" instead
+of silently doing nothing; ``--no_auth_user`` is accepted as a jetpy extension; the merged options
+are checked as nats-server checks them at startup, so ``-t`` also catches those mistakes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from jetpy.server.config import ConfigError, load_config, validate_options
+from jetpy.server.options import ServerOptions
+
+__all__ = ["FLAGS", "HELP_TEXT", "ConfigError", "Flag", "ParsedArgs", "UsageError", "parse_args"]
+
+USAGE_EXIT_CODE = 1  # what a command-line mistake should exit with
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+FlagKind = Literal["bool", "int", "str"]
+FlagValue = bool | int | str
+
+
+class UsageError(Exception):
+    """A command-line mistake: unknown flag, missing or malformed value, unsupported feature."""
+
+    def __init__(self, message: str, exit_code: int = USAGE_EXIT_CODE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(slots=True)
+class ParsedArgs:
+    options: ServerOptions
+    show_help: bool = False
+    show_version: bool = False
+    test_config: bool = False
+    warnings: list[str] = field(default_factory=list)  # from the config file, "file:line:col: ..."
+
+
+@dataclass(slots=True)
+class _Run:
+    """State of one parse: the control flags, the config path and what the value flags set."""
+
+    show_help: bool = False
+    show_version: bool = False
+    test_config: bool = False
+    config_file: str = ""
+    overrides: list[tuple[Callable[[ServerOptions, FlagValue], None], FlagValue]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One flag and its aliases. ``apply`` sets options; ``control`` sets parse state; neither =
+    recognised but unsupported, with ``unsupported`` naming the missing feature."""
+
+    names: tuple[str, ...]
+    kind: FlagKind
+    apply: Callable[[ServerOptions, FlagValue], None] | None = None
+    control: Callable[[_Run, FlagValue], None] | None = None
+    unsupported: str = ""
+
+
+def _set(attr: str) -> Callable[[ServerOptions, FlagValue], None]:
+    def apply(opts: ServerOptions, value: FlagValue) -> None:
+        setattr(opts, attr, value)
+
+    return apply
+
+
+def _debug_trace(debug: bool) -> Callable[[ServerOptions, FlagValue], None]:
+    """-DV, -VV, -DVV: like nats-server, only switch on (``-DV=false`` changes nothing)."""
+
+    def apply(opts: ServerOptions, value: FlagValue) -> None:
+        if value:
+            opts.trace = True
+            opts.debug = opts.debug or debug
+
+    return apply
+
+
+def _ctl(attr: str) -> Callable[[_Run, FlagValue], None]:
+    def control(run: _Run, value: FlagValue) -> None:
+        setattr(run, attr, value)
+
+    return control
+
+
+_TLS = "TLS"
+_CLUSTER = "clustering"
+FLAGS: tuple[Flag, ...] = (
+    # Server
+    Flag(("a", "addr", "net"), "str", apply=_set("host")),
+    Flag(("p", "port"), "int", apply=_set("port")),
+    Flag(("n", "name", "server_name"), "str", apply=_set("server_name")),
+    Flag(("P", "pid"), "str", apply=_set("pid_file")),
+    Flag(("m", "http_port"), "int", apply=_set("http_port")),
+    Flag(("ms", "https_port"), "int", unsupported="HTTPS monitoring"),
+    Flag(("c", "config"), "str", control=_ctl("config_file")),
+    Flag(("t",), "bool", control=_ctl("test_config")),
+    Flag(("sl", "signal"), "str", unsupported="signalling a running server (use kill)"),
+    Flag(("client_advertise",), "str", apply=_set("client_advertise")),
+    Flag(("ports_file_dir",), "str", unsupported="the ports file"),
+    # Logging
+    Flag(("l", "log"), "str", apply=_set("log_file")),
+    Flag(("T", "logtime"), "bool", apply=_set("logtime")),
+    Flag(("s", "syslog"), "bool", unsupported="syslog"),
+    Flag(("r", "remote_syslog"), "str", unsupported="syslog"),
+    Flag(("D", "debug"), "bool", apply=_set("debug")),
+    Flag(("V", "trace"), "bool", apply=_set("trace")),
+    Flag(("VV",), "bool", apply=_debug_trace(debug=False)),
+    Flag(("DV",), "bool", apply=_debug_trace(debug=True)),
+    Flag(("DVV",), "bool", apply=_debug_trace(debug=True)),
+    Flag(("log_size_limit",), "int", unsupported="log rotation"),
+    Flag(("max_traced_msg_len",), "int", unsupported="trace truncation"),
+    # JetStream
+    Flag(("js", "jetstream"), "bool", apply=_set("jetstream")),
+    Flag(("sd", "store_dir"), "str", apply=_set("store_dir")),
+    # Authorization
+    Flag(("user",), "str", apply=_set("username")),
+    Flag(("pass",), "str", apply=_set("password")),
+    Flag(("auth",), "str", apply=_set("token")),
+    Flag(("no_auth_user",), "str", apply=_set("no_auth_user")),  # jetpy extension
+    # TLS
+    Flag(("tls",), "bool", unsupported=_TLS),
+    Flag(("tlscert",), "str", unsupported=_TLS),
+    Flag(("tlskey",), "str", unsupported=_TLS),
+    Flag(("tlsverify",), "bool", unsupported=_TLS),
+    Flag(("tlscacert",), "str", unsupported=_TLS),
+    Flag(("help_tls",), "bool", unsupported=_TLS),
+    # Cluster
+    Flag(("routes",), "str", unsupported=_CLUSTER),
+    Flag(("cluster", "cluster_listen"), "str", unsupported=_CLUSTER),
+    Flag(("cluster_name",), "str", unsupported=_CLUSTER),
+    Flag(("no_advertise",), "bool", unsupported=_CLUSTER),
+    Flag(("cluster_advertise",), "str", unsupported=_CLUSTER),
+    Flag(("connect_retries",), "int", unsupported=_CLUSTER),
+    # Profiling
+    Flag(("profile",), "int", unsupported="the profiling port"),
+    # Common
+    Flag(("h", "help"), "bool", control=_ctl("show_help")),
+    Flag(("v", "version"), "bool", control=_ctl("show_version")),
+)
+_BY_NAME: dict[str, Flag] = {name: f for f in FLAGS for name in f.names}
+_COMMANDS = {"version": "show_version", "help": "show_help"}  # nats-server's positional commands
+
+# Go's strconv.ParseInt(s, 0, 64): optional sign, 0x/0o/0b prefixes, a leading 0 means octal,
+# underscores only between digits.
+_GO_INT = re.compile(
+    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[bB](?:_?[01])+|0[oO](?:_?[0-7])+|0(?:_?[0-7])*|[1-9](?:_?[0-9])*)"
+)
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_args(argv: list[str]) -> ParsedArgs:
+    """Parse ``argv`` (without the program name), load ``-c`` if given, apply the flags over it.
+
+    Raises ``UsageError`` for command-line mistakes and ``ConfigError`` for a bad config file or
+    options that cannot work together. With ``-h``/``-v`` nothing else is looked at.
+    """
+    run = _Run()
+    unsupported: list[str] = []
+    rest = _parse_flags(argv, run, unsupported)
+    if rest:
+        command = _COMMANDS.get(rest[0])
+        if command is None:
+            raise UsageError(f'unrecognized command: "{rest[0]}"')
+        setattr(run, command, True)
+    if run.show_help or run.show_version:
+        return ParsedArgs(ServerOptions(), show_help=run.show_help, show_version=run.show_version)
+    if unsupported:
+        raise UsageError(unsupported[0])
+    if run.test_config and not run.config_file:
+        raise UsageError("must specify [-c, --config] option to check configuration file syntax")
+    warnings: list[str] = []
+    if run.config_file:
+        opts, warnings = load_config(run.config_file)
+    else:
+        opts = ServerOptions()
+    for apply, value in run.overrides:
+        apply(opts, value)
+    validate_options(opts)
+    return ParsedArgs(opts, test_config=run.test_config, warnings=warnings)
+
+
+def _parse_flags(argv: list[str], run: _Run, unsupported: list[str]) -> list[str]:
+    """Go ``flag.Parse``: consume flags, return the arguments left after them."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if len(arg) < 2 or arg[0] != "-":
+            break
+        if arg == "--":
+            return argv[i + 1:]
+        dashes = 2 if arg[1] == "-" else 1
+        body = arg[dashes:]
+        if not body or body[0] in "-=":
+            raise UsageError(f"bad flag syntax: {arg}")
+        name, has_value, value = body.partition("=")
+        flag = _BY_NAME.get(name)
+        if flag is None:
+            raise UsageError(f"flag provided but not defined: -{name}")
+        i += 1
+        if flag.kind != "bool" and not has_value:
+            if i >= len(argv):
+                raise UsageError(f"flag needs an argument: -{name}")
+            value, i = argv[i], i + 1
+        parsed = _convert(flag, name, value if (has_value or flag.kind != "bool") else None)
+        if flag.control is not None:
+            flag.control(run, parsed)
+        elif flag.apply is not None:
+            run.overrides.append((flag.apply, parsed))
+        elif not (flag.kind == "bool" and parsed is False):  # "--tls=false" asks for nothing
+            unsupported.append(f"{arg.partition('=')[0]}: {flag.unsupported} is not supported yet")
+    return argv[i:]
+
+
+def _convert(flag: Flag, name: str, value: str | None) -> FlagValue:
+    if flag.kind == "bool":
+        if value is None or value in _GO_TRUE:
+            return True
+        if value in _GO_FALSE:
+            return False
+        raise UsageError(f'invalid boolean value "{value}" for -{name}: parse error')
+    assert value is not None
+    if flag.kind == "int":
+        if not _GO_INT.fullmatch(value):
+            raise UsageError(f'invalid value "{value}" for flag -{name}: parse error')
+        digits = value.replace("_", "")
+        sign = -1 if digits.startswith("-") else 1
+        digits = digits.lstrip("+-")
+        if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+            number = sign * int(digits, 8)  # Go: a leading zero is octal
+        else:
+            number = sign * int(digits, 0)
+        if not INT64_MIN <= number <= INT64_MAX:
+            raise UsageError(f'invalid value "{value}" for flag -{name}: value out of range')
+        return number
+    return value
+
+
+HELP_TEXT = """\
+Usage: jetpy-server [options]
+
+Server Options:
+    -a, --addr, --net <host>         Bind to host address (default: 0.0.0.0)
+    -p, --port <port>                Use port for clients (default: 4222)
+    -n, --name
+        --server_name <server_name>  Server name (default: auto)
+    -P, --pid <file>                 File to store PID
+    -m, --http_port <port>           Use port for http monitoring
+    -c, --config <file>              Configuration file (nats-server format)
+    -t                               Test configuration and exit
+        --client_advertise <string>  Client URL to advertise
+
+Logging Options:
+    -l, --log <file>                 File to redirect log output
+    -T, --logtime                    Timestamp log entries (default: true)
+    -D, --debug                      Enable debugging output
+    -V, --trace                      Trace the raw protocol
+    -VV                              Verbose trace (same as -V in jetpy)
+    -DV                              Debug and trace
+    -DVV                             Debug and verbose trace
+
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory
+
+Authorization Options:
+        --user <user>                User required for connections
+        --pass <password>            Password required for connections
+        --auth <token>               Authorization token required for connections
+        --no_auth_user <user>        User for connections without credentials
+
+Common Options:
+    -h, --help                       Show this message
+    -v, --version                    Show version
+
+Flags are nats-server's: -flag or --flag, -flag=value or -flag value; explicit flags override
+the configuration file. Recognised but not supported yet: HTTPS monitoring (-ms), TLS (--tls,
+--tlscert, --tlskey, --tlsverify, --tlscacert), clustering (--routes, --cluster, --cluster_name,
+--cluster_advertise, --cluster_listen, --no_advertise, --connect_retries), syslog (-s, -r),
+--signal, --ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile.
+"""

@@ -1,0 +1,107 @@
+"""JetStream wiring: connects the JetStream engine to the broker and picks the store backends.
+
+The composition root for JetStream: the broker becomes its ``MessageBus``; file streams live in
+``<store_dir>/jetstream/$G/streams/<name>/`` (nats-server's layout, one account for now) and
+memory streams in memory. A stream directory whose metadata cannot be read is moved to
+``<store_dir>/jetstream/quarantine/`` and reported, never deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+from jetpy.jetstream.bus import MessageHandler
+from jetpy.jetstream.engine import JetStream, JetStreamConfig
+from jetpy.server.broker import Broker, Subscription
+from jetpy.store.base import StoreConfig, StreamStore
+from jetpy.store.filestore import FileStore
+from jetpy.store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from jetpy.server.app import Server
+
+__all__ = ["BrokerBus", "DirectoryStores", "start_jetstream"]
+
+log = logging.getLogger("jetpy.server")
+
+ACCOUNT = "$G"  # the global account; accounts land later
+
+
+class BrokerBus:
+    """The broker seen as JetStream's MessageBus."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
+        return self.broker.publish_internal(subject, reply, payload, headers)
+
+    def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Subscription:
+        return self.broker.subscribe_internal(subject, handler, queue)
+
+    def unsubscribe(self, handle: Any) -> None:
+        self.broker.unsubscribe_internal(handle)
+
+    def has_interest(self, subject: str) -> bool:
+        return self.broker.has_interest(subject.encode())
+
+
+class DirectoryStores:
+    """File stores under one directory, memory stores in memory."""
+
+    def __init__(self, store_dir: str) -> None:
+        self.root = os.path.join(os.path.abspath(store_dir), "jetstream")
+        self.streams_dir = os.path.join(self.root, ACCOUNT, "streams")
+        os.makedirs(self.streams_dir, exist_ok=True)
+
+    def create(self, config: StoreConfig) -> StreamStore:
+        if config.storage == "memory":
+            return MemoryStore(config)
+        return FileStore(os.path.join(self.streams_dir, config.name), config)
+
+    def recover(self) -> list[StreamStore]:
+        stores: list[StreamStore] = []
+        for name in sorted(os.listdir(self.streams_dir)):
+            path = os.path.join(self.streams_dir, name)
+            if not os.path.isdir(path):
+                continue
+            try:
+                # opened with no limits: the engine reads the stream's config from the store's
+                # metadata and applies its limits before any message is accepted
+                stores.append(FileStore(path, StoreConfig(name=name, storage="file")))
+            except Exception as e:  # unreadable: keep the bytes, move them aside
+                where = self.quarantine(name, str(e))
+                log.error("stream '%s' could not be recovered (%s): quarantined at %s", name, e, where)
+        return stores
+
+    def quarantine(self, name: str, reason: str) -> str:
+        qdir = os.path.join(self.root, "quarantine")
+        os.makedirs(qdir, exist_ok=True)
+        dest = os.path.join(qdir, f"{name}.{time.strftime('%Y%m%dT%H%M%S')}")
+        src = os.path.join(self.streams_dir, name)
+        if os.path.exists(src):
+            shutil.move(src, dest)
+        with open(os.path.join(qdir, "README.txt"), "a") as f:
+            f.write(f"{dest}: {reason}\n")
+        return dest
+
+
+async def start_jetstream(server: Server) -> JetStream:
+    opts = server.options
+    store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
+    cfg = JetStreamConfig(
+        store_dir=store_dir,
+        max_memory=opts.max_memory_store,
+        max_storage=opts.max_file_store,
+        sync_interval=opts.sync_interval,
+        server_name=server.server_name,
+    )
+    log.info("Starting JetStream")
+    log.info("  Store Directory: %r", store_dir)
+    js = JetStream(cfg, BrokerBus(server.broker), DirectoryStores(store_dir))
+    await js.start()
+    return js

@@ -1,0 +1,693 @@
+"""Monitoring endpoints: what /varz, /connz, /subsz, /jsz, /healthz and friends answer.
+
+Owns the documents, with nats-server 2.9's field names, order, omissions and query parameters,
+built from measured server state: connections, the subscription trie's counters, process usage
+and, for JetStream, the engine's own report (see :class:`JetStreamReport`). Knows nothing of
+HTTP: each endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
+
+jetpy is one server with one account (``$G``) and no system account, routes, gateways or leaf
+nodes, so those endpoints answer with nats-server's shapes for exactly that: empty.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import platform
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import jetpy
+from jetpy.server.app import NATS_COMPAT_VERSION
+from jetpy.server.monitor_format import (
+    ProcessUsage,
+    Query,
+    QueryError,
+    encode_json,
+    go_duration,
+    go_number,
+    go_time,
+    ns,
+    uptime,
+)
+from jetpy.subjects import is_valid_literal_subject, subject_matches
+
+if TYPE_CHECKING:
+    from jetpy.server.app import Server
+    from jetpy.server.broker import Subscription
+    from jetpy.server.connection import ClientConnection
+
+__all__ = ["JSON", "Endpoints", "JetStreamReport", "Reply"]
+
+JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+
+GLOBAL_ACCOUNT = "$G"  # nats-server's name for the account of clients without one
+DEFAULT_LIST_SIZE = 1024  # nats-server's default page size for /connz, /subsz and /jsz
+PROTO = 1  # the client protocol version INFO announces
+JS_NOT_ENABLED = "JetStream not enabled (10076)"  # nats-server's ApiError text for JSNotEnabledErr
+# /varz's jetstream.stats is /jsz's usage block (nats-server's JetStreamStats)
+JS_STATS_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets", "api")
+# /jsz's top-level keys after server_id/now, in nats-server's order
+JSZ_KEYS = (
+    "config",
+    *JS_STATS_KEYS,
+    "streams",
+    "consumers",
+    "messages",
+    "bytes",
+    "meta_cluster",
+    "account_details",
+)
+# connz sort options: the key and whether larger values come first (nats-server's orders)
+CONNZ_SORTS: dict[str, tuple[Callable[[_Row], Any], bool]] = {
+    "cid": (lambda r: r.cid, False),
+    "start": (lambda r: r.cid, False),  # as nats-server: the same order as cid
+    "subs": (lambda r: r.subs, True),
+    "pending": (lambda r: r.pending, True),
+    "msgs_to": (lambda r: r.out_msgs, True),
+    "msgs_from": (lambda r: r.in_msgs, True),
+    "bytes_to": (lambda r: r.out_bytes, True),
+    "bytes_from": (lambda r: r.in_bytes, True),
+    "last": (lambda r: r.last, True),
+    "idle": (lambda r: r.end - r.last, True),
+    "uptime": (lambda r: r.end - r.start, False),  # youngest first, as nats-server
+    "stop": (lambda r: r.end, True),
+    "reason": (lambda r: r.reason, False),
+    "rtt": (lambda r: r.rtt, True),
+}
+CLOSED_ONLY_SORTS = ("stop", "reason")
+STATES = {"open": "open", "closed": "closed", "any": "all", "all": "all"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """A connection as /connz sorts it: open (``stop`` None) or closed."""
+
+    conn: ClientConnection
+    stop: float | None
+    end: float  # when it closed, or now
+    pending: int
+    # the sort keys, copied so that sorting reads plain fields
+    cid: int
+    subs: int
+    in_msgs: int
+    out_msgs: int
+    in_bytes: int
+    out_bytes: int
+    start: float
+    last: float
+    rtt: float
+    reason: str
+
+    @classmethod
+    def of(cls, c: ClientConnection, stop: float | None, now: float) -> _Row:
+        return cls(
+            c,
+            stop,
+            now if stop is None else stop,
+            0 if stop is not None else _pending(c),
+            c.cid,
+            len(c.subs),
+            c.in_msgs,
+            c.out_msgs,
+            c.in_bytes,
+            c.out_bytes,
+            c.start,
+            c.last_activity,
+            c.rtt,
+            c.close_reason,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = JSON
+
+
+def json_reply(doc: Any, status: int = 200, indent: bool = True) -> Reply:
+    return Reply(status, encode_json(doc, indent), JSON)
+
+
+def text_reply(status: int, text: str) -> Reply:
+    return Reply(status, text.encode(), TEXT)
+
+
+class JetStreamReport(Protocol):
+    """What the monitor asks of ``server.jetstream`` (JetStream's side of /jsz and /varz).
+
+    ``jsz_stats`` returns nats-server's JSInfo without ``server_id``/``now`` (it may also be a
+    coroutine function)::
+
+        {"config": {"max_memory": int, "max_storage": int, "store_dir": str},  # + "domain"
+         "memory": int, "storage": int, "reserved_memory": int, "reserved_storage": int,
+         "accounts": int, "ha_assets": int, "api": {"total": int, "errors": int},
+         "streams": int, "consumers": int, "messages": int, "bytes": int,
+         "account_details": [...]}  # only when accounts or account is asked for
+
+    each account detail being ``{"name", "id", <the usage keys above up to "api">,
+    "stream_detail": [...]}`` (streams when ``streams``; each stream's ``consumer_detail`` when
+    ``consumers``; stream and consumer ``config`` only when ``config``), as nats-server's /jsz.
+    ``account`` ("" for all) restricts ``account_details`` to that account. Paging
+    (``offset``/``limit`` over accounts) is the monitor's.
+    """
+
+    def jsz_stats(
+        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
+    ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]: ...
+
+
+def _go_version() -> str:
+    return f"python{platform.python_version()} jetpy{jetpy.__version__}"
+
+
+class Endpoints:
+    """One method per endpoint; ``routes`` maps each path to its stats key and handler."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.usage = ProcessUsage()
+        self.http_host = server.options.http_host or server.options.host
+        self.http_port = 0  # the bound port, set by the monitor once listening
+        self.req_stats: dict[str, int] = {}
+        self.go = _go_version()
+        self.routes: dict[str, tuple[str, Callable[[Query], Awaitable[Reply]]]] = {
+            "/": ("/", self.index),
+            "/varz": ("/varz", self.varz),
+            "/connz": ("/connz", self.connz),
+            "/subsz": ("/subsz", self.subsz),
+            "/subscriptionsz": ("/subsz", self.subsz),
+            "/healthz": ("/healthz", self.healthz),
+            "/jsz": ("/jsz", self.jsz),
+            "/accountz": ("/accountz", self.accountz),
+            "/accstatz": ("/accstatz", self.accstatz),
+            "/routez": ("/routez", self.routez),
+            "/gatewayz": ("/gatewayz", self.gatewayz),
+            "/leafz": ("/leafz", self.leafz),
+        }
+
+    async def handle(self, path: str, query: Query) -> Reply | None:
+        """The reply for ``path``, or None when no endpoint has that path."""
+        route = self.routes.get(path)
+        if route is None:
+            return None
+        key, handler = route
+        self.req_stats[key] = self.req_stats.get(key, 0) + 1
+        try:
+            return await handler(query)
+        except QueryError as e:
+            return text_reply(400, str(e))
+
+    # -- /  ---------------------------------------------------------------------------------------
+
+    async def index(self, q: Query) -> Reply:
+        links = "\n".join(
+            f"    <a href=.{path}>{title}</a>"
+            for path, title in (
+                ("/varz", "General"),
+                ("/jsz", "JetStream"),
+                ("/connz", "Connections"),
+                ("/accountz", "Accounts"),
+                ("/accstatz", "Account Stats"),
+                ("/subsz", "Subscriptions"),
+                ("/routez", "Routes"),
+                ("/leafz", "LeafNodes"),
+                ("/gatewayz", "Gateways"),
+                ("/healthz", "Health Probe"),
+            )
+        )
+        page = (
+            '<html lang="en">\n  <head><title>jetpy monitoring</title>\n'
+            "  <style>body { font-family: sans-serif; margin-left: 32px } a { display: block; padding-bottom: 6px }</style>\n"
+            "  </head>\n  <body>\n"
+            f"    <h2>jetpy {jetpy.__version__} (nats-server {NATS_COMPAT_VERSION} compatible)</h2>\n"
+            f"{links}\n"
+            "    <a href=https://docs.nats.io/running-a-nats-service/nats_admin/monitoring>Help</a>\n"
+            "  </body>\n</html>\n"
+        )
+        return Reply(200, page.encode(), HTML)
+
+    # -- /varz ------------------------------------------------------------------------------------
+
+    async def varz(self, q: Query) -> Reply:
+        s = self.server
+        o = s.options
+        usage = self.usage
+        cpu = usage.cpu_percent()
+        now = time.time()
+        in_msgs, out_msgs, in_bytes, out_bytes = s.totals()
+        v: dict[str, Any] = {
+            "server_id": s.server_id,
+            "server_name": s.server_name,
+            "version": NATS_COMPAT_VERSION,
+            "proto": PROTO,
+            "go": self.go,
+            "host": o.host,
+            "port": s.port,
+        }
+        if s.auth.required:
+            v["auth_required"] = True
+        v.update(
+            max_connections=o.max_connections,
+            ping_interval=ns(o.ping_interval),
+            ping_max=o.ping_max,
+            http_host=self.http_host,
+            http_port=self.http_port,
+            http_base_path="",
+            https_port=0,
+            auth_timeout=go_number(o.auth_timeout),
+            max_control_line=o.max_control_line,
+            max_payload=o.max_payload,
+            max_pending=o.max_pending,
+            cluster={},
+            gateway={},
+            leaf={},
+            mqtt={},
+            websocket={},
+            jetstream=await self._varz_jetstream(),
+            write_deadline=ns(o.write_deadline),
+            start=go_time(s.start_time),
+            now=go_time(now),
+            uptime=uptime(now - s.start_time),
+            mem=usage.rss(),
+            cores=usage.cores(),
+            gomaxprocs=usage.usable_cores(),
+            cpu=go_number(cpu),
+            connections=len(s.connections),
+            total_connections=s.total_connections,
+            routes=0,
+            remotes=0,
+            leafnodes=0,
+            in_msgs=in_msgs,
+            out_msgs=out_msgs,
+            in_bytes=in_bytes,
+            out_bytes=out_bytes,
+            slow_consumers=s.slow_consumers,
+            subscriptions=s.broker.subs.count,
+            http_req_stats=dict(sorted(self.req_stats.items())),
+            config_load_time=go_time(float(getattr(s, "config_load_time", s.start_time))),
+        )
+        return json_reply(v)
+
+    async def _varz_jetstream(self) -> dict[str, Any]:
+        st = await self._js_report(accounts=False, streams=False, consumers=False, config=False, account="")
+        if st is None:
+            return {}
+        out: dict[str, Any] = {
+            "config": st.get("config", {}),
+            "stats": {k: st[k] for k in JS_STATS_KEYS if k in st},
+        }
+        if "meta_cluster" in st:
+            out["meta"] = st["meta_cluster"]
+        return out
+
+    # -- /connz -----------------------------------------------------------------------------------
+
+    async def connz(self, q: Query) -> Reply:
+        sort = q.get("sort") or "cid"
+        if sort not in CONNZ_SORTS:
+            raise QueryError(f"invalid sorting option: {sort}")
+        auth = q.boolean("auth")
+        detail = q.get("subs").lower() == "detail"
+        subs = False if detail else q.boolean("subs")
+        offset = max(0, q.integer("offset"))
+        limit = q.integer("limit")
+        cid = q.unsigned("cid")
+        state_s = q.get("state")
+        state = STATES.get(state_s.lower(), "") if state_s else "open"
+        if not state:
+            raise QueryError(f"Error decoding state for {state_s}")
+        user, acc, mqtt_client = q.get("user"), q.get("acc"), q.get("mqtt_client")
+        if limit <= 0:
+            limit = DEFAULT_LIST_SIZE
+        if sort in CLOSED_ONLY_SORTS and state != "closed":
+            raise QueryError(f"sort by {sort} only valid on closed connections")
+        if cid:
+            limit = 1
+
+        s = self.server
+        now = time.time()
+        open_conns: list[ClientConnection] = []
+        closed_conns: list[ClientConnection] = []
+        if state in ("open", "all"):
+            if not cid:
+                open_conns = list(s.connections.values())
+            elif cid in s.connections:
+                open_conns = [s.connections[cid]]
+        if state in ("closed", "all"):
+            closed_conns = [c for c in s.closed_connections if not cid or c.cid == cid]
+
+        def wanted(c: ClientConnection) -> bool:
+            if acc and acc != GLOBAL_ACCOUNT:
+                return False  # one account: no connection belongs to any other
+            if mqtt_client:
+                return False  # no MQTT connections
+            return not user or c.user == user
+
+        rows = [_Row.of(c, None, now) for c in open_conns if wanted(c)]
+        rows += [_Row.of(c, _stop_time(c), now) for c in closed_conns if wanted(c)]
+        # as nats-server: asking for one open cid still reports how many are open
+        total = len(s.connections) if cid and state == "open" else len(rows)
+        key, descending = CONNZ_SORTS[sort]
+        rows.sort(key=lambda r: r.cid)
+        rows.sort(key=key, reverse=descending)
+        page = [self._conn_info(r, subs, detail, auth) for r in rows[offset : offset + limit]]
+        return json_reply(
+            {
+                "server_id": s.server_id,
+                "now": go_time(now),
+                "num_connections": len(page),
+                "total": total,
+                "offset": offset,
+                "limit": limit,
+                "connections": page,
+            }
+        )
+
+    def _conn_info(self, row: _Row, subs: bool, detail: bool, auth: bool) -> dict[str, Any]:
+        c, stop, end = row.conn, row.stop, row.end
+        rtt_ns = _rtt_ns(c)
+        if rtt_ns == 0 and stop is None:
+            _request_rtt(c)
+        info: dict[str, Any] = {
+            "cid": c.cid,
+            "kind": getattr(c, "kind", "Client"),
+            "type": "nats",
+            "ip": c.host,
+            "port": c.port,
+            "start": go_time(c.start),
+            "last_activity": go_time(c.last_activity),
+        }
+        if stop is not None:
+            info["stop"] = go_time(stop)
+            info["reason"] = c.close_reason
+        info.update(
+            rtt=go_duration(rtt_ns),
+            uptime=uptime(end - c.start),
+            idle=uptime(end - c.last_activity),
+            pending_bytes=row.pending,
+            in_msgs=c.in_msgs,
+            out_msgs=c.out_msgs,
+            in_bytes=c.in_bytes,
+            out_bytes=c.out_bytes,
+            subscriptions=len(c.subs),
+        )
+        for k in ("name", "lang", "version"):
+            val = getattr(c, k, "")
+            if val:
+                info[k] = val
+        if auth and c.user:
+            info["authorized_user"] = c.user
+        if c.subs:
+            if detail:
+                info["subscriptions_list_detail"] = [_sub_detail(sub, False) for sub in c.subs.values()]
+            elif subs:
+                info["subscriptions_list"] = [_text(sub.subject) for sub in c.subs.values()]
+        return info
+
+    # -- /subsz -----------------------------------------------------------------------------------
+
+    def sublist_stats(self) -> dict[str, Any]:
+        tree = self.server.broker.subs
+        max_fanout, total_fanout, cached = _fanout(tree)
+        matches = tree.matches
+        return {
+            "num_subscriptions": tree.count,
+            "num_cache": tree.cache_count(),
+            "num_inserts": tree.inserts,
+            "num_removes": tree.removes,
+            "num_matches": matches,
+            "cache_hit_rate": go_number(tree.cache_hits / matches if matches else 0.0),
+            "max_fanout": max_fanout,
+            "avg_fanout": go_number(total_fanout / cached if cached and total_fanout else 0.0),
+        }
+
+    async def subsz(self, q: Query) -> Reply:
+        subs = q.boolean("subs")
+        offset = max(0, q.integer("offset"))
+        limit = q.integer("limit")
+        if limit <= 0:
+            limit = DEFAULT_LIST_SIZE
+        test = q.get("test")
+        acc = q.get("acc")
+        if test and not is_valid_literal_subject(test):
+            raise QueryError(f"invalid test subject, must be valid publish subject: {test}")
+        stats = self.sublist_stats()
+        if subs and (not acc or acc == GLOBAL_ACCOUNT):
+            details = [
+                _sub_detail(sub, True)
+                for subject, _queue, sub in self.server.broker.subs.items()
+                if not test or subject_matches(_text(subject), test)
+            ]
+            page = details[offset : offset + limit]
+            if page:  # as nats-server: an empty list answers with the bare statistics
+                return json_reply(
+                    {
+                        "server_id": self.server.server_id,
+                        "now": go_time(time.time()),
+                        **stats,
+                        "total": len(page),
+                        "offset": offset,
+                        "limit": limit,
+                        "subscriptions_list": page,
+                    }
+                )
+        return json_reply(stats)
+
+    # -- /healthz ---------------------------------------------------------------------------------
+
+    async def healthz(self, q: Query) -> Reply:
+        q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
+        q.boolean("js-enabled-only")
+        q.boolean("js-server-only")  # single server: there is no meta group to be current with
+        if self.server.options.jetstream and self.server.jetstream is None:
+            return json_reply({"status": "unavailable", "error": JS_NOT_ENABLED}, 503, indent=False)
+        return json_reply({"status": "ok"}, indent=False)
+
+    # -- /jsz -------------------------------------------------------------------------------------
+
+    async def jsz(self, q: Query) -> Reply:
+        accounts = q.boolean("accounts")
+        streams = q.boolean("streams")
+        consumers = q.boolean("consumers")
+        config = q.boolean("config")
+        offset = q.integer("offset")
+        limit = q.integer("limit") or DEFAULT_LIST_SIZE
+        q.boolean("leader-only")  # single server: always the leader
+        account = q.get("acc")
+        streams = streams or consumers
+        accounts = accounts or streams
+        doc: dict[str, Any] = {"server_id": self.server.server_id, "now": go_time(time.time())}
+        st = await self._js_report(
+            accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
+        )
+        if st is None:
+            doc["disabled"] = True
+            doc.update(_JSZ_DISABLED)
+            return json_reply(doc)
+        for k in JSZ_KEYS:
+            if k in st:
+                doc[k] = st[k]
+        for k, val in st.items():
+            if k not in doc:
+                doc[k] = val
+        details = list(doc.pop("account_details", None) or [])
+        if not account and accounts:
+            if offset:
+                details.sort(key=lambda d: str(d.get("id", d.get("name", ""))))
+                details = details[offset:] if offset > 0 else details
+            details = details[:limit] if limit > 0 else details
+        elif not account:
+            details = []
+        if details:
+            doc["account_details"] = details
+        return json_reply(doc)
+
+    async def _js_report(self, **options: Any) -> dict[str, Any] | None:
+        """JetStream's own report, or None when JetStream is not running."""
+        js = self.server.jetstream
+        if js is None:
+            return None
+        report = getattr(js, "jsz_stats", None)
+        if not callable(report):
+            return self._js_report_from_options()
+        result = report(**options)
+        if inspect.isawaitable(result):
+            result = await result
+        return dict(cast(Mapping[str, Any], result))
+
+    def _js_report_from_options(self) -> dict[str, Any]:
+        """JetStream runs but reports nothing: its configured limits, and no usage measured."""
+        o = self.server.options
+        cfg: dict[str, Any] = {
+            "max_memory": max(0, o.max_memory_store),
+            "max_storage": max(0, o.max_file_store),
+        }
+        if o.store_dir:
+            cfg["store_dir"] = os.path.join(os.path.abspath(o.store_dir), "jetstream")
+        return {"config": cfg, **{k: v for k, v in _JSZ_DISABLED.items() if k != "config"}}
+
+    # -- accounts ---------------------------------------------------------------------------------
+
+    async def accountz(self, q: Query) -> Reply:
+        s = self.server
+        acc = q.get("acc")
+        doc: dict[str, Any] = {"server_id": s.server_id, "now": go_time(time.time())}
+        if not acc:
+            doc["accounts"] = [GLOBAL_ACCOUNT]
+        elif acc == GLOBAL_ACCOUNT:
+            doc["account_detail"] = {
+                "account_name": GLOBAL_ACCOUNT,
+                "update_time": go_time(s.start_time),
+                "expired": False,
+                "complete": True,
+                "jetstream_enabled": s.jetstream is not None,
+                "leafnode_connections": 0,
+                "client_connections": len(s.connections),
+                "subscriptions": s.broker.subs.count,
+                "sublist_stats": self.sublist_stats(),
+            }
+        else:
+            return text_reply(400, f"Account {acc} does not exist")
+        return json_reply(doc)
+
+    async def accstatz(self, q: Query) -> Reply:
+        s = self.server
+        unused = q.boolean("unused")
+        conns = len(s.connections)
+        stats: list[dict[str, Any]] = []
+        if unused or conns:
+            in_msgs, out_msgs, in_bytes, out_bytes = s.totals()
+            stats.append(
+                {
+                    "acc": GLOBAL_ACCOUNT,
+                    "conns": conns,
+                    "leafnodes": 0,
+                    "total_conns": conns,
+                    "sent": {"msgs": out_msgs, "bytes": out_bytes},
+                    "received": {"msgs": in_msgs, "bytes": in_bytes},
+                    "slow_consumers": s.slow_consumers,
+                }
+            )
+        return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
+
+    # -- cluster endpoints: a single server has none of these --------------------------------------
+
+    async def routez(self, q: Query) -> Reply:
+        if q.get("subs").lower() != "detail":
+            q.boolean("subs")
+        return json_reply(
+            {"server_id": self.server.server_id, "now": go_time(time.time()), "num_routes": 0, "routes": []}
+        )
+
+    async def gatewayz(self, q: Query) -> Reply:
+        q.boolean("accs")
+        return json_reply(
+            {
+                "server_id": self.server.server_id,
+                "now": go_time(time.time()),
+                "outbound_gateways": {},
+                "inbound_gateways": {},
+            }
+        )
+
+    async def leafz(self, q: Query) -> Reply:
+        q.boolean("subs")
+        # nats-server encodes its empty (nil) leaf list as null
+        return json_reply(
+            {"server_id": self.server.server_id, "now": go_time(time.time()), "leafnodes": 0, "leafs": None}
+        )
+
+
+_JSZ_DISABLED: dict[str, Any] = {
+    "config": {"max_memory": 0, "max_storage": 0},
+    "memory": 0,
+    "storage": 0,
+    "reserved_memory": 0,
+    "reserved_storage": 0,
+    "accounts": 0,
+    "ha_assets": 0,
+    "api": {"total": 0, "errors": 0},
+    "streams": 0,
+    "consumers": 0,
+    "messages": 0,
+    "bytes": 0,
+}
+
+
+# -- helpers over connections and subscriptions ------------------------------------------------
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"account": GLOBAL_ACCOUNT} if with_account else {}
+    d["subject"] = _text(sub.subject)
+    if sub.queue:
+        d["qgroup"] = _text(sub.queue)
+    d["sid"] = _text(sub.sid)
+    d["msgs"] = sub.delivered
+    if sub.max_msgs:
+        d["max"] = sub.max_msgs
+    d["cid"] = int(getattr(sub.client, "cid", 0))  # in-process subscribers (JetStream) have none
+    return d
+
+
+def _pending(c: ClientConnection) -> int:
+    """Bytes waiting for the client: our buffer plus the transport's."""
+    pending = len(c.out)
+    t = c.transport
+    if t is not None:
+        try:
+            pending += t.get_write_buffer_size()
+        except (AttributeError, RuntimeError):
+            pass
+    return pending
+
+
+def _stop_time(c: ClientConnection) -> float:
+    """When a closed connection was closed; the last activity is a lower bound if unrecorded."""
+    stop = getattr(c, "stop_time", None)
+    if isinstance(stop, int | float) and stop > 0:
+        return float(stop)
+    return c.last_activity
+
+
+def _rtt_ns(c: ClientConnection) -> int:
+    """The last measured round trip, truncated as nats-server's getRTT does."""
+    n = ns(c.rtt) if c.rtt > 0 else 0
+    if 1_000 < n < 1_000_000:
+        n -= n % 1_000
+    return n
+
+
+def _request_rtt(c: ClientConnection) -> None:
+    """As nats-server, a real client (one that sent a lang) without an RTT yet gets a PING."""
+    if c.lang and not c.closed:
+        ping = getattr(c, "send_rtt_ping", None)
+        if callable(ping):
+            ping()
+
+
+def _fanout(tree: Any) -> tuple[int, int, int]:
+    """(max fanout, total fanout, cached results) over the trie's match cache, as nats-server."""
+    stats = getattr(tree, "fanout_stats", None)
+    if callable(stats):
+        return cast(tuple[int, int, int], tuple(stats()))
+    cache = getattr(tree, "_cache", None)  # until SubjectTree exposes fanout_stats()
+    if not isinstance(cache, dict):
+        return 0, 0, 0
+    mx = tot = 0
+    results: Iterable[Any] = list(cache.values())
+    for plain, groups in results:
+        n = len(plain) + len(groups)
+        tot += n
+        mx = max(mx, n)
+    return mx, tot, len(cache)

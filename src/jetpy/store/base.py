@@ -1,0 +1,318 @@
+"""The storage seam: the ``StreamStore`` protocol, its value types and the store error root.
+
+Owns: what a stream store promises (sequence numbering, limits enforcement, purge/compact
+semantics, the group-commit contract) and the immutable values that cross into the JetStream
+layer. Both ``MemoryStore`` (the oracle) and ``FileStore`` implement exactly this and are held to
+it by one shared contract test suite.
+
+Must not know: the network, the JSON API, consumers' delivery logic, clocks or timers (the caller
+passes ``now_ns`` to ``expire`` and schedules its own timer from ``next_expiry``).
+
+Semantics shared by every store (nats-server's memstore/filestore are the reference):
+
+* Sequences start at ``StoreConfig.first_seq`` and only grow; a sequence is never handed out twice,
+  not even after the message was removed, purged or lost.
+* An empty store reports ``first_seq = last_seq + 1`` (``0, 0`` while nothing was ever stored and
+  ``first_seq`` is 1), ``first_ts = 0``; ``last_ts`` is the timestamp of the message that got
+  ``last_seq`` and survives its removal.
+* ``bytes`` counts ``msg_size()`` per message: the file store's on-disk record size, so memory
+  and file streams report the same numbers and ``max_bytes`` behaves identically.
+* Limits: ``-1`` (or ``0``) means unlimited. With ``discard="old"`` the oldest messages (or the
+  oldest of a subject, for ``max_msgs_per_subject``) are removed after the new one is stored; with
+  ``discard="new"`` the new message is refused with ``ErrMaxMsgs``/``ErrMaxBytes`` unless it
+  replaces a message of its own subject at the per-subject limit (then the per-subject oldest is
+  removed), and with ``discard_new_per_subject`` a full subject refuses with
+  ``ErrMaxMsgsPerSubject``. Unlike nats-server (which refuses when the total would *reach*
+  ``max_bytes``) a message that makes the total exactly ``max_bytes`` is accepted, matching what
+  discard-old keeps.
+* Age expiry looks only at the head of the stream, like nats-server: ``expire(now)`` removes
+  messages from the front while ``ts <= now - max_age``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+import msgspec
+
+__all__ = [
+    "MAX_PAYLOAD",
+    "MAX_SUBJECT_BYTES",
+    "MSG_OVERHEAD",
+    "UNLIMITED",
+    "ConsumerState",
+    "ConsumerStore",
+    "ErrCorrupt",
+    "ErrInvalidName",
+    "ErrMaxBytes",
+    "ErrMaxMsgs",
+    "ErrMaxMsgsPerSubject",
+    "ErrMsgTooLarge",
+    "ErrStoreClosed",
+    "ErrStoreIO",
+    "LostData",
+    "SimpleState",
+    "StoreConfig",
+    "StoreError",
+    "StoreLimits",
+    "StoredMsg",
+    "StreamState",
+    "StreamStore",
+    "msg_size",
+]
+
+UNLIMITED = -1
+"""The NATS spelling of "no limit" for every count/size limit."""
+
+MSG_OVERHEAD = 34
+"""Accounting bytes per message on top of subject + headers + payload.
+
+Equal to the file store's record header (30 bytes) plus its CRC trailer (4 bytes), so ``bytes``
+in ``StreamState`` is the real on-disk footprint of the live messages (record.py asserts this)."""
+
+
+MAX_SUBJECT_BYTES = 0xFFFF
+"""Longest subject (UTF-8 bytes) a store accepts: the record's subject length field is a u16."""
+
+MAX_PAYLOAD = 64 * 1024 * 1024
+"""Hard cap on headers + payload of one message, whatever ``max_msg_size`` says: nats-server
+refuses a ``max_payload`` above 64 MB, and it keeps every record offset in a block within a u32."""
+
+
+def msg_size(subject: str, hdr: bytes, data: bytes) -> int:
+    """Bytes one message counts against ``max_bytes`` and in ``StreamState.bytes``."""
+    return MSG_OVERHEAD + len(subject.encode()) + len(hdr) + len(data)
+
+
+# ----------------------------------------------------------------------------- values
+
+
+class StoredMsg(msgspec.Struct, frozen=True, gc=False):
+    """One stored message as read back. ``ts`` is nanoseconds since the Unix epoch."""
+
+    subject: str
+    seq: int
+    ts: int
+    hdr: bytes
+    data: bytes
+
+
+class LostData(msgspec.Struct, frozen=True):
+    """Messages the store had accepted but can no longer return (corruption, failed fsync)."""
+
+    msgs: list[int]
+    bytes: int
+
+
+class StreamState(msgspec.Struct, frozen=True):
+    msgs: int
+    bytes: int
+    first_seq: int
+    first_ts: int
+    last_seq: int
+    last_ts: int
+    num_subjects: int
+    num_deleted: int
+    deleted: list[int] | None = None
+    lost: LostData | None = None
+
+
+class SimpleState(msgspec.Struct, frozen=True):
+    """A filtered view: how many messages match, and the first/last matching sequence (0 if none)."""
+
+    msgs: int = 0
+    first: int = 0
+    last: int = 0
+
+
+class StoreLimits(msgspec.Struct, frozen=True):
+    """The limits a store enforces by itself on every append (NATS StreamConfig spelling)."""
+
+    max_msgs: int = UNLIMITED
+    max_bytes: int = UNLIMITED
+    max_age: int = 0  # nanoseconds, 0 = keep forever
+    max_msgs_per_subject: int = UNLIMITED
+    max_msg_size: int = UNLIMITED  # headers + payload
+    discard: Literal["old", "new"] = "old"
+    discard_new_per_subject: bool = False
+
+
+class StoreConfig(msgspec.Struct, frozen=True):
+    name: str
+    storage: Literal["file", "memory"] = "file"
+    limits: StoreLimits = msgspec.field(default_factory=StoreLimits)
+    first_seq: int = 1  # only used when the store is created
+    block_size: int = 0  # file store only; 0 = filestore.DEFAULT_BLOCK_SIZE
+
+
+class ConsumerState(msgspec.Struct, frozen=True):
+    """A consumer's durable progress. ``pending`` maps stream seq -> (consumer seq, delivery ts ns)."""
+
+    delivered_consumer_seq: int = 0
+    delivered_stream_seq: int = 0
+    ack_floor_consumer_seq: int = 0
+    ack_floor_stream_seq: int = 0
+    pending: dict[int, tuple[int, int]] = msgspec.field(default_factory=dict)
+    redelivered: dict[int, int] = msgspec.field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class StoreError(Exception):
+    """Root of every error the store layer raises; ``description`` is the nats-server text."""
+
+    description: str = "store error"
+
+    def __init__(self, description: str | None = None) -> None:
+        if description is not None:
+            self.description = description
+        super().__init__(self.description)
+
+
+class ErrMaxMsgs(StoreError):
+    description = "maximum messages exceeded"
+
+
+class ErrMaxBytes(StoreError):
+    description = "maximum bytes exceeded"
+
+
+class ErrMaxMsgsPerSubject(StoreError):
+    description = "maximum messages per subject exceeded"
+
+
+class ErrMsgTooLarge(StoreError):
+    description = "message to large"  # sic: nats-server's ErrMsgTooLarge text
+
+
+class ErrStoreClosed(StoreError):
+    description = "store is closed"
+
+
+class ErrInvalidName(StoreError):
+    description = "invalid name"
+
+
+class ErrStoreIO(StoreError):
+    """A write, fsync or truncate failed (ENOSPC, EIO, EROFS...).
+
+    ``lost`` lists every sequence that was accepted by ``store_msg`` but rolled back because it
+    could not be made durable: the caller must answer those publishes with an error, never an
+    ack. Those sequences are never reused. Sequences stored before the failure are unaffected.
+    """
+
+    description = "store I/O error"
+
+    def __init__(self, errno: int, lost: Sequence[int] | None = None, detail: str = "") -> None:
+        self.errno = errno
+        # A range when the store can name the rolled-back window in O(1) (``seq in err.lost``).
+        self.lost: Sequence[int] = lost if lost is not None else ()
+        text = f"{ErrStoreIO.description}: errno {errno}"
+        if detail:
+            text += f" ({detail})"
+        super().__init__(text)
+
+
+class ErrCorrupt(StoreError):
+    """Stored bytes failed their checksum or sanity checks (``seqs`` names messages, if known)."""
+
+    description = "store is corrupt"
+
+    def __init__(self, detail: str, seqs: list[int] | None = None) -> None:
+        self.seqs: list[int] = list(seqs or ())
+        super().__init__(f"{ErrCorrupt.description}: {detail}")
+
+
+# ----------------------------------------------------------------------------- the seam
+
+
+@runtime_checkable
+class ConsumerStore(Protocol):
+    """Durable state of one consumer of a stream."""
+
+    def update(self, state: ConsumerState) -> None:
+        """Replace the stored state (file store: atomically and durably; blocks on fsync)."""
+
+    def load(self) -> ConsumerState:
+        """The last state given to ``update`` (an empty state if none). Raises ErrCorrupt."""
+
+    def write_meta(self, meta: bytes) -> None:
+        """Store the consumer's config bytes atomically, with a checksum."""
+
+    def read_meta(self) -> bytes | None:
+        """The bytes given to ``write_meta`` (None if never written). Raises ErrCorrupt."""
+
+    def delete(self) -> None:
+        """Forget this consumer's state."""
+
+
+@runtime_checkable
+class StreamStore(Protocol):
+    """What the JetStream layer may ask of a stream's storage. Not thread-safe except ``sync``.
+
+    Group commit: ``store_msg`` only buffers (the message is readable at once), ``flush`` hands
+    the buffer to the OS and returns the highest sequence written, and ``sync`` (safe to run on a
+    worker thread while the owning thread keeps storing and flushing) makes everything flushed
+    before it started durable. Ack a publish only after a ``sync`` that began after the ``flush``
+    that covered its sequence. ``ErrStoreIO`` from any of them names the rolled-back sequences.
+    """
+
+    @property
+    def config(self) -> StoreConfig: ...
+
+    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
+        """Append a message, enforce limits, return ``(seq, ts)``."""
+
+    def load_msg(self, seq: int) -> StoredMsg | None: ...
+
+    def load_next_msg(self, filter_subject: str, start_seq: int) -> StoredMsg | None:
+        """The first message with seq >= start_seq whose subject matches the filter."""
+
+    def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
+        """The newest message whose subject matches the filter ("" or ">" = any)."""
+
+    def remove_msg(self, seq: int) -> bool: ...
+
+    def erase_msg(self, seq: int) -> bool:
+        """Remove and overwrite the message's bytes wherever they are stored."""
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        """nats-server PurgeEx: remove matching messages below ``seq`` (0 = no bound), keeping the
+        ``keep`` newest matching ones. With no subject filter, ``seq`` > 1 is ``compact(seq)``."""
+
+    def compact(self, seq: int) -> int:
+        """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
+
+    def state(self, deleted_details: bool = False) -> StreamState: ...
+
+    def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState: ...
+
+    def subjects_state(self, filter_subject: str) -> dict[str, int]: ...
+
+    def num_pending(self, start_seq: int, filter_subject: str, last_per_subject: bool) -> int: ...
+
+    def update_limits(self, limits: StoreLimits) -> None: ...
+
+    def expire(self, now_ns: int) -> int:
+        """Remove messages older than ``max_age`` at ``now_ns``; returns how many."""
+
+    def next_expiry(self) -> int | None:
+        """When (ns since epoch) the oldest message expires, or None if nothing will."""
+
+    def flush(self) -> int: ...
+
+    def sync(self) -> None: ...
+
+    def consumer_store(self, name: str) -> ConsumerStore: ...
+
+    def consumer_names(self) -> list[str]: ...
+
+    def write_meta(self, meta: bytes) -> None: ...
+
+    def read_meta(self) -> bytes | None: ...
+
+    def stop(self) -> None: ...
+
+    def delete(self) -> None: ...

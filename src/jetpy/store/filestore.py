@@ -1,0 +1,919 @@
+"""``FileStore``: a stream's messages in append-only block files, with group commit.
+
+Owns: the write path (encode into one in-memory write buffer, ``flush`` with ``os.pwrite``,
+``sync`` with ``fdatasync`` on a worker thread), limits enforcement, deletes (tombstones, the
+durable floor, whole-block removal), rollback after an I/O failure, and the per-subject index.
+Queries over the index live in ``_fsquery.py``; byte formats in ``record.py``; the open-time scan
+in ``recovery.py``; per-block columns in ``segment.py``.
+Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
+
+Directory layout::
+
+    <dir>/meta.dat                  stream config bytes (framed, see consumer_state.py)
+    <dir>/msgs/<first seq>.blk      message blocks (see record.py)
+    <dir>/obs/<consumer>/o.dat      consumer state; meta.dat beside it
+
+Threading: every method runs on the owning (event loop) thread except ``sync``, which may run on
+one worker thread at a time. ``self._lock`` guards only what both touch — the dirty-block set,
+flush/durable offsets, the pending-unlink lists, the failure flag — and is never held across a
+syscall that waits for the disk.
+
+Deletes: removing the stream's first message needs no record — the ``floor`` in the active
+block's header (rewritten by every ``sync``) says "everything below is gone". Removing any other
+message appends a 34-byte tombstone. A block whose messages are all gone is unlinked after the
+next ``sync``: a block at the head needs nothing more; one in the middle first gets a range
+tombstone for its seqs, plus copies of its own tombstones still needed by live blocks.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import shutil
+import struct
+import threading
+import time
+import zlib
+from array import array
+from bisect import bisect_left
+from collections import Counter, OrderedDict
+from pathlib import Path
+from typing import Final
+
+from ._fsquery import FileStoreQueries
+from .base import (
+    MAX_PAYLOAD,
+    MAX_SUBJECT_BYTES,
+    ErrMaxBytes,
+    ErrMaxMsgs,
+    ErrMaxMsgsPerSubject,
+    ErrMsgTooLarge,
+    ErrStoreClosed,
+    ErrStoreIO,
+    StoreConfig,
+    StoreLimits,
+)
+from .consumer_state import (
+    META_MAGIC,
+    FileConsumerStore,
+    fsync_dir,
+    read_framed,
+    write_framed_atomic,
+)
+from .record import (
+    BLOCK_HEADER_SIZE,
+    MAGIC,
+    RECORD_HEADER,
+    RECORD_OVERHEAD,
+    VERSION,
+    BlockHeader,
+    encode_block_header,
+    encode_erased,
+    encode_range_tombstone,
+    encode_tombstone,
+)
+from .recovery import MAX_LOST_REPORTED, read_tombstones, recover
+from .segment import NO_SID, Block, SubjectInfo
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
+
+DEFAULT_BLOCK_SIZE: Final = 8 * 1024 * 1024
+"""Roll to a new block past this size. nats-server's maximum for limits streams: large enough that
+per-block costs (a file, a descriptor, a header) vanish per message, small enough that a dead
+block frees its space soon and that reading one block to carry its tombstones stays cheap."""
+
+MIN_BLOCK_SIZE: Final = 1024
+"""Smallest accepted ``block_size`` (tests use tiny blocks to exercise rolling and removal)."""
+
+MAX_WRITE_BUFFER: Final = 1024 * 1024
+"""``store_msg`` flushes by itself beyond this many buffered bytes, bounding memory when the caller
+flushes rarely; one write of this size still carries thousands of small records per syscall."""
+
+MAX_OPEN_SEALED: Final = 64
+"""Descriptors kept open for sealed (non-active) blocks, least recently used evicted: a terabyte
+stream has ~100k blocks and must not need as many descriptors."""
+
+_MSGS_DIR: Final = "msgs"
+_OBS_DIR: Final = "obs"
+_META_FILE: Final = "meta.dat"
+
+_pack_hdr = RECORD_HEADER.pack
+_pack_crc = struct.Struct("<I").pack
+_crc32 = zlib.crc32
+_join = b"".join
+_time_ns = time.time_ns
+
+
+class FileStore(FileStoreQueries):
+    """A ``StreamStore`` persisted under ``directory`` (created if missing)."""
+
+    def __init__(self, directory: str | os.PathLike[str], config: StoreConfig) -> None:
+        self._dir = Path(directory)
+        self._msgdir = self._dir / _MSGS_DIR
+        self._obsdir = self._dir / _OBS_DIR
+        if not self._msgdir.is_dir():
+            self._msgdir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self._dir)
+            fsync_dir(self._dir.parent)
+        self._cfg = config
+        self._block_size = max(config.block_size or DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE)
+        self._lock = threading.Lock()
+        self._sync_mutex = threading.Lock()  # one sync at a time; the owning thread never takes it
+
+        rec = recover(self._msgdir, config.first_seq)
+        self._blocks: list[Block] = rec.blocks
+        self._bases: list[int] = [b.base for b in self._blocks]
+        self._subjects: dict[str, SubjectInfo] = rec.subjects
+        self._by_sid: list[SubjectInfo | None] = rec.by_sid
+        self._free_sids: list[int] = [i for i, s in enumerate(rec.by_sid) if s is None]
+        self._subj_gen = 0
+        self._match_cache: dict[str, tuple[int, list[SubjectInfo]]] = {}
+        self._msgs = rec.msgs
+        self._bytes = rec.bytes
+        self._first_seq = rec.first_seq
+        self._last_seq = rec.last_seq
+        self._last_ts = rec.last_ts
+        self._lost: list[int] = rec.lost
+        self._lost_bytes = rec.lost_bytes
+        self._first_ts_cache = (0, 0)
+        self._rc: tuple[Block, int, bytes] | None = None  # read-ahead cache: (block, offset, bytes)
+        self._lru: OrderedDict[Block, None] = OrderedDict()
+        self._wbuf = bytearray()
+
+        # Group-commit bookkeeping (shared with the sync thread under self._lock).
+        self._flushed_seq = self._last_seq
+        self._durable_seq = self._last_seq
+        self._hdr_written: tuple[int, int, int] | None = None  # (hwm, floor, last_ts) in the active header
+        self._dirty: set[Block] = set(self._blocks)  # fsync everything recovered once
+        self._dir_dirty = False
+        self._await_flush: list[Block] = []  # dropped blocks whose covering tombstones are buffered
+        self._await_sync: list[Block] = []  # ... flushed; unlink after the next successful sync
+        self._dlog: list[tuple[int, int]] = []  # tombstones not yet durable, to re-append on rollback
+        self._dlog_flushed = 0
+        self._epoch = 0
+        self._fail: OSError | None = None
+        self._sync_busy = False
+        self._deferred_close: list[int] = []
+        self._closed = False
+        self._roll_pending = False
+        self._guard = False
+
+        self._set_limits(config.limits)
+        if not self._blocks:
+            base = self._last_seq + 1
+            blk = Block.create(self._msgdir, BlockHeader(base, base - 1, base, 0, 1))
+            self._blocks.append(blk)
+            self._bases.append(base)
+            self._dirty.add(blk)
+            self._dir_dirty = True
+        self._active = self._blocks[-1]
+        self._active.open()
+        if self._active.end_seq <= self._last_seq:
+            self._roll_pending = True  # torn tail or rolled-back seqs: never append over them
+        self._guard = self._roll_pending
+        for blk in list(self._blocks[:-1]):
+            if blk.live == 0:
+                self._drop_block(blk)
+        if self._msgs and self._first_seq < self._blocks[0].base:
+            self._first_seq = self._next_live_seq(self._blocks[0].base)
+        self._enforce_all()
+        try:  # make the recovered view (floor, hwm, truncations) durable; fails on read-only media
+            self.flush()
+            self.sync()
+        except ErrStoreIO:
+            pass
+
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def config(self) -> StoreConfig:
+        return self._cfg
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    def _set_limits(self, lim: StoreLimits) -> None:
+        self._lim = lim
+        self._cfg = StoreConfig(self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size)
+        self._max_payload = min(lim.max_msg_size, MAX_PAYLOAD) if lim.max_msg_size > 0 else MAX_PAYLOAD
+        self._discard_new = lim.discard == "new"
+        self._max_per = max(lim.max_msgs_per_subject, 0)
+        self._max_msgs = max(lim.max_msgs, 0) if lim.discard == "old" else 0
+        self._max_bytes = max(lim.max_bytes, 0) if lim.discard == "old" else 0
+        self._enforce = bool(self._max_per or self._max_msgs or self._max_bytes)
+
+    def update_limits(self, limits: StoreLimits) -> None:
+        self._check_write()
+        self._set_limits(limits)
+        self._enforce_all()
+
+    def _enforce_all(self) -> None:
+        if self._max_per:
+            for info in list(self._subjects.values()):
+                while info.count > self._max_per:
+                    self._remove_seq(self._subj_first(info))
+        self._enforce_totals()
+
+    def _enforce_totals(self) -> None:
+        mm = self._max_msgs
+        while mm and self._msgs > mm:
+            self._remove_seq(self._first_seq)
+        mb = self._max_bytes
+        while mb and self._bytes > mb:
+            self._remove_seq(self._first_seq)
+
+    # ------------------------------------------------------------------ guards
+
+    def _check_read(self) -> None:
+        if self._closed:
+            raise ErrStoreClosed()
+
+    def _check_write(self, roll: bool = False) -> None:
+        if not self._guard:
+            return
+        if self._closed:
+            raise ErrStoreClosed()
+        fail = self._fail
+        if fail is not None:
+            raise self._rollback(fail)
+        if roll and self._roll_pending:
+            self._roll(self._last_seq + 1, self._last_seq)
+
+    def _reguard_locked(self) -> None:
+        self._guard = self._closed or self._fail is not None or self._roll_pending
+
+    # ------------------------------------------------------------------ the hot path
+
+    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
+        if self._guard:
+            self._check_write(roll=True)
+        info = self._subjects.get(subject)
+        hl = len(hdr)
+        pl = hl + len(data)
+        if pl > self._max_payload:
+            raise ErrMsgTooLarge()
+        if info is None:
+            enc = subject.encode()
+            if len(enc) > MAX_SUBJECT_BYTES:
+                raise ErrMsgTooLarge("subject too long")
+        else:
+            enc = info.enc
+        rec_len = RECORD_OVERHEAD + len(enc) + pl
+        if self._discard_new:
+            self._check_discard_new(info, rec_len)
+        seq = self._last_seq + 1
+        if ts is None:
+            ts = _time_ns()
+        blk = self._active
+        off = blk.size
+        if off + rec_len > self._block_size and off > BLOCK_HEADER_SIZE:
+            self._roll(seq, seq - 1)
+            blk = self._active
+            off = blk.size
+        if info is None:
+            info = self._new_subject(subject, enc, seq)
+        rec = _join((_pack_hdr(MAGIC, VERSION, 0, 0, rec_len, seq, ts, len(enc), hl), enc, hdr, data))
+        buf = self._wbuf
+        buf += rec
+        buf += _pack_crc(_crc32(rec))
+        blk.offs.append(off)
+        blk.lens.append(rec_len)
+        blk.sids.append(info.sid)
+        blk.size = off + rec_len
+        blk.live += 1
+        blk.live_bytes += rec_len
+        info.count += 1
+        info.last = seq
+        self._msgs += 1
+        self._bytes += rec_len
+        self._last_seq = seq
+        self._last_ts = ts
+        if len(buf) >= MAX_WRITE_BUFFER:
+            self.flush()
+        if self._enforce:
+            mp = self._max_per
+            if mp and info.count > mp:
+                while info.count > mp:
+                    self._remove_seq(self._subj_first(info))
+            if self._max_msgs or self._max_bytes:
+                self._enforce_totals()
+        return seq, ts
+
+    def _check_discard_new(self, info: SubjectInfo | None, size: int) -> None:
+        lim = self._lim
+        max_per = lim.max_msgs_per_subject
+        asl = max_per > 0 and info is not None and info.count >= max_per
+        if asl and lim.discard_new_per_subject:
+            raise ErrMaxMsgsPerSubject()
+        if lim.max_msgs > 0 and self._msgs >= lim.max_msgs and not asl:
+            raise ErrMaxMsgs()
+        if lim.max_bytes > 0 and self._bytes + size > lim.max_bytes:
+            if not asl or info is None:
+                raise ErrMaxBytes()
+            first = self._subj_first(info)
+            blk = self._block_for(first)
+            old = blk.lens[first - blk.base] if blk is not None else 0
+            if self._bytes - old + size > lim.max_bytes:
+                raise ErrMaxBytes()
+
+    def _new_subject(self, name: str, enc: bytes, seq: int) -> SubjectInfo:
+        if self._free_sids:
+            sid = self._free_sids.pop()
+        else:
+            sid = len(self._by_sid)
+            self._by_sid.append(None)
+        info = SubjectInfo(name, enc, sid, seq)
+        self._by_sid[sid] = info
+        self._subjects[name] = info
+        self._subj_gen += 1
+        return info
+
+    def _release_subject(self, info: SubjectInfo) -> None:
+        del self._subjects[info.name]
+        self._by_sid[info.sid] = None
+        self._free_sids.append(info.sid)
+        self._subj_gen += 1
+
+    def _roll(self, base: int, hwm: int) -> None:
+        """Seal the active block and start ``<base>.blk`` (base > every seq handed out so far)."""
+        self._write_out()
+        floor = self._first_seq if self._msgs else base
+        try:
+            blk = Block.create(self._msgdir, BlockHeader(base, hwm, floor, self._last_ts, 1))
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"creating block {base}: {exc}") from exc
+        old = self._active
+        self._hdr_written = None
+        with self._lock:
+            self._blocks.append(blk)
+            self._bases.append(base)
+            self._active = blk
+            self._dirty.add(blk)
+            self._dir_dirty = True
+            self._roll_pending = False
+            self._reguard_locked()
+        if old.live == 0:
+            self._drop_block(old)
+        elif old.fd >= 0:
+            self._lru[old] = None
+            self._evict_fds()
+
+    # ------------------------------------------------------------------ removal
+
+    def remove_msg(self, seq: int) -> bool:
+        self._check_write()
+        return self._remove_seq(seq)
+
+    def erase_msg(self, seq: int) -> bool:
+        self._check_write()
+        blk = self._block_for(seq)
+        if blk is None:
+            return False
+        i = seq - blk.base
+        if blk.sids[i] == NO_SID:
+            return False
+        off, n = blk.offs[i], blk.lens[i]
+        rec = self._record(blk, i)
+        _m, _v, _f, _r, _rl, _s, ts, sl, hl = RECORD_HEADER.unpack_from(rec)
+        new = encode_erased(seq, ts, n, sl, hl)
+        if off >= blk.flushed:
+            start = off - blk.flushed
+            self._wbuf[start : start + n] = new
+        else:
+            try:
+                if os.pwrite(self._fd(blk), new, off) != n:
+                    raise OSError(_errno.EIO, "short write while erasing")
+            except OSError as exc:
+                raise self._rollback(exc) from exc
+            with self._lock:
+                blk.wseq += 1
+                self._dirty.add(blk)
+            self._rc = None
+        self._remove_at(blk, i, seq, tombstone=False)
+        return True
+
+    def _remove_seq(self, seq: int) -> bool:
+        blk = self._block_for(seq)
+        if blk is None:
+            return False
+        i = seq - blk.base
+        if blk.sids[i] == NO_SID:
+            return False
+        self._remove_at(blk, i, seq)
+        return True
+
+    def _remove_at(self, blk: Block, i: int, seq: int, tombstone: bool = True) -> None:
+        sid = blk.sids[i]
+        n = blk.lens[i]
+        blk.sids[i] = NO_SID
+        blk.lens[i] = 0
+        blk.live -= 1
+        blk.live_bytes -= n
+        self._msgs -= 1
+        self._bytes -= n
+        info = self._by_sid[sid]
+        assert info is not None
+        info.count -= 1
+        if info.count == 0:
+            self._release_subject(info)
+        elif seq == info.last:
+            info.last = self._prev_of_sid(sid, seq)
+        elif info.count == 1:
+            info.first = info.last
+        elif seq == info.first:
+            info.first = seq + 1
+        if seq == self._first_seq:
+            self._advance_first(seq)
+        else:
+            if tombstone:
+                self._append_tombstone(seq)
+            if blk.live == 0 and blk is not self._active:
+                self._drop_block(blk)
+
+    def _advance_first(self, removed: int) -> None:
+        """The first message was removed: find the next live one and drop dead head blocks."""
+        self._first_seq = self._next_live_seq(removed + 1) if self._msgs else self._last_seq + 1
+        while len(self._blocks) > 1 and self._blocks[0].live == 0:
+            self._drop_block(self._blocks[0])
+
+    def _append_tombstone(self, seq: int) -> None:
+        self._wbuf += encode_tombstone(seq)
+        self._active.size += RECORD_OVERHEAD
+        self._active.tombs += 1
+        self._dlog.append((seq, seq))
+
+    def _append_range(self, first: int, last: int) -> None:
+        rec = encode_range_tombstone(first, last)
+        self._wbuf += rec
+        self._active.size += len(rec)
+        self._active.tombs += 1
+        self._dlog.append((first, last))
+
+    def _drop_block(self, blk: Block) -> None:
+        """Forget a non-active block with no live messages; unlink it after the next sync."""
+        k = bisect_left(self._bases, blk.base)
+        if k >= len(self._blocks) or self._blocks[k] is not blk or blk is self._active:
+            return
+        if k > 0:  # in the middle: its seqs must stay accounted for once the file is gone
+            singles: list[int] = []
+            ranges: list[tuple[int, int]] = []
+            if blk.tombs:
+                try:
+                    data = os.pread(self._fd(blk), blk.flushed, 0)
+                except OSError:
+                    return  # keep the block; it is retried when its neighbours go
+                read_tombstones(data, singles, ranges)
+            if blk.end_seq > blk.base:
+                self._append_range(blk.base, blk.end_seq - 1)
+            floor = self._first_seq
+            for t in singles:
+                if t >= floor and not (blk.base <= t < blk.end_seq) and self._block_for(t) is not None:
+                    self._append_tombstone(t)
+            for a, b in ranges:
+                a = max(a, floor)
+                if a <= b:
+                    self._append_range(a, b)
+        del self._blocks[k]
+        del self._bases[k]
+        self._lru.pop(blk, None)
+        if self._rc is not None and self._rc[0] is blk:
+            self._rc = None
+        with self._lock:
+            self._dirty.discard(blk)
+            self._await_flush.append(blk)
+            self._close_fd_locked(blk)
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        self._check_write()
+        if subject == "" or subject == ">":
+            if keep <= 0 and seq <= 0:
+                return self._purge_all()
+            if seq > 1:
+                return self.compact(seq)
+            if keep > 0:
+                if keep >= self._msgs:
+                    return 0
+                return self.compact(self._nth_newest(keep))
+            return 0
+        upper = seq - 1 if seq > 0 else self._last_seq
+        victims = self._matching_seqs(subject, upper)
+        if keep > 0:
+            total = sum(info.count for info in self._matching(subject))
+            if keep >= total:
+                return 0
+            victims = victims[: total - keep]
+        for s in victims:
+            self._remove_seq(s)
+        return len(victims)
+
+    def _purge_all(self) -> int:
+        n = self._msgs
+        for blk in list(self._blocks):
+            if blk is not self._active:
+                blk.live = 0
+                self._drop_block(blk)
+        a = self._active
+        a.sids = array("I", [NO_SID]) * len(a.sids)
+        a.lens = array("I", [0]) * len(a.lens)
+        a.live = a.live_bytes = 0
+        self._subjects.clear()
+        self._by_sid.clear()
+        self._free_sids.clear()
+        self._subj_gen += 1
+        self._msgs = self._bytes = 0
+        self._first_seq = self._last_seq + 1
+        return n
+
+    def compact(self, seq: int) -> int:
+        self._check_write()
+        if seq > self._last_seq + 1:
+            self._roll(seq, seq - 1)
+            n = self._purge_all()
+            self._last_seq = seq - 1
+            self._first_seq = seq
+            return n
+        if seq <= self._first_seq or not self._msgs:
+            return 0
+        removed = 0
+        for blk in list(self._blocks):
+            if blk.base >= seq:
+                break
+            if not blk.live:
+                continue
+            k = min(seq - blk.base, len(blk.sids))
+            counts = Counter(blk.sids[:k])
+            counts.pop(NO_SID, None)
+            nbytes = sum(blk.lens[:k])
+            dead = sum(counts.values())
+            blk.sids[:k] = array("I", [NO_SID]) * k
+            blk.lens[:k] = array("I", [0]) * k
+            blk.live -= dead
+            blk.live_bytes -= nbytes
+            self._msgs -= dead
+            self._bytes -= nbytes
+            removed += dead
+            for sid, c in counts.items():
+                info = self._by_sid[sid]
+                assert info is not None
+                info.count -= c
+                if info.count == 0:
+                    self._release_subject(info)
+                elif info.first < seq:
+                    info.first = seq
+        self._advance_first(seq - 1)
+        return removed
+
+    def expire(self, now_ns: int) -> int:
+        self._check_write()
+        max_age = self._lim.max_age
+        if max_age <= 0:
+            return 0
+        cutoff = now_ns - max_age
+        removed = 0
+        while self._msgs and self._first_ts() <= cutoff:
+            self._remove_seq(self._first_seq)
+            removed += 1
+        return removed
+
+    def next_expiry(self) -> int | None:
+        self._check_read()
+        if self._lim.max_age <= 0 or not self._msgs:
+            return None
+        return self._first_ts() + self._lim.max_age
+
+    # ------------------------------------------------------------------ group commit
+
+    def _write_out(self) -> None:
+        """Hand the write buffer to the OS (pwrite at the active block's flushed offset)."""
+        buf = self._wbuf
+        if not buf:
+            return
+        blk = self._active
+        total = len(buf)
+        try:
+            done = os.pwrite(blk.fd, buf, blk.flushed)
+            while done < total:
+                n = os.pwrite(blk.fd, memoryview(buf)[done:], blk.flushed + done)
+                if n <= 0:
+                    raise OSError(_errno.ENOSPC, "no progress writing block")
+                done += n
+        except OSError as exc:
+            raise self._rollback(exc) from exc
+        with self._lock:
+            blk.flushed += total
+            blk.wseq += 1
+            self._dirty.add(blk)
+        buf.clear()
+
+    def _write_header(self, vals: tuple[int, int, int]) -> None:
+        """Rewrite the active block's older header slot with (hwm, floor, last_ts).
+
+        Done on every flush that changed them, so that a process crash (page cache intact)
+        keeps head deletions and the high-water mark; ``sync`` makes it durable with the
+        records because it fdatasyncs the same file."""
+        blk = self._active
+        gen = blk.hdr_gen + 1
+        off, slot = encode_block_header(BlockHeader(blk.base, *vals, gen))
+        try:
+            if os.pwrite(blk.fd, slot, off) != len(slot):
+                raise OSError(_errno.EIO, "short write of block header")
+        except OSError as exc:
+            raise self._rollback(exc) from exc
+        blk.hdr_gen = gen
+        self._hdr_written = vals
+        with self._lock:
+            blk.wseq += 1
+            self._dirty.add(blk)
+
+    def flush(self) -> int:
+        """Write buffered records to the OS; returns the highest sequence now written."""
+        self._check_write()
+        self._write_out()
+        vals = (self._last_seq, self._first_seq, self._last_ts)
+        if vals != self._hdr_written:
+            self._write_header(vals)
+        with self._lock:
+            self._flushed_seq = self._last_seq
+            self._await_sync.extend(self._await_flush)
+            self._await_flush.clear()
+            self._dlog_flushed = len(self._dlog)
+        return self._flushed_seq
+
+    def sync(self) -> None:
+        """fdatasync everything flushed before this call; safe on a worker thread (see module doc)."""
+        with self._sync_mutex:
+            with self._lock:
+                if self._closed:
+                    return
+                fail = self._fail
+                if fail is not None:
+                    raise ErrStoreIO(
+                        fail.errno or _errno.EIO,
+                        range(self._durable_seq + 1, self._flushed_seq + 1),
+                        "an earlier sync failed",
+                    )
+                epoch = self._epoch
+                targets = [(b, b.fd, b.flushed, b.wseq) for b in self._dirty if b.fd >= 0]
+                unlinks = list(self._await_sync)
+                dir_dirty = self._dir_dirty
+                if not targets and not unlinks and not dir_dirty:
+                    return
+                self._dir_dirty = False
+                dlog_n = self._dlog_flushed
+                target_seq = self._flushed_seq
+                prev_durable = self._durable_seq
+                self._sync_busy = True
+            try:
+                fds: list[int] = []
+                for _b, fd, _off, _w in targets:
+                    if fd not in fds:
+                        fds.append(fd)
+                for fd in fds:
+                    os.fdatasync(fd)
+                if dir_dirty:
+                    fsync_dir(self._msgdir)
+            except OSError as exc:
+                with self._lock:
+                    self._sync_busy = False
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                    if epoch == self._epoch and self._fail is None:
+                        self._fail = exc
+                        self._reguard_locked()
+                    self._close_deferred_locked()
+                raise ErrStoreIO(exc.errno or _errno.EIO, range(prev_durable + 1, target_seq + 1), "sync") from exc
+            with self._lock:
+                self._sync_busy = False
+                if epoch != self._epoch:
+                    self._close_deferred_locked()
+                    raise ErrStoreIO(_errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync")
+                for b, _fd, off, ws in targets:
+                    if off > b.durable:
+                        b.durable = off
+                    if b.wseq == ws:
+                        self._dirty.discard(b)
+                if target_seq > self._durable_seq:
+                    self._durable_seq = target_seq
+                del self._dlog[:dlog_n]
+                self._dlog_flushed -= dlog_n
+                for b in unlinks:
+                    self._await_sync.remove(b)
+                self._close_deferred_locked()
+            if unlinks:
+                for b in unlinks:
+                    try:
+                        os.unlink(b.path)
+                    except OSError:
+                        pass  # already gone, or unremovable: recovery treats it as dead anyway
+                try:
+                    fsync_dir(self._msgdir)
+                except OSError:
+                    pass
+
+    def _rollback(self, exc: OSError) -> ErrStoreIO:
+        """Undo everything not yet durable after a failed write/fsync; returns the error to raise.
+
+        Runs on the owning thread. Truncates every block to its durable size, drops index
+        entries above the durable sequence, re-appends the tombstones that were lost with the
+        buffer, and arranges for the next message to start a fresh block so the rolled-back
+        sequences are never handed out again.
+        """
+        with self._lock:
+            self._epoch += 1
+            self._fail = None
+            durable_seq = self._durable_seq
+            self._await_flush.extend(self._await_sync)
+            self._await_sync.clear()
+            self._dlog_flushed = 0
+        self._wbuf.clear()
+        self._rc = None
+        lost: list[int] = []
+        affected: set[int] = set()
+        kept: list[Block] = []
+        last = self._blocks[-1]
+        for blk in self._blocks:
+            k = max(durable_seq + 1 - blk.base, 0)
+            if k < len(blk.sids):
+                self._forget_entries(blk, k, affected, lost)
+            if blk.base > durable_seq and blk is not last:
+                self._lru.pop(blk, None)
+                with self._lock:
+                    self._dirty.discard(blk)
+                    self._close_fd_locked(blk)
+                try:
+                    os.unlink(blk.path)
+                except OSError:
+                    pass
+                continue
+            if blk.size > blk.durable or blk.flushed > blk.durable:
+                keep = max(blk.durable, BLOCK_HEADER_SIZE)
+                try:
+                    os.ftruncate(self._fd(blk), keep)
+                except OSError:
+                    pass  # later appends overwrite from ``keep``; recovery ignores stale bytes
+                blk.size = blk.flushed = keep
+                with self._lock:
+                    blk.wseq += 1
+                    self._dirty.add(blk)
+            kept.append(blk)
+        self._blocks = kept
+        self._bases = [b.base for b in kept]
+        for sid in affected:
+            info = self._by_sid[sid]
+            if info is None:
+                continue
+            if info.count == 0:
+                self._release_subject(info)
+            elif info.last > durable_seq:
+                info.last = self._prev_of_sid(sid, durable_seq + 1)
+        if self._msgs == 0:
+            self._first_seq = self._last_seq + 1
+        self._lost.extend(lost[: max(MAX_LOST_REPORTED - len(self._lost), 0)])
+        self._hdr_written = None
+        with self._lock:
+            self._active = kept[-1]
+            self._lru.pop(self._active, None)
+            self._active.open()
+            self._flushed_seq = durable_seq
+            self._roll_pending = self._active.end_seq <= self._last_seq
+            self._reguard_locked()
+        pending, self._dlog = self._dlog, []
+        for a, b in pending:
+            if a == b:
+                if a <= durable_seq:
+                    self._append_tombstone(a)
+            else:
+                self._append_range(a, b)
+        return ErrStoreIO(exc.errno or _errno.EIO, range(durable_seq + 1, self._last_seq + 1), str(exc))
+
+    def _forget_entries(self, blk: Block, k: int, affected: set[int], lost: list[int]) -> None:
+        """Drop index entries ``k..`` of ``blk`` (rolled back), live or not."""
+        sids, lens = blk.sids, blk.lens
+        for i in range(k, len(sids)):
+            lost.append(blk.base + i)
+            sid = sids[i]
+            if sid == NO_SID:
+                continue
+            info = self._by_sid[sid]
+            assert info is not None
+            info.count -= 1
+            affected.add(sid)
+            self._msgs -= 1
+            self._bytes -= lens[i]
+            blk.live -= 1
+            blk.live_bytes -= lens[i]
+        del blk.offs[k:]
+        del blk.lens[k:]
+        del blk.sids[k:]
+
+    # ------------------------------------------------------------------ descriptors
+
+    def _fd(self, blk: Block) -> int:
+        fd = blk.fd
+        if fd >= 0:
+            if blk in self._lru:
+                self._lru.move_to_end(blk)
+            return fd
+        fd = blk.open()
+        if blk is not self._active:
+            self._lru[blk] = None
+            self._evict_fds()
+        return fd
+
+    def _evict_fds(self) -> None:
+        while len(self._lru) > MAX_OPEN_SEALED:
+            victim = next((b for b in self._lru if b not in self._dirty), None)
+            if victim is None:
+                return
+            del self._lru[victim]
+            with self._lock:
+                self._close_fd_locked(victim)
+
+    def _close_fd_locked(self, blk: Block) -> None:
+        if blk.fd >= 0:
+            if self._sync_busy:
+                self._deferred_close.append(blk.fd)  # the sync thread may be fdatasync-ing it
+            else:
+                os.close(blk.fd)
+            blk.fd = -1
+
+    def _close_deferred_locked(self) -> None:
+        for fd in self._deferred_close:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._deferred_close.clear()
+
+    # ------------------------------------------------------------------ consumers, metadata, lifecycle
+
+    def consumer_store(self, name: str) -> FileConsumerStore:
+        self._check_read()
+        return FileConsumerStore(self._obsdir, name)
+
+    def consumer_names(self) -> list[str]:
+        self._check_read()
+        if not self._obsdir.is_dir():
+            return []
+        return sorted(p.name for p in self._obsdir.iterdir() if p.is_dir())
+
+    def write_meta(self, meta: bytes) -> None:
+        self._check_read()
+        write_framed_atomic(self._dir / _META_FILE, META_MAGIC, bytes(meta))
+
+    def read_meta(self) -> bytes | None:
+        self._check_read()
+        return read_framed(self._dir / _META_FILE, META_MAGIC)
+
+    def abandon(self) -> None:
+        """Close every file without flushing, syncing or unlinking: what a crash leaves behind.
+
+        For crash tests only; the store is unusable afterwards."""
+        with self._sync_mutex, self._lock:
+            self._closed = True
+            self._reguard_locked()
+            for blk in self._blocks:
+                self._close_fd_locked(blk)
+            for blk in self._await_flush + self._await_sync:
+                self._close_fd_locked(blk)
+            self._close_deferred_locked()
+            self._lru.clear()
+
+    def stop(self) -> None:
+        """Flush, sync and close. Raises ErrStoreIO (after rolling back) if the data could not be
+        made durable; the store is closed either way."""
+        if self._closed:
+            return
+        err: ErrStoreIO | None = None
+        try:
+            self.flush()
+            self.sync()
+        except ErrStoreIO as exc:
+            err = exc
+            fail = self._fail
+            if fail is not None:
+                try:
+                    self._rollback(fail)
+                except OSError:
+                    pass
+        with self._sync_mutex, self._lock:
+            self._closed = True
+            self._reguard_locked()
+            for blk in self._blocks:
+                self._close_fd_locked(blk)
+            self._close_deferred_locked()
+            self._lru.clear()
+        if err is not None:
+            raise err
+
+    def delete(self) -> None:
+        """Close and remove the whole stream directory."""
+        try:
+            self.stop()
+        except ErrStoreIO:
+            pass
+        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            fsync_dir(self._dir.parent)
+        except OSError:
+            pass

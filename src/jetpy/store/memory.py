@@ -1,0 +1,395 @@
+"""``MemoryStore``: the in-memory stream store and the oracle every other store is tested against.
+
+Owns: messages held as Python objects in a dict keyed by sequence, per-subject bookkeeping as a
+doubly linked list threaded through the entries (so the oldest/newest message of a subject is
+O(1) to find and to remove), and the limit/purge semantics written as plainly as possible.
+Must not know: files, durability (``flush``/``sync`` are no-ops), the network or the JSON API.
+When this store and ``FileStore`` disagree, this one is presumed right.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._subjects import is_all, is_literal, subject_matches
+from .base import (
+    MAX_PAYLOAD,
+    MAX_SUBJECT_BYTES,
+    ErrMaxBytes,
+    ErrMaxMsgs,
+    ErrMaxMsgsPerSubject,
+    ErrMsgTooLarge,
+    ErrStoreClosed,
+    SimpleState,
+    StoreConfig,
+    StoredMsg,
+    StoreLimits,
+    StreamState,
+    msg_size,
+)
+from .consumer_state import MemoryConsumerStore, validate_name
+
+__all__ = ["MemoryStore"]
+
+
+class _Entry:
+    """One message plus its neighbours on the same subject (0 = none)."""
+
+    __slots__ = ("msg", "nxt", "prev", "size")
+
+    def __init__(self, msg: StoredMsg, size: int, prev: int) -> None:
+        self.msg = msg
+        self.size = size
+        self.prev = prev
+        self.nxt = 0
+
+
+class _Subj:
+    __slots__ = ("count", "first", "last")
+
+    def __init__(self, seq: int) -> None:
+        self.count = 0
+        self.first = seq
+        self.last = seq
+
+
+class MemoryStore:
+    """A ``StreamStore`` that keeps everything in memory."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self._cfg = config
+        self._lim = config.limits
+        self._msgs: dict[int, _Entry] = {}
+        self._subjects: dict[str, _Subj] = {}
+        first = max(config.first_seq, 1)
+        self._first = first  # first live seq, or last + 1 when empty
+        self._last = first - 1
+        self._last_ts = 0
+        self._bytes = 0
+        self._closed = False
+        self._consumers: dict[str, MemoryConsumerStore] = {}
+        self._meta: bytes | None = None
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def config(self) -> StoreConfig:
+        return self._cfg
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ErrStoreClosed()
+
+    def _remove(self, seq: int) -> bool:
+        e = self._msgs.pop(seq, None)
+        if e is None:
+            return False
+        self._bytes -= e.size
+        subj = e.msg.subject
+        ss = self._subjects[subj]
+        ss.count -= 1
+        if ss.count == 0:
+            del self._subjects[subj]
+        else:
+            if e.prev:
+                self._msgs[e.prev].nxt = e.nxt
+            else:
+                ss.first = e.nxt
+            if e.nxt:
+                self._msgs[e.nxt].prev = e.prev
+            else:
+                ss.last = e.prev
+        if seq == self._first:
+            if not self._msgs:
+                self._first = self._last + 1
+            else:
+                s = seq + 1
+                while s not in self._msgs:
+                    s += 1
+                self._first = s
+        return True
+
+    def _enforce_subject(self, ss: _Subj) -> None:
+        max_per = self._lim.max_msgs_per_subject
+        while max_per > 0 and ss.count > max_per:
+            self._remove(ss.first)
+
+    def _enforce_totals(self) -> None:
+        lim = self._lim
+        if lim.discard != "old":
+            return
+        while lim.max_msgs > 0 and len(self._msgs) > lim.max_msgs:
+            self._remove(self._first)
+        while lim.max_bytes > 0 and self._bytes > lim.max_bytes:
+            self._remove(self._first)
+
+    def _matching(self, filter_subject: str) -> list[tuple[str, _Subj]]:
+        if is_literal(filter_subject):
+            ss = self._subjects.get(filter_subject)
+            return [(filter_subject, ss)] if ss is not None else []
+        return [(s, ss) for s, ss in self._subjects.items() if subject_matches(filter_subject, s)]
+
+    # ------------------------------------------------------------------ writes
+
+    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
+        self._check_open()
+        lim = self._lim
+        payload = len(hdr) + len(data)
+        if payload > MAX_PAYLOAD or (lim.max_msg_size > 0 and payload > lim.max_msg_size):
+            raise ErrMsgTooLarge()
+        if len(subject.encode()) > MAX_SUBJECT_BYTES:
+            raise ErrMsgTooLarge("subject too long")
+        size = msg_size(subject, hdr, data)
+        ss = self._subjects.get(subject)
+        if lim.discard == "new":
+            asl = lim.max_msgs_per_subject > 0 and ss is not None and ss.count >= lim.max_msgs_per_subject
+            if asl and lim.discard_new_per_subject:
+                raise ErrMaxMsgsPerSubject()
+            if lim.max_msgs > 0 and len(self._msgs) >= lim.max_msgs and not asl:
+                raise ErrMaxMsgs()
+            if lim.max_bytes > 0 and self._bytes + size > lim.max_bytes:
+                if not asl or ss is None:
+                    raise ErrMaxBytes()
+                if self._bytes - self._msgs[ss.first].size + size > lim.max_bytes:
+                    raise ErrMaxBytes()
+        seq = self._last + 1
+        if ts is None:
+            ts = time.time_ns()
+        if ss is None:
+            ss = self._subjects[subject] = _Subj(seq)
+            entry = _Entry(StoredMsg(subject, seq, ts, bytes(hdr), bytes(data)), size, 0)
+        else:
+            entry = _Entry(StoredMsg(subject, seq, ts, bytes(hdr), bytes(data)), size, ss.last)
+            self._msgs[ss.last].nxt = seq
+        ss.count += 1
+        ss.last = seq
+        self._msgs[seq] = entry
+        self._bytes += size
+        self._last = seq
+        self._last_ts = ts
+        self._enforce_subject(ss)
+        self._enforce_totals()
+        return seq, ts
+
+    def remove_msg(self, seq: int) -> bool:
+        self._check_open()
+        return self._remove(seq)
+
+    def erase_msg(self, seq: int) -> bool:
+        # Nothing outlives the Python objects; dropping the only reference is the erase.
+        return self.remove_msg(seq)
+
+    def _purge_all(self) -> int:
+        n = len(self._msgs)
+        self._msgs.clear()
+        self._subjects.clear()
+        self._bytes = 0
+        self._first = self._last + 1
+        return n
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        self._check_open()
+        if is_all(subject):
+            if keep <= 0 and seq <= 0:
+                return self._purge_all()
+            if seq > 1:
+                return self.compact(seq)
+            if keep > 0:
+                if keep >= len(self._msgs):
+                    return 0
+                newest = sorted(self._msgs)[-keep]
+                return self.compact(newest)
+            return 0
+        matching = sorted(s for s, e in self._msgs.items() if subject_matches(subject, e.msg.subject))
+        upper = seq - 1 if seq > 0 else self._last
+        quota = len(matching)
+        if keep > 0:
+            if keep >= quota:
+                return 0
+            quota -= keep
+        removed = 0
+        for s in matching:
+            if s > upper or removed >= quota:
+                break
+            self._remove(s)
+            removed += 1
+        return removed
+
+    def compact(self, seq: int) -> int:
+        self._check_open()
+        if seq > self._last + 1:
+            n = self._purge_all()
+            self._last = seq - 1
+            self._first = seq
+            return n
+        removed = 0
+        for s in sorted(self._msgs):
+            if s >= seq:
+                break
+            self._remove(s)
+            removed += 1
+        return removed
+
+    def update_limits(self, limits: StoreLimits) -> None:
+        self._check_open()
+        self._lim = limits
+        self._cfg = StoreConfig(
+            self._cfg.name, self._cfg.storage, limits, self._cfg.first_seq, self._cfg.block_size
+        )
+        for ss in list(self._subjects.values()):
+            self._enforce_subject(ss)
+        self._enforce_totals()
+
+    def expire(self, now_ns: int) -> int:
+        self._check_open()
+        max_age = self._lim.max_age
+        if max_age <= 0:
+            return 0
+        cutoff = now_ns - max_age
+        removed = 0
+        while self._msgs and self._msgs[self._first].msg.ts <= cutoff:
+            self._remove(self._first)
+            removed += 1
+        return removed
+
+    def next_expiry(self) -> int | None:
+        self._check_open()
+        if self._lim.max_age <= 0 or not self._msgs:
+            return None
+        return self._msgs[self._first].msg.ts + self._lim.max_age
+
+    # ------------------------------------------------------------------ reads
+
+    def load_msg(self, seq: int) -> StoredMsg | None:
+        self._check_open()
+        e = self._msgs.get(seq)
+        return e.msg if e is not None else None
+
+    def load_next_msg(self, filter_subject: str, start_seq: int) -> StoredMsg | None:
+        self._check_open()
+        if not self._msgs:
+            return None
+        start = max(start_seq, self._first)
+        if is_all(filter_subject):
+            for s in range(start, self._last + 1):
+                e = self._msgs.get(s)
+                if e is not None:
+                    return e.msg
+            return None
+        subs = self._matching(filter_subject)
+        if not subs:
+            return None
+        if len(subs) == 1:
+            ss = subs[0][1]
+            if start <= ss.first:
+                return self._msgs[ss.first].msg
+            if start > ss.last:
+                return None
+        end = max(ss.last for _, ss in subs)
+        names = {s for s, _ in subs}
+        for s in range(start, end + 1):
+            e = self._msgs.get(s)
+            if e is not None and e.msg.subject in names:
+                return e.msg
+        return None
+
+    def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
+        self._check_open()
+        if not self._msgs:
+            return None
+        if is_all(filter_subject):
+            s = self._last
+            while s not in self._msgs:
+                s -= 1
+            return self._msgs[s].msg
+        subs = self._matching(filter_subject)
+        if not subs:
+            return None
+        return self._msgs[max(ss.last for _, ss in subs)].msg
+
+    def state(self, deleted_details: bool = False) -> StreamState:
+        self._check_open()
+        n = len(self._msgs)
+        first, last = self._first, self._last
+        if n == 0 and last == 0:
+            first = 0
+        deleted: list[int] | None = None
+        if deleted_details:
+            deleted = [s for s in range(first, last + 1) if s not in self._msgs] if n else []
+        return StreamState(
+            msgs=n,
+            bytes=self._bytes,
+            first_seq=first,
+            first_ts=self._msgs[first].msg.ts if n else 0,
+            last_seq=last,
+            last_ts=self._last_ts,
+            num_subjects=len(self._subjects),
+            num_deleted=(last - first + 1 - n) if n else 0,
+            deleted=deleted,
+            lost=None,
+        )
+
+    def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState:
+        self._check_open()
+        start = max(start_seq, self._first)
+        seqs = [
+            s
+            for s in range(start, self._last + 1)
+            if (e := self._msgs.get(s)) is not None and subject_matches(filter_subject, e.msg.subject)
+        ] if self._msgs else []
+        if not seqs:
+            return SimpleState()
+        return SimpleState(msgs=len(seqs), first=seqs[0], last=seqs[-1])
+
+    def subjects_state(self, filter_subject: str) -> dict[str, int]:
+        self._check_open()
+        return {s: ss.count for s, ss in self._matching(filter_subject)}
+
+    def num_pending(self, start_seq: int, filter_subject: str, last_per_subject: bool) -> int:
+        self._check_open()
+        if last_per_subject:
+            return sum(1 for _, ss in self._matching(filter_subject) if ss.last >= start_seq)
+        if start_seq <= self._first:
+            return sum(ss.count for _, ss in self._matching(filter_subject))
+        return self.filtered_state(start_seq, filter_subject).msgs
+
+    # ------------------------------------------------------------------ durability (no-ops)
+
+    def flush(self) -> int:
+        self._check_open()
+        return self._last
+
+    def sync(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ consumers, metadata
+
+    def consumer_store(self, name: str) -> MemoryConsumerStore:
+        self._check_open()
+        validate_name(name)
+        cs = self._consumers.get(name)
+        if cs is None:
+            cs = self._consumers[name] = MemoryConsumerStore(name, on_delete=self._consumers.pop)
+        return cs
+
+    def consumer_names(self) -> list[str]:
+        self._check_open()
+        return sorted(self._consumers)
+
+    def write_meta(self, meta: bytes) -> None:
+        self._check_open()
+        self._meta = bytes(meta)
+
+    def read_meta(self) -> bytes | None:
+        self._check_open()
+        return self._meta
+
+    def stop(self) -> None:
+        self._closed = True
+
+    def delete(self) -> None:
+        self._closed = True
+        self._msgs.clear()
+        self._subjects.clear()
+        self._consumers.clear()
+        self._meta = None

@@ -1,0 +1,131 @@
+"""One block (segment) file of a file store and its compact in-memory index.
+
+Owns: the ``Block`` object — the path and lazily opened descriptor of one ``*.blk`` file, its
+write/flush/durable offsets, and three parallel ``array('I')`` columns indexed by
+``seq - base``: record offset, record length (0 once deleted) and subject id (``NO_SID`` once
+deleted). That is 12 bytes per message and no Python object per message; payloads stay on disk.
+Also owns ``SubjectInfo``, the per-subject counters, and block file naming/creation.
+Must not know: limits, purge semantics, recovery policy, or other blocks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from array import array
+from pathlib import Path
+from typing import Final
+
+from .record import BLOCK_HEADER_SIZE, BlockHeader, encode_block_header
+
+__all__ = ["BLOCK_SUFFIX", "NO_SID", "Block", "SubjectInfo", "block_name", "parse_block_name"]
+
+NO_SID: Final = 0xFFFFFFFF  # subject id of a deleted (or never written) sequence
+BLOCK_SUFFIX: Final = ".blk"
+_NAME_DIGITS: Final = 20  # u64 max has 20 decimal digits; fixed width keeps names sortable
+
+
+def block_name(base: int) -> str:
+    return f"{base:0{_NAME_DIGITS}d}{BLOCK_SUFFIX}"
+
+
+def parse_block_name(name: str) -> int | None:
+    """The base sequence of a block file name, None for anything else (tmp files, strays)."""
+    if not name.endswith(BLOCK_SUFFIX):
+        return None
+    stem = name[: -len(BLOCK_SUFFIX)]
+    if len(stem) != _NAME_DIGITS or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+class SubjectInfo:
+    """Live-message bookkeeping for one subject. ``first`` is a lower bound, validated on use."""
+
+    __slots__ = ("count", "enc", "first", "last", "name", "sid")
+
+    def __init__(self, name: str, enc: bytes, sid: int, seq: int) -> None:
+        self.name = name
+        self.enc = enc
+        self.sid = sid
+        self.count = 0
+        self.first = seq
+        self.last = seq
+
+
+class Block:
+    """One ``<base>.blk`` file plus its index columns."""
+
+    __slots__ = (
+        "base",
+        "durable",
+        "fd",
+        "flushed",
+        "hdr_gen",
+        "lens",
+        "live",
+        "live_bytes",
+        "offs",
+        "path",
+        "sids",
+        "size",
+        "tombs",
+        "wseq",
+    )
+
+    def __init__(self, path: Path, base: int) -> None:
+        self.path = path
+        self.base = base
+        self.fd = -1
+        self.offs = array("I")
+        self.lens = array("I")
+        self.sids = array("I")
+        self.live = 0
+        self.live_bytes = 0
+        self.tombs = 0  # tombstone records in this file (only these force a read on deletion)
+        self.size = BLOCK_HEADER_SIZE  # logical end, including bytes still in the write buffer
+        self.flushed = BLOCK_HEADER_SIZE  # bytes handed to the OS
+        self.durable = 0  # bytes known to be on stable storage
+        self.hdr_gen = 0
+        self.wseq = 0  # bumped on every write into the file, so sync can tell if it is clean
+
+    @property
+    def end_seq(self) -> int:
+        """One past the highest sequence the index columns cover."""
+        return self.base + len(self.sids)
+
+    def open(self) -> int:
+        """Open the file (read-write if allowed, else read-only) and return the descriptor."""
+        if self.fd < 0:
+            try:
+                self.fd = os.open(self.path, os.O_RDWR)
+            except PermissionError:
+                self.fd = os.open(self.path, os.O_RDONLY)
+            except OSError as exc:
+                if exc.errno != errno.EROFS:  # serve reads from a read-only mount
+                    raise
+                self.fd = os.open(self.path, os.O_RDONLY)
+        return self.fd
+
+    @classmethod
+    def create(cls, directory: Path, header: BlockHeader) -> Block:
+        """Create a new block file holding only its header (gen 1). Raises OSError."""
+        blk = cls(directory / block_name(header.base), header.base)
+        fd = os.open(blk.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            header.gen = 1
+            off, slot = encode_block_header(header)
+            buf = bytearray(BLOCK_HEADER_SIZE)
+            buf[off : off + len(slot)] = slot
+            if os.pwrite(fd, buf, 0) != BLOCK_HEADER_SIZE:
+                raise OSError(28, "short write of block header")
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(blk.path)
+            except OSError:
+                pass
+            raise
+        blk.fd = fd
+        blk.hdr_gen = 1
+        return blk

@@ -1,0 +1,513 @@
+"""The StreamStore contract: every backend must pass every test here (memory is the oracle)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jetpy.store import (
+    MAX_PAYLOAD,
+    ConsumerState,
+    ErrInvalidName,
+    ErrMaxBytes,
+    ErrMaxMsgs,
+    ErrMaxMsgsPerSubject,
+    ErrMsgTooLarge,
+    ErrStoreClosed,
+    SimpleState,
+    StoreLimits,
+    StreamStore,
+    msg_size,
+)
+
+from .conftest import MakeStore, Reopen
+
+
+def fill(store: StreamStore, subjects: list[str], n: int, payload: bytes = b"data") -> list[int]:
+    """Store ``n`` messages round-robin over ``subjects`` with ts = seq (deterministic)."""
+    seqs = []
+    for i in range(n):
+        seq, _ = store.store_msg(subjects[i % len(subjects)], b"", payload + str(i).encode(), ts=1000 + i)
+        seqs.append(seq)
+    return seqs
+
+
+# ----------------------------------------------------------------------------- basics
+
+
+def test_implements_protocol(store: StreamStore) -> None:
+    assert isinstance(store, StreamStore)
+
+
+def test_empty_state(store: StreamStore) -> None:
+    st = store.state()
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.first_ts, st.last_ts) == (0, 0, 0, 0, 0, 0)
+    assert st.num_subjects == 0 and st.num_deleted == 0 and st.lost is None
+    assert store.load_msg(1) is None
+    assert store.load_next_msg("", 0) is None
+    assert store.load_last_msg(">") is None
+    assert store.filtered_state(0, "") == SimpleState()
+    assert store.subjects_state(">") == {}
+    assert store.num_pending(0, "", False) == 0
+    assert store.next_expiry() is None
+
+
+def test_first_seq_config(make_store: MakeStore) -> None:
+    store = make_store(first_seq=100)
+    st = store.state()
+    assert (st.first_seq, st.last_seq) == (100, 99)
+    assert store.store_msg("a", b"", b"x")[0] == 100
+    assert store.state().first_seq == 100
+
+
+def test_store_and_load_round_trip(store: StreamStore) -> None:
+    before = time.time_ns()
+    seq, ts = store.store_msg("orders.new", b"NATS/1.0\r\nK: v\r\n\r\n", b"\x00\xffpayload")
+    assert seq == 1 and before <= ts <= time.time_ns()
+    m = store.load_msg(1)
+    assert m is not None
+    assert (m.subject, m.seq, m.ts, m.hdr, m.data) == (
+        "orders.new", 1, ts, b"NATS/1.0\r\nK: v\r\n\r\n", b"\x00\xffpayload"
+    )
+    seq2, ts2 = store.store_msg("ünïcode.subj", b"", b"", ts=42)
+    assert (seq2, ts2) == (2, 42)
+    m2 = store.load_msg(2)
+    assert m2 is not None and (m2.subject, m2.ts, m2.hdr, m2.data) == ("ünïcode.subj", 42, b"", b"")
+    assert store.load_msg(0) is None and store.load_msg(3) is None and store.load_msg(-1) is None
+
+
+def test_state_counts_bytes_and_timestamps(store: StreamStore) -> None:
+    fill(store, ["a", "b.c", "d"], 30)
+    st = store.state()
+    expected = sum(msg_size(m.subject, m.hdr, m.data) for s in range(1, 31) if (m := store.load_msg(s)))
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq) == (30, expected, 1, 30)
+    assert (st.first_ts, st.last_ts, st.num_subjects, st.num_deleted) == (1000, 1029, 3, 0)
+
+
+def test_large_message_spans_block(store: StreamStore) -> None:
+    big = bytes(range(256)) * 64  # larger than the file store's test block size
+    fill(store, ["x"], 3)
+    seq, _ = store.store_msg("big", b"h", big)
+    fill(store, ["y"], 3)
+    m = store.load_msg(seq)
+    assert m is not None and m.data == big and m.hdr == b"h"
+    assert store.state().msgs == 7
+
+
+# ----------------------------------------------------------------------------- removal
+
+
+def test_remove_msg(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    assert store.remove_msg(5) is True
+    assert store.remove_msg(5) is False
+    assert store.remove_msg(99) is False
+    assert store.load_msg(5) is None
+    st = store.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.last_seq, st.num_deleted, st.deleted) == (9, 1, 10, 1, [5])
+    assert store.remove_msg(1)
+    st = store.state(deleted_details=True)
+    assert (st.first_seq, st.first_ts, st.deleted) == (2, 1001, [5])
+    assert store.remove_msg(10)
+    st = store.state(deleted_details=True)
+    assert (st.last_seq, st.last_ts, st.deleted, st.msgs) == (10, 1009, [5, 10], 7)
+    assert store.store_msg("a", b"", b"z")[0] == 11
+
+
+def test_remove_everything_keeps_last_seq(store: StreamStore) -> None:
+    fill(store, ["a"], 5)
+    for s in range(1, 6):
+        assert store.remove_msg(s)
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq, st.num_deleted, st.bytes) == (0, 6, 5, 0, 0)
+    assert store.store_msg("a", b"", b"again")[0] == 6
+
+
+def test_erase_msg(store: StreamStore) -> None:
+    fill(store, ["a"], 4)
+    assert store.erase_msg(2) is True
+    assert store.erase_msg(2) is False
+    assert store.load_msg(2) is None
+    assert store.state().msgs == 3
+
+
+def test_subject_bookkeeping_after_removals(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)  # a: 1,3,5,7,9  b: 2,4,6,8,10
+    store.remove_msg(9)
+    last_a = store.load_last_msg("a")
+    assert last_a is not None and last_a.seq == 7
+    store.remove_msg(1)
+    next_a = store.load_next_msg("a", 0)
+    assert next_a is not None and next_a.seq == 3
+    assert store.subjects_state(">") == {"a": 3, "b": 5}
+    for s in (3, 5, 7):
+        store.remove_msg(s)
+    assert store.subjects_state(">") == {"b": 5}
+    assert store.state().num_subjects == 1
+    assert store.load_last_msg("a") is None
+
+
+# ----------------------------------------------------------------------------- lookups
+
+
+def test_load_next_msg_filters(store: StreamStore) -> None:
+    fill(store, ["foo.a", "foo.b", "bar.a", "foo.c.d"], 20)
+
+    def nxt(f: str, start: int) -> int | None:
+        m = store.load_next_msg(f, start)
+        return m.seq if m else None
+
+    assert nxt("", 0) == 1 and nxt(">", 7) == 7
+    assert nxt("foo.b", 0) == 2 and nxt("foo.b", 3) == 6 and nxt("foo.b", 19) is None
+    assert nxt("foo.*", 3) == 5 and nxt("foo.*", 4) == 5
+    assert nxt("foo.>", 3) == 4 and nxt("*.a", 2) == 3
+    assert nxt("nope", 0) is None and nxt("foo.*.*", 0) == 4
+    store.remove_msg(6)
+    assert nxt("foo.b", 3) == 10
+    assert nxt("", 21) is None
+
+
+def test_load_next_msg_many_subjects(store: StreamStore) -> None:
+    subjects = [f"s.{i}" for i in range(40)]
+    fill(store, subjects, 200)
+    m = store.load_next_msg("s.*", 150)
+    assert m is not None and m.seq == 150
+    for s in range(150, 160):
+        store.remove_msg(s)
+    m = store.load_next_msg("s.*", 150)
+    assert m is not None and m.seq == 160
+
+
+def test_load_last_msg(store: StreamStore) -> None:
+    fill(store, ["a.1", "a.2", "b"], 9)
+    last = store.load_last_msg("")
+    assert last is not None and last.seq == 9
+    m = store.load_last_msg("a.*")
+    assert m is not None and m.seq == 8
+    m = store.load_last_msg("a.1")
+    assert m is not None and m.seq == 7 and m.subject == "a.1"
+    store.remove_msg(9)
+    last = store.load_last_msg(">")
+    assert last is not None and last.seq == 8
+
+
+def test_filtered_state(store: StreamStore) -> None:
+    fill(store, ["a", "b", "c.x"], 12)  # a: 1,4,7,10  b: 2,5,8,11  c.x: 3,6,9,12
+    assert store.filtered_state(0, "") == SimpleState(12, 1, 12)
+    assert store.filtered_state(5, ">") == SimpleState(8, 5, 12)
+    assert store.filtered_state(0, "a") == SimpleState(4, 1, 10)
+    assert store.filtered_state(5, "a") == SimpleState(2, 7, 10)
+    assert store.filtered_state(11, "a") == SimpleState()
+    assert store.filtered_state(0, "c.*") == SimpleState(4, 3, 12)
+    assert store.filtered_state(0, "*") == SimpleState(8, 1, 11)
+    store.remove_msg(7)
+    assert store.filtered_state(5, "a") == SimpleState(1, 10, 10)
+    assert store.filtered_state(13, "") == SimpleState()
+
+
+def test_subjects_state(store: StreamStore) -> None:
+    fill(store, ["a.1", "a.2", "b.1"], 7)
+    assert store.subjects_state("") == {"a.1": 3, "a.2": 2, "b.1": 2}
+    assert store.subjects_state("a.*") == {"a.1": 3, "a.2": 2}
+    assert store.subjects_state("*.1") == {"a.1": 3, "b.1": 2}
+    assert store.subjects_state("b.1") == {"b.1": 2}
+    assert store.subjects_state("zzz") == {}
+
+
+def test_num_pending(store: StreamStore) -> None:
+    fill(store, ["a", "b", "c"], 9)  # a: 1,4,7  b: 2,5,8  c: 3,6,9
+    assert store.num_pending(0, "", False) == 9
+    assert store.num_pending(4, "", False) == 6
+    assert store.num_pending(4, "a", False) == 2
+    assert store.num_pending(4, "*", False) == 6
+    assert store.num_pending(8, "a", False) == 0
+    assert store.num_pending(0, "", True) == 3
+    assert store.num_pending(8, "", True) == 2
+    assert store.num_pending(8, "a", True) == 0
+    assert store.num_pending(10, "", False) == 0
+    store.remove_msg(5)
+    assert store.num_pending(3, "b", False) == 1
+
+
+# ----------------------------------------------------------------------------- purge / compact
+
+
+def test_purge_all(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    assert store.purge() == 10
+    st = store.state()
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_subjects, st.last_ts) == (0, 0, 11, 10, 0, 1009)
+    assert store.purge() == 0
+    assert store.store_msg("a", b"", b"x")[0] == 11
+    assert store.state().first_seq == 11
+
+
+def test_purge_subject(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    assert store.purge("a") == 5
+    assert store.subjects_state(">") == {"b": 5}
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (5, 2, 10)
+
+
+def test_purge_wildcard_with_keep(store: StreamStore) -> None:
+    fill(store, ["x.a", "x.b", "y"], 12)
+    assert store.purge("x.*", keep=3) == 5  # 8 x.* msgs, keep the 3 newest
+    assert [m.seq for s in range(1, 13) if (m := store.load_msg(s)) and m.subject != "y"] == [8, 10, 11]
+    assert store.purge("x.*", keep=5) == 0
+
+
+def test_purge_subject_up_to_seq(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)  # a: 1,3,5,7,9
+    assert store.purge("a", seq=6) == 3  # removes 1, 3, 5 (strictly below 6)
+    assert store.subjects_state("a") == {"a": 2}
+    assert store.purge("a", seq=1) == 0
+    assert store.purge("a", seq=100, keep=1) == 1
+    remaining = store.load_last_msg("a")
+    assert remaining is not None and remaining.seq == 9 and store.subjects_state("a") == {"a": 1}
+
+
+def test_purge_all_with_seq_is_compact(store: StreamStore) -> None:
+    fill(store, ["a"], 10)
+    assert store.purge("", seq=4) == 3
+    assert store.state().first_seq == 4
+    assert store.purge(">", seq=1) == 0
+
+
+def test_purge_all_with_keep(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    store.remove_msg(9)
+    assert store.purge(keep=3) == 6  # newest three live: 7, 8, 10
+    st = store.state(deleted_details=True)
+    assert (st.msgs, st.first_seq, st.deleted) == (3, 7, [9])
+    assert store.purge(keep=10) == 0
+
+
+def test_compact(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    assert store.compact(1) == 0
+    assert store.compact(5) == 4
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.first_ts) == (6, 5, 1004)
+    assert store.compact(3) == 0
+    assert store.subjects_state(">") == {"a": 3, "b": 3}
+    assert store.compact(11) == 6
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 11, 10)
+
+
+def test_compact_beyond_end(store: StreamStore) -> None:
+    fill(store, ["a"], 5)
+    assert store.compact(100) == 5
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 100, 99)
+    assert store.store_msg("a", b"", b"x")[0] == 100
+    assert store.state().first_seq == 100
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def test_max_msgs_discard_old(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs=5))
+    fill(store, ["a"], 12)
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (5, 8, 12)
+
+
+def test_max_bytes_discard_old(make_store: MakeStore) -> None:
+    one = msg_size("a", b"", b"data0")
+    store = make_store(StoreLimits(max_bytes=one * 3))
+    fill(store, ["a"], 8)
+    st = store.state()
+    assert (st.msgs, st.bytes, st.first_seq) == (3, one * 3, 6)
+
+
+def test_max_msgs_per_subject_discard_old(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs_per_subject=2))
+    fill(store, ["a", "b", "c"], 12)
+    assert store.subjects_state(">") == {"a": 2, "b": 2, "c": 2}
+    st = store.state(deleted_details=True)
+    assert (st.msgs, st.first_seq) == (6, 7)
+    store.store_msg("a", b"", b"new")
+    assert store.subjects_state("a") == {"a": 2}
+    st = store.state(deleted_details=True)
+    assert (st.first_seq, st.deleted) == (8, [])
+    store.store_msg("b", b"", b"new")
+    st = store.state(deleted_details=True)
+    assert (st.first_seq, st.deleted) == (9, [])  # b's oldest (8) was the stream's first
+    store.store_msg("a", b"", b"newer")
+    st = store.state(deleted_details=True)
+    assert (st.first_seq, st.deleted, st.msgs) == (9, [10], 6)  # a's oldest (10) was interior
+
+
+def test_kv_style_latest_per_subject(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs_per_subject=1))
+    for rnd in range(30):
+        for k in range(5):
+            store.store_msg(f"kv.{k}", b"", f"{k}:{rnd}".encode(), ts=rnd)
+    assert store.state().msgs == 5
+    for k in range(5):
+        m = store.load_last_msg(f"kv.{k}")
+        assert m is not None and m.data == f"{k}:29".encode()
+
+
+def test_discard_new_max_msgs(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs=3, discard="new"))
+    fill(store, ["a"], 3)
+    with pytest.raises(ErrMaxMsgs) as exc:
+        store.store_msg("a", b"", b"x")
+    assert str(exc.value) == "maximum messages exceeded"
+    st = store.state()
+    assert (st.msgs, st.last_seq) == (3, 3)
+
+
+def test_discard_new_max_bytes(make_store: MakeStore) -> None:
+    one = msg_size("a", b"", b"data0")
+    store = make_store(StoreLimits(max_bytes=one * 2, discard="new"))
+    fill(store, ["a"], 2)  # exactly at the limit is allowed
+    with pytest.raises(ErrMaxBytes) as exc:
+        store.store_msg("a", b"", b"data2")
+    assert str(exc.value) == "maximum bytes exceeded"
+    assert store.state().msgs == 2
+
+
+def test_discard_new_replaces_at_subject_limit(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs=4, max_msgs_per_subject=2, discard="new"))
+    fill(store, ["a", "b"], 4)
+    seq, _ = store.store_msg("a", b"", b"replace")  # at max_msgs, but it replaces a's oldest
+    assert seq == 5 and store.state().msgs == 4
+    with pytest.raises(ErrMaxMsgs):
+        store.store_msg("c", b"", b"x")
+
+
+def test_discard_new_per_subject(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msgs_per_subject=2, discard="new", discard_new_per_subject=True))
+    fill(store, ["a"], 2)
+    with pytest.raises(ErrMaxMsgsPerSubject) as exc:
+        store.store_msg("a", b"", b"x")
+    assert str(exc.value) == "maximum messages per subject exceeded"
+    assert store.store_msg("b", b"", b"x")[0] == 3
+
+
+def test_max_msg_size(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_msg_size=10))
+    store.store_msg("a", b"12345", b"67890")
+    with pytest.raises(ErrMsgTooLarge):
+        store.store_msg("a", b"12345", b"678901")
+    with pytest.raises(ErrMsgTooLarge):
+        store.store_msg("a" * 70000, b"", b"")
+    assert store.state().msgs == 1 and store.state().last_seq == 1
+
+
+def test_hard_payload_cap(store: StreamStore) -> None:
+    with pytest.raises(ErrMsgTooLarge):
+        store.store_msg("a", b"", bytes(MAX_PAYLOAD + 1))
+
+
+def test_update_limits(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 10)
+    store.update_limits(StoreLimits(max_msgs_per_subject=3))
+    assert store.subjects_state(">") == {"a": 3, "b": 3}
+    store.update_limits(StoreLimits(max_msgs=2))
+    st = store.state()
+    assert (st.msgs, st.first_seq) == (2, 9)
+    assert store.config.limits.max_msgs == 2
+    store.update_limits(StoreLimits(max_msgs=1, discard="new"))  # discard new never removes
+    assert store.state().msgs == 2
+
+
+def test_expire(make_store: MakeStore) -> None:
+    store = make_store(StoreLimits(max_age=100))
+    for i in range(10):
+        store.store_msg("a", b"", b"x", ts=1000 + 10 * i)  # ts 1000..1090
+    assert store.next_expiry() == 1100
+    assert store.expire(1099) == 0
+    assert store.expire(1100) == 1
+    assert store.next_expiry() == 1110
+    assert store.expire(1150) == 5
+    assert store.state().first_seq == 7
+    assert store.expire(10_000) == 4
+    assert store.next_expiry() is None
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 11, 10)
+
+
+def test_expire_without_max_age(store: StreamStore) -> None:
+    fill(store, ["a"], 3)
+    assert store.expire(10**30) == 0 and store.next_expiry() is None
+
+
+# ----------------------------------------------------------------------------- lifecycle
+
+
+def test_flush_and_sync(store: StreamStore) -> None:
+    fill(store, ["a"], 5)
+    assert store.flush() == 5
+    store.sync()
+    fill(store, ["a"], 2)
+    assert store.flush() == 7
+    store.sync()
+    store.sync()
+
+
+def test_closed_store_refuses(store: StreamStore) -> None:
+    fill(store, ["a"], 2)
+    store.stop()
+    store.stop()  # idempotent
+    with pytest.raises(ErrStoreClosed) as exc:
+        store.store_msg("a", b"", b"x")
+    assert str(exc.value) == "store is closed"
+    with pytest.raises(ErrStoreClosed):
+        store.load_msg(1)
+    with pytest.raises(ErrStoreClosed):
+        store.state()
+
+
+def test_survives_reopen(store: StreamStore, reopen: Reopen) -> None:
+    fill(store, ["a", "b.x", "b.y"], 40)
+    store.remove_msg(7)
+    store.erase_msg(8)
+    store.purge("b.y", keep=2)
+    before = store.state(deleted_details=True)
+    msgs = [store.load_msg(s) for s in range(1, 41)]
+    store.flush()
+    store.sync()
+    store = reopen(store)
+    assert store.state(deleted_details=True) == before
+    assert [store.load_msg(s) for s in range(1, 41)] == msgs
+    assert store.subjects_state(">") == {"a": 13, "b.x": 12, "b.y": 2}
+
+
+# ----------------------------------------------------------------------------- consumers and metadata
+
+
+def test_consumer_state_round_trip(store: StreamStore, reopen: Reopen) -> None:
+    cs = store.consumer_store("dur1")
+    assert cs.load() == ConsumerState()
+    st = ConsumerState(10, 20, 5, 15, {16: (6, 123), 18: (8, 456)}, {16: 2})
+    cs.update(st)
+    cs.write_meta(b'{"durable_name":"dur1"}')
+    assert cs.load() == st
+    assert store.consumer_names() == ["dur1"]
+    store = reopen(store)
+    cs = store.consumer_store("dur1")
+    assert cs.load() == st
+    assert cs.read_meta() == b'{"durable_name":"dur1"}'
+    cs.delete()
+    assert store.consumer_names() == []
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "a\\b", "x\x00", "\n"])
+def test_consumer_names_validated(store: StreamStore, bad: str) -> None:
+    with pytest.raises(ErrInvalidName):
+        store.consumer_store(bad)
+
+
+def test_stream_meta(store: StreamStore, reopen: Reopen) -> None:
+    assert store.read_meta() is None
+    store.write_meta(b'{"name":"S"}')
+    store.write_meta(b'{"name":"S","max_msgs":5}')
+    store = reopen(store)
+    assert store.read_meta() == b'{"name":"S","max_msgs":5}'
