@@ -18,6 +18,7 @@ __all__ = [
     "subject_matches",
     "subjects_overlap",
     "tokens",
+    "valid_literal_bytes",
     "valid_subject_bytes",
 ]
 
@@ -78,6 +79,17 @@ def valid_subject_bytes(subject: bytes, *, allow_wildcards: bool = True) -> bool
         elif tok == b"*" and not allow_wildcards:
             return False
     return True
+
+
+def valid_literal_bytes(subject: bytes) -> bool:
+    """nats-server's check of a publish subject in pedantic mode (``IsValidLiteralSubject``): no
+    empty token and no wildcard token. Whitespace is not looked at (nats-server does not either:
+    the protocol already split the line on spaces and tabs)."""
+    if not subject or b".." in subject or subject[0] == 0x2E or subject[-1] == 0x2E:
+        return False
+    if b"*" not in subject and b">" not in subject:
+        return True
+    return all(tok != b"*" and tok != b">" for tok in subject.split(b"."))
 
 
 def subject_matches(filter_: str, subject: str) -> bool:

@@ -7,6 +7,11 @@ Subjects are ``bytes`` because the protocol path never decodes them. A publish l
 cache first (a dict hit is the common case: publishers reuse subjects); a miss walks the trie and
 stores the result. Inserting or removing a subscription drops only the cached results it could
 change, so a busy subject stays cached while unrelated subscriptions come and go.
+
+Results list members in nats-server's order (what a client sees first when it matters, as in
+the choice of subscription for a no-responders reply). The hot publish path may read
+:attr:`SubjectTree.cache` directly, counting each hit with ``hot_hits += 1`` so that the
+statistics stay right without a method call per message.
 """
 
 from __future__ import annotations
@@ -48,8 +53,23 @@ class SubjectTree(Generic[T]):
         self.count = 0
         self.inserts = 0
         self.removes = 0
-        self.matches = 0
-        self.cache_hits = 0
+        self._matches = 0
+        self._hits = 0
+        self.hot_hits = 0  # cache hits counted by callers that read ``cache`` themselves
+
+    @property
+    def cache(self) -> dict[bytes, MatchResult[T]]:
+        """The match cache, for lookups on a hot path (read only; count a hit in ``hot_hits``)."""
+        return self._cache
+
+    @property
+    def matches(self) -> int:
+        """Lookups so far (through :meth:`match` or a counted hit on :attr:`cache`)."""
+        return self._matches + self.hot_hits
+
+    @property
+    def cache_hits(self) -> int:
+        return self._hits + self.hot_hits
 
     # -- mutation -------------------------------------------------------------------------------
 
@@ -135,10 +155,10 @@ class SubjectTree(Generic[T]):
 
     def match(self, subject: bytes) -> MatchResult[T]:
         """Members interested in the literal ``subject``. The result must not be mutated."""
-        self.matches += 1
+        self._matches += 1
         r = self._cache.get(subject)
         if r is not None:
-            self.cache_hits += 1
+            self._hits += 1
             return r
         plain: list[T] = []
         groups: dict[bytes, list[T]] = {}
@@ -159,6 +179,17 @@ class SubjectTree(Generic[T]):
     def cache_count(self) -> int:
         return len(self._cache)
 
+    def fanout_stats(self) -> tuple[int, int, int]:
+        """(largest fanout, total fanout, cached results) over the match cache, for /subsz; a
+        result's fanout counts each plain member and each queue group once."""
+        mx = total = 0
+        for plain, groups in self._cache.values():
+            f = len(plain) + len(groups)
+            total += f
+            if f > mx:
+                mx = f
+        return mx, total, len(self._cache)
+
     def items(self) -> list[tuple[bytes, bytes | None, T]]:
         """Every (subject, queue, item) in the tree, for monitoring."""
         out: list[tuple[bytes, bytes | None, T]] = []
@@ -166,21 +197,28 @@ class SubjectTree(Generic[T]):
         return out
 
 
-def _collect(node: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]]) -> None:
+def _collect(level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]]) -> None:
+    """Add the members matching ``toks[i:]`` below ``level``, in nats-server's order: per token a
+    ``>`` child, then the ``*`` branch; at the end the literal node, then the last ``*`` node."""
+    node: _Node[T] | None = level
+    lit: _Node[T] | None = None
+    pwc: _Node[T] | None = None
     n = len(toks)
-    while True:
+    while i < n:
+        if node is None:
+            return
         if node.fwc is not None:
             _add(node.fwc, plain, groups)
-        if i == n:
-            _add(node, plain, groups)
-            return
-        if node.pwc is not None:
-            _collect(node.pwc, toks, i + 1, plain, groups)
-        nxt = node.next.get(toks[i])
-        if nxt is None:
-            return
-        node = nxt
+        pwc = node.pwc
+        if pwc is not None:
+            _collect(pwc, toks, i + 1, plain, groups)
+        lit = node.next.get(toks[i])
+        node = lit
         i += 1
+    if lit is not None:
+        _add(lit, plain, groups)
+    if pwc is not None:
+        _add(pwc, plain, groups)
 
 
 def _add(node: _Node[T], plain: list[T], groups: dict[bytes, list[T]]) -> None:

@@ -35,10 +35,7 @@ def make_store(kind: str, tmp_path: Path) -> Iterator[MakeStore]:
         cfg = StoreConfig("test", "memory" if kind == "memory" else "file", limits or StoreLimits(),
                           first_seq, block_size)
         store: StreamStore
-        if kind == "memory":
-            store = MemoryStore(cfg)
-        else:
-            store = FileStore(tmp_path / f"stream{len(opened)}", cfg)
+        store = MemoryStore(cfg) if kind == "memory" else FileStore(tmp_path / f"stream{len(opened)}", cfg)
         opened.append(store)
         return store
 

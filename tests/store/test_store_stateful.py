@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from jetpy.store import FileStore, MemoryStore, StoreConfig, StoreError, StoreLimits, StreamStore
 
@@ -151,5 +151,3 @@ FileVsMemory.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestFileVsMemory = FileVsMemory.TestCase
-
-_ = precondition  # (kept importable for future rules that need one)

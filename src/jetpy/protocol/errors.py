@@ -2,9 +2,13 @@
 
 ``err`` is the text nats-server sends in ``-ERR '<err>'`` before closing, or ``None`` where
 nats-server closes the connection without a word (malformed arguments, bad CONNECT JSON).
+``ops`` holds the operations parsed from the same input before the violation: nats-server acts
+on every op that precedes a violation, so a caller handles those first and then closes.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "ERR_AUTH_TIMEOUT",
@@ -42,3 +46,4 @@ class ProtocolError(Exception):
         super().__init__(detail or err or "protocol violation")
         self.err = err
         self.detail = detail
+        self.ops: list[tuple[Any, ...]] = []

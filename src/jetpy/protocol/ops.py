@@ -2,16 +2,19 @@
 
 Shapes (first element is the op code):
 
-    (PUB,     subject: bytes, reply: bytes | None, hdr_len: int, data: bytes)  # hdr_len 0 = no headers
+    (PUB,     subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes)
     (SUB,     subject: bytes, queue: bytes | None, sid: bytes)
     (UNSUB,   sid: bytes, max_msgs: int)                     # max_msgs 0 = now
-    (CONNECT, json: bytes)
+    (CONNECT, options: ConnectOptions)                       # merged with any earlier CONNECT
     (PING,) (PONG,) (OK,)
-    (INFO,    json: bytes)
+    (INFO,    json: bytes)                                   # already checked like nats-server
     (ERR,     text: bytes)
 
 HPUB is PUB with ``hdr_len > 0``; ``data`` then holds the header block followed by the payload,
 so a delivery to a headers-capable client writes it without any copying or re-joining.
+``sizes`` is the size field of the MSG line a receiver gets, exactly as the publisher wrote it
+(``b"128"``, or ``b"22 150"`` for HPUB): nats-server echoes those bytes rather than reformatting.
+An HPUB with a zero header size is delivered as a plain MSG, as nats-server does.
 """
 
 from __future__ import annotations

@@ -1,21 +1,43 @@
 """Parser: client-to-server NATS protocol bytes in, operations out. Sans-IO.
 
-Owns the wire grammar of what clients send: op names (case-insensitive), arguments separated by
-any run of spaces or tabs, lines ended by ``\\n`` (the ``\\r`` is optional, as nats-server
-accepts), payloads of a declared size followed by ``\\r\\n``. Knows nothing of sockets, clocks,
-subscriptions or auth; it only enforces the two limits that bound its own memory:
-``max_control_line`` and ``max_payload``.
+Owns the wire grammar of what clients send, as nats-server 2.9 reads it (its parser is a byte
+state machine; this one works on whole lines but answers the same):
 
-Performance: ``feed`` parses every complete op in the buffer in one loop with a fast path for
-PUB, and a payload that spans many reads is collected as a list of chunks and joined once (no
-quadratic re-copying). Errors follow nats-server: malformed arguments close silently
-(``ProtocolError(None)``), unknown ops and broken framing close with ``Unknown Protocol
-Operation``.
+* op names are case-insensitive. ``PUB``/``HPUB``/``SUB``/``UNSUB``/``-ERR`` must be followed by a
+  space or tab; ``PING``/``PONG``/``+OK`` ignore anything up to the end of the line; ``CONNECT``
+  and ``INFO`` take the rest of the line (after spaces/tabs) as JSON. Anything else, including an
+  empty line or leading whitespace, is ``Unknown Protocol Operation``, reported as soon as the
+  first wrong byte arrives.
+* arguments are separated by runs of spaces/tabs; lines end with ``\\n`` (a ``\\r`` before it is
+  dropped); a payload must be followed by exactly ``\\r\\n``.
+* sizes are 1 to 9 ASCII digits; anything else is a malformed argument (silent close).
+* an argument longer than ``max_control_line`` closes with ``maximum control line exceeded``, also
+  while the line is still arriving; a size over ``max_payload`` closes with ``Maximum Payload
+  Violation``.
+* with ``expect_connect`` (auth required) the first op must start with ``C``; any other first
+  byte is an ``Authorization Violation``.
+* ``HPUB`` is only legal after a CONNECT with ``headers: true`` (silent close otherwise); the
+  parser decodes CONNECT itself (see :mod:`connect`) so that it knows.
+
+Knows nothing of sockets, clocks, subscriptions or auth decisions.
+
+Errors: malformed arguments close silently (``ProtocolError(None)``); the ops parsed before a
+violation travel on the error (``ProtocolError.ops``), since nats-server acts on them first.
+
+Performance: ``feed`` parses every complete op in the buffer in one loop with an inline fast path
+for the common ``PUB <subject> [reply] <size>`` form; every other form goes through the exact
+(slower) general path. A payload that spans many reads is collected as a list of chunks and
+joined once (no quadratic re-copying).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
+from jetpy.protocol.connect import DEFAULT_CONNECT, ConnectOptions, decode_connect, validate_info
 from jetpy.protocol.errors import (
+    ERR_AUTH_VIOLATION,
     ERR_MAX_CONTROL_LINE,
     ERR_MAX_PAYLOAD,
     ERR_UNKNOWN_OP,
@@ -23,51 +45,81 @@ from jetpy.protocol.errors import (
 )
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, SUB, UNSUB, Op
 
-__all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "Parser"]
+__all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "MAX_SIZE_DIGITS", "Parser"]
 
-DEFAULT_MAX_CONTROL_LINE = 4096  # nats-server's MAX_CONTROL_LINE_SIZE
-DEFAULT_MAX_PAYLOAD = 1024 * 1024  # nats-server's MAX_PAYLOAD_SIZE
-COLLECT_THRESHOLD = 64 * 1024  # a payload still missing more than this is collected in chunks
+DEFAULT_MAX_CONTROL_LINE: Final = 4096  # nats-server's MAX_CONTROL_LINE_SIZE: bounds a line's buffer
+DEFAULT_MAX_PAYLOAD: Final = 1024 * 1024  # nats-server's MAX_PAYLOAD_SIZE: bounds a message's buffer
+MAX_SIZE_DIGITS: Final = 9  # nats-server's parseSize refuses longer sizes (keeps them in an int32)
+COLLECT_THRESHOLD: Final = 64 * 1024  # a payload still missing more than this is collected in chunks
 
-_PING: Op = (PING,)
-_PONG: Op = (PONG,)
-_OK: Op = (OK,)
+_HPUB: Final = -1  # internal code: HPUB parses like PUB but yields PUB with hdr_len > 0
+
+# op name (upper case) -> (op code, must a space or tab follow the name?)
+_NAMES: Final[tuple[tuple[bytes, int, bool], ...]] = (
+    (b"PUB", PUB, True),
+    (b"PING", PING, False),
+    (b"PONG", PONG, False),
+    (b"SUB", SUB, True),
+    (b"UNSUB", UNSUB, True),
+    (b"HPUB", _HPUB, True),
+    (b"CONNECT", CONNECT, False),
+    (b"INFO", INFO, False),
+    (b"+OK", OK, False),
+    (b"-ERR", ERR, True),
+)
+_NO_ARG: Final = frozenset((PING, PONG, OK))  # the rest of their line is ignored
+
+_PING: Final[Op] = (PING,)
+_PONG: Final[Op] = (PONG,)
+_OK: Final[Op] = (OK,)
+_SEP_TABLE: Final = bytes.maketrans(b"\t\r\n", b"   ")
 
 
 def _size(tok: bytes) -> int:
-    # int() would accept b"+1", b" 1" and b"1_0"; nats-server accepts digits only
-    if not tok.isdigit():
-        raise ProtocolError(None, f"invalid size {tok[:32]!r}")
+    """nats-server's parseSize: 1-9 ASCII digits, else -1 (int() would take b"+1", b"1_0")."""
+    if len(tok) > MAX_SIZE_DIGITS or not tok.isdigit():
+        return -1
     return int(tok)
 
 
-def _payload_end(buf: bytes, stop: int, n: int) -> int:
-    """Index after the line end that must follow a payload; -1 if it has not arrived yet."""
-    if stop >= n:
-        return -1
-    c = buf[stop]
-    if c == 13:
-        if stop + 1 >= n:
-            return -1
-        if buf[stop + 1] == 10:
-            return stop + 2
-    elif c == 10:
-        return stop + 1
-    raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+def _split(arg: bytes) -> list[bytes]:
+    """nats-server's splitArg: fields separated by runs of space, tab, CR or LF (and nothing else:
+    unlike ``bytes.split()``, a vertical tab or form feed is part of a field)."""
+    return [f for f in arg.translate(_SEP_TABLE).split(b" ") if f]
+
+
+def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
+    """(op code, index after the name) of the op at ``pos``; (0, 0) while the name is incomplete."""
+    head = buf[pos : pos + 8].upper()
+    for name, code, sep in _NAMES:
+        k = len(name)
+        if head.startswith(name):
+            if sep:
+                if pos + k >= n:
+                    return 0, 0
+                if buf[pos + k] not in (32, 9):
+                    break
+            return code, pos + k
+        if len(head) < k and name.startswith(head):
+            return 0, 0
+    raise ProtocolError(ERR_UNKNOWN_OP, f"unknown op at {buf[pos : pos + 16]!r}")
 
 
 class Parser:
     """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
 
-    __slots__ = ("_buf", "_chunks", "_have", "_need", "max_control_line", "max_payload")
+    __slots__ = ("_buf", "_chunks", "_have", "_need", "connect", "expect_connect", "max_control_line", "max_payload")
 
     def __init__(
         self,
         max_control_line: int = DEFAULT_MAX_CONTROL_LINE,
         max_payload: int = DEFAULT_MAX_PAYLOAD,
+        expect_connect: bool = False,
     ) -> None:
         self.max_control_line = max_control_line
         self.max_payload = max_payload
+        self.expect_connect = expect_connect  # the next op must be CONNECT (auth pending)
+        self.connect: ConnectOptions = DEFAULT_CONNECT  # as merged from every CONNECT so far
         self._buf = b""  # unparsed bytes of an incomplete op
         self._chunks: list[bytes] = []  # reads collected while a large payload arrives
         self._have = 0
@@ -94,17 +146,23 @@ class Parser:
         self._need = 0
         try:
             pos = self._parse(buf, ops)
-        except ProtocolError:
+        except ProtocolError as e:
             self._buf = b""
             self._need = 0
+            e.ops = ops
             raise
         rest = len(buf) - pos
         if rest == 0:
             self._buf = b""
-        elif self._need - rest > COLLECT_THRESHOLD:
-            self._buf = b""
-            self._chunks = [buf[pos:] if pos else buf]
-            self._have = rest
+        elif self._need:
+            if self._need - rest > COLLECT_THRESHOLD:
+                self._buf = b""
+                self._chunks = [buf[pos:] if pos else buf]
+                self._have = rest
+            else:
+                self._buf = buf[pos:] if pos else buf
+        elif rest > self.max_control_line:
+            self._buf = _compact(buf[pos:])
         else:
             self._buf = buf[pos:] if pos else buf
         return ops
@@ -113,124 +171,161 @@ class Parser:
         n = len(buf)
         pos = 0
         max_line = self.max_control_line
+        max_payload = self.max_payload
         append = ops.append
         while pos < n:
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                if n - pos > max_line:
-                    raise ProtocolError(ERR_MAX_CONTROL_LINE)
+            if buf[pos : pos + 4] == b"PUB " and not self.expect_connect:
+                # The hot path, inline. It handles "PUB subject [reply] size" when the split is
+                # unambiguous; any other shape (and every error but one) takes the exact path.
+                nl = buf.find(b"\n", pos + 4)
+                if nl > 0:
+                    end = nl - 1 if buf[nl - 1] == 13 else nl
+                    seg = buf[pos + 4 : end]
+                    if len(seg) <= max_line and b"\r" not in seg and b"\x0b" not in seg and b"\x0c" not in seg:
+                        args = seg.split()
+                        nargs = len(args)
+                        if nargs == 2:
+                            subject, sz = args
+                            reply = None
+                        elif nargs == 3:
+                            subject, reply, sz = args
+                        else:
+                            sz = b""
+                        if 0 < len(sz) <= MAX_SIZE_DIGITS and sz.isdigit():
+                            size = int(sz)
+                            if size > max_payload:
+                                raise ProtocolError(ERR_MAX_PAYLOAD)
+                            start = nl + 1
+                            stop = start + size
+                            if stop + 2 <= n:
+                                if buf[stop] != 13 or buf[stop + 1] != 10:
+                                    raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                                append((PUB, subject, reply, 0, buf[start:stop], sz))
+                                pos = stop + 2
+                                continue
+            nxt = self._general(buf, pos, n, append)
+            if nxt < 0:
                 return pos
-            end = nl - 1 if nl > pos and buf[nl - 1] == 13 else nl
-            if end - pos > max_line:
-                raise ProtocolError(ERR_MAX_CONTROL_LINE)
-            head = buf[pos : pos + 4]
-            if head == b"PUB " or head == b"pub ":
-                # the hot path: inline, no method calls beyond the split and the size check
-                args = buf[pos + 4 : end].split()
-                if len(args) == 2:
-                    subject, sz = args
-                    reply = None
-                elif len(args) == 3:
-                    subject, reply, sz = args
-                else:
-                    raise ProtocolError(None, "PUB needs 2 or 3 arguments")
-                if not sz.isdigit():
-                    raise ProtocolError(None, "invalid PUB size")
-                size = int(sz)
-                if size > self.max_payload:
-                    raise ProtocolError(ERR_MAX_PAYLOAD)
-                start = nl + 1
-                stop = start + size
-                after = _payload_end(buf, stop, n)
-                if after < 0:
-                    self._need = stop + 2 - pos
-                    return pos
-                append((PUB, subject, reply, 0, buf[start:stop]))
-                pos = after
-                continue
-            line = buf[pos:end]
-            args = line.split()
-            if not args:
-                raise ProtocolError(ERR_UNKNOWN_OP, "empty line")
-            name = args[0].upper()
-            if name == b"PUB":
-                # mixed case or tab-separated PUB (the fast path above takes the common forms)
-                if len(args) == 3:
-                    _, subject, sz = args
-                    reply = None
-                elif len(args) == 4:
-                    _, subject, reply, sz = args
-                else:
-                    raise ProtocolError(None, "PUB needs 2 or 3 arguments")
-                size = _size(sz)
-                if size > self.max_payload:
-                    raise ProtocolError(ERR_MAX_PAYLOAD)
-                start = nl + 1
-                stop = start + size
-                after = _payload_end(buf, stop, n)
-                if after < 0:
-                    self._need = stop + 2 - pos
-                    return pos
-                append((PUB, subject, reply, 0, buf[start:stop]))
-                pos = after
-                continue
-            if name == b"HPUB":
-                if len(args) == 4:
-                    _, subject, hs, ts = args
-                    reply = None
-                elif len(args) == 5:
-                    _, subject, reply, hs, ts = args
-                else:
-                    raise ProtocolError(None, "HPUB needs 3 or 4 arguments")
-                hdr_len = _size(hs)
-                total = _size(ts)
-                if total > self.max_payload:
-                    raise ProtocolError(ERR_MAX_PAYLOAD)
-                if hdr_len > total:
-                    raise ProtocolError(None, "HPUB header size larger than total")
-                start = nl + 1
-                stop = start + total
-                after = _payload_end(buf, stop, n)
-                if after < 0:
-                    self._need = stop + 2 - pos
-                    return pos
-                append((PUB, subject, reply, hdr_len, buf[start:stop]))
-                pos = after
-                continue
-            pos = nl + 1
-            if name == b"PING":
-                append(_PING)
-            elif name == b"PONG":
-                append(_PONG)
-            elif name == b"SUB":
-                if len(args) == 3:
-                    append((SUB, args[1], None, args[2]))
-                elif len(args) == 4:
-                    append((SUB, args[1], args[2], args[3]))
-                else:
-                    raise ProtocolError(None, "SUB needs 2 or 3 arguments")
-            elif name == b"UNSUB":
-                if len(args) == 2:
-                    append((UNSUB, args[1], 0))
-                elif len(args) == 3:
-                    # nats-server reads a non-numeric max as "unsubscribe now"
-                    mx = args[2]
-                    append((UNSUB, args[1], int(mx) if mx.isdigit() else 0))
-                else:
-                    raise ProtocolError(ERR_UNKNOWN_OP, "UNSUB needs 1 or 2 arguments")
-            elif name == b"CONNECT":
-                append((CONNECT, _rest(line, 7)))
-            elif name == b"INFO":
-                append((INFO, _rest(line, 4)))
-            elif name == b"+OK":
-                append(_OK)
-            elif name == b"-ERR":
-                append((ERR, _rest(line, 4)))
-            else:
-                raise ProtocolError(ERR_UNKNOWN_OP, f"unknown op {name[:16]!r}")
+            pos = nxt
         return pos
 
+    def _general(self, buf: bytes, pos: int, n: int, add: Callable[[Op], None]) -> int:
+        """Parse the op at ``pos`` exactly; the index after it, or -1 if it is incomplete."""
+        if self.expect_connect and buf[pos] not in (67, 99):  # "C" / "c"
+            raise ProtocolError(ERR_AUTH_VIOLATION, "first op is not CONNECT")
+        code, k = _op_name(buf, pos, n)
+        if code == 0:
+            return -1
+        if code in _NO_ARG:
+            nl = buf.find(b"\n", k)
+            if nl < 0:
+                return -1
+            add(_PING if code == PING else _PONG if code == PONG else _OK)
+            return nl + 1
+        # the argument starts at the first byte after the name that is not a space or tab; that
+        # byte is taken as is (even a CR or LF), and the line ends at the next LF
+        a = k
+        while a < n and buf[a] in (32, 9):
+            a += 1
+        nl = buf.find(b"\n", a + 1) if a < n else -1
+        max_line = self.max_control_line
+        if nl < 0:
+            partial = len(buf) - a
+            if partial > 1 and buf[n - 1] == 13:
+                partial -= 1
+            if partial > max_line:
+                raise ProtocolError(ERR_MAX_CONTROL_LINE)
+            return -1
+        arg = buf[a:nl]
+        if arg.find(b"\r", 1) >= 0:
+            arg = arg[:-1]  # a CR anywhere in the argument drops the byte before the LF
+        if len(arg) > max_line:
+            raise ProtocolError(ERR_MAX_CONTROL_LINE)
+        after = nl + 1
+        if code in (PUB, _HPUB):
+            if code == _HPUB and not self.connect.headers:
+                raise ProtocolError(None, "HPUB before CONNECT with headers")
+            args = _split(arg)
+            if code == PUB:
+                if len(args) == 2:
+                    subject, szb = args
+                    reply = None
+                elif len(args) == 3:
+                    subject, reply, szb = args
+                else:
+                    raise ProtocolError(None, "PUB needs 2 or 3 arguments")
+                hdr = 0
+                size = _size(szb)
+                if size < 0:
+                    raise ProtocolError(None, "invalid PUB size")
+                sizes = szb
+            else:
+                if len(args) == 3:
+                    subject, hdb, szb = args
+                    reply = None
+                elif len(args) == 4:
+                    subject, reply, hdb, szb = args
+                else:
+                    raise ProtocolError(None, "HPUB needs 3 or 4 arguments")
+                hdr = _size(hdb)
+                if hdr < 0:
+                    raise ProtocolError(None, "invalid HPUB header size")
+                size = _size(szb)
+                if size < 0:
+                    raise ProtocolError(None, "invalid HPUB total size")
+                if hdr > size:
+                    raise ProtocolError(None, "HPUB header size larger than total")
+                sizes = hdb + b" " + szb if hdr else szb
+            if size > self.max_payload:
+                raise ProtocolError(ERR_MAX_PAYLOAD)
+            stop = after + size
+            if stop + 2 > n:
+                if stop < n and buf[stop] != 13:
+                    raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                self._need = stop + 2 - pos
+                return -1
+            if buf[stop] != 13 or buf[stop + 1] != 10:
+                raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            add((PUB, subject, reply, hdr, buf[after:stop], sizes))
+            return stop + 2
+        if code == SUB:
+            args = _split(arg)
+            if len(args) == 2:
+                add((SUB, args[0], None, args[1]))
+            elif len(args) == 3:
+                add((SUB, args[0], args[1], args[2]))
+            else:
+                raise ProtocolError(None, "SUB needs 2 or 3 arguments")
+        elif code == UNSUB:
+            args = _split(arg)
+            if len(args) == 1:
+                add((UNSUB, args[0], 0))
+            elif len(args) == 2:
+                # a malformed max reads as "unsubscribe now", as in nats-server
+                add((UNSUB, args[0], max(_size(args[1]), 0)))
+            else:
+                raise ProtocolError(None, "UNSUB needs 1 or 2 arguments")
+        elif code == CONNECT:
+            self.connect = decode_connect(arg, self.connect)
+            self.expect_connect = False
+            add((CONNECT, self.connect))
+        elif code == INFO:
+            validate_info(arg)
+            add((INFO, arg))
+        else:  # -ERR
+            add((ERR, arg))
+        return after
 
-def _rest(line: bytes, skip: int) -> bytes:
-    """The argument text of a line after its op name, as one blob (JSON for CONNECT/INFO)."""
-    return line[skip:].strip()
+
+def _compact(rest: bytes) -> bytes:
+    """An incomplete line, minus bytes that cannot change its meaning (bounds memory for lines
+    nats-server reads without limit: ``PING<junk>`` or a run of spaces before an argument)."""
+    code, k = _op_name(rest, 0, len(rest))
+    if code == 0:
+        return rest
+    if code in _NO_ARG:
+        return rest[:k]
+    a = k
+    while a < len(rest) and rest[a] in (32, 9):
+        a += 1
+    return rest[:k] + b" " + rest[a:]

@@ -1,17 +1,17 @@
 """Authentication of CONNECT: single user/password, token, or a users list; bcrypt hashes.
 
 Owns the decision "may this CONNECT in, and as whom". Knows nothing of connections: it gets the
-CONNECT fields and answers with the authorized user name or ``None``.
+CONNECT options and answers with the authorized user name or ``None``.
 """
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Any
 
 import bcrypt
 
+from jetpy.protocol.connect import ConnectOptions
 from jetpy.server.options import ServerOptions
 
 __all__ = ["Authenticator"]
@@ -37,17 +37,20 @@ class Authenticator:
         o = self.options
         return bool(o.username or o.token or o.users)
 
-    def authenticate(self, connect: dict[str, Any]) -> str | None:
+    @property
+    def anonymous_user(self) -> str | None:
+        """The user a client without credentials becomes (``no_auth_user``), if one is set up."""
+        o = self.options
+        if o.no_auth_user and any(u.user == o.no_auth_user for u in o.users):
+            return o.no_auth_user
+        return None
+
+    def authenticate(self, connect: ConnectOptions) -> str | None:
         """The authorized user name ("" for token or no auth), or None to refuse."""
         o = self.options
         if not self.required:
             return ""
-        user = connect.get("user")
-        password = connect.get("pass")
-        token = connect.get("auth_token")
-        user = user if isinstance(user, str) else ""
-        password = password if isinstance(password, str) else ""
-        token = token if isinstance(token, str) else ""
+        user, password, token = connect.user, connect.password, connect.auth_token
         if o.users:
             if not user and not token and o.no_auth_user:
                 return o.no_auth_user if any(u.user == o.no_auth_user for u in o.users) else None

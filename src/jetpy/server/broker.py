@@ -1,13 +1,17 @@
 """Broker: interest and routing. Who gets a published message, and queue-group selection.
 
-Owns the subscription trie and the message counters. A subscriber is anything with a
-``deliver(sub, subject, reply, hdr_len, data)`` method: a client connection, or an
+Owns the subscription trie. A subscriber is anything with a
+``deliver(sub, subject, reply, hdr_len, data, tail)`` method: a client connection, or an
 :class:`InternalClient` whose callback runs in-process (JetStream's API and streams use these).
-Knows nothing of sockets or of the wire format a connection writes.
+Knows nothing of sockets; of the wire format it knows only the *tail* of a MSG line, built once
+per publish and shared by every socket receiver: ``[reply ]<sizes>\\r\\n<data>\\r\\n``, where
+``sizes`` is ``<total>`` or ``<hdr_len> <total>``, as the publisher wrote them.
 
-Writes are coalesced: a delivery only appends to the receiver's buffer and marks it dirty; the
-broker flushes every dirty receiver once per event-loop turn (``call_soon``), so a read holding
-a hundred PUBs costs one write per receiving connection, not a hundred.
+Writes are coalesced: a delivery only appends to the receiver's buffer and marks it dirty. A
+connection that handles a read calls :meth:`Broker.batch` around it and :meth:`flush_dirty` at
+its end, so a read holding a hundred PUBs costs one write per receiving connection, and the
+writes leave before the loop turns (latency). Deliveries outside a read (timers, JetStream)
+are flushed once per event-loop turn (``call_soon``).
 """
 
 from __future__ import annotations
@@ -20,17 +24,19 @@ from typing import Protocol
 
 from jetpy.sublist import SubjectTree
 
-__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription"]
+__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription", "msg_tail"]
 
 
 class Subscriber(Protocol):
-    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None: ...
+    def deliver(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
+    ) -> None: ...
 
     def flush(self) -> None: ...
 
 
 class Subscription:
-    __slots__ = ("client", "created", "delivered", "max_msgs", "queue", "sid", "subject")
+    __slots__ = ("client", "created", "delivered", "hprefix", "max_msgs", "prefix", "queue", "sid", "subject")
 
     def __init__(self, client: Subscriber, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self.client = client
@@ -40,6 +46,18 @@ class Subscription:
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
         self.created = time.time()
+        # the start of a MSG/HMSG line for a message published on exactly ``subject``
+        self.prefix = b"MSG " + subject + b" " + sid + b" "
+        self.hprefix = b"HMSG " + subject + b" " + sid + b" "
+
+
+def msg_tail(reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes | None = None) -> bytes:
+    """The part of a MSG/HMSG frame after the sid: ``[reply ]<sizes>\\r\\n<data>\\r\\n``."""
+    if sizes is None:
+        sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
+    if reply:
+        return b"%b %b\r\n%b\r\n" % (reply, sizes, data)
+    return b"%b\r\n%b\r\n" % (sizes, data)
 
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
@@ -55,7 +73,9 @@ class InternalClient:
         self.name = name
         self.handlers: dict[Subscription, InternalHandler] = {}
 
-    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+    def deliver(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
+    ) -> None:
         handler = self.handlers.get(sub)
         if handler is not None:
             handler(subject, reply, hdr_len, data)
@@ -67,12 +87,13 @@ class InternalClient:
 class Broker:
     def __init__(self) -> None:
         self.subs: SubjectTree[Subscription] = SubjectTree()
+        self._cache_get = self.subs.cache.get
+        # messages published from inside the server (clients count their own in and out)
         self.in_msgs = 0
         self.in_bytes = 0
-        self.out_msgs = 0
-        self.out_bytes = 0
         self._dirty: list[Subscriber] = []
         self._flush_scheduled = False
+        self._batching = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._internal = InternalClient("$SYS")
 
@@ -108,17 +129,28 @@ class Broker:
         hdr_len: int,
         data: bytes,
         echo: bool = True,
+        sizes: bytes | None = None,
     ) -> int:
-        """Deliver to every plain subscriber and one member per queue group; returns the count."""
-        self.in_msgs += 1
-        self.in_bytes += len(data)
-        plain, groups = self.subs.match(subject)
+        """Deliver to every plain subscriber and one member per queue group; returns the count.
+
+        ``echo=False`` skips subscriptions of ``origin``. ``sizes`` is the MSG line's size field
+        as the publisher wrote it (computed when None).
+        """
+        r = self._cache_get(subject)
+        if r is None:
+            r = self.subs.match(subject)
+        else:
+            self.subs.hot_hits += 1
+        plain, groups = r
+        if not plain and not groups:
+            return 0
+        tail = msg_tail(reply, hdr_len, data, sizes)
         delivered = 0
         for sub in plain:
             c = sub.client
             if c is origin and not echo:
                 continue
-            c.deliver(sub, subject, reply, hdr_len, data)
+            c.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         for group in groups:
             members = group
@@ -127,36 +159,45 @@ class Broker:
                 if not members:
                     continue
             sub = members[0] if len(members) == 1 else members[random.randrange(len(members))]
-            sub.client.deliver(sub, subject, reply, hdr_len, data)
+            sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         return delivered
 
     def publish_internal(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         """Publish from inside the server (API replies, deliveries, advisories)."""
-        return self.publish(
-            None,
-            subject.encode(),
-            reply.encode() if reply else None,
-            len(headers),
-            headers + payload if headers else payload,
-        )
+        data = headers + payload if headers else payload
+        self.in_msgs += 1
+        self.in_bytes += len(data)
+        return self.publish(None, subject.encode(), reply.encode() if reply else None, len(headers), data)
 
     # -- coalesced writes -----------------------------------------------------------------------
 
+    def begin_batch(self) -> None:
+        """A read is being handled: deliveries wait for its :meth:`end_batch`, not the loop."""
+        self._batching += 1
+
+    def end_batch(self) -> None:
+        self._batching -= 1
+        if not self._batching and self._dirty:
+            self.flush_dirty()
+
     def mark_dirty(self, conn: Subscriber) -> None:
         self._dirty.append(conn)
-        if not self._flush_scheduled:
+        if not self._batching and not self._flush_scheduled:
             self._flush_scheduled = True
             loop = self._loop
             if loop is None:
                 loop = self._loop = asyncio.get_running_loop()
-            loop.call_soon(self.flush_dirty)
+            loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush_dirty()
 
     def flush_dirty(self) -> None:
-        self._flush_scheduled = False
-        dirty = self._dirty
-        if not dirty:
-            return
-        self._dirty = []
-        for conn in dirty:
-            conn.flush()
+        """Write out every receiver with buffered output, now."""
+        while self._dirty:
+            dirty = self._dirty
+            self._dirty = []
+            for conn in dirty:
+                conn.flush()

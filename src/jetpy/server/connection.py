@@ -2,8 +2,12 @@
 
 Owns a client's session state (CONNECT options, auth, subscriptions, ping/pong liveness) and its
 outbound buffer. Parsing is the protocol package's; routing is the broker's. Per read, every
-complete op is parsed and handled in one loop; output for this client is appended to one buffer
-and written once per event-loop turn (see Broker.mark_dirty).
+complete op is parsed and handled in one loop; output is appended to each receiver's buffer and
+written once at the end of the read (see :meth:`Broker.begin_batch`).
+
+Errors follow nats-server: the ops that precede a protocol violation in a read are acted on,
+then the connection closes, after ``-ERR '<text>'`` when nats-server sends one (pending output
+is written first, as nats-server's writer flushes before closing).
 
 Back-pressure: bytes waiting for a client (our buffer plus the transport's) are bounded by
 ``max_pending``; past it the client is a slow consumer and is disconnected, so one slow reader
@@ -14,25 +18,29 @@ can never grow the server's memory without bound. A write blocked for longer tha
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol import encode as enc
+from jetpy.protocol.connect import ConnectOptions
 from jetpy.protocol.errors import (
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
     ERR_INVALID_PROTOCOL,
     ERR_INVALID_PUB_SUBJECT,
     ERR_INVALID_SUBJECT,
+    ERR_MAX_CONNECTIONS,
+    ERR_MAX_CONTROL_LINE,
+    ERR_MAX_PAYLOAD,
     ERR_NO_RESPONDERS_HEADERS,
     ERR_STALE_CONNECTION,
+    ERR_UNKNOWN_OP,
 )
-from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, SUB, UNSUB
-from jetpy.server.broker import Subscription
-from jetpy.subjects import valid_subject_bytes
+from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, SUB, UNSUB, Op
+from jetpy.server.broker import Subscription, msg_tail
+from jetpy.subjects import valid_literal_bytes, valid_subject_bytes
 
 if TYPE_CHECKING:
     from jetpy.server.app import Server
@@ -41,8 +49,21 @@ __all__ = ["ClientConnection"]
 
 log = logging.getLogger("jetpy.server")
 
-NO_RESPONDERS = b"NATS/1.0 503\r\n\r\n"
-CLIENT_PROTO_INFO = 1  # the highest client protocol version (async INFO) we speak
+NO_RESPONDERS: Final = b"NATS/1.0 503\r\n\r\n"  # nats-server 2.9's status-only header block
+CLIENT_PROTO_ZERO: Final = 0  # the original protocol
+CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO) we speak
+
+_INVALID_PUB_SUBJECT: Final = enc.err(ERR_INVALID_PUB_SUBJECT)
+_INVALID_SUBJECT: Final = enc.err(ERR_INVALID_SUBJECT)
+
+# nats-server's closed-connection reasons (/connz?state=closed) for each protocol error
+_CLOSE_REASONS: Final[dict[str | None, str]] = {
+    None: "Protocol Violation",
+    ERR_UNKNOWN_OP: "Protocol Violation",
+    ERR_MAX_CONTROL_LINE: "Maximum Control Line Exceeded",
+    ERR_MAX_PAYLOAD: "Maximum Message Payload Exceeded",
+    ERR_AUTH_VIOLATION: "Authentication Failure",
+}
 
 
 class ClientConnection(asyncio.Protocol):
@@ -52,7 +73,14 @@ class ClientConnection(asyncio.Protocol):
         self.server = server
         opts = server.options
         self.broker = server.broker
-        self.parser = Parser(opts.max_control_line, opts.max_payload)
+        self.auth_required = server.auth.required
+        # with no_auth_user, a client may skip CONNECT (it then is that user), as in nats-server
+        self.anonymous_user = server.auth.anonymous_user
+        self.parser = Parser(
+            opts.max_control_line,
+            opts.max_payload,
+            expect_connect=self.auth_required and self.anonymous_user is None,
+        )
         self.max_pending = opts.max_pending
         self.cid = server.next_cid()
         self.transport: asyncio.Transport | None = None
@@ -72,7 +100,6 @@ class ClientConnection(asyncio.Protocol):
         self.version = ""
         self.user = ""
         self.connected = False  # CONNECT processed and authorized
-        self.auth_required = server.auth.required
         self.subs: dict[bytes, Subscription] = {}
         # stats
         self.start = time.time()
@@ -102,7 +129,7 @@ class ClientConnection(asyncio.Protocol):
         server = self.server
         if not server.register(self):
             self.out += server.info_for(self)
-            self.close_with_error("maximum connections exceeded")
+            self.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             return
         self.send(server.info_for(self))
         loop = asyncio.get_running_loop()
@@ -123,51 +150,59 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        try:
-            ops = self.parser.feed(data)
-        except ProtocolError as e:
-            # ops parsed before the error in this read are lost with the connection, as in
-            # nats-server, which also stops at the first violation
-            log.debug("cid %d: protocol error: %s", self.cid, e)
-            if e.err:
-                self.close_with_error(e.err, reason="Protocol Violation")
-            else:
-                self.close("Protocol Violation")
-            return
-        if not ops:
-            return
-        self.last_activity = time.time()
         broker = self.broker
+        broker.begin_batch()
+        try:
+            try:
+                ops = self.parser.feed(data)
+            except ProtocolError as e:
+                log.debug("cid %d: protocol error: %s", self.cid, e)
+                if e.ops:
+                    self._handle(e.ops)
+                if not self.closed:
+                    if e.err == ERR_AUTH_VIOLATION:
+                        self.server.auth_failures += 1
+                    reason = _CLOSE_REASONS.get(e.err, "Protocol Violation")
+                    if e.err:
+                        self.close_with_error(e.err, reason=reason)
+                    else:
+                        self.close(reason)
+                return
+            if ops:
+                self._handle(ops)
+        finally:
+            broker.end_batch()
+
+    # -- ops ------------------------------------------------------------------------------------
+
+    def _handle(self, ops: list[Op]) -> None:
+        """Act on parsed ops in order; stops early if the connection closes."""
+        self.last_activity = time.time()
+        if not self.connected and self.auth_required and ops[0][0] != CONNECT:
+            # only reachable with no_auth_user: the parser refuses anything else before CONNECT
+            self._login_anonymous()
+        publish = self.broker.publish
+        verbose = self.verbose
+        pedantic = self.pedantic
+        echo = self.echo
+        no_responders = self.no_responders
+        n_in = b_in = 0
         for op in ops:
             code = op[0]
             if code == PUB:
-                if not self.connected and self.auth_required:
-                    self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                    return
-                _, subject, reply, hdr_len, payload = op
-                if hdr_len and not self.headers:
-                    # nats-server closes a client that sends HPUB without negotiating headers
-                    self.close("Protocol Violation")
-                    return
-                self.in_msgs += 1
-                self.in_bytes += len(payload)
-                if self.pedantic and not valid_subject_bytes(subject, allow_wildcards=False):
-                    self.send(enc.err(ERR_INVALID_PUB_SUBJECT))
-                    continue
-                if self.verbose:
+                _, subject, reply, hdr_len, data, sizes = op
+                n_in += 1
+                b_in += len(data)
+                if pedantic and not valid_literal_bytes(subject):
+                    # nats-server complains but still delivers
+                    self.send(_INVALID_PUB_SUBJECT)
+                if verbose:
                     self.send(enc.OK)
-                if (
-                    broker.publish(self, subject, reply, hdr_len, payload, self.echo) == 0
-                    and reply is not None
-                    and self.no_responders
-                ):
+                if publish(self, subject, reply, hdr_len, data, echo, sizes) == 0 and no_responders and reply:
                     self._no_responders(reply)
                 if self.closed:
-                    return
+                    break
             elif code == PING:
-                if not self.connected and self.auth_required:
-                    self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                    return
                 self.send(enc.PONG)
             elif code == PONG:
                 self.pings_out = 0
@@ -175,51 +210,41 @@ class ClientConnection(asyncio.Protocol):
                     self.rtt = time.monotonic() - self._ping_sent_at
                     self._ping_sent_at = 0.0
             elif code == SUB:
-                if not self.connected and self.auth_required:
-                    self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                    return
                 self._sub(op[1], op[2], op[3])
             elif code == UNSUB:
-                if not self.connected and self.auth_required:
-                    self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                    return
                 self._unsub(op[1], op[2])
             elif code == CONNECT:
                 if not self._connect(op[1]):
-                    return
+                    break
+                verbose = self.verbose
+                pedantic = self.pedantic
+                echo = self.echo
+                no_responders = self.no_responders
             elif code == ERR:
-                self.close("Client Closed")
-                return
+                self.close("Parse Error")
+                break
             # INFO and +OK from a client are ignored, as nats-server does
+        self.in_msgs += n_in
+        self.in_bytes += b_in
 
-    # -- ops ------------------------------------------------------------------------------------
+    def _login_anonymous(self) -> None:
+        self.user = self.anonymous_user or ""
+        self.connected = True
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
 
-    def _connect(self, raw: bytes) -> bool:
-        try:
-            opts: Any = json.loads(raw)
-        except ValueError:
-            self.close("Protocol Violation")
-            return False
-        if not isinstance(opts, dict):
-            self.close("Protocol Violation")
-            return False
-        self.verbose = bool(opts.get("verbose", self.verbose))
-        self.pedantic = bool(opts.get("pedantic", self.pedantic))
-        self.echo = bool(opts.get("echo", True))
-        self.headers = bool(opts.get("headers", False))
-        self.no_responders = bool(opts.get("no_responders", False))
-        proto = opts.get("protocol", 0)
-        self.protocol = proto if isinstance(proto, int) else 0
-        for attr in ("name", "lang", "version"):
-            val = opts.get(attr)
-            if isinstance(val, str):
-                setattr(self, attr, val)
-        if self.protocol > CLIENT_PROTO_INFO or self.protocol < 0:
-            self.close_with_error(ERR_INVALID_PROTOCOL, reason="Protocol Violation")
-            return False
-        if self.no_responders and not self.headers:
-            self.close_with_error(ERR_NO_RESPONDERS_HEADERS, reason="Protocol Violation")
-            return False
+    def _connect(self, opts: ConnectOptions) -> bool:
+        self.verbose = opts.verbose
+        self.pedantic = opts.pedantic
+        self.echo = opts.echo
+        self.headers = opts.headers
+        self.no_responders = opts.no_responders
+        self.protocol = opts.protocol
+        self.name = opts.name
+        self.lang = opts.lang
+        self.version = opts.version
+        # nats-server's order: credentials, then the protocol version, then no_responders
         if self.auth_required:
             user = self.server.auth.authenticate(opts)
             if user is None:
@@ -230,23 +255,26 @@ class ClientConnection(asyncio.Protocol):
             if self._auth_timer is not None:
                 self._auth_timer.cancel()
                 self._auth_timer = None
+        if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
+            self.close_with_error(ERR_INVALID_PROTOCOL, reason="Bad Client Protocol Version")
+            return False
+        if opts.no_responders and not opts.headers:
+            self.close_with_error(ERR_NO_RESPONDERS_HEADERS, reason="No Responders Requires Headers")
+            return False
         self.connected = True
         if self.verbose:
             self.send(enc.OK)
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
-        if not valid_subject_bytes(subject) or (queue is not None and not valid_subject_bytes(queue, allow_wildcards=False)):
-            self.send(enc.err(ERR_INVALID_SUBJECT))
+        # nats-server checks the subject only; any queue name is taken as is
+        if not valid_subject_bytes(subject):
+            self.send(_INVALID_SUBJECT)
             return
-        if sid in self.subs:
-            # a duplicate sid is ignored by nats-server (the first subscription stays)
-            if self.verbose:
-                self.send(enc.OK)
-            return
-        sub = Subscription(self, subject, queue, sid)
-        self.subs[sid] = sub
-        self.broker.add(sub)
+        if sid not in self.subs:  # a duplicate sid is ignored (the first subscription stays)
+            sub = Subscription(self, subject, queue, sid)
+            self.subs[sid] = sub
+            self.broker.add(sub)
         if self.verbose:
             self.send(enc.OK)
 
@@ -262,50 +290,40 @@ class ClientConnection(asyncio.Protocol):
             self.send(enc.OK)
 
     def _no_responders(self, reply: bytes) -> None:
-        plain, groups = self.broker.subs.match(reply)
+        """Tell the publisher nobody listens: a 503 status to its first plain subscription
+        matching the reply subject (nats-server's choice; queue subscriptions are not used)."""
+        plain, _groups = self.broker.subs.match(reply)
         for sub in plain:
             if sub.client is self:
-                self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS)
+                self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS, msg_tail(None, 16, NO_RESPONDERS))
                 return
-        for group in groups:
-            for sub in group:
-                if sub.client is self:
-                    self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS)
-                    return
 
     # -- output ---------------------------------------------------------------------------------
 
-    def deliver(self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+    def deliver(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
+    ) -> None:
         if self.closed:
             return
         out = self.out
-        if hdr_len:
-            if self.headers:
-                if reply:
-                    out += b"HMSG %b %b %b %d %d\r\n" % (subject, sub.sid, reply, hdr_len, len(data))
-                else:
-                    out += b"HMSG %b %b %d %d\r\n" % (subject, sub.sid, hdr_len, len(data))
-            else:
-                data = data[hdr_len:]  # headers are stripped for clients that cannot parse them
-                if reply:
-                    out += b"MSG %b %b %b %d\r\n" % (subject, sub.sid, reply, len(data))
-                else:
-                    out += b"MSG %b %b %d\r\n" % (subject, sub.sid, len(data))
-        elif reply:
-            out += b"MSG %b %b %b %d\r\n" % (subject, sub.sid, reply, len(data))
+        if not hdr_len:
+            out += sub.prefix if subject == sub.subject else b"MSG " + subject + b" " + sub.sid + b" "
+            out += tail
+        elif self.headers:
+            out += sub.hprefix if subject == sub.subject else b"HMSG " + subject + b" " + sub.sid + b" "
+            out += tail
         else:
-            out += b"MSG %b %b %d\r\n" % (subject, sub.sid, len(data))
-        out += data
-        out += b"\r\n"
+            # headers are stripped for clients that cannot parse them
+            out += b"MSG " + subject + b" " + sub.sid + b" " + msg_tail(reply, 0, data[hdr_len:])
         self.out_msgs += 1
         self.out_bytes += len(data)
-        if not self.dirty:
-            self.dirty = True
-            self.broker.mark_dirty(self)
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.subs.pop(sub.sid, None)
             self.broker.remove(sub)
+        if not self.dirty:
+            self.dirty = True
+            self.broker.mark_dirty(self)
         if len(out) > self.max_pending:
             self._slow_consumer()
 
@@ -323,9 +341,10 @@ class ClientConnection(asyncio.Protocol):
         out = self.out
         self.out = bytearray()
         t.write(out)
-        pending = t.get_write_buffer_size()
-        if pending > self.max_pending or (self._write_blocked_at and time.monotonic() - self._write_blocked_at > self.server.options.write_deadline):
-            self._slow_consumer()
+        if self._write_blocked_at:  # past the transport's high-water mark: check the limits
+            blocked_for = time.monotonic() - self._write_blocked_at
+            if t.get_write_buffer_size() > self.max_pending or blocked_for > self.server.options.write_deadline:
+                self._slow_consumer()
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
@@ -348,10 +367,16 @@ class ClientConnection(asyncio.Protocol):
         if self.pings_out >= opts.ping_max:
             self.close_with_error(ERR_STALE_CONNECTION, reason="Stale Connection")
             return
+        self.send_rtt_ping()
+        self._ping_timer = asyncio.get_running_loop().call_later(opts.ping_interval, self._ping_tick)
+
+    def send_rtt_ping(self) -> None:
+        """PING the client; its PONG clears the outstanding count and measures the round trip."""
+        if self.closed:
+            return
         self.pings_out += 1
         self._ping_sent_at = time.monotonic()
         self.send(enc.PING)
-        self._ping_timer = asyncio.get_running_loop().call_later(opts.ping_interval, self._ping_tick)
 
     # -- closing --------------------------------------------------------------------------------
 

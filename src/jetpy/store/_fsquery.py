@@ -1,6 +1,7 @@
 """Read-side queries of the file store, over its in-memory index and block files.
 
-Owns: locating a sequence's block, reading and verifying one record (``os.pread`` with a single
+Owns: the subject table (interned subjects and their ids), locating a sequence's block,
+reading and verifying one record (``os.pread`` with a single
 bounded read-ahead buffer), per-subject first/last maintenance, and every query of the
 ``StreamStore`` protocol (load_*, state, filtered_state, subjects_state, num_pending).
 Must not know: the write buffer's flushing, group commit, rollback or recovery. It is a mixin
@@ -9,6 +10,7 @@ of ``FileStore`` and only reads the attributes declared below.
 
 from __future__ import annotations
 
+import errno
 import os
 import zlib
 from bisect import bisect_right
@@ -16,7 +18,7 @@ from collections import Counter
 from typing import Final
 
 from ._subjects import is_all, is_literal, subject_matches
-from .base import ErrCorrupt, ErrStoreClosed, LostData, SimpleState, StoredMsg, StreamState
+from .base import ErrCorrupt, ErrStoreClosed, ErrStoreIO, LostData, SimpleState, StoredMsg, StreamState
 from .record import RECORD_HEADER
 from .segment import NO_SID, Block, SubjectInfo
 
@@ -46,6 +48,7 @@ class FileStoreQueries:
     _subjects: dict[str, SubjectInfo]
     _by_sid: list[SubjectInfo | None]
     _subj_gen: int
+    _free_sids: list[int]
     _match_cache: dict[str, tuple[int, list[SubjectInfo]]]
     _msgs: int
     _bytes: int
@@ -92,7 +95,10 @@ class FileStoreQueries:
             if d >= 0 and d + n <= len(c[2]):
                 return memoryview(c[2])[d : d + n]
         want = min(max(n, READ_AHEAD), blk.flushed - off)
-        data = os.pread(self._fd(blk), want, off)
+        try:
+            data = os.pread(self._fd(blk), want, off)
+        except OSError as exc:  # read errors are not sticky: the next read tries again
+            raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
         if len(data) < n:
             raise ErrCorrupt(f"short read in {blk.path.name} at offset {off}", [blk.base + i])
         self._rc = (blk, off, data)
@@ -126,6 +132,26 @@ class FileStoreQueries:
         ts: int = _unpack_hdr(self._record(blk, seq - blk.base), 0)[6]
         self._first_ts_cache = (seq, ts)
         return ts
+
+    # ------------------------------------------------------------------ the subject table
+
+    def _new_subject(self, name: str, enc: bytes, seq: int) -> SubjectInfo:
+        if self._free_sids:
+            sid = self._free_sids.pop()
+        else:
+            sid = len(self._by_sid)
+            self._by_sid.append(None)
+        info = SubjectInfo(name, enc, sid, seq)
+        self._by_sid[sid] = info
+        self._subjects[name] = info
+        self._subj_gen += 1
+        return info
+
+    def _release_subject(self, info: SubjectInfo) -> None:
+        del self._subjects[info.name]
+        self._by_sid[info.sid] = None
+        self._free_sids.append(info.sid)
+        self._subj_gen += 1
 
     # ------------------------------------------------------------------ index walks
 

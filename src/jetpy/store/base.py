@@ -51,6 +51,7 @@ __all__ = [
     "ErrMsgTooLarge",
     "ErrStoreClosed",
     "ErrStoreIO",
+    "ErrStoreLocked",
     "LostData",
     "SimpleState",
     "StoreConfig",
@@ -189,6 +190,12 @@ class ErrMsgTooLarge(StoreError):
 
 class ErrStoreClosed(StoreError):
     description = "store is closed"
+
+
+class ErrStoreLocked(StoreError):
+    """Another FileStore (in this or another process) has the directory open."""
+
+    description = "store directory is in use"
 
 
 class ErrInvalidName(StoreError):

@@ -21,17 +21,19 @@ caller quarantines it. Nothing here ever deletes a file because it looks bad.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 
-from .base import ConsumerState, ErrCorrupt, ErrInvalidName
+from .base import ConsumerState, ErrCorrupt, ErrInvalidName, ErrStoreIO
 
 __all__ = [
     "CONSUMER_MAGIC",
@@ -99,6 +101,15 @@ def write_framed_atomic(path: Path, magic: bytes, payload: bytes) -> None:
     fsync_dir(path.parent)
 
 
+@contextmanager
+def _io_errors(what: str) -> Iterator[None]:
+    """Translate OSError into the store's ``ErrStoreIO`` at this layer's boundary."""
+    try:
+        yield
+    except OSError as exc:
+        raise ErrStoreIO(exc.errno or errno.EIO, None, f"{what}: {exc}") from exc
+
+
 def read_framed(path: Path, magic: bytes) -> bytes | None:
     """The payload of a framed file, None if it does not exist; ErrCorrupt if it fails checks."""
     try:
@@ -106,6 +117,8 @@ def read_framed(path: Path, magic: bytes) -> bytes | None:
             raw = f.read(FRAME_HEADER_SIZE + MAX_FRAMED_PAYLOAD + 1)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {path.name}: {exc}") from exc
     if len(raw) < FRAME_HEADER_SIZE:
         raise ErrCorrupt(f"{path.name}: truncated header ({len(raw)} bytes)")
     got_magic, version, length = _HDR.unpack_from(raw)
@@ -167,7 +180,7 @@ class FileConsumerStore:
 
     def update(self, state: ConsumerState) -> None:
         payload = _STATE_ENCODER.encode(state)
-        with self._lock:
+        with self._lock, _io_errors(self.STATE_FILE):
             write_framed_atomic(self._dir / self.STATE_FILE, CONSUMER_MAGIC, payload)
 
     def load(self) -> ConsumerState:
@@ -180,14 +193,14 @@ class FileConsumerStore:
             raise ErrCorrupt(f"{self.STATE_FILE}: undecodable state: {exc}") from exc
 
     def write_meta(self, meta: bytes) -> None:
-        with self._lock:
+        with self._lock, _io_errors(self.META_FILE):
             write_framed_atomic(self._dir / self.META_FILE, META_MAGIC, bytes(meta))
 
     def read_meta(self) -> bytes | None:
         return read_framed(self._dir / self.META_FILE, META_MAGIC)
 
     def delete(self) -> None:
-        with self._lock:
+        with self._lock, _io_errors(self.name):
             shutil.rmtree(self._dir, ignore_errors=True)
             if self._dir.parent.is_dir():
                 fsync_dir(self._dir.parent)

@@ -1,16 +1,19 @@
 """``FileStore``: a stream's messages in append-only block files, with group commit.
 
-Owns: the write path (encode into one in-memory write buffer, ``flush`` with ``os.pwrite``,
-``sync`` with ``fdatasync`` on a worker thread), limits enforcement, deletes (tombstones, the
-durable floor, whole-block removal), rollback after an I/O failure, and the per-subject index.
-Queries over the index live in ``_fsquery.py``; byte formats in ``record.py``; the open-time scan
-in ``recovery.py``; per-block columns in ``segment.py``.
+Owns: opening (directory lock, recovery, first block), the append hot path (encode into one
+in-memory write buffer), block rolling, limits enforcement, removal (tombstones, the durable
+floor, whole-block removal), purge/compact/expire, consumers/metadata and the lifecycle.
+Group commit and rollback live in ``_commit.py``; queries and the subject table in
+``_fsquery.py``; byte formats in ``record.py``; the open-time scan in ``recovery.py``; per-block
+index columns in ``segment.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Directory layout::
 
+    <dir>/LOCK                      flock'ed while a FileStore has the directory open
     <dir>/meta.dat                  stream config bytes (framed, see consumer_state.py)
-    <dir>/msgs/<first seq>.blk      message blocks (see record.py)
+    <dir>/msgs/<first seq>.blk      message blocks (see record.py); no index file: recovery
+                                    rebuilds the index from the blocks on every open
     <dir>/obs/<consumer>/o.dat      consumer state; meta.dat beside it
 
 Threading: every method runs on the owning (event loop) thread except ``sync``, which may run on
@@ -19,15 +22,17 @@ flush/durable offsets, the pending-unlink lists, the failure flag — and is nev
 syscall that waits for the disk.
 
 Deletes: removing the stream's first message needs no record — the ``floor`` in the active
-block's header (rewritten by every ``sync``) says "everything below is gone". Removing any other
-message appends a 34-byte tombstone. A block whose messages are all gone is unlinked after the
-next ``sync``: a block at the head needs nothing more; one in the middle first gets a range
-tombstone for its seqs, plus copies of its own tombstones still needed by live blocks.
+block's header (rewritten by ``flush``, made durable by ``sync``) says "everything below is
+gone". Removing any other message appends a 34-byte tombstone. A block whose messages are all
+gone is unlinked after the next ``sync``: a block at the head needs nothing more; one in the
+middle first gets a range tombstone for its seqs, plus copies of its own tombstones still
+needed by live blocks. Deletes are durable once a ``sync`` covers them, like appends.
 """
 
 from __future__ import annotations
 
 import errno as _errno
+import fcntl
 import os
 import shutil
 import struct
@@ -40,7 +45,7 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Final
 
-from ._fsquery import FileStoreQueries
+from ._commit import GroupCommit
 from .base import (
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
@@ -50,6 +55,7 @@ from .base import (
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
+    ErrStoreLocked,
     StoreConfig,
     StoreLimits,
 )
@@ -67,12 +73,9 @@ from .record import (
     RECORD_OVERHEAD,
     VERSION,
     BlockHeader,
-    encode_block_header,
     encode_erased,
-    encode_range_tombstone,
-    encode_tombstone,
 )
-from .recovery import MAX_LOST_REPORTED, read_tombstones, recover
+from .recovery import read_tombstones, recover
 from .segment import NO_SID, Block, SubjectInfo
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
@@ -89,13 +92,28 @@ MAX_WRITE_BUFFER: Final = 1024 * 1024
 """``store_msg`` flushes by itself beyond this many buffered bytes, bounding memory when the caller
 flushes rarely; one write of this size still carries thousands of small records per syscall."""
 
-MAX_OPEN_SEALED: Final = 64
-"""Descriptors kept open for sealed (non-active) blocks, least recently used evicted: a terabyte
-stream has ~100k blocks and must not need as many descriptors."""
-
 _MSGS_DIR: Final = "msgs"
 _OBS_DIR: Final = "obs"
 _META_FILE: Final = "meta.dat"
+_LOCK_FILE: Final = "LOCK"  # flock'ed while open: two writers on one directory would corrupt it
+
+
+def _lock_directory(directory: Path) -> int:
+    """Take an exclusive advisory lock on ``directory/LOCK``; -1 if the media cannot hold one."""
+    path = directory / _LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return -1  # read-only media without a lock file: nobody can write here anyway
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        raise ErrStoreLocked(f"{ErrStoreLocked.description}: {directory}") from exc
+    return fd
 
 _pack_hdr = RECORD_HEADER.pack
 _pack_crc = struct.Struct("<I").pack
@@ -104,17 +122,31 @@ _join = b"".join
 _time_ns = time.time_ns
 
 
-class FileStore(FileStoreQueries):
+class FileStore(GroupCommit):
     """A ``StreamStore`` persisted under ``directory`` (created if missing)."""
 
     def __init__(self, directory: str | os.PathLike[str], config: StoreConfig) -> None:
         self._dir = Path(directory)
         self._msgdir = self._dir / _MSGS_DIR
         self._obsdir = self._dir / _OBS_DIR
-        if not self._msgdir.is_dir():
-            self._msgdir.mkdir(parents=True, exist_ok=True)
-            fsync_dir(self._dir)
-            fsync_dir(self._dir.parent)
+        self._dir_lock = -1
+        try:
+            if not self._msgdir.is_dir():
+                self._msgdir.mkdir(parents=True, exist_ok=True)
+                fsync_dir(self._dir)
+                fsync_dir(self._dir.parent)
+            self._dir_lock = _lock_directory(self._dir)
+            self._open(config)
+        except BaseException as exc:
+            for blk in getattr(self, "_blocks", []):
+                if blk.fd >= 0:
+                    os.close(blk.fd)
+            self._release_dir_lock()
+            if isinstance(exc, OSError):
+                raise ErrStoreIO(exc.errno or _errno.EIO, None, f"opening {self._dir}: {exc}") from exc
+            raise
+
+    def _open(self, config: StoreConfig) -> None:
         self._cfg = config
         self._block_size = max(config.block_size or DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE)
         self._lock = threading.Lock()
@@ -144,11 +176,14 @@ class FileStore(FileStoreQueries):
         self._flushed_seq = self._last_seq
         self._durable_seq = self._last_seq
         self._hdr_written: tuple[int, int, int] | None = None  # (hwm, floor, last_ts) in the active header
-        self._dirty: set[Block] = set(self._blocks)  # fsync everything recovered once
+        self._dirty: set[Block] = set()  # blocks written since their last fdatasync
         self._dir_dirty = False
         self._await_flush: list[Block] = []  # dropped blocks whose covering tombstones are buffered
         self._await_sync: list[Block] = []  # ... flushed; unlink after the next successful sync
-        self._dlog: list[tuple[int, int]] = []  # tombstones not yet durable, to re-append on rollback
+        # Tombstones (first, last) written since the last sync, re-appended if a rollback cuts them
+        # off; two u64 columns so a long stretch without sync costs 16 bytes per delete.
+        self._dlog_a = array("Q")
+        self._dlog_b = array("Q")
         self._dlog_flushed = 0
         self._epoch = 0
         self._fail: OSError | None = None
@@ -174,8 +209,6 @@ class FileStore(FileStoreQueries):
         for blk in list(self._blocks[:-1]):
             if blk.live == 0:
                 self._drop_block(blk)
-        if self._msgs and self._first_seq < self._blocks[0].base:
-            self._first_seq = self._next_live_seq(self._blocks[0].base)
         self._enforce_all()
         try:  # make the recovered view (floor, hwm, truncations) durable; fails on read-only media
             self.flush()
@@ -239,9 +272,6 @@ class FileStore(FileStoreQueries):
             raise self._rollback(fail)
         if roll and self._roll_pending:
             self._roll(self._last_seq + 1, self._last_seq)
-
-    def _reguard_locked(self) -> None:
-        self._guard = self._closed or self._fail is not None or self._roll_pending
 
     # ------------------------------------------------------------------ the hot path
 
@@ -316,24 +346,6 @@ class FileStore(FileStoreQueries):
             old = blk.lens[first - blk.base] if blk is not None else 0
             if self._bytes - old + size > lim.max_bytes:
                 raise ErrMaxBytes()
-
-    def _new_subject(self, name: str, enc: bytes, seq: int) -> SubjectInfo:
-        if self._free_sids:
-            sid = self._free_sids.pop()
-        else:
-            sid = len(self._by_sid)
-            self._by_sid.append(None)
-        info = SubjectInfo(name, enc, sid, seq)
-        self._by_sid[sid] = info
-        self._subjects[name] = info
-        self._subj_gen += 1
-        return info
-
-    def _release_subject(self, info: SubjectInfo) -> None:
-        del self._subjects[info.name]
-        self._by_sid[info.sid] = None
-        self._free_sids.append(info.sid)
-        self._subj_gen += 1
 
     def _roll(self, base: int, hwm: int) -> None:
         """Seal the active block and start ``<base>.blk`` (base > every seq handed out so far)."""
@@ -436,19 +448,6 @@ class FileStore(FileStoreQueries):
         self._first_seq = self._next_live_seq(removed + 1) if self._msgs else self._last_seq + 1
         while len(self._blocks) > 1 and self._blocks[0].live == 0:
             self._drop_block(self._blocks[0])
-
-    def _append_tombstone(self, seq: int) -> None:
-        self._wbuf += encode_tombstone(seq)
-        self._active.size += RECORD_OVERHEAD
-        self._active.tombs += 1
-        self._dlog.append((seq, seq))
-
-    def _append_range(self, first: int, last: int) -> None:
-        rec = encode_range_tombstone(first, last)
-        self._wbuf += rec
-        self._active.size += len(rec)
-        self._active.tombs += 1
-        self._dlog.append((first, last))
 
     def _drop_block(self, blk: Block) -> None:
         """Forget a non-active block with no live messages; unlink it after the next sync."""
@@ -582,274 +581,14 @@ class FileStore(FileStoreQueries):
             return None
         return self._first_ts() + self._lim.max_age
 
-    # ------------------------------------------------------------------ group commit
-
-    def _write_out(self) -> None:
-        """Hand the write buffer to the OS (pwrite at the active block's flushed offset)."""
-        buf = self._wbuf
-        if not buf:
-            return
-        blk = self._active
-        total = len(buf)
-        try:
-            done = os.pwrite(blk.fd, buf, blk.flushed)
-            while done < total:
-                n = os.pwrite(blk.fd, memoryview(buf)[done:], blk.flushed + done)
-                if n <= 0:
-                    raise OSError(_errno.ENOSPC, "no progress writing block")
-                done += n
-        except OSError as exc:
-            raise self._rollback(exc) from exc
-        with self._lock:
-            blk.flushed += total
-            blk.wseq += 1
-            self._dirty.add(blk)
-        buf.clear()
-
-    def _write_header(self, vals: tuple[int, int, int]) -> None:
-        """Rewrite the active block's older header slot with (hwm, floor, last_ts).
-
-        Done on every flush that changed them, so that a process crash (page cache intact)
-        keeps head deletions and the high-water mark; ``sync`` makes it durable with the
-        records because it fdatasyncs the same file."""
-        blk = self._active
-        gen = blk.hdr_gen + 1
-        off, slot = encode_block_header(BlockHeader(blk.base, *vals, gen))
-        try:
-            if os.pwrite(blk.fd, slot, off) != len(slot):
-                raise OSError(_errno.EIO, "short write of block header")
-        except OSError as exc:
-            raise self._rollback(exc) from exc
-        blk.hdr_gen = gen
-        self._hdr_written = vals
-        with self._lock:
-            blk.wseq += 1
-            self._dirty.add(blk)
-
-    def flush(self) -> int:
-        """Write buffered records to the OS; returns the highest sequence now written."""
-        self._check_write()
-        self._write_out()
-        vals = (self._last_seq, self._first_seq, self._last_ts)
-        if vals != self._hdr_written:
-            self._write_header(vals)
-        with self._lock:
-            self._flushed_seq = self._last_seq
-            self._await_sync.extend(self._await_flush)
-            self._await_flush.clear()
-            self._dlog_flushed = len(self._dlog)
-        return self._flushed_seq
-
-    def sync(self) -> None:
-        """fdatasync everything flushed before this call; safe on a worker thread (see module doc)."""
-        with self._sync_mutex:
-            with self._lock:
-                if self._closed:
-                    return
-                fail = self._fail
-                if fail is not None:
-                    raise ErrStoreIO(
-                        fail.errno or _errno.EIO,
-                        range(self._durable_seq + 1, self._flushed_seq + 1),
-                        "an earlier sync failed",
-                    )
-                epoch = self._epoch
-                targets = [(b, b.fd, b.flushed, b.wseq) for b in self._dirty if b.fd >= 0]
-                unlinks = list(self._await_sync)
-                dir_dirty = self._dir_dirty
-                if not targets and not unlinks and not dir_dirty:
-                    return
-                self._dir_dirty = False
-                dlog_n = self._dlog_flushed
-                target_seq = self._flushed_seq
-                prev_durable = self._durable_seq
-                self._sync_busy = True
-            try:
-                fds: list[int] = []
-                for _b, fd, _off, _w in targets:
-                    if fd not in fds:
-                        fds.append(fd)
-                for fd in fds:
-                    os.fdatasync(fd)
-                if dir_dirty:
-                    fsync_dir(self._msgdir)
-            except OSError as exc:
-                with self._lock:
-                    self._sync_busy = False
-                    self._dir_dirty = self._dir_dirty or dir_dirty
-                    if epoch == self._epoch and self._fail is None:
-                        self._fail = exc
-                        self._reguard_locked()
-                    self._close_deferred_locked()
-                raise ErrStoreIO(exc.errno or _errno.EIO, range(prev_durable + 1, target_seq + 1), "sync") from exc
-            with self._lock:
-                self._sync_busy = False
-                if epoch != self._epoch:
-                    self._close_deferred_locked()
-                    raise ErrStoreIO(_errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync")
-                for b, _fd, off, ws in targets:
-                    if off > b.durable:
-                        b.durable = off
-                    if b.wseq == ws:
-                        self._dirty.discard(b)
-                if target_seq > self._durable_seq:
-                    self._durable_seq = target_seq
-                del self._dlog[:dlog_n]
-                self._dlog_flushed -= dlog_n
-                for b in unlinks:
-                    self._await_sync.remove(b)
-                self._close_deferred_locked()
-            if unlinks:
-                for b in unlinks:
-                    try:
-                        os.unlink(b.path)
-                    except OSError:
-                        pass  # already gone, or unremovable: recovery treats it as dead anyway
-                try:
-                    fsync_dir(self._msgdir)
-                except OSError:
-                    pass
-
-    def _rollback(self, exc: OSError) -> ErrStoreIO:
-        """Undo everything not yet durable after a failed write/fsync; returns the error to raise.
-
-        Runs on the owning thread. Truncates every block to its durable size, drops index
-        entries above the durable sequence, re-appends the tombstones that were lost with the
-        buffer, and arranges for the next message to start a fresh block so the rolled-back
-        sequences are never handed out again.
-        """
-        with self._lock:
-            self._epoch += 1
-            self._fail = None
-            durable_seq = self._durable_seq
-            self._await_flush.extend(self._await_sync)
-            self._await_sync.clear()
-            self._dlog_flushed = 0
-        self._wbuf.clear()
-        self._rc = None
-        lost: list[int] = []
-        affected: set[int] = set()
-        kept: list[Block] = []
-        last = self._blocks[-1]
-        for blk in self._blocks:
-            k = max(durable_seq + 1 - blk.base, 0)
-            if k < len(blk.sids):
-                self._forget_entries(blk, k, affected, lost)
-            if blk.base > durable_seq and blk is not last:
-                self._lru.pop(blk, None)
-                with self._lock:
-                    self._dirty.discard(blk)
-                    self._close_fd_locked(blk)
-                try:
-                    os.unlink(blk.path)
-                except OSError:
-                    pass
-                continue
-            if blk.size > blk.durable or blk.flushed > blk.durable:
-                keep = max(blk.durable, BLOCK_HEADER_SIZE)
-                try:
-                    os.ftruncate(self._fd(blk), keep)
-                except OSError:
-                    pass  # later appends overwrite from ``keep``; recovery ignores stale bytes
-                blk.size = blk.flushed = keep
-                with self._lock:
-                    blk.wseq += 1
-                    self._dirty.add(blk)
-            kept.append(blk)
-        self._blocks = kept
-        self._bases = [b.base for b in kept]
-        for sid in affected:
-            info = self._by_sid[sid]
-            if info is None:
-                continue
-            if info.count == 0:
-                self._release_subject(info)
-            elif info.last > durable_seq:
-                info.last = self._prev_of_sid(sid, durable_seq + 1)
-        if self._msgs == 0:
-            self._first_seq = self._last_seq + 1
-        self._lost.extend(lost[: max(MAX_LOST_REPORTED - len(self._lost), 0)])
-        self._hdr_written = None
-        with self._lock:
-            self._active = kept[-1]
-            self._lru.pop(self._active, None)
-            self._active.open()
-            self._flushed_seq = durable_seq
-            self._roll_pending = self._active.end_seq <= self._last_seq
-            self._reguard_locked()
-        pending, self._dlog = self._dlog, []
-        for a, b in pending:
-            if a == b:
-                if a <= durable_seq:
-                    self._append_tombstone(a)
-            else:
-                self._append_range(a, b)
-        return ErrStoreIO(exc.errno or _errno.EIO, range(durable_seq + 1, self._last_seq + 1), str(exc))
-
-    def _forget_entries(self, blk: Block, k: int, affected: set[int], lost: list[int]) -> None:
-        """Drop index entries ``k..`` of ``blk`` (rolled back), live or not."""
-        sids, lens = blk.sids, blk.lens
-        for i in range(k, len(sids)):
-            lost.append(blk.base + i)
-            sid = sids[i]
-            if sid == NO_SID:
-                continue
-            info = self._by_sid[sid]
-            assert info is not None
-            info.count -= 1
-            affected.add(sid)
-            self._msgs -= 1
-            self._bytes -= lens[i]
-            blk.live -= 1
-            blk.live_bytes -= lens[i]
-        del blk.offs[k:]
-        del blk.lens[k:]
-        del blk.sids[k:]
-
-    # ------------------------------------------------------------------ descriptors
-
-    def _fd(self, blk: Block) -> int:
-        fd = blk.fd
-        if fd >= 0:
-            if blk in self._lru:
-                self._lru.move_to_end(blk)
-            return fd
-        fd = blk.open()
-        if blk is not self._active:
-            self._lru[blk] = None
-            self._evict_fds()
-        return fd
-
-    def _evict_fds(self) -> None:
-        while len(self._lru) > MAX_OPEN_SEALED:
-            victim = next((b for b in self._lru if b not in self._dirty), None)
-            if victim is None:
-                return
-            del self._lru[victim]
-            with self._lock:
-                self._close_fd_locked(victim)
-
-    def _close_fd_locked(self, blk: Block) -> None:
-        if blk.fd >= 0:
-            if self._sync_busy:
-                self._deferred_close.append(blk.fd)  # the sync thread may be fdatasync-ing it
-            else:
-                os.close(blk.fd)
-            blk.fd = -1
-
-    def _close_deferred_locked(self) -> None:
-        for fd in self._deferred_close:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._deferred_close.clear()
-
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
 
     def consumer_store(self, name: str) -> FileConsumerStore:
         self._check_read()
-        return FileConsumerStore(self._obsdir, name)
+        try:
+            return FileConsumerStore(self._obsdir, name)
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"consumer directory {name}: {exc}") from exc
 
     def consumer_names(self) -> list[str]:
         self._check_read()
@@ -859,7 +598,10 @@ class FileStore(FileStoreQueries):
 
     def write_meta(self, meta: bytes) -> None:
         self._check_read()
-        write_framed_atomic(self._dir / _META_FILE, META_MAGIC, bytes(meta))
+        try:
+            write_framed_atomic(self._dir / _META_FILE, META_MAGIC, bytes(meta))
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"writing {_META_FILE}: {exc}") from exc
 
     def read_meta(self) -> bytes | None:
         self._check_read()
@@ -878,6 +620,12 @@ class FileStore(FileStoreQueries):
                 self._close_fd_locked(blk)
             self._close_deferred_locked()
             self._lru.clear()
+        self._release_dir_lock()
+
+    def _release_dir_lock(self) -> None:
+        if self._dir_lock >= 0:
+            os.close(self._dir_lock)  # closing the descriptor drops the flock
+            self._dir_lock = -1
 
     def stop(self) -> None:
         """Flush, sync and close. Raises ErrStoreIO (after rolling back) if the data could not be
@@ -903,6 +651,7 @@ class FileStore(FileStoreQueries):
                 self._close_fd_locked(blk)
             self._close_deferred_locked()
             self._lru.clear()
+        self._release_dir_lock()
         if err is not None:
             raise err
 

@@ -24,10 +24,11 @@ in-place rewrite of one slot always leaves the other intact)::
     48  4  crc32      zlib.crc32 over bytes [0, 48)
     52  12 padding    zero
 
-Only the newest (active) block's header is rewritten, by ``sync`` just before its fdatasync, so
-``hwm``/``floor`` become durable together with the records they describe. Recovery takes the
-maximum over all blocks: a torn or truncated tail can therefore never make an acknowledged
-sequence look unused, and purges/compactions at the head need no per-message tombstones.
+Only the newest (active) block's header is rewritten: by ``flush`` whenever hwm/floor/last_ts
+changed (so a killed process leaves them in the page cache), and ``sync`` fdatasyncs that file,
+so they become durable together with the records they describe. Recovery takes the maximum over
+all blocks: a torn or truncated tail can therefore never make an acknowledged sequence look
+unused, and purges/compactions at the head need no per-message tombstones.
 
 Record (little-endian)::
 

@@ -11,7 +11,8 @@ Rules (see record.py for the formats):
 * ``last_seq`` = max(header hwm of every block, highest seq of any valid record, newest
   block's base - 1). Records are only acknowledged after a sync that also made the header's hwm
   durable, so a torn or truncated tail can never make an acknowledged sequence reusable.
-* ``floor`` = max(header floor): every seq below it is deleted, whatever records say.
+* ``floor`` = max(header floor): every seq below it is deleted, whatever records say. With no
+  readable header at all, the oldest block's base (nothing below it can be proven lost).
 * A seq in ``[floor, last_seq]`` is *accounted for* when a valid message record (live or erased)
   or a tombstone (single or range) names it. Every other seq in that window is **lost** (a
   corrupt record, a truncated tail, a missing block file, a write that was rolled back) and is
@@ -158,6 +159,26 @@ def read_tombstones(data: bytes, singles: list[int], ranges: list[tuple[int, int
         pos += rec_len
 
 
+def _read_and_fsync(path: Path) -> bytes:
+    """A block's bytes, after making them durable: whatever a crashed process left in the page
+    cache is treated as stored from now on, so it must not vanish at the next power cut."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        chunks = []
+        done = 0
+        while done < size:
+            chunk = os.pread(fd, size - done, done)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            done += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _block_of(blocks: list[Block], bases: list[int], seq: int) -> Block | None:
     i = bisect_right(bases, seq) - 1
     if i < 0:
@@ -181,12 +202,13 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     hwm_ts = 0
     bad_bytes = 0
     max_seq = -1
+    any_header = False
     for n, (base, path) in enumerate(found):
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_and_fsync(path)
         blk = Block(path, base)
         hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base)
         if hdr is not None:
+            any_header = True
             if hdr.hwm >= hwm:
                 hwm, hwm_ts = hdr.hwm, hdr.last_ts
             floor = max(floor, hdr.floor)
@@ -212,6 +234,8 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
                 pass  # read-only media: appends will overwrite from ``tail`` anyway
         blocks.append(blk)
 
+    if blocks and not any_header:
+        floor = blocks[0].base  # no evidence of anything below the oldest block
     last_seq = max(hwm, max_seq, blocks[-1].base - 1) if blocks else max(fresh_first_seq, 1) - 1
     if hwm > max_seq or (hwm == max_seq and not last_ts):
         last_ts = hwm_ts
@@ -219,7 +243,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
 
     # Tombstones: single ones delete (or account for) their seq; ranges only account for gaps.
     extra_cover: set[int] = set()
-    for t in singles[:-1]:
+    for t in singles:
         blk_t = _block_of(blocks, bases, t)
         if blk_t is None:
             extra_cover.add(t)
@@ -228,7 +252,10 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
         blk_t.sids[i] = NO_SID
         blk_t.lens[i] = 0
     for a, b in ranges:
-        for blk in blocks:
+        for j in range(max(bisect_right(bases, a) - 1, 0), len(blocks)):
+            blk = blocks[j]
+            if blk.base > b:
+                break
             lo, hi = max(a, blk.base), min(b, blk.end_seq - 1)
             for s in range(lo, hi + 1):
                 if blk.sids[s - blk.base] == _MISSING:
