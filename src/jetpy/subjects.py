@@ -19,6 +19,7 @@ __all__ = [
     "subjects_overlap",
     "tokens",
     "valid_literal_bytes",
+    "valid_sub_bytes",
     "valid_subject_bytes",
 ]
 
@@ -79,6 +80,18 @@ def valid_subject_bytes(subject: bytes, *, allow_wildcards: bool = True) -> bool
         elif tok == b"*" and not allow_wildcards:
             return False
     return True
+
+
+def valid_sub_bytes(subject: bytes) -> bool:
+    """nats-server's check of a SUB subject: no empty token and ``>`` only as the last token.
+    Unlike :func:`valid_subject_bytes` it does not look for whitespace: nats-server 2.9 accepts a
+    form feed or vertical tab inside a subject (the protocol already split on spaces and tabs)."""
+    if not subject or b".." in subject or subject[0] == 0x2E or subject[-1] == 0x2E:
+        return False
+    i = subject.find(b">")
+    if i < 0:
+        return True
+    return all(tok != b">" for tok in subject.split(b".")[:-1])
 
 
 def valid_literal_bytes(subject: bytes) -> bool:

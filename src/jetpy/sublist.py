@@ -162,7 +162,9 @@ class SubjectTree(Generic[T]):
             return r
         plain: list[T] = []
         groups: dict[bytes, list[T]] = {}
-        _collect(self._root, subject.split(b"."), 0, plain, groups)
+        toks = subject.split(b".")
+        if b"" not in toks:  # as nats-server: a subject with an empty token matches nothing
+            _collect(self._root, toks, 0, plain, groups)
         r = (plain, list(groups.values()))
         cache = self._cache
         if len(cache) >= self._cache_size:

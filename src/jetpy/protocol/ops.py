@@ -3,6 +3,7 @@
 Shapes (first element is the op code):
 
     (PUB,     subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes)
+    (PUBS,    subject: bytes, datas: list[bytes], sizes: list[bytes])  # a run of plain PUBs
     (SUB,     subject: bytes, queue: bytes | None, sid: bytes)
     (UNSUB,   sid: bytes, max_msgs: int)                     # max_msgs 0 = now
     (CONNECT, options: ConnectOptions)                       # merged with any earlier CONNECT
@@ -15,13 +16,18 @@ so a delivery to a headers-capable client writes it without any copying or re-jo
 ``sizes`` is the size field of the MSG line a receiver gets, exactly as the publisher wrote it
 (``b"128"``, or ``b"22 150"`` for HPUB): nats-server echoes those bytes rather than reformatting.
 An HPUB with a zero header size is delivered as a plain MSG, as nats-server does.
+
+PUBS is a run of consecutive plain PUBs (no reply, no headers) to one subject, as a publisher
+streaming to a subject sends them: the n-th message is ``datas[n]`` with ``sizes[n]``. Handling
+the run at once (one route lookup, one write per receiver) is the same as handling each PUB in
+turn; it only saves the per-message work of doing so.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["CONNECT", "ERR", "INFO", "OK", "PING", "PONG", "PUB", "SUB", "UNSUB", "Op"]
+__all__ = ["CONNECT", "ERR", "INFO", "OK", "PING", "PONG", "PUB", "PUBS", "SUB", "UNSUB", "Op"]
 
 PUB: Final = 1
 SUB: Final = 2
@@ -32,5 +38,6 @@ CONNECT: Final = 6
 INFO: Final = 7
 OK: Final = 8
 ERR: Final = 9
+PUBS: Final = 10
 
 Op = tuple[Any, ...]  # heterogeneous shapes documented above

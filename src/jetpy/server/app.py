@@ -118,8 +118,18 @@ class Server:
             return
         listener, self._listener = self._listener, None
         listener.close()
-        for conn in list(self.connections.values()):
+        closing = list(self.connections.values())
+        for conn in closing:
             conn.close("Server Shutdown")
+        # let every client's buffered output drain before the loop goes away (bounded)
+        if closing:
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(*(c.wait_closed() for c in closing), return_exceptions=True),
+                    SHUTDOWN_FLUSH_TIMEOUT,
+                )
+            except TimeoutError:
+                log.warning("shutdown: some clients did not drain in %.0fs", SHUTDOWN_FLUSH_TIMEOUT)
         if self.jetstream is not None:
             await self.jetstream.stop()
             self.jetstream = None

@@ -38,9 +38,9 @@ from jetpy.protocol.errors import (
     ERR_STALE_CONNECTION,
     ERR_UNKNOWN_OP,
 )
-from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.broker import Subscription, msg_tail
-from jetpy.subjects import valid_literal_bytes, valid_subject_bytes
+from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
 if TYPE_CHECKING:
     from jetpy.server.app import Server
@@ -52,6 +52,7 @@ log = logging.getLogger("jetpy.server")
 NO_RESPONDERS: Final = b"NATS/1.0 503\r\n\r\n"  # nats-server 2.9's status-only header block
 CLIENT_PROTO_ZERO: Final = 0  # the original protocol
 CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO) we speak
+RTT_MEASUREMENT_INTERVAL: Final = 3600.0  # nats-server re-measures a busy client's RTT hourly
 
 _INVALID_PUB_SUBJECT: Final = enc.err(ERR_INVALID_PUB_SUBJECT)
 _INVALID_SUBJECT: Final = enc.err(ERR_INVALID_SUBJECT)
@@ -112,11 +113,16 @@ class ClientConnection(asyncio.Protocol):
         self.host = ""
         self.port = 0
         self.rtt = 0.0
-        self._ping_sent_at = 0.0
+        self._start_mono = time.monotonic()
+        self._last_in = self._start_mono  # last read from the client (activity delays PINGs)
+        self._ping_sent_at = float("-inf")  # when the last PING (RTT measurement) went out
+        self._pong_due = False
         self.pings_out = 0
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
         self._write_blocked_at = 0.0
+        self._lost = False  # connection_lost has run: the socket is closed
+        self._lost_event: asyncio.Event | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -139,7 +145,19 @@ class ClientConnection(asyncio.Protocol):
             self._ping_timer = loop.call_later(server.options.ping_interval, self._ping_tick)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        if self._lost_event is not None:
+            self._lost_event.set()
         self._cleanup(self.close_reason or ("Client Closed" if exc is None else "Read Error"))
+
+    async def wait_closed(self) -> None:
+        """Wait until the socket is closed: after :meth:`close`, that is once the transport has
+        written out everything it held (a graceful shutdown awaits this, with a time limit)."""
+        if self._lost or self.transport is None:
+            return
+        if self._lost_event is None:
+            self._lost_event = asyncio.Event()
+        await self._lost_event.wait()
 
     def pause_writing(self) -> None:
         self._write_blocked_at = time.monotonic()
@@ -150,6 +168,7 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._last_in = time.monotonic()
         broker = self.broker
         broker.begin_batch()
         try:
@@ -189,12 +208,28 @@ class ClientConnection(asyncio.Protocol):
         n_in = b_in = 0
         for op in ops:
             code = op[0]
-            if code == PUB:
+            if code == PUBS:
+                _, subject, datas, sizes = op
+                n_in += len(datas)
+                b_in += sum(map(len, datas))
+                if verbose or pedantic:  # acknowledged and checked one by one
+                    for data, sz in zip(datas, sizes, strict=True):
+                        if pedantic and not valid_literal_bytes(subject):
+                            self.send(_INVALID_PUB_SUBJECT)
+                        if verbose:
+                            self.send(enc.OK)
+                        publish(self, subject, None, 0, data, echo, sz)
+                else:
+                    self.broker.publish_run(self, subject, datas, sizes, echo)
+                if self.closed:
+                    break
+            elif code == PUB:
                 _, subject, reply, hdr_len, data, sizes = op
                 n_in += 1
                 b_in += len(data)
-                if pedantic and not valid_literal_bytes(subject):
-                    # nats-server complains but still delivers
+                if pedantic and not valid_literal_bytes(subject) and subject:
+                    # nats-server complains but still delivers (an empty subject is a client
+                    # HMSG, which nats-server takes without a check)
                     self.send(_INVALID_PUB_SUBJECT)
                 if verbose:
                     self.send(enc.OK)
@@ -206,9 +241,9 @@ class ClientConnection(asyncio.Protocol):
                 self.send(enc.PONG)
             elif code == PONG:
                 self.pings_out = 0
-                if self._ping_sent_at:
-                    self.rtt = time.monotonic() - self._ping_sent_at
-                    self._ping_sent_at = 0.0
+                if self._pong_due:
+                    self.rtt = max(time.monotonic() - self._ping_sent_at, 1e-9)
+                    self._pong_due = False
             elif code == SUB:
                 self._sub(op[1], op[2], op[3])
             elif code == UNSUB:
@@ -262,13 +297,15 @@ class ClientConnection(asyncio.Protocol):
             self.close_with_error(ERR_NO_RESPONDERS_HEADERS, reason="No Responders Requires Headers")
             return False
         self.connected = True
+        if not self.rtt:  # nats-server's first estimate: connection setup to CONNECT
+            self.rtt = max(time.monotonic() - self._start_mono, 1e-9)
         if self.verbose:
             self.send(enc.OK)
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         # nats-server checks the subject only; any queue name is taken as is
-        if not valid_subject_bytes(subject):
+        if not valid_sub_bytes(subject):
             self.send(_INVALID_SUBJECT)
             return
         if sid not in self.subs:  # a duplicate sid is ignored (the first subscription stays)
@@ -327,6 +364,34 @@ class ClientConnection(asyncio.Protocol):
         if len(out) > self.max_pending:
             self._slow_consumer()
 
+    def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:
+        if self.closed:
+            return
+        k = len(tails)
+        if sub.max_msgs:  # UNSUB <sid> <max>: deliver up to the limit, then the sub is gone
+            left = sub.max_msgs - sub.delivered
+            if left <= 0:
+                return
+            if left < k:
+                k = left
+                tails = tails[:k]
+                datas = datas[:k]
+        prefix = sub.prefix if subject == sub.subject else b"MSG " + subject + b" " + sub.sid + b" "
+        out = self.out
+        out += prefix
+        out += prefix.join(tails)
+        self.out_msgs += k
+        self.out_bytes += sum(map(len, datas))
+        sub.delivered += k
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.subs.pop(sub.sid, None)
+            self.broker.remove(sub)
+        if not self.dirty:
+            self.dirty = True
+            self.broker.mark_dirty(self)
+        if len(out) > self.max_pending:
+            self._slow_consumer()
+
     def send(self, data: bytes) -> None:
         self.out += data
         if not self.dirty and not self.closed:
@@ -360,14 +425,19 @@ class ClientConnection(asyncio.Protocol):
             self.close_with_error(ERR_AUTH_TIMEOUT, reason="Authentication Timeout")
 
     def _ping_tick(self) -> None:
+        """nats-server's ping timer: a client that sent something within the interval is not
+        pinged (unless its RTT is due for measurement); ``ping_max`` PINGs unanswered is stale."""
         self._ping_timer = None
         if self.closed:
             return
         opts = self.server.options
-        if self.pings_out >= opts.ping_max:
-            self.close_with_error(ERR_STALE_CONNECTION, reason="Stale Connection")
-            return
-        self.send_rtt_ping()
+        now = time.monotonic()
+        need_rtt = not self.rtt or now - self._ping_sent_at > RTT_MEASUREMENT_INTERVAL
+        if need_rtt or now - self._last_in >= opts.ping_interval:
+            if self.pings_out + 1 > opts.ping_max:
+                self.close_with_error(ERR_STALE_CONNECTION, reason="Stale Connection")
+                return
+            self.send_rtt_ping()
         self._ping_timer = asyncio.get_running_loop().call_later(opts.ping_interval, self._ping_tick)
 
     def send_rtt_ping(self) -> None:
@@ -376,6 +446,7 @@ class ClientConnection(asyncio.Protocol):
             return
         self.pings_out += 1
         self._ping_sent_at = time.monotonic()
+        self._pong_due = True
         self.send(enc.PING)
 
     # -- closing --------------------------------------------------------------------------------
