@@ -116,3 +116,26 @@ async def test_file_stream_survives_restart(tmp_path: Path) -> None:
         assert dup.duplicate and dup.seq == 50
         assert (await js.publish("p", b"new")).seq == 51
         await nc.close()
+
+
+async def test_deletes_and_purges_survive_restart(tmp_path: Path) -> None:
+    sd = str(tmp_path / "store")
+    async with jetpy.Server(port=0, store_dir=sd) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        await js.add_stream(name="R", subjects=["r.*"])
+        for i in range(10):
+            await js.publish(f"r.{i % 2}", str(i).encode())
+        await js.delete_msg("R", 3)
+        await js.purge_stream("R", subject="r.1")
+        await nc.close()
+    async with jetpy.Server(port=0, store_dir=sd) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        si = await js.stream_info("R", subjects_filter=">")
+        assert si.state.messages == 4  # r.0 had seqs 1,3,5,7,9; 3 deleted; r.1 purged
+        assert si.state.subjects == {"r.0": 4}
+        assert si.state.last_seq == 10
+        with pytest.raises(NotFoundError):
+            await js.get_msg("R", 3)
+        await nc.close()

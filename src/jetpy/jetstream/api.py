@@ -261,6 +261,7 @@ class ApiRouter:
         if seq and keep:
             raise ApiError.of(E.BAD_REQUEST)
         purged = s.store.purge(str(req.get("filter") or ""), seq, keep)
+        self.js.persist(s)
         return {"success": True, "purged": purged}
 
     def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
@@ -302,6 +303,7 @@ class ApiRouter:
         ok = s.store.remove_msg(seq) if req.get("no_erase") else s.store.erase_msg(seq)
         if not ok:
             raise ApiError.of(E.STREAM_MSG_DELETE_FAILED, err="no message found")
+        self.js.persist(s)
         return {"success": True}
 
     # -- direct get (raw message replies, not JSON) --------------------------------------------

@@ -265,6 +265,13 @@ class JetStream:
                     self._dirty.add(s.store)
             await self._commit_once()
 
+    def persist(self, stream: Stream) -> None:
+        """Make an API-driven removal durable before answering (a store's deletes, like its
+        appends, are durable only after sync; these requests are rare, so sync inline)."""
+        if stream.durable:
+            stream.store.flush()
+            stream.store.sync()
+
     # -- age limits -----------------------------------------------------------------------------
 
     def schedule_expiry(self) -> None:
@@ -286,8 +293,9 @@ class JetStream:
         self._expiry = None
         now = time.time_ns()
         for s in self.streams.values():
-            if s.config.max_age > 0:
-                s.store.expire(now)
+            if s.config.max_age > 0 and s.store.expire(now) and s.durable:
+                self._dirty.add(s.store)
+                self._commit_wanted.set()
         self.schedule_expiry()
 
     # -- accounting -----------------------------------------------------------------------------
