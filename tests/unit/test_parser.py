@@ -173,6 +173,20 @@ def test_consecutive_pubs_to_one_subject_come_as_a_run() -> None:
     ]
 
 
+def test_a_repeated_control_line_is_checked_like_any_other() -> None:
+    line = b"PUB s 3\r\n"
+    assert parse_all(line + b"abc\r\n" + line + b"def\r\n" + line + b"ghi\r\n") == [
+        pub(b"s", b"abc"),
+        pub(b"s", b"def"),
+        pub(b"s", b"ghi"),
+    ]
+    fails(line + b"abc\r\n" + line + b"defX\r\n", ERR_UNKNOWN_OP)
+    fails(line + b"abc\r\n" + line + b"de\r\n\r\n", ERR_UNKNOWN_OP)
+    p = Parser()
+    assert flat(p.feed(line + b"abc\r\n" + line + b"de")) == [pub(b"s", b"abc")]
+    assert flat(p.feed(b"f\r\n" + line + b"ghi\r\n")) == [pub(b"s", b"def"), pub(b"s", b"ghi")]
+
+
 def test_lines_may_end_in_lf_only() -> None:
     ops = parse_all(b"PING\nSUB foo 1\nPUB foo 1\nx\r\nUNSUB 1\n")
     assert ops == [(PING,), (SUB, b"foo", None, b"1"), pub(b"foo", b"x"), (UNSUB, b"1", 0)]

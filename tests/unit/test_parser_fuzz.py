@@ -129,6 +129,42 @@ def test_valid_streams_parse_the_same_however_split(ops: list[tuple[bytes, Op]],
     assert feed_split(data, list(range(len(data)))) == expected
 
 
+repeated_pub = st.sampled_from(
+    [
+        (b"PUB a 1\r\nx\r\n", (PUB, b"a", None, 0, b"x", b"1")),
+        (b"PUB a 1\r\ny\r\n", (PUB, b"a", None, 0, b"y", b"1")),
+        (b"PUB a 2\r\n\r\n\r\n", (PUB, b"a", None, 0, b"\r\n", b"2")),
+        (b"PUB a 01\r\nz\r\n", (PUB, b"a", None, 0, b"z", b"01")),
+        (b"PUB b 1\r\nx\r\n", (PUB, b"b", None, 0, b"x", b"1")),
+        (b"PUB a r 1\r\nx\r\n", (PUB, b"a", b"r", 0, b"x", b"1")),
+        (b"PUB a 0\r\n\r\n", (PUB, b"a", None, 0, b"", b"0")),
+        (b"PING\r\n", (PING,)),
+    ]
+)
+
+
+@FUZZ
+@given(st.lists(repeated_pub, min_size=1, max_size=30), st.lists(st.integers(min_value=0), max_size=10))
+def test_streams_of_repeated_pubs(ops: list[tuple[bytes, Op]], cuts: list[int]) -> None:
+    # a publisher streaming to a subject repeats the same control line: the parser's shortcut
+    # for an identical line must agree with parsing it
+    data = b"".join(raw for raw, _ in ops)
+    expected = [op for _, op in ops]
+    assert feed_split(data, []) == expected
+    assert feed_split(data, cuts) == expected
+
+
+@FUZZ
+@given(
+    st.lists(repeated_pub, min_size=1, max_size=10), st.binary(min_size=1, max_size=6), st.integers(0, 200)
+)
+def test_repeated_pubs_then_damage(ops: list[tuple[bytes, Op]], junk: bytes, at: int) -> None:
+    data = b"".join(raw for raw, _ in ops)
+    i = at % (len(data) + 1)
+    damaged = data[:i] + junk + data[i:]
+    assert outcome(damaged, []) == outcome(damaged, [i, i + len(junk)])
+
+
 @FUZZ
 @given(st.lists(rendered_op(), min_size=1, max_size=10), st.lists(st.integers(min_value=0), max_size=4))
 def test_op_names_in_any_case_parse_the_same(ops: list[tuple[bytes, Op]], cuts: list[int]) -> None:

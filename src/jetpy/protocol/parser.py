@@ -25,11 +25,13 @@ Errors: malformed arguments close silently (``ProtocolError(None)``); the ops pa
 violation travel on the error (``ProtocolError.ops``), since nats-server acts on them first.
 
 Performance: ``feed`` parses every complete op in the buffer in one loop with an inline fast path
-for the common ``PUB <subject> [reply] <size>\r\n`` form (one regular-expression match does the
+for the common ``PUB <subject> [reply] <size>\\r\\n`` form (one regular-expression match does the
 split and the checks); every other form goes through the exact (slower) general path.
 Consecutive fast-path PUBs to one subject without a reply come out as one ``PUBS`` run (see
-:mod:`ops`), so that the layers above do their per-message work once per run. A payload that spans many reads is collected as a list of chunks and
-joined once (no quadratic re-copying).
+:mod:`ops`), so that the layers above do their per-message work once per run; within a run, a
+control line identical to the previous one (a publisher streaming same-sized messages) is
+recognised with one ``startswith`` instead of being parsed again. A payload that spans many
+reads is collected as a list of chunks and joined once (no quadratic re-copying).
 """
 
 from __future__ import annotations
@@ -181,10 +183,23 @@ class Parser:
         max_payload = self.max_payload
         append = ops.append
         match = _FAST_PUB.match
+        startswith = buf.startswith
         run_subject: bytes | None = None  # the subject of the PUBS run the last op belongs to
         run_datas: list[bytes] = []
         run_sizes: list[bytes] = []
+        run_line = b"\n"  # the run's last control line: an identical next line needs no parsing
+        run_size = 0
+        run_sz = b""
         while pos < n:
+            if run_subject is not None and startswith(run_line, pos):
+                # the streaming case: the same "PUB <subject> <size>" line again
+                start = pos + len(run_line)
+                stop = start + run_size
+                if stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10:
+                    run_datas.append(buf[start:stop])
+                    run_sizes.append(run_sz)
+                    pos = stop + 2
+                    continue
             m = match(buf, pos)
             if m is not None:
                 # The hot path: "PUB <subject> [reply] <size>\r\n" with single spaces, where a
@@ -200,14 +215,18 @@ class Parser:
                         if reply is not None:
                             append((PUB, subject, reply, 0, buf[start:stop], sz))
                             run_subject = None
-                        elif subject == run_subject:
-                            run_datas.append(buf[start:stop])
-                            run_sizes.append(sz)
                         else:
-                            run_datas = [buf[start:stop]]
-                            run_sizes = [sz]
-                            append((PUBS, subject, run_datas, run_sizes))
-                            run_subject = subject
+                            if subject == run_subject:
+                                run_datas.append(buf[start:stop])
+                                run_sizes.append(sz)
+                            else:
+                                run_datas = [buf[start:stop]]
+                                run_sizes = [sz]
+                                append((PUBS, subject, run_datas, run_sizes))
+                                run_subject = subject
+                            run_line = buf[pos:start]
+                            run_size = size
+                            run_sz = sz
                         pos = stop + 2
                         continue
             run_subject = None

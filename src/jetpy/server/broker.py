@@ -1,16 +1,17 @@
 """Broker: interest and routing. Who gets a published message, and queue-group selection.
 
 Owns the subscription trie. A subscriber is anything with a
-``deliver(sub, subject, reply, hdr_len, data, tail)`` method: a client connection, or an
+``deliver(sub, subject, reply, hdr_len, data, tail)`` method (and ``deliver_run`` for a run of
+plain messages, see :meth:`Broker.publish_run`): a client connection, or an
 :class:`InternalClient` whose callback runs in-process (JetStream's API and streams use these).
 Knows nothing of sockets; of the wire format it knows only the *tail* of a MSG line, built once
 per publish and shared by every socket receiver: ``[reply ]<sizes>\\r\\n<data>\\r\\n``, where
 ``sizes`` is ``<total>`` or ``<hdr_len> <total>``, as the publisher wrote them.
 
 Writes are coalesced: a delivery only appends to the receiver's buffer and marks it dirty. A
-connection that handles a read calls :meth:`Broker.batch` around it and :meth:`flush_dirty` at
-its end, so a read holding a hundred PUBs costs one write per receiving connection, and the
-writes leave before the loop turns (latency). Deliveries outside a read (timers, JetStream)
+connection that handles a read wraps it in :meth:`Broker.begin_batch`/:meth:`Broker.end_batch`,
+which writes out every dirty receiver at its end: a read holding a hundred PUBs costs one write
+per receiving connection, and the writes leave before the loop turns (latency). Deliveries outside a read (timers, JetStream)
 are flushed once per event-loop turn (``call_soon``).
 """
 

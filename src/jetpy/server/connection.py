@@ -212,7 +212,11 @@ class ClientConnection(asyncio.Protocol):
                 _, subject, datas, sizes = op
                 n_in += len(datas)
                 b_in += sum(map(len, datas))
-                if verbose or pedantic:  # acknowledged and checked one by one
+                if len(datas) == 1 and not pedantic:  # a lone message: the plain path is cheaper
+                    if verbose:
+                        self.send(enc.OK)
+                    publish(self, subject, None, 0, datas[0], echo, sizes[0])
+                elif verbose or pedantic:  # acknowledged and checked one by one
                     for data, sz in zip(datas, sizes, strict=True):
                         if pedantic and not valid_literal_bytes(subject):
                             self.send(_INVALID_PUB_SUBJECT)
