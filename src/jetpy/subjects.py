@@ -10,10 +10,13 @@ literal); ``>`` must be the last token. Publish subjects must be literal.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = [
     "is_literal",
     "is_valid_literal_subject",
     "is_valid_subject",
+    "matches_all",
     "subject_is_subset",
     "subject_matches",
     "subjects_overlap",
@@ -105,17 +108,30 @@ def valid_literal_bytes(subject: bytes) -> bool:
     return all(tok != b"*" and tok != b">" for tok in subject.split(b"."))
 
 
+# Distinct filters in one process are few (stream subjects, consumer and purge filters); a bounded
+# cache keeps tokenising them off the match path without letting hostile filters grow memory.
+_FILTER_CACHE_SIZE = 1024
+
+
+def matches_all(filter_: str) -> bool:
+    """True when the filter selects every subject (``""`` or ``">"``)."""
+    return filter_ == "" or filter_ == ">"
+
+
+@lru_cache(maxsize=_FILTER_CACHE_SIZE)
+def _filter_tokens(filter_: str) -> tuple[tuple[str, ...], bool]:
+    toks = tuple(filter_.split("."))
+    return toks, any(t == "*" or t == ">" for t in toks)
+
+
 def subject_matches(filter_: str, subject: str) -> bool:
     """Does the literal ``subject`` match the (possibly wildcard) ``filter_``? ``""`` matches all."""
     if not filter_ or filter_ == ">":
         return True
-    if filter_ == subject:
-        return True
-    if "*" not in filter_ and ">" not in filter_:
-        return False
-    ftoks = filter_.split(".")
+    ftoks, wild = _filter_tokens(filter_)
+    if not wild:
+        return filter_ == subject
     stoks = subject.split(".")
-    nf = len(ftoks)
     ns = len(stoks)
     for i, ft in enumerate(ftoks):
         if ft == ">":
@@ -124,7 +140,7 @@ def subject_matches(filter_: str, subject: str) -> bool:
             return False
         if ft != "*" and ft != stoks[i]:
             return False
-    return nf == ns
+    return len(ftoks) == ns
 
 
 def subject_is_subset(sub: str, sup: str) -> bool:

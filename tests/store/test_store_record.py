@@ -8,7 +8,6 @@ import zlib
 import pytest
 
 from jetpy.store import MSG_OVERHEAD
-from jetpy.store._subjects import is_all, is_literal, subject_matches
 from jetpy.store.record import (
     FLAG_ERASED,
     FLAG_RANGE,
@@ -24,6 +23,8 @@ from jetpy.store.record import (
     range_end,
     validate_record,
 )
+from jetpy.subjects import is_literal, subject_matches
+from jetpy.subjects import matches_all as is_all
 
 
 def test_record_layout_is_exactly_as_documented() -> None:

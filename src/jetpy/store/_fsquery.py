@@ -17,7 +17,9 @@ from bisect import bisect_right
 from collections import Counter
 from typing import Final
 
-from ._subjects import is_all, is_literal, subject_matches
+from jetpy.subjects import is_literal, subject_matches
+from jetpy.subjects import matches_all as is_all
+
 from .base import ErrCorrupt, ErrStoreClosed, ErrStoreIO, LostData, SimpleState, StoredMsg, StreamState
 from .record import RECORD_HEADER
 from .segment import NO_SID, Block, SubjectInfo

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import time
 
-from ._subjects import is_all, is_literal, subject_matches
+from jetpy.subjects import is_literal, subject_matches
+from jetpy.subjects import matches_all as is_all
+
 from .base import (
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
@@ -124,7 +126,7 @@ class MemoryStore:
             self._remove(self._first)
 
     def _matching(self, filter_subject: str) -> list[tuple[str, _Subj]]:
-        if is_literal(filter_subject):
+        if not is_all(filter_subject) and is_literal(filter_subject):
             ss = self._subjects.get(filter_subject)
             return [(filter_subject, ss)] if ss is not None else []
         return [(s, ss) for s, ss in self._subjects.items() if subject_matches(filter_subject, s)]
