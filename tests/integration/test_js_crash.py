@@ -9,12 +9,17 @@ from pathlib import Path
 import nats
 from nats.js.errors import NotFoundError
 
-from conftest import JETPY_SERVER, start_process
+from conftest import JETPY_SERVER, Proc, start_process
+
+
+def _jetpy(store: Path, log: Path) -> Proc:
+    """jetpy-server as a process on a fixed store dir, so a test can kill and restart it."""
+    return start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], log)
 
 
 async def test_kill9_while_publishing_keeps_every_acked_message(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "a.log")
+    p = _jetpy(store, tmp_path / "a.log")
     acked: list[int] = []
     enough = asyncio.Event()
     try:
@@ -44,7 +49,7 @@ async def test_kill9_while_publishing_keeps_every_acked_message(tmp_path: Path) 
         await nc.close()
     finally:
         p.stop(signal.SIGKILL)
-    q = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "b.log")
+    q = _jetpy(store, tmp_path / "b.log")
     try:
         nc = await nats.connect(q.url)
         js = nc.jetstream()
@@ -63,7 +68,7 @@ async def test_kill9_while_publishing_keeps_every_acked_message(tmp_path: Path) 
 
 async def test_kill9_after_delete_and_purge_keeps_them_deleted(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "a.log")
+    p = _jetpy(store, tmp_path / "a.log")
     try:
         nc = await nats.connect(p.url, allow_reconnect=False)
         js = nc.jetstream()
@@ -75,7 +80,7 @@ async def test_kill9_after_delete_and_purge_keeps_them_deleted(tmp_path: Path) -
         await nc.close()
     finally:
         p.stop(signal.SIGKILL)
-    q = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "b.log")
+    q = _jetpy(store, tmp_path / "b.log")
     try:
         nc = await nats.connect(q.url)
         js = nc.jetstream()

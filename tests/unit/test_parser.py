@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from parser_support import flat
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol.connect import ConnectOptions, decode_connect, validate_info
@@ -20,17 +21,6 @@ from jetpy.protocol.parser import COLLECT_THRESHOLD, DEFAULT_MAX_CONTROL_LINE, D
 
 HEADERS_ON = b'CONNECT {"headers":true}\r\n'
 TRAILERS = (b"P", b"PUB f 5\r\nhel", b"SUB f", b"CONNECT {", b"PING")  # starts of a next op
-
-
-def flat(ops: list[Op]) -> list[Op]:
-    """Runs of PUBs (PUBS) as the PUBs they stand for: how reads split a stream decides the runs."""
-    out: list[Op] = []
-    for op in ops:
-        if op[0] == PUBS:
-            out.extend((PUB, op[1], None, 0, d, s) for d, s in zip(op[2], op[3], strict=True))
-        else:
-            out.append(op)
-    return out
 
 
 def collect(p: Parser, chunks: list[bytes]) -> list[Op]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from parser_support import flat
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol.connect import ConnectOptions
-from jetpy.protocol.ops import CONNECT, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, PING, PONG, PUB, SUB, UNSUB, Op
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -49,17 +50,6 @@ def rendered_op(draw: st.DrawFn) -> tuple[bytes, Op]:
         CONNECT,
         ConnectOptions(verbose=verbose),
     )
-
-
-def flat(ops: list[Op]) -> list[Op]:
-    """Runs of PUBs (PUBS) as the PUBs they stand for: how reads split a stream decides the runs."""
-    out: list[Op] = []
-    for op in ops:
-        if op[0] == PUBS:
-            out.extend((PUB, op[1], None, 0, d, s) for d, s in zip(op[2], op[3], strict=True))
-        else:
-            out.append(op)
-    return out
 
 
 def feed_split(data: bytes, cuts: list[int]) -> list[Op]:

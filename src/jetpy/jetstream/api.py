@@ -20,6 +20,7 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
 from jetpy.jetstream.validate import check_stream_config, check_stream_create, check_stream_update
 from jetpy.protocol.headers import encode_headers
+from jetpy.subjects import subjects_overlap
 
 if TYPE_CHECKING:
     from jetpy.jetstream.engine import JetStream
@@ -31,9 +32,6 @@ log = logging.getLogger("jetpy.jetstream")
 
 NAMES_LIMIT = 1024  # nats-server's page size for STREAM.NAMES / CONSUMER.NAMES
 LIST_LIMIT = 256  # and for STREAM.LIST / CONSUMER.LIST
-MAX_API_REQUEST = 1024 * 1024  # request bodies beyond max_payload never arrive; this is a guard
-
-Handler = Callable[["ApiRouter", list[str], bytes | None, bytes, bytes], "dict[str, Any] | None"]
 
 _json = msgspec.json.Encoder()
 
@@ -64,7 +62,7 @@ def _as_config(obj: dict[str, Any]) -> StreamConfig:
 class ApiRouter:
     def __init__(self, js: JetStream) -> None:
         self.js = js
-        # (token count prefix) -> (response kind, handler); looked up by the two tokens after $JS.API
+        # subject after "$JS.API." (up to three tokens) -> (response kind, handler); the rest are args
         self.routes: dict[str, tuple[str, Callable[[list[str], bytes, bytes], dict[str, Any]]]] = {
             "INFO": ("account_info", self.account_info),
             "STREAM.CREATE": ("stream_create", self.stream_create),
@@ -110,7 +108,7 @@ class ApiRouter:
             stats.errors += 1
             resp = _resp(kind, error=ApiError.of(E.STREAM_GENERAL, err="internal error").to_wire())
         else:
-            resp = {"type": f"io.nats.jetstream.api.v1.{kind}_response", **resp}
+            resp = _resp(kind, **resp)
         self.js.bus.publish(reply.decode(), None, _json.encode(resp))
 
     # -- helpers --------------------------------------------------------------------------------
@@ -214,8 +212,6 @@ class ApiRouter:
         return {"total": 0, "offset": 0, "limit": 0, **info}
 
     def _filtered_streams(self, req: dict[str, Any]) -> list[Stream]:
-        from jetpy.subjects import subjects_overlap
-
         subject = req.get("subject") or ""
         out = []
         for name in sorted(self.js.streams):

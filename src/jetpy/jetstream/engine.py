@@ -28,6 +28,7 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
 from jetpy.jetstream.stream import Stream, limits_of, pub_error
 from jetpy.store.base import ErrStoreIO, StoreConfig, StreamStore
+from jetpy.subjects import subjects_overlap
 
 __all__ = ["JetStream", "JetStreamConfig"]
 
@@ -184,8 +185,6 @@ class JetStream:
         stream.store.delete()
 
     def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
-        from jetpy.subjects import subjects_overlap
-
         for other in self.streams.values():
             if other.name == skip:
                 continue
@@ -275,19 +274,19 @@ class JetStream:
     # -- age limits -----------------------------------------------------------------------------
 
     def schedule_expiry(self) -> None:
+        """Arm one timer for the earliest age expiry over all streams. An empty stream's next
+        message cannot expire sooner than one max_age from now, so that is its bound."""
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
-        nxt = [t for s in self.streams.values() if s.config.max_age > 0 and (t := s.store.next_expiry()) is not None]
-        if not nxt:
-            # new messages may arrive in a max_age stream: look again at the shortest max_age
-            ages = [s.config.max_age for s in self.streams.values() if s.config.max_age > 0]
-            if not ages:
-                return
-            delay = min(ages) / 1e9
-        else:
-            delay = max(0.0, (min(nxt) - time.time_ns()) / 1e9)
-        self._expiry = asyncio.get_running_loop().call_later(min(delay, 1.0) if nxt else delay, self._expire)
+        now = time.time_ns()
+        waits = [
+            (t - now if (t := s.store.next_expiry()) is not None else s.config.max_age)
+            for s in self.streams.values()
+            if s.config.max_age > 0
+        ]
+        if waits:
+            self._expiry = asyncio.get_running_loop().call_later(max(0, min(waits)) / 1e9, self._expire)
 
     def _expire(self) -> None:
         self._expiry = None

@@ -81,7 +81,6 @@ class Stream:
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
         self.consumers: dict[str, object] = {}
-        self.on_stored: list[object] = []  # consumer notifications land with the consumers issue
 
     # -- config ---------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import json
 import logging
-import os
 import platform
 import secrets
 import time
@@ -68,7 +67,7 @@ class Server:
         self._cid = 0
         self._listener: asyncio.Server | None = None
         self._monitor: Any = None
-        self.jetstream: Any = None
+        self.jetstream: Any = None  # the engine, or anything that reports /jsz (JetStreamReport)
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -95,20 +94,18 @@ class Server:
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
         log.info("Server is ready")
 
+    # Imported here, not at module top: both modules import this one (a cycle otherwise), and a
+    # server without -js or -m never loads them.
+    # Imported here, not at module top: both modules import this one (a cycle otherwise), and a
+    # server without -js or -m never loads them.
     async def _start_jetstream(self) -> None:
-        try:
-            from jetpy.server.js_wiring import start_jetstream
-        except ImportError:  # JetStream lands issue by issue; the core server runs without it
-            log.warning("JetStream requested but not available in this build")
-            return
+        from jetpy.server.js_wiring import start_jetstream
+
         self.jetstream = await start_jetstream(self)
 
     async def _start_monitor(self) -> None:
-        try:
-            from jetpy.server.monitor import Monitor
-        except ImportError:
-            log.warning("monitoring requested but not available in this build")
-            return
+        from jetpy.server.monitor import Monitor
+
         self._monitor = Monitor(self)
         self.http_port = await self._monitor.start()
 
@@ -228,7 +225,3 @@ class Server:
         info["client_id"] = conn.cid
         info["client_ip"] = conn.host
         return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
-
-    @property
-    def pid(self) -> int:
-        return os.getpid()
