@@ -15,7 +15,7 @@ import inspect
 import os
 import platform
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -414,7 +414,7 @@ class Endpoints:
 
     def sublist_stats(self) -> dict[str, Any]:
         tree = self.server.broker.subs
-        max_fanout, total_fanout, cached = _fanout(tree)
+        max_fanout, total_fanout, cached = tree.fanout_stats()
         matches = tree.matches
         return {
             "num_subscriptions": tree.count,
@@ -671,23 +671,6 @@ def _rtt_ns(c: ClientConnection) -> int:
 def _request_rtt(c: ClientConnection) -> None:
     """As nats-server, a real client (one that sent a lang) without an RTT yet gets a PING."""
     if c.lang and not c.closed:
-        ping = getattr(c, "send_rtt_ping", None)
-        if callable(ping):
-            ping()
+        c.send_rtt_ping()
 
 
-def _fanout(tree: Any) -> tuple[int, int, int]:
-    """(max fanout, total fanout, cached results) over the trie's match cache, as nats-server."""
-    stats = getattr(tree, "fanout_stats", None)
-    if callable(stats):
-        return cast(tuple[int, int, int], tuple(stats()))
-    cache = getattr(tree, "_cache", None)  # until SubjectTree exposes fanout_stats()
-    if not isinstance(cache, dict):
-        return 0, 0, 0
-    mx = tot = 0
-    results: Iterable[Any] = list(cache.values())
-    for plain, groups in results:
-        n = len(plain) + len(groups)
-        tot += n
-        mx = max(mx, n)
-    return mx, tot, len(cache)
