@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.direct import decode_body, direct_get, lookup
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
 from jetpy.jetstream.validate import check_stream_config, check_stream_create, check_stream_update
-from jetpy.protocol.headers import encode_headers
 from jetpy.subjects import subjects_overlap
 
 if TYPE_CHECKING:
@@ -38,18 +38,6 @@ _json = msgspec.json.Encoder()
 
 def _resp(kind: str, **fields: Any) -> dict[str, Any]:
     return {"type": f"io.nats.jetstream.api.v1.{kind}_response", **fields}
-
-
-def _body(data: bytes) -> dict[str, Any]:
-    if not data.strip():
-        return {}
-    try:
-        obj = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise ApiError.of(E.INVALID_JSON) from e
-    if not isinstance(obj, dict):
-        raise ApiError.of(E.INVALID_JSON)
-    return obj
 
 
 def _as_config(obj: dict[str, Any]) -> StreamConfig:
@@ -91,7 +79,7 @@ class ApiRouter:
         if route is None:
             if toks[:1] == ["DIRECT"] and len(toks) >= 3 and toks[1] == "GET":
                 self.js.api_stats.total += 1
-                self.direct_get(toks[2:], reply, data[hdr_len:])
+                direct_get(self.js, toks[2:], reply, data[hdr_len:])
             return  # unknown API subject: no reply, as nats-server
         if reply is None:
             return
@@ -175,7 +163,7 @@ class ApiRouter:
         }
 
     def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         name = args[0] if args else ""
         if req.get("name", name) != name:
             raise ApiError.of(E.STREAM_MISMATCH)
@@ -192,7 +180,7 @@ class ApiRouter:
         return {**self.stream_info_dict(s), "did_create": True}
 
     def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         s = self._stream(args)
         if req.get("name", s.name) != s.name:
             raise ApiError.of(E.STREAM_MISMATCH)
@@ -204,7 +192,7 @@ class ApiRouter:
         return self.stream_info_dict(s)
 
     def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         s = self._stream(args)
         info = self.stream_info_dict(
             s, deleted_details=bool(req.get("deleted_details")), subjects_filter=str(req.get("subjects_filter") or "")
@@ -222,14 +210,14 @@ class ApiRouter:
         return out
 
     def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         streams = self._filtered_streams(req)
         offset = max(0, int(req.get("offset") or 0))
         page = streams[offset : offset + NAMES_LIMIT]
         return {"total": len(streams), "offset": offset, "limit": NAMES_LIMIT, "streams": [s.name for s in page] or None}
 
     def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         streams = self._filtered_streams(req)
         offset = max(0, int(req.get("offset") or 0))
         page = streams[offset : offset + LIST_LIMIT]
@@ -246,7 +234,7 @@ class ApiRouter:
         return {"success": True}
 
     def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         s = self._stream(args)
         if s.config.sealed:
             raise ApiError.of(E.STREAM_SEALED)
@@ -261,9 +249,9 @@ class ApiRouter:
         return {"success": True, "purged": purged}
 
     def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         s = self._stream(args)
-        msg = self._lookup(s, req)
+        msg = lookup(s, req)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
         out: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
@@ -274,20 +262,8 @@ class ApiRouter:
         out["time"] = format_time(msg.ts)
         return {"message": out}
 
-    def _lookup(self, s: Stream, req: dict[str, Any]) -> Any:
-        seq = req.get("seq")
-        last_by = req.get("last_by_subj")
-        next_by = req.get("next_by_subj")
-        if last_by:
-            return s.store.load_last_msg(str(last_by))
-        if next_by:
-            return s.store.load_next_msg(str(next_by), int(seq or 0))
-        if isinstance(seq, int) and seq > 0:
-            return s.store.load_msg(seq)
-        raise ApiError.of(E.BAD_REQUEST)
-
     def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = _body(body)
+        req = decode_body(body)
         s = self._stream(args)
         if s.config.sealed:
             raise ApiError.of(E.STREAM_SEALED)
@@ -301,39 +277,3 @@ class ApiRouter:
             raise ApiError.of(E.STREAM_MSG_DELETE_FAILED, err="no message found")
         self.js.persist(s)
         return {"success": True}
-
-    # -- direct get (raw message replies, not JSON) --------------------------------------------
-
-    def direct_get(self, args: list[str], reply: bytes | None, body: bytes) -> None:
-        if reply is None or not args:
-            return
-        s = self.js.streams.get(args[0])
-        if s is None or not s.config.allow_direct:
-            return  # nats-server does not subscribe DIRECT.GET for such streams: no responders
-        rep = reply.decode()
-        try:
-            if len(args) > 1:
-                if body.strip():
-                    raise ApiError.of(E.BAD_REQUEST)
-                msg = s.store.load_last_msg(".".join(args[1:]))
-            else:
-                if not body.strip():
-                    self.js.bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
-                    return
-                msg = self._lookup(s, _body(body))
-        except ApiError:
-            self.js.bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
-            return
-        if msg is None:
-            self.js.bus.publish(rep, None, b"", encode_headers([], 404, "Message Not Found"))
-            return
-        hdrs = [
-            ("Nats-Stream", s.name),
-            ("Nats-Subject", msg.subject),
-            ("Nats-Sequence", str(msg.seq)),
-            ("Nats-Time-Stamp", format_time(msg.ts)),
-        ]
-        # the original headers come first, then the direct-get ones (as nats-server)
-        original = msg.hdr[: -2] if msg.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
-        extra = "".join(f"{k}: {v}\r\n" for k, v in hdrs).encode()
-        self.js.bus.publish(rep, None, msg.data, original + extra + b"\r\n")
