@@ -31,6 +31,17 @@ class MessageBus(Protocol):
 
     def has_interest(self, subject: str) -> bool: ...
 
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
+        """Deliver to subscribers of ``route`` with ``subject`` on the MSG line (a consumer's
+        deliveries keep the stored message's subject while going to an inbox)."""
+        ...
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> Any:
+        """Call ``callback`` soon after subscriptions that could receive ``subject`` change."""
+        ...
+
+    def unwatch_interest(self, handle: Any) -> None: ...
+
 
 class StoreProvider(Protocol):
     """Creates and finds stores; the composition root decides memory vs file and where files go."""

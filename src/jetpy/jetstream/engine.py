@@ -24,6 +24,8 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api import ApiRouter
 from jetpy.jetstream.bus import MessageBus, StoreProvider
+from jetpy.jetstream.consumer_api import ConsumerApi
+from jetpy.jetstream.consumers import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
 from jetpy.jetstream.stream import Stream, limits_of, pub_error
@@ -81,6 +83,8 @@ class JetStream:
         self.streams: dict[str, Stream] = {}
         self.api_stats = ApiStats()
         self.router = ApiRouter(self)
+        self.consumers = ConsumerManager(self)
+        self.router.routes.update(ConsumerApi(self).routes())
         self._subs: dict[str, Any] = {}  # stream name -> its bus subscriptions
         self._api_sub: Any = None
         self._parked: list[_ParkedAck] = []
@@ -96,6 +100,7 @@ class JetStream:
     async def start(self) -> None:
         for store in self.stores.recover():
             self._recover_stream(store)
+        self.consumers.start()
         self._api_sub = self.bus.subscribe(API_PREFIX, self.router.handle)
         self._committer = asyncio.create_task(self._commit_loop(), name="jetstream-group-commit")
         if self.config.sync_interval:
@@ -119,6 +124,8 @@ class JetStream:
         store.update_limits(limits_of(meta.config))
         stream.rebuild_dedup(time.time_ns())
         self._add(stream)
+        self.consumers.durable_upto[id(store)] = store.state().last_seq
+        self.consumers.recover(stream)
         cfg = meta.config
         st = store.state()
         log.info("  Restored %d messages for stream '%s'", st.msgs, cfg.name)
@@ -131,8 +138,9 @@ class JetStream:
                 task.cancel()
         if self._expiry is not None:
             self._expiry.cancel()
-        # final commit: flush and sync everything, release what is parked
+        # final commit: flush and sync everything, release what is parked; then consumer state
         await self._commit_once()
+        await self.consumers.stop()
         if self._api_sub is not None:
             self.bus.unsubscribe(self._api_sub)
         for name in list(self._subs):
@@ -177,6 +185,7 @@ class JetStream:
         self.schedule_expiry()
 
     def delete_stream(self, stream: Stream) -> None:
+        self.consumers.close_stream(stream)
         for h in self._subs.pop(stream.name, []):
             self.bus.unsubscribe(h)
         self.streams.pop(stream.name, None)
@@ -201,6 +210,8 @@ class JetStream:
             if stream.name not in self.streams:
                 return
             res = stream.process(subject, data[:hdr_len] if hdr_len else b"", data)
+            if res.stored_seq:
+                self._stored(stream, res.stored_seq, subject)
             if stream.config.no_ack or reply is None:
                 if res.durable_seq:
                     self._dirty.add(stream.store)
@@ -217,6 +228,21 @@ class JetStream:
 
         return ingest
 
+    def _stored(self, stream: Stream, seq: int, subject: bytes) -> None:
+        if stream.consumers:
+            self.consumers.stored(stream, seq, subject.decode())
+        if stream.config.retention == "interest":
+            subj = subject.decode()
+            if not any(c.matches(subj) for c in stream.consumers.values()):
+                # nobody is interested: acknowledged, then not kept (as nats-server)
+                stream.store.remove_msg(seq)
+
+    def mark_dirty(self, stream: Stream) -> None:
+        """Removals (retention) need a group commit to become durable."""
+        if stream.durable:
+            self._dirty.add(stream.store)
+            self._commit_wanted.set()
+
     async def _commit_loop(self) -> None:
         while True:
             await self._commit_wanted.wait()
@@ -231,9 +257,10 @@ class JetStream:
         if not dirty and not parked:
             return
         failed: dict[Any, ErrStoreIO] = {}
+        flushed: dict[Any, int] = {}
         for store in dirty:
             try:
-                store.flush()
+                flushed[store] = store.flush()
             except ErrStoreIO as e:
                 failed[store] = e
         syncing = [s for s in dirty if s not in failed]
@@ -247,6 +274,8 @@ class JetStream:
                     failed[store] = res
                 elif isinstance(res, BaseException):
                     failed[store] = ErrStoreIO(0, detail=str(res))
+                else:
+                    self.consumers.durable_upto[id(store)] = flushed[store]
             self.commits += 1
         for p in parked:
             err = failed.get(p.store)
@@ -267,6 +296,7 @@ class JetStream:
     def persist(self, stream: Stream) -> None:
         """Make an API-driven removal durable before answering (a store's deletes, like its
         appends, are durable only after sync; these requests are rare, so sync inline)."""
+        self.consumers.stream_changed(stream)
         if stream.durable:
             stream.store.flush()
             stream.store.sync()
@@ -292,9 +322,9 @@ class JetStream:
         self._expiry = None
         now = time.time_ns()
         for s in self.streams.values():
-            if s.config.max_age > 0 and s.store.expire(now) and s.durable:
-                self._dirty.add(s.store)
-                self._commit_wanted.set()
+            if s.config.max_age > 0 and s.store.expire(now):
+                self.consumers.stream_changed(s)
+                self.mark_dirty(s)
         self.schedule_expiry()
 
     # -- accounting -----------------------------------------------------------------------------
@@ -319,7 +349,9 @@ class JetStream:
                 if config:
                     d["config"] = msgspec.to_builtins(s.config)
                 if consumers and s.consumers:
-                    d["consumer_detail"] = []  # filled by the consumers issue
+                    d["consumer_detail"] = [
+                        self.consumers_info(c, config) for _, c in sorted(s.consumers.items())
+                    ]
                 details.append(d)
         api = {"total": self.api_stats.total, "errors": self.api_stats.errors}
         usage = {"memory": mem, "storage": sto, "reserved_memory": 0, "reserved_storage": 0, "api": api}
@@ -344,6 +376,14 @@ class JetStream:
                 acc["stream_detail"] = details
             doc["account_details"] = [acc]
         return doc
+
+    def consumers_info(self, c: Any, config: bool) -> dict[str, Any]:
+        info: dict[str, Any] = msgspec.to_builtins(c.info(format_time(time.time_ns())))
+        info.pop("ts", None)
+        if not config:
+            info.pop("config", None)
+        info["cluster"] = {"leader": self.config.server_name}
+        return info
 
     def usage(self) -> tuple[int, int]:
         """(memory bytes, storage bytes) used by streams."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -29,6 +30,9 @@ from jetpy.store.base import (
     StreamStore,
 )
 from jetpy.subjects import subject_matches
+
+if TYPE_CHECKING:
+    from jetpy.jetstream.consumer import Consumer
 
 __all__ = ["PublishResult", "Stream", "limits_of", "pub_ack", "pub_error"]
 
@@ -57,6 +61,7 @@ class PublishResult:
 
     ack: bytes
     durable_seq: int = 0
+    stored_seq: int = 0  # the new message's sequence (0: not stored, or a duplicate)
 
 
 def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
@@ -80,7 +85,7 @@ class Stream:
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
-        self.consumers: dict[str, object] = {}
+        self.consumers: dict[str, Consumer] = {}
 
     # -- config ---------------------------------------------------------------------------------
 
@@ -137,7 +142,8 @@ class Stream:
                     if not cfg.allow_rollup_hdrs:
                         raise ApiError.of(E.STREAM_ROLLUP_FAILED, err="rollup not permitted")
                     if rollup not in (b"sub", b"all"):
-                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"invalid rollup value: {rollup.decode()!r}")
+                        # nats-server 2.9 drops the publish without an answer; later versions say this
+                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"rollup value invalid: {_go_quote(rollup)}")
             subj = subject.decode()
             seq, ts = self.store.store_msg(subj, hdr, data[len(hdr) :], now)
         except ApiError as e:
@@ -155,7 +161,7 @@ class Stream:
             self.store.purge(subj, seq, 0)
         elif rollup == b"all":
             self.store.purge("", seq, 0)
-        return PublishResult(pub_ack(name, seq), seq if self.durable else 0)
+        return PublishResult(pub_ack(name, seq), seq if self.durable else 0, seq)
 
     def _trim_dedup(self, now: int) -> None:
         window = self.config.duplicate_window
@@ -184,6 +190,12 @@ class Stream:
             if mid:
                 self._dedup[mid.decode()] = (msg.seq, msg.ts)
                 self._last_msg_id = mid.decode()
+
+
+def _go_quote(raw: bytes) -> str:
+    """Go's ``%q`` of a header value (printable ASCII as is, the rest escaped)."""
+    text = raw.decode(errors="replace")
+    return msgspec.json.encode(text).decode()
 
 
 def _as_int(raw: bytes) -> int:

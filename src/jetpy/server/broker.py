@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
 __all__ = ["Broker", "InternalClient", "Subscriber", "Subscription", "msg_tail"]
@@ -107,14 +108,19 @@ class Broker:
         self._batching = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._internal = InternalClient("$SYS")
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
 
     # -- interest -------------------------------------------------------------------------------
 
     def add(self, sub: Subscription) -> None:
         self.subs.insert(sub.subject, sub.queue, sub)
+        if self._watchers:
+            self._interest_changed(sub)
 
     def remove(self, sub: Subscription) -> None:
         self.subs.remove(sub.subject, sub.queue, sub)
+        if self._watchers:
+            self._interest_changed(sub)
 
     def subscribe_internal(self, subject: str, handler: InternalHandler, queue: str | None = None) -> Subscription:
         """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe."""
@@ -141,11 +147,13 @@ class Broker:
         data: bytes,
         echo: bool = True,
         sizes: bytes | None = None,
+        shown: bytes | None = None,
     ) -> int:
         """Deliver to every plain subscriber and one member per queue group; returns the count.
 
         ``echo=False`` skips subscriptions of ``origin``. ``sizes`` is the MSG line's size field
-        as the publisher wrote it (computed when None).
+        as the publisher wrote it (computed when None). ``shown`` is the subject receivers see
+        when it differs from the one routed on (JetStream deliveries to an inbox).
         """
         r = self._cache_get(subject)
         if r is None:
@@ -160,6 +168,8 @@ class Broker:
             sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
         tail = b"%b %b\r\n%b\r\n" % (reply, sizes, data) if reply else b"%b\r\n%b\r\n" % (sizes, data)
         delivered = 0
+        if shown is not None:
+            subject = shown
         for sub in plain:
             c = sub.client
             if c is origin and not echo:
@@ -209,12 +219,42 @@ class Broker:
             delivered += len(datas)
         return delivered
 
-    def publish_internal(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
-        """Publish from inside the server (API replies, deliveries, advisories)."""
+    def publish_internal(
+        self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"", shown: str | None = None
+    ) -> int:
+        """Publish from inside the server (API replies, deliveries, advisories); ``shown``: see
+        :meth:`publish`."""
         data = headers + payload if headers else payload
         self.in_msgs += 1
         self.in_bytes += len(data)
-        return self.publish(None, subject.encode(), reply.encode() if reply else None, len(headers), data)
+        return self.publish(
+            None, subject.encode(), reply.encode() if reply else None, len(headers), data,
+            shown=shown.encode() if shown is not None and shown != subject else None,
+        )
+
+    # -- interest watches (JetStream push consumers follow their deliver subject) ----------------
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> tuple[str, Callable[[], None]]:
+        """Call ``callback`` (on a later loop turn) whenever a subscription that could receive
+        ``subject`` comes or goes. Returns the handle for :meth:`unwatch_interest`."""
+        self._watchers.setdefault(subject, []).append(callback)
+        return (subject, callback)
+
+    def unwatch_interest(self, handle: tuple[str, Callable[[], None]]) -> None:
+        subject, callback = handle
+        cbs = self._watchers.get(subject)
+        if cbs and callback in cbs:
+            cbs.remove(callback)
+            if not cbs:
+                del self._watchers[subject]
+
+    def _interest_changed(self, sub: Subscription) -> None:
+        pattern = sub.subject.decode()
+        loop = self._loop or asyncio.get_running_loop()
+        for subject, cbs in list(self._watchers.items()):
+            if subject_matches(pattern, subject):
+                for cb in cbs:
+                    loop.call_soon(cb)
 
     # -- coalesced writes -----------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jetpy.jetstream.bus import MessageHandler
@@ -48,6 +49,15 @@ class BrokerBus:
 
     def has_interest(self, subject: str) -> bool:
         return self.broker.has_interest(subject.encode())
+
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
+        return self.broker.publish_internal(route, reply, payload, headers, shown=subject)
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> Any:
+        return self.broker.watch_interest(subject, callback)
+
+    def unwatch_interest(self, handle: Any) -> None:
+        self.broker.unwatch_interest(handle)
 
 
 class DirectoryStores:

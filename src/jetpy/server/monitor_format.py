@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from jetpy.gotime import NS_PER_SECOND, go_duration
+
 __all__ = [
     "ProcessUsage",
     "Query",
@@ -27,7 +29,6 @@ __all__ = [
     "uptime",
 ]
 
-NS_PER_SECOND = 1_000_000_000
 # Go's encoding/json escapes these inside strings (HTML safety); nothing else in a document can
 # contain them, so a plain replace over the encoded text gives byte-compatible output.
 _GO_HTML_ESCAPES = (
@@ -84,37 +85,6 @@ def uptime(seconds: float) -> str:
     if tmins:
         return f"{tmins}m{tsecs_r}s"
     return f"{tsecs}s"
-
-
-def _frac(value: int, unit: int) -> str:
-    """``value / unit`` in decimal without trailing zeros (Go's fmtFrac + fmtInt)."""
-    whole, rest = divmod(value, unit)
-    if not rest:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{rest:0{digits}d}".rstrip("0")
-
-
-def go_duration(nanos: int) -> str:
-    """Go's ``time.Duration.String()``: ``0s``, ``750ns``, ``633µs``, ``1.5ms``, ``2m3.5s``."""
-    if nanos == 0:
-        return "0s"
-    sign = "-" if nanos < 0 else ""
-    d = abs(nanos)
-    if d < 1_000:
-        return f"{sign}{d}ns"
-    if d < 1_000_000:
-        return f"{sign}{_frac(d, 1_000)}µs"
-    if d < NS_PER_SECOND:
-        return f"{sign}{_frac(d, 1_000_000)}ms"
-    hours, rest = divmod(d, 3600 * NS_PER_SECOND)
-    mins, rest = divmod(rest, 60 * NS_PER_SECOND)
-    secs = _frac(rest, NS_PER_SECOND) + "s"
-    if hours:
-        return f"{sign}{hours}h{mins}m{secs}"
-    if mins:
-        return f"{sign}{mins}m{secs}"
-    return sign + secs
 
 
 def encode_json(doc: Any, indent: bool = True) -> bytes:

@@ -1,0 +1,120 @@
+"""Acknowledgements: the ack reply subject a delivered message carries, and what a client may
+publish to it.
+
+Owns the wire spelling: ``$JS.ACK.<stream>.<consumer>.<deliveries>.<stream seq>.<consumer seq>
+.<timestamp ns>.<pending>`` and the ack bodies (``+ACK`` or empty, ``-NAK`` with an optional
+delay as JSON ``{"delay": ns}`` or a Go duration, ``+WPI``, ``+NXT`` with an optional pull request,
+``+TERM`` with an optional reason). Pure: no consumer state, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import msgspec
+
+__all__ = ["ACK_PREFIX", "Ack", "AckKind", "AckReply", "ack_reply", "parse_ack", "parse_ack_subject"]
+
+ACK_PREFIX: Final = "$JS.ACK."
+
+AckKind = Literal["ack", "nak", "wpi", "next", "term"]
+
+_UNITS: Final = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
+                 "h": 3_600_000_000_000}
+
+
+@dataclass(slots=True, frozen=True)
+class AckReply:
+    """The metadata an ack subject carries."""
+
+    stream: str
+    consumer: str
+    deliveries: int
+    stream_seq: int
+    consumer_seq: int
+    ts: int
+    pending: int
+
+
+@dataclass(slots=True, frozen=True)
+class Ack:
+    kind: AckKind
+    delay: int = 0  # -NAK: ns before redelivery (0 = at once)
+    reason: str = ""  # +TERM
+    next_request: bytes = b""  # +NXT: the pull request that follows (empty = one message)
+
+
+def ack_reply(stream: str, consumer: str, deliveries: int, sseq: int, cseq: int, ts: int, pending: int) -> str:
+    return f"{ACK_PREFIX}{stream}.{consumer}.{deliveries}.{sseq}.{cseq}.{ts}.{pending}"
+
+
+def parse_ack_subject(subject: str) -> AckReply | None:
+    """The metadata of a v1 ack subject, or None if it is not one."""
+    if not subject.startswith(ACK_PREFIX):
+        return None
+    toks = subject[len(ACK_PREFIX) :].split(".")
+    if len(toks) != 7:
+        return None
+    try:
+        return AckReply(toks[0], toks[1], int(toks[2]), int(toks[3]), int(toks[4]), int(toks[5]), int(toks[6]))
+    except ValueError:
+        return None
+
+
+def _duration(text: str) -> int:
+    """A Go duration (``5s``, ``1m30s``, ``250ms``) in ns; raises ValueError."""
+    total = 0
+    i = 0
+    n = len(text)
+    if not n:
+        raise ValueError("empty duration")
+    while i < n:
+        j = i
+        while j < n and (text[j].isdigit() or text[j] == "."):
+            j += 1
+        k = j
+        while k < n and not (text[k].isdigit() or text[k] == "."):
+            k += 1
+        num, unit = text[i:j], text[j:k]
+        if not num or unit not in _UNITS:
+            raise ValueError(f"invalid duration {text!r}")
+        total += int(float(num) * _UNITS[unit])
+        i = k
+    return total
+
+
+def _nak_delay(rest: bytes) -> int:
+    rest = rest.strip()
+    if not rest:
+        return 0
+    if rest.startswith(b"{"):
+        try:
+            obj = msgspec.json.decode(rest)
+        except msgspec.DecodeError:
+            return 0
+        delay = obj.get("delay") if isinstance(obj, dict) else None
+        return delay if isinstance(delay, int) and delay > 0 else 0
+    try:
+        return max(0, _duration(rest.decode()))
+    except (ValueError, UnicodeDecodeError):
+        return 0
+
+
+def parse_ack(body: bytes) -> Ack | None:
+    """What an ack body asks for; None for a body that is not an ack (ignored, as nats-server)."""
+    if not body or body == b"+ACK" or body == b"+OK":
+        return Ack("ack")
+    head = body[:4]
+    rest = body[4:]
+    if head == b"+ACK" or head == b"+OK ":
+        return Ack("ack")
+    if head == b"-NAK":
+        return Ack("nak", delay=_nak_delay(rest))
+    if head == b"+WPI":
+        return Ack("wpi")
+    if head == b"+NXT":
+        return Ack("next", next_request=rest.strip())
+    if body.startswith(b"+TERM"):
+        return Ack("term", reason=body[5:].strip().decode(errors="replace"))
+    return None

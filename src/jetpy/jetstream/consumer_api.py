@@ -1,0 +1,180 @@
+"""The ``$JS.API.CONSUMER.*`` request handlers: create (all four subject forms), info, names,
+list and delete, with nats-server's checks between the request subject and the config, the
+create/update actions and their error codes. Installed into the ``ApiRouter`` route table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.consumer import Consumer
+from jetpy.jetstream.consumers import ephemeral_name
+from jetpy.jetstream.direct import decode_body
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import ConsumerConfig, format_time
+from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
+
+if TYPE_CHECKING:
+    from jetpy.jetstream.engine import JetStream
+    from jetpy.jetstream.stream import Stream
+
+__all__ = ["ConsumerApi"]
+
+NAMES_LIMIT = 1024
+LIST_LIMIT = 256
+
+Handler = Callable[[list[str], bytes, bytes], dict[str, Any]]
+
+
+class ConsumerApi:
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+
+    def routes(self) -> dict[str, tuple[str, Handler]]:
+        return {
+            "CONSUMER.CREATE": ("consumer_create", self.create),
+            "CONSUMER.DURABLE.CREATE": ("consumer_create", self.create_durable),
+            "CONSUMER.INFO": ("consumer_info", self.info),
+            "CONSUMER.NAMES": ("consumer_names", self.names),
+            "CONSUMER.LIST": ("consumer_list", self.list_),
+            "CONSUMER.DELETE": ("consumer_delete", self.delete),
+        }
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _stream(self, name: str) -> Stream:
+        s = self.js.streams.get(name)
+        if s is None:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        return s
+
+    def _consumer(self, args: list[str]) -> Consumer:
+        if len(args) < 2:
+            raise ApiError.of(E.CONSUMER_NOT_FOUND)
+        s = self._stream(args[0])
+        c = s.consumers.get(args[1])
+        if not isinstance(c, Consumer):
+            raise ApiError.of(E.CONSUMER_NOT_FOUND)
+        return c
+
+    def info_dict(self, c: Consumer) -> dict[str, Any]:
+        c.stream_changed()  # exact num_pending for reports
+        out: dict[str, Any] = msgspec.to_builtins(c.info(format_time(time.time_ns())))
+        return out
+
+    # -- create ---------------------------------------------------------------------------------
+
+    def create_durable(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        if len(args) != 2:
+            raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT)
+        return self._create(args[0], args[1], "", body, legacy_durable=True)
+
+    def create(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        if not args:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        name = args[1] if len(args) > 1 else ""
+        filt = ".".join(args[2:]) if len(args) > 2 else ""
+        return self._create(args[0], name, filt, body, legacy_durable=False, new_style=len(args) > 1)
+
+    def _create(
+        self, stream_name: str, name: str, filt: str, body: bytes, *, legacy_durable: bool, new_style: bool = False
+    ) -> dict[str, Any]:
+        req = decode_body(body)
+        if req.get("stream_name", stream_name) != stream_name:
+            raise ApiError.of(E.STREAM_MISMATCH)
+        raw_cfg = req.get("config")
+        if not isinstance(raw_cfg, dict):
+            raise ApiError.of(E.CONSUMER_CONFIG_REQUIRED)
+        try:
+            cfg = msgspec.convert(raw_cfg, ConsumerConfig, strict=False)
+        except msgspec.ValidationError as e:
+            raise ApiError.of(E.INVALID_JSON, err=str(e)) from e
+        action = req.get("action") or ""
+        if name and ("/" in name or "\\" in name):
+            raise ApiError.of(E.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS)
+        if legacy_durable:
+            if not cfg.durable_name:
+                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_SET)
+            if cfg.durable_name != name:
+                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+        elif new_style:
+            if cfg.durable_name and cfg.durable_name != name:
+                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+            cfg = msgspec.structs.replace(cfg, name=name)
+        elif cfg.durable_name:
+            # the legacy ephemeral subject with a durable in the body: nats-server accepts it
+            pass
+        if filt:
+            if cfg.filter_subjects:
+                raise ApiError.of(E.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED)
+            if filt != cfg.filter_subject:
+                raise ApiError.of(E.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
+        stream = self._stream(stream_name)
+        pedantic = bool(req.get("pedantic"))
+        others = [c.config for c in stream.consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
+        cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
+        cname = cfg.durable_name or cfg.name
+        existing = stream.consumers.get(cname) if cname else None
+        if existing is not None:
+            if action == "create" and existing.config != cfg:
+                raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
+            if existing.config != cfg:
+                bound = existing.push and existing.active
+                new = check_consumer_update(existing.config, cfg, deliver_subject_bound=bound)
+                self.js.consumers.update(existing, new)
+            return self.info_dict(existing)
+        if action == "update":
+            raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
+        if stream.config.max_consumers > 0 and len(stream.consumers) >= stream.config.max_consumers:
+            raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
+        if not cname:
+            cname = ephemeral_name()
+            while cname in stream.consumers:
+                cname = ephemeral_name()
+            cfg = msgspec.structs.replace(cfg, name=cname)
+        elif not cfg.name:
+            cfg = msgspec.structs.replace(cfg, name=cname)
+        c = self.js.consumers.create(stream, cname, cfg)
+        self.js.consumers.action_advisory(c, "create")
+        return self.info_dict(c)
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def info(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        return self.info_dict(self._consumer(args))
+
+    def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
+        req = decode_body(body)
+        if not args:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        s = self._stream(args[0])
+        offset = req.get("offset") or 0
+        if not isinstance(offset, int):
+            raise ApiError.of(E.INVALID_JSON, err="offset")
+        cs = [s.consumers[n] for n in sorted(s.consumers)]
+        return cs, max(0, offset)
+
+    def names(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        cs, offset = self._sorted(args, body)
+        page = cs[offset : offset + NAMES_LIMIT]
+        return {"total": len(cs), "offset": offset, "limit": NAMES_LIMIT, "consumers": [c.name for c in page]}
+
+    def list_(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        cs, offset = self._sorted(args, body)
+        page = cs[offset : offset + LIST_LIMIT]
+        return {
+            "total": len(cs),
+            "offset": offset,
+            "limit": LIST_LIMIT,
+            "consumers": [self.info_dict(c) for c in page],
+        }
+
+    def delete(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+        c = self._consumer(args)
+        self.js.consumers.delete(c)
+        return {"success": True}

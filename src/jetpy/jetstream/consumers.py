@@ -1,0 +1,377 @@
+"""ConsumerManager: the host every consumer runs in. Creates, recovers and deletes consumers,
+wires them to the bus (ack, pull-request and flow-control subjects, push interest), runs their
+timers, applies interest and work-queue retention when they are done with messages, and writes
+their durable state.
+
+Durable consumer state is written by one background task, as fast as the disk allows, and is
+clamped to what the stream has made durable: a restarted consumer may redeliver, it never skips
+(a delivered sequence that the stream could lose in a crash would be reused by a new message).
+Knows the network only through the ``MessageBus`` and stores only through ``ConsumerStore``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import string
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from jetpy.jetstream.acks import parse_ack, parse_ack_subject
+from jetpy.jetstream.consumer import Consumer
+from jetpy.jetstream.models import ConsumerConfig, format_time
+from jetpy.store.base import ConsumerState, ConsumerStore, StoreError
+
+if TYPE_CHECKING:
+    from jetpy.jetstream.engine import JetStream
+    from jetpy.jetstream.stream import Stream
+
+__all__ = ["ConsumerManager"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+_NAME_ALPHABET = string.ascii_letters + string.digits
+_json = msgspec.json.Encoder()
+
+
+class _ConsumerMeta(msgspec.Struct):
+    """What a durable consumer persists about itself besides its state."""
+
+    config: ConsumerConfig
+    created: int
+
+
+def ephemeral_name() -> str:
+    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+class ConsumerManager:
+    def __init__(self, js: JetStream) -> None:
+        self.js = js
+        self.bus = js.bus
+        self._subs: dict[Consumer, list[Any]] = {}
+        self._watches: dict[Consumer, Any] = {}
+        self._stores: dict[Consumer, ConsumerStore] = {}
+        self._timers: dict[Consumer, tuple[int, asyncio.TimerHandle]] = {}
+        self._kicked: set[Consumer] = set()
+        self._kick_scheduled = False
+        self._dirty: set[Consumer] = set()
+        self._dirty_event = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self.durable_upto: dict[int, int] = {}  # id(stream store) -> highest synced sequence
+
+    # -- ConsumerHost ---------------------------------------------------------------------------
+
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> None:
+        self.bus.send(route, subject, reply, payload, headers)
+
+    def has_interest(self, subject: str) -> bool:
+        return self.bus.has_interest(subject)
+
+    def advisory(self, subject: str, body: dict[str, Any]) -> None:
+        if not self.bus.has_interest(subject):
+            return  # advisories cost nothing when nobody listens
+        doc = {"type": body.pop("type"), "id": ephemeral_name() + ephemeral_name(), **body}
+        self.bus.publish(subject, None, _json.encode(doc))
+
+    def acked(self, consumer: Consumer, seqs: list[int]) -> None:
+        stream = consumer.stream
+        retention = stream.config.retention
+        if retention == "limits" or not seqs:
+            return
+        store = stream.store
+        removed = False
+        if retention == "workqueue":
+            for seq in seqs:
+                removed |= store.remove_msg(seq)
+        else:  # interest: gone once every consumer that wants it is done with it
+            others = [c for c in stream.consumers.values() if c is not consumer]
+            for seq in seqs:
+                if others:
+                    m = store.load_msg(seq)
+                    if m is None or any(c.matches(m.subject) and not c.has_acked(seq) for c in others):
+                        continue
+                removed |= store.remove_msg(seq)
+        if removed:
+            self.js.mark_dirty(stream)
+
+    def state_changed(self, consumer: Consumer) -> None:
+        if consumer in self._stores:
+            self._dirty.add(consumer)
+            self._dirty_event.set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._writer = asyncio.create_task(self._write_loop(), name="jetstream-consumer-state")
+
+    async def stop(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+        for c in list(self._subs):
+            self._teardown(c)
+        await self._write_once()
+
+    def create(
+        self, stream: Stream, name: str, cfg: ConsumerConfig, created: int | None = None,
+        state: ConsumerState | None = None, persist: bool = True,
+    ) -> Consumer:
+        now = time.time_ns()
+        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state)
+        stream.consumers[name] = c
+        if stream.durable and cfg.durable_name and not cfg.mem_storage:
+            cs = stream.store.consumer_store(name)
+            if persist:
+                cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
+            self._stores[c] = cs
+            self._dirty.add(c)
+            self._dirty_event.set()
+        self._wire(c, now)
+        return c
+
+    def update(self, c: Consumer, cfg: ConsumerConfig) -> None:
+        c.config = cfg
+        c.filters = cfg.filters
+        c.stream_changed()
+        cs = self._stores.get(c)
+        if cs is not None:
+            cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
+        self.after(c)
+
+    def recover(self, stream: Stream) -> None:
+        """Bring back the durable consumers a file stream persisted."""
+        for name in stream.store.consumer_names():
+            cs = stream.store.consumer_store(name)
+            try:
+                raw = cs.read_meta()
+                if raw is None:
+                    continue
+                meta = msgspec.json.decode(raw, type=_ConsumerMeta)
+                state = cs.load()
+            except (StoreError, msgspec.DecodeError, ValueError) as e:
+                log.error("consumer '%s > %s' could not be recovered: %s", stream.name, name, e)
+                continue
+            self.create(stream, name, meta.config, meta.created, state, persist=False)
+            log.info("  Restored consumer '%s > %s'", stream.name, name)
+
+    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> None:
+        stream = c.stream
+        c.close(deleted=True)
+        self._teardown(c)
+        if stream.consumers.get(c.name) is c:
+            del stream.consumers[c.name]
+        cs = self._stores.pop(c, None)
+        self._dirty.discard(c)
+        if cs is not None and forget:
+            cs.delete()
+        if advisory:
+            self.action_advisory(c, "delete")
+        if forget and stream.config.retention == "interest" and stream.name in self.js.streams:
+            self._sweep_interest(stream)
+
+    def _sweep_interest(self, stream: Stream) -> None:
+        """After an interest consumer goes: drop messages nobody left is waiting for."""
+        store = stream.store
+        st = store.state()
+        seq = st.first_seq
+        removed = False
+        while seq <= st.last_seq:
+            m = store.load_next_msg("", seq)
+            if m is None:
+                break
+            seq = m.seq + 1
+            if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in stream.consumers.values()):
+                removed |= store.remove_msg(m.seq)
+        if removed:
+            for c in stream.consumers.values():
+                c.stream_changed()
+            self.js.mark_dirty(stream)
+
+    def close_stream(self, stream: Stream) -> None:
+        """The stream is being deleted: its consumers go with it (no per-consumer advisory)."""
+        for c in list(stream.consumers.values()):
+            self.delete(c, advisory=False, forget=False)
+
+    def action_advisory(self, c: Consumer, action: str) -> None:
+        event = "CREATED" if action == "create" else "DELETED"
+        self.advisory(
+            f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{c.stream.name}.{c.name}",
+            {
+                "type": "io.nats.jetstream.advisory.v1.consumer_action",
+                "timestamp": format_time(time.time_ns()),
+                "stream": c.stream.name,
+                "consumer": c.name,
+                "action": action,
+            },
+        )
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def _wire(self, c: Consumer, now: int) -> None:
+        s, n = c.stream.name, c.name
+        handles = [self.bus.subscribe(f"$JS.ACK.{s}.{n}.>", self._on_ack(c))]
+        if c.push:
+            handles.append(self.bus.subscribe(f"$JS.FC.{s}.{n}.>", self._on_fc(c)))
+            ds = c.config.deliver_subject
+            self._watches[c] = self.bus.watch_interest(ds, lambda: self._interest(c))
+            c.set_active(self.bus.has_interest(ds), now)
+        else:
+            handles.append(self.bus.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{n}", self._on_next(c)))
+        self._subs[c] = handles
+        c.pump(now)
+        self.after(c)
+
+    def _teardown(self, c: Consumer) -> None:
+        for h in self._subs.pop(c, []):
+            self.bus.unsubscribe(h)
+        w = self._watches.pop(c, None)
+        if w is not None:
+            self.bus.unwatch_interest(w)
+        t = self._timers.pop(c, None)
+        if t is not None:
+            t[1].cancel()
+        self._kicked.discard(c)
+
+    def _on_ack(self, c: Consumer) -> Any:
+        def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            if c.closed:
+                return
+            meta = parse_ack_subject(subject.decode())
+            ack = parse_ack(data[hdr_len:])
+            if meta is None or ack is None:
+                return
+            c.ack(meta, ack, reply.decode() if reply else None, time.time_ns())
+            self.after(c)
+
+        return handle
+
+    def _on_next(self, c: Consumer) -> Any:
+        def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            if c.closed or not reply:
+                return
+            c.request(reply.decode(), data[hdr_len:], time.time_ns())
+            self.after(c)
+
+        return handle
+
+    def _on_fc(self, c: Consumer) -> Any:
+        def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            if c.closed:
+                return
+            now = time.time_ns()
+            c.flow_control_reply(subject.decode(), now)
+            c.pump(now)
+            self.after(c)
+
+        return handle
+
+    def _interest(self, c: Consumer) -> None:
+        if c.closed:
+            return
+        now = time.time_ns()
+        c.set_active(self.bus.has_interest(c.config.deliver_subject), now)
+        c.pump(now)
+        self.after(c)
+
+    # -- new messages ---------------------------------------------------------------------------
+
+    def stored(self, stream: Stream, seq: int, subject: str) -> None:
+        """A message was stored: consumers count it and deliver it on this loop turn."""
+        for c in stream.consumers.values():
+            c.on_stored(seq, subject)
+            self._kicked.add(c)
+        if not self._kick_scheduled:
+            self._kick_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump_kicked)
+
+    def _pump_kicked(self) -> None:
+        self._kick_scheduled = False
+        kicked, self._kicked = self._kicked, set()
+        now = time.time_ns()
+        for c in kicked:
+            if not c.closed:
+                c.pump(now)
+                self.after(c)
+
+    def stream_changed(self, stream: Stream) -> None:
+        for c in stream.consumers.values():
+            c.stream_changed()
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def after(self, c: Consumer) -> None:
+        """Re-arm the consumer's timer for its next deadline."""
+        if c.closed:
+            return
+        due = c.next_deadline()
+        cur = self._timers.get(c)
+        if due is None:
+            if cur is not None:
+                cur[1].cancel()
+                del self._timers[c]
+            return
+        if cur is not None:
+            if cur[0] <= due:
+                return  # the earlier timer re-arms when it fires
+            cur[1].cancel()
+        delay = max(0.0, (due - time.time_ns()) / 1e9)
+        handle = asyncio.get_running_loop().call_later(delay, self._fire, c)
+        self._timers[c] = (due, handle)
+
+    def _fire(self, c: Consumer) -> None:
+        self._timers.pop(c, None)
+        if c.closed:
+            return
+        now = time.time_ns()
+        if c.is_inactive(now):
+            log.debug("consumer '%s > %s' inactive: deleted", c.stream.name, c.name)
+            self.delete(c)
+            return
+        c.tick(now)
+        self.after(c)
+
+    # -- durable state --------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._dirty_event.wait()
+            self._dirty_event.clear()
+            await self._write_once()
+
+    async def _write_once(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        jobs = []
+        for c in dirty:
+            cs = self._stores.get(c)
+            if cs is not None and not c.closed:
+                jobs.append((cs, self._clamped(c)))
+        if not jobs:
+            return
+
+        def write() -> None:
+            for cs, state in jobs:
+                try:
+                    cs.update(state)
+                except StoreError as e:
+                    log.error("consumer state write failed: %s", e)
+
+        await asyncio.get_running_loop().run_in_executor(None, write)
+
+    def _clamped(self, c: Consumer) -> ConsumerState:
+        """The consumer's state, limited to stream sequences already on disk."""
+        st = c.snapshot()
+        upto = self.durable_upto.get(id(c.stream.store))
+        if upto is None or st.delivered_stream_seq <= upto:
+            return st
+        pending = {s: v for s, v in st.pending.items() if s <= upto}
+        return ConsumerState(
+            delivered_consumer_seq=st.delivered_consumer_seq,
+            delivered_stream_seq=upto,
+            ack_floor_consumer_seq=min(st.ack_floor_consumer_seq, st.delivered_consumer_seq),
+            ack_floor_stream_seq=min(st.ack_floor_stream_seq, upto),
+            pending=pending,
+            redelivered={s: v for s, v in st.redelivered.items() if s in pending},
+        )
