@@ -8,6 +8,9 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
 from nats.js.errors import BadRequestError, NotFoundError
 
@@ -17,7 +20,7 @@ from jetpy.server.app import Server
 pytestmark = pytest.mark.asyncio
 
 
-async def _js(server: Server) -> tuple[nats.NATS, nats.js.JetStreamContext]:
+async def _js(server: Server) -> tuple[NATS, JetStreamContext]:
     nc = await nats.connect(server.client_url)
     return nc, nc.jetstream()
 
@@ -133,7 +136,7 @@ async def test_push_subscribe_and_queue(server: Server) -> None:
     got: list[bytes] = []
     done = asyncio.Event()
 
-    async def cb(msg: nats.aio.msg.Msg) -> None:
+    async def cb(msg: Msg) -> None:
         got.append(msg.data)
         await msg.ack()
         if len(got) == 15:
@@ -150,7 +153,7 @@ async def test_push_subscribe_and_queue(server: Server) -> None:
     await nc.close()
 
 
-async def wait_acked(js: nats.js.JetStreamContext, stream: str, consumer: str, n: int) -> None:
+async def wait_acked(js: JetStreamContext, stream: str, consumer: str, n: int) -> None:
     for _ in range(50):
         info = await js.consumer_info(stream, consumer)
         if info.ack_floor.stream_seq == n:

@@ -101,14 +101,17 @@ def _nak_delay(rest: bytes) -> int:
         return 0
 
 
+_PLAIN_ACK: Final = Ack("ack")
+
+
 def parse_ack(body: bytes) -> Ack | None:
     """What an ack body asks for; None for a body that is not an ack (ignored, as nats-server)."""
     if not body or body == b"+ACK" or body == b"+OK":
-        return Ack("ack")
+        return _PLAIN_ACK
     head = body[:4]
     rest = body[4:]
     if head == b"+ACK" or head == b"+OK ":
-        return Ack("ack")
+        return _PLAIN_ACK
     if head == b"-NAK":
         return Ack("nak", delay=_nak_delay(rest))
     if head == b"+WPI":

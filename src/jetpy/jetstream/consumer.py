@@ -23,8 +23,9 @@ from jetpy.gotime import go_duration
 from jetpy.jetstream.acks import Ack, AckReply, ack_reply
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time
 from jetpy.jetstream.pull import PullRequest, RequestError, parse_pull_request, status
+from jetpy.jetstream.recent import RecentMessages
 from jetpy.store.base import ConsumerState, StoredMsg
-from jetpy.subjects import matches_all, subject_matches
+from jetpy.subjects import matches_all, subject_is_subset, subject_matches
 
 if TYPE_CHECKING:
     from jetpy.jetstream.stream import Stream
@@ -93,7 +94,13 @@ class Consumer:
         self.adflr = 0  # ack floor: consumer sequence
         self.asflr = 0  # ack floor: stream sequence
         self.pending: dict[int, Pending] = {}  # stream seq -> pending ack, ascending
-        self._timers: list[tuple[int, int, int]] = []  # (deadline, sseq, ts) heap, lazily invalid
+        # redelivery deadlines (deadline, sseq, ts), stale entries skipped lazily: first deliveries
+        # share one ack wait, so theirs arrive in order (a FIFO); the rest (naks with delay,
+        # backoff steps, restored state) go to a heap
+        self._fifo: deque[tuple[int, int, int]] = deque()
+        self._timers: list[tuple[int, int, int]] = []
+        self._order: deque[int] = deque()  # pending stream seqs, ascending, lazily pruned
+        self.dirty = False  # state changed since the host last took a snapshot
         self.rdq: deque[int] = deque()  # stream seqs due for redelivery
         self._rdq_set: set[int] = set()
         self._lps: deque[int] | None = None  # last-per-subject start set still to deliver
@@ -113,7 +120,10 @@ class Consumer:
         self._not_before = 0
         self._held: StoredMsg | None = None
         self._replay_base: tuple[int, int] | None = None  # (now, msg ts) of the first delivery
+        self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
         self._sample = _sample_percent(config.sample_freq)
+        self._ack_prefix = ack_reply(stream.name, name, 0, 0, 0, 0, 0).rsplit(".", 5)[0] + "."
+        self._apply_config(config)
         if state is not None:
             self._restore(state, now)
         else:
@@ -179,9 +189,11 @@ class Consumer:
             cseq, ts = st.pending[sseq]
             dc = st.redelivered.get(sseq, 0) + 1
             self.pending[sseq] = p = Pending(cseq, ts, dc, ts + self._ack_wait(dc))
+            self._order.append(sseq)
             heapq.heappush(self._timers, (p.deadline, sseq, ts))
 
     def snapshot(self) -> ConsumerState:
+        self.dirty = False
         return ConsumerState(
             delivered_consumer_seq=self.dseq - 1,
             delivered_stream_seq=self.delivered_sseq,
@@ -222,6 +234,27 @@ class Consumer:
         if self._npending is not None and seq >= self.sseq and self.matches(subject):
             self._npending += 1
 
+    def _apply_config(self, config: ConsumerConfig) -> None:
+        """Values the hot paths read, derived once per config."""
+        self.config = config
+        self.filters = config.filters
+        self._first_wait = self._ack_wait(1)
+        self._headers_only = config.headers_only
+        self._rate = config.rate_limit_bps
+        self._sample = _sample_percent(config.sample_freq)
+        self._retains = self.stream.config.retention != "limits"
+        # a filter that covers every subject the stream stores reads as "all" (the store's
+        # cheapest walk); otherwise the filters are used as given
+        stream_subjects = self.stream.config.subjects
+        covers = bool(stream_subjects) and all(
+            any(subject_is_subset(s, f) for f in self.filters) for s in stream_subjects
+        )
+        self._read_filters = [""] if not self.filters or covers else self.filters
+
+    def update_config(self, config: ConsumerConfig) -> None:
+        self._apply_config(config)
+        self.stream_changed()
+
     def _ack_wait(self, deliveries: int) -> int:
         backoff = self.config.backoff
         if backoff:
@@ -249,9 +282,17 @@ class Consumer:
             self._npending = None
         if lps is not None:
             self._lps = None
-        filters = self.filters
-        if len(filters) <= 1:
-            m = self.store.load_next_msg(filters[0] if filters else "", self.sseq)
+        filters = self._read_filters
+        recent = self.recent
+        if recent is not None and not filters[0]:
+            m = recent.get(self.sseq)
+            if m is not None:
+                self.sseq = m.seq + 1
+                if self._npending is not None:
+                    self._npending -= 1
+                return m
+        if len(filters) == 1:
+            m = self.store.load_next_msg(filters[0], self.sseq)
         else:
             m = None
             for f in filters:
@@ -316,9 +357,10 @@ class Consumer:
         if p is None:
             dc = 1
             if not self.ack_none:
-                p = Pending(cseq, now, 1, now + self._ack_wait(1))
-                self.pending[seq] = p
-                heapq.heappush(self._timers, (p.deadline, seq, now))
+                deadline = now + self._first_wait
+                self.pending[seq] = Pending(cseq, now, 1, deadline)
+                self._order.append(seq)
+                self._fifo.append((deadline, seq, now))
         else:
             p.deliveries += 1
             dc = p.deliveries
@@ -329,21 +371,26 @@ class Consumer:
             self.delivered_sseq = seq
         if self.ack_none:
             self.adflr, self.asflr = cseq, seq
-            self.host.acked(self, [seq])
-        pending = self.num_pending()
-        reply = ack_reply(self.stream.name, self.name, dc, seq, cseq, m.ts, pending)
+            if self._retains:
+                self.host.acked(self, [seq])
+        pending = self._npending
+        if pending is None:
+            pending = self.num_pending()
+        reply = f"{self._ack_prefix}{dc}.{seq}.{cseq}.{m.ts}.{pending}"
         hdr, data = m.hdr, m.data
-        if self.config.headers_only:
+        if self._headers_only:
             base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
             hdr = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(data)
             data = b""
         self.host.send(to, m.subject, reply, data, hdr)
         self.last_delivered_ts = now
         size = len(m.subject) + len(hdr) + len(data)
-        rate = self.config.rate_limit_bps
+        rate = self._rate
         if rate > 0:
             self._not_before = max(self._not_before, now) + size * 8 * 1_000_000_000 // rate
-        self.host.state_changed(self)
+        if not self.dirty:
+            self.dirty = True
+            self.host.state_changed(self)
         return size
 
     def pump(self, now: int) -> int:
@@ -394,13 +441,16 @@ class Consumer:
     def _pump_pull(self, now: int) -> int:
         sent = 0
         waiting = self.waiting
+        checked: set[int] = set()
         while waiting:
             req = waiting[0]
             if req.expires and req.expires <= now:
                 break  # expiry is handled by tick
-            if not self.host.has_interest(req.reply):
-                waiting.popleft()  # the requester is gone
-                continue
+            if id(req) not in checked:  # once per request and pump, not per message
+                if not self.host.has_interest(req.reply):
+                    waiting.popleft()  # the requester is gone
+                    continue
+                checked.add(id(req))
             nxt = self._next(now)
             if nxt is None:
                 break
@@ -467,7 +517,7 @@ class Consumer:
             send(reply, reply, None, b"", status(409, f"Exceeded MaxRequestMaxBytes of {cfg.max_bytes}"))
             return
         if req.no_wait:
-            available = self.num_pending() + len(self.rdq)
+            available = self.num_pending() + len(self._rdq_set)  # the deque may hold acked seqs
             if available == 0 and not self._has_due_redelivery(now):
                 if req.expires == 0:
                     send(reply, reply, None, b"", status(404, "No Messages"))
@@ -481,12 +531,14 @@ class Consumer:
         self.pump(now)
 
     def _has_due_redelivery(self, now: int) -> bool:
-        return bool(self._timers) and self._timers[0][0] <= now
+        head = self._timer_head()
+        return head is not None and head <= now
 
     # -- acks -----------------------------------------------------------------------------------
 
-    def ack(self, meta: AckReply, ack: Ack, reply: str | None, now: int) -> None:
-        """An ack body published to one of this consumer's ack subjects."""
+    def ack(self, meta: AckReply, ack: Ack, reply: str | None, now: int, pump: bool = True) -> None:
+        """An ack body published to one of this consumer's ack subjects. ``pump=False`` leaves
+        delivering what the ack made room for to the caller (the engine batches it per read)."""
         self.last_activity = now
         sseq = meta.stream_seq
         kind = ack.kind
@@ -495,15 +547,19 @@ class Consumer:
         elif kind == "nak":
             p = self.pending.get(sseq)
             if p is not None:
-                if ack.delay > 0:
-                    p.deadline = now + ack.delay
-                    heapq.heappush(self._timers, (p.deadline, sseq, p.ts))
-                else:
-                    self._queue_redelivery(sseq)
                 self._advise(
                     "MSG_NAKED", "nak", now,
                     consumer_seq=meta.consumer_seq, stream_seq=sseq, deliveries=meta.deliveries,
                 )
+                if ack.delay > 0:
+                    p.deadline = now + ack.delay
+                    heapq.heappush(self._timers, (p.deadline, sseq, p.ts))
+                elif 0 < self.config.max_deliver <= p.deliveries:
+                    # no redelivery left: given up on now, as an expiry at max_deliver is
+                    self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=sseq, deliveries=p.deliveries)
+                    self._drop_pending(sseq)
+                else:
+                    self._queue_redelivery(sseq)
         elif kind == "wpi":
             p = self.pending.get(sseq)
             if p is not None:
@@ -522,7 +578,8 @@ class Consumer:
                 self.request(reply, ack.next_request, now)
             else:
                 self.host.send(reply, reply, None, b"", b"")  # the double ack's confirmation
-        self.pump(now)
+        if pump:
+            self.pump(now)
 
     def _ack(self, sseq: int, cseq: int, now: int) -> None:
         if self.ack_none:
@@ -531,11 +588,11 @@ class Consumer:
         if self.ack_all:
             if cseq <= self.adflr:
                 return
-            for s in list(self.pending):
-                if s > sseq:
-                    break
-                done.append(s)
-                del self.pending[s]
+            order, pending = self._order, self.pending
+            while order and order[0] <= sseq:
+                s = order.popleft()
+                if pending.pop(s, None) is not None:
+                    done.append(s)
             self.adflr, self.asflr = max(self.adflr, cseq), max(self.asflr, sseq)
             if not self.pending:
                 self._advance_floor(cseq, sseq)
@@ -547,20 +604,29 @@ class Consumer:
             if self._sample and random.random() * 100 < self._sample:
                 self._metric(p, sseq, now)
             self._advance_floor(p.cseq, sseq)
-        self._rdq_set.difference_update(done)
+        if self._rdq_set:
+            self._rdq_set.difference_update(done)
         self.last_ack_ts = now
-        self.host.acked(self, done)
-        self.host.state_changed(self)
+        if self._retains:
+            self.host.acked(self, done)
+        if not self.dirty:
+            self.dirty = True
+            self.host.state_changed(self)
 
     def _advance_floor(self, cseq: int, sseq: int) -> None:
         """After removing ``sseq`` from pending: everything below the lowest pending message is
         acknowledged (pending is ordered by stream sequence); with nothing pending, everything
         up to the stream cursor is."""
-        if not self.pending:
+        pending = self.pending
+        if not pending:
+            self._order.clear()
             floor_c, floor_s = self.dseq - 1, (self.sseq - 1 if self._lps is None else self.delivered_sseq)
         else:
-            first = next(iter(self.pending))
-            floor_c, floor_s = self.pending[first].cseq - 1, first - 1
+            order = self._order
+            while order[0] not in pending:
+                order.popleft()
+            first = order[0]
+            floor_c, floor_s = pending[first].cseq - 1, first - 1
         if floor_c > self.adflr:
             self.adflr = floor_c
         if floor_s > self.asflr:
@@ -568,9 +634,12 @@ class Consumer:
 
     def _drop_pending(self, sseq: int) -> None:
         p = self.pending.pop(sseq, None)
+        self._rdq_set.discard(sseq)
         if p is not None:
             self._advance_floor(p.cseq, sseq)
-            self.host.state_changed(self)
+            if not self.dirty:
+                self.dirty = True
+                self.host.state_changed(self)
 
     def _queue_redelivery(self, sseq: int) -> None:
         if sseq not in self._rdq_set:
@@ -582,15 +651,9 @@ class Consumer:
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has something to do (ns), or None."""
         cands: list[int] = []
-        timers = self._timers
-        while timers:
-            deadline, seq, ts = timers[0]
-            p = self.pending.get(seq)
-            if p is None or p.ts != ts or p.deadline != deadline:
-                heapq.heappop(timers)  # stale entry
-                continue
-            cands.append(deadline)
-            break
+        head = self._timer_head()
+        if head is not None:
+            cands.append(head)
         for r in self.waiting:
             if r.expires:
                 cands.append(r.expires)
@@ -605,6 +668,21 @@ class Consumer:
         if inactive is not None:
             cands.append(inactive)
         return min(cands) if cands else None
+
+    def _valid(self, entry: tuple[int, int, int]) -> bool:
+        p = self.pending.get(entry[1])
+        return p is not None and p.ts == entry[2] and p.deadline == entry[0]
+
+    def _timer_head(self) -> int | None:
+        """The earliest live redelivery deadline (stale entries are dropped on the way)."""
+        fifo, heap = self._fifo, self._timers
+        while fifo and not self._valid(fifo[0]):
+            fifo.popleft()
+        while heap and not self._valid(heap[0]):
+            heapq.heappop(heap)
+        if fifo:
+            return min(fifo[0][0], heap[0][0]) if heap else fifo[0][0]
+        return heap[0][0] if heap else None
 
     def _inactive_deadline(self) -> int | None:
         limit = self.config.inactive_threshold
@@ -624,10 +702,15 @@ class Consumer:
         """Do what is due at ``now``: redeliveries, request expiries, heartbeats, pacing."""
         if self._not_before and self._not_before <= now:
             self._not_before = 0
-        timers = self._timers
         maxdc = self.config.max_deliver
-        while timers and timers[0][0] <= now:
-            deadline, seq, ts = heapq.heappop(timers)
+        fifo, heap = self._fifo, self._timers
+        while True:
+            if fifo and fifo[0][0] <= now and (not heap or fifo[0][0] <= heap[0][0]):
+                deadline, seq, ts = fifo.popleft()
+            elif heap and heap[0][0] <= now:
+                deadline, seq, ts = heapq.heappop(heap)
+            else:
+                break
             p = self.pending.get(seq)
             if p is None or p.ts != ts or p.deadline != deadline:
                 continue

@@ -28,7 +28,8 @@ from jetpy.jetstream.consumer_api import ConsumerApi
 from jetpy.jetstream.consumers import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
-from jetpy.jetstream.stream import Stream, limits_of, pub_error
+from jetpy.jetstream.recent import RecentMessages
+from jetpy.jetstream.stream import PublishResult, Stream, limits_of, pub_error
 from jetpy.store.base import ErrStoreIO, StoreConfig, StreamStore
 from jetpy.subjects import subjects_overlap
 
@@ -81,6 +82,7 @@ class JetStream:
         self.bus = bus
         self.stores = stores
         self.streams: dict[str, Stream] = {}
+        self.recent: dict[str, RecentMessages] = {}
         self.api_stats = ApiStats()
         self.router = ApiRouter(self)
         self.consumers = ConsumerManager(self)
@@ -153,6 +155,7 @@ class JetStream:
 
     def _add(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
+        self.recent[stream.name] = RecentMessages(_store_never_discards(stream.config))
         self._subscribe(stream)
 
     def _subscribe(self, stream: Stream) -> None:
@@ -179,9 +182,13 @@ class JetStream:
     def update_stream(self, stream: Stream, cfg: StreamConfig) -> None:
         old_subjects = stream.config.subjects
         stream.update_config(cfg)
+        self.recent[stream.name] = RecentMessages(_store_never_discards(cfg))
+        self.consumers.stream_changed(stream)
         stream.store.write_meta(_meta_json(cfg, stream.created_ns))
         if old_subjects != cfg.subjects:
             self._resubscribe(stream)
+        for c in stream.consumers.values():
+            c.update_config(c.config)  # they derive read paths from the stream's config
         self.schedule_expiry()
 
     def delete_stream(self, stream: Stream) -> None:
@@ -189,6 +196,7 @@ class JetStream:
         for h in self._subs.pop(stream.name, []):
             self.bus.unsubscribe(h)
         self.streams.pop(stream.name, None)
+        self.recent.pop(stream.name, None)
         self._parked = [p for p in self._parked if p.store is not stream.store]
         self._dirty.discard(stream.store)
         stream.store.delete()
@@ -211,7 +219,7 @@ class JetStream:
                 return
             res = stream.process(subject, data[:hdr_len] if hdr_len else b"", data)
             if res.stored_seq:
-                self._stored(stream, res.stored_seq, subject)
+                self._stored(stream, res, subject, hdr_len)
             if stream.config.no_ack or reply is None:
                 if res.durable_seq:
                     self._dirty.add(stream.store)
@@ -228,14 +236,29 @@ class JetStream:
 
         return ingest
 
-    def _stored(self, stream: Stream, seq: int, subject: bytes) -> None:
+    def _stored(self, stream: Stream, res: PublishResult, subject: bytes, hdr_len: int) -> None:
+        seq = res.stored_seq
+        recent = self.recent[stream.name]
+        stored = res.stored
+        if stored is None:
+            return
+        if stored.hdr and b"Nats-Rollup" in stored.hdr:
+            recent.clear()  # the rollup removed older messages
+            self.consumers.stream_changed(stream)
+        recent.add(stored)
         if stream.consumers:
-            self.consumers.stored(stream, seq, subject.decode())
+            self.consumers.stored(stream, seq, stored.subject)
         if stream.config.retention == "interest":
             subj = subject.decode()
             if not any(c.matches(subj) for c in stream.consumers.values()):
                 # nobody is interested: acknowledged, then not kept (as nats-server)
                 stream.store.remove_msg(seq)
+                recent.discard(seq)
+
+    def removed(self, stream: Stream) -> None:
+        """Messages left the stream by a path the engine drives: caches and counts follow."""
+        self.recent[stream.name].clear()
+        self.consumers.stream_changed(stream)
 
     def mark_dirty(self, stream: Stream) -> None:
         """Removals (retention) need a group commit to become durable."""
@@ -296,7 +319,7 @@ class JetStream:
     def persist(self, stream: Stream) -> None:
         """Make an API-driven removal durable before answering (a store's deletes, like its
         appends, are durable only after sync; these requests are rare, so sync inline)."""
-        self.consumers.stream_changed(stream)
+        self.removed(stream)
         if stream.durable:
             stream.store.flush()
             stream.store.sync()
@@ -323,7 +346,7 @@ class JetStream:
         now = time.time_ns()
         for s in self.streams.values():
             if s.config.max_age > 0 and s.store.expire(now):
-                self.consumers.stream_changed(s)
+                self.removed(s)
                 self.mark_dirty(s)
         self.schedule_expiry()
 
@@ -395,3 +418,8 @@ class JetStream:
             else:
                 sto += b
         return mem, sto
+
+
+def _store_never_discards(cfg: StreamConfig) -> bool:
+    """Only the engine removes messages from such a stream (so a cache of them stays true)."""
+    return cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0

@@ -25,6 +25,7 @@ from jetpy.store.base import (
     ErrMaxMsgs,
     ErrMaxMsgsPerSubject,
     ErrMsgTooLarge,
+    StoredMsg,
     StoreError,
     StoreLimits,
     StreamStore,
@@ -62,6 +63,7 @@ class PublishResult:
     ack: bytes
     durable_seq: int = 0
     stored_seq: int = 0  # the new message's sequence (0: not stored, or a duplicate)
+    stored: StoredMsg | None = None  # exactly what was stored (for the engine's recent cache)
 
 
 def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
@@ -92,9 +94,13 @@ class Stream:
     def matches(self, subject: str) -> bool:
         return any(subject_matches(f, subject) for f in self.config.subjects)
 
-    def update_config(self, config: StreamConfig) -> None:
+    def update_config(self, config: StreamConfig, now_ns: int | None = None) -> None:
+        """Apply a new config; lowered limits (max_age included) take effect at once, as
+        nats-server's UpdateConfig does, so the update's reply already shows their effect."""
         self.config = config
         self.store.update_limits(limits_of(config))
+        if config.max_age > 0:
+            self.store.expire(time.time_ns() if now_ns is None else now_ns)
 
     # -- publish --------------------------------------------------------------------------------
 
@@ -145,7 +151,8 @@ class Stream:
                         # nats-server 2.9 drops the publish without an answer; later versions say this
                         raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"rollup value invalid: {_go_quote(rollup)}")
             subj = subject.decode()
-            seq, ts = self.store.store_msg(subj, hdr, data[len(hdr) :], now)
+            payload = data[len(hdr) :]
+            seq, ts = self.store.store_msg(subj, hdr, payload, now)
         except ApiError as e:
             return PublishResult(pub_error(name, e))
         except ErrMsgTooLarge:
@@ -161,7 +168,7 @@ class Stream:
             self.store.purge(subj, seq, 0)
         elif rollup == b"all":
             self.store.purge("", seq, 0)
-        return PublishResult(pub_ack(name, seq), seq if self.durable else 0, seq)
+        return PublishResult(pub_ack(name, seq), seq if self.durable else 0, seq, StoredMsg(subj, seq, ts, hdr, payload))
 
     def _trim_dedup(self, now: int) -> None:
         window = self.config.duplicate_window

@@ -1,0 +1,64 @@
+"""RecentMessages: the newest messages of a stream, kept decoded in memory so that consumers
+that keep up deliver without reading them back from the store.
+
+Stored sequences grow by one per stored message, so the cache is one contiguous run
+``[base, base + len)``. It is only correct while it sees every removal: the engine clears it on
+every removal it drives (API delete/purge, rollups, age and TTL expiry, retention) and does not
+use it at all for streams whose store may discard messages by itself (max_msgs, max_bytes,
+max_msgs_per_subject). Bounded by bytes; the oldest half goes when it is full.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from jetpy.store.base import StoredMsg
+
+__all__ = ["RECENT_BYTES", "RecentMessages"]
+
+# Enough for a consumer to trail its publishers by seconds at high rates; a consumer further
+# behind reads from the store, as it would without the cache.
+RECENT_BYTES: Final = 32 * 1024 * 1024
+_ENTRY_OVERHEAD: Final = 200  # a StoredMsg and its bytes objects, roughly
+
+
+class RecentMessages:
+    __slots__ = ("base", "enabled", "msgs", "nbytes")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.base = 0
+        self.msgs: list[StoredMsg | None] = []  # None: removed since
+        self.nbytes = 0
+
+    def add(self, msg: StoredMsg) -> None:
+        if not self.enabled:
+            return
+        msgs = self.msgs
+        if not msgs or msg.seq != self.base + len(msgs):
+            self.base = msg.seq
+            msgs.clear()
+            self.nbytes = 0
+        msgs.append(msg)
+        self.nbytes += len(msg.hdr) + len(msg.data) + _ENTRY_OVERHEAD
+        if self.nbytes > RECENT_BYTES:
+            drop = len(msgs) // 2
+            self.nbytes -= sum(len(m.hdr) + len(m.data) + _ENTRY_OVERHEAD for m in msgs[:drop] if m is not None)
+            del msgs[:drop]
+            self.base += drop
+
+    def get(self, seq: int) -> StoredMsg | None:
+        i = seq - self.base
+        if 0 <= i < len(self.msgs):
+            return self.msgs[i]
+        return None
+
+    def discard(self, seq: int) -> None:
+        i = seq - self.base
+        if 0 <= i < len(self.msgs):
+            self.msgs[i] = None
+
+    def clear(self) -> None:
+        self.msgs.clear()
+        self.nbytes = 0
+        self.base = 0
