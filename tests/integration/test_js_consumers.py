@@ -268,3 +268,29 @@ async def test_durable_consumer_survives_restart(tmp_path: Path) -> None:
         # the unacked fourth message comes back (redelivered at once or after ack_wait), then the rest
         assert got == [4, 5, 6, 7, 8, 9] or got == [3, 4, 5, 6, 7, 8, 9]
         await nc.close()
+
+
+async def test_jsz_reports_consumers(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    from jetpy.server.options import ServerOptions
+
+    opts = ServerOptions(host="127.0.0.1", port=0, http_port=-1, jetstream=True, store_dir=str(tmp_path / "js"))
+    async with jetpy.Server(opts) as srv:
+        nc, js = await _js(srv)
+        await js.add_stream(name="S", subjects=["s"])
+        for _ in range(3):
+            await js.publish("s", b"x")
+        sub = await js.pull_subscribe("s", durable="D")
+        (m,) = await sub.fetch(1, timeout=1)
+        await m.ack_sync()
+        url = srv.monitor_url + "/jsz?accounts=true&streams=true&consumers=true"
+        raw = await asyncio.get_running_loop().run_in_executor(None, lambda: urllib.request.urlopen(url).read())
+        jsz = json.loads(raw)
+        assert jsz["consumers"] == 1
+        (detail,) = jsz["account_details"][0]["stream_detail"][0]["consumer_detail"]
+        assert detail["name"] == "D" and detail["stream_name"] == "S"
+        assert detail["num_pending"] == 2 and detail["ack_floor"]["stream_seq"] == 1
+        assert "config" not in detail
+        await nc.close()

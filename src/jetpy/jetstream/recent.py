@@ -18,7 +18,7 @@ __all__ = ["RECENT_BYTES", "RecentMessages"]
 
 # Enough for a consumer to trail its publishers by seconds at high rates; a consumer further
 # behind reads from the store, as it would without the cache.
-RECENT_BYTES: Final = 32 * 1024 * 1024
+RECENT_BYTES: Final = 16 * 1024 * 1024
 _ENTRY_OVERHEAD: Final = 200  # a StoredMsg and its bytes objects, roughly
 
 
