@@ -12,7 +12,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError, ServerError
 
 import jetpy
 from jetpy.server.app import Server
@@ -294,3 +294,48 @@ async def test_jsz_reports_consumers(tmp_path: Path) -> None:
         assert detail["num_pending"] == 2 and detail["ack_floor"]["stream_seq"] == 1
         assert "config" not in detail
         await nc.close()
+
+
+async def test_ephemeral_cleanup_headers_only_and_update(server: Server) -> None:
+    nc, js = await _js(server)
+    await js.add_stream(name="H", subjects=["h"])
+    await js.publish("h", b"payload!", headers={"X-Key": "v"})
+    # an ephemeral pull consumer with a short inactive threshold goes away by itself
+    info = await js.add_consumer("H", ConsumerConfig(inactive_threshold=0.3, ack_policy=AckPolicy.EXPLICIT))
+    assert info.name and not info.config.durable_name
+    await asyncio.sleep(0.8)
+    with pytest.raises(NotFoundError):
+        await js.consumer_info("H", info.name)
+    # headers only: the body is dropped, its size is in Nats-Msg-Size
+    sub = await js.pull_subscribe("h", durable="HO", config=ConsumerConfig(headers_only=True))
+    (m,) = await sub.fetch(1, timeout=1)
+    assert m.data == b""
+    assert m.headers is not None and m.headers["Nats-Msg-Size"] == "8" and m.headers["X-Key"] == "v"
+    # update: mutable fields change, immutable ones are refused
+    new = await js.add_consumer("H", ConsumerConfig(durable_name="HO", headers_only=True, description="now described"))
+    assert new.config.description == "now described"
+    with pytest.raises(ServerError) as e:
+        await js.add_consumer("H", ConsumerConfig(durable_name="HO", deliver_policy=DeliverPolicy.NEW))
+    assert e.value.err_code == 10012 and e.value.description == "deliver policy can not be updated"
+    # deleting the stream takes its consumers with it
+    await js.delete_stream("H")
+    with pytest.raises(NotFoundError):
+        await js.consumer_info("H", "HO")
+    await nc.close()
+
+
+async def test_replay_original_keeps_spacing(server: Server) -> None:
+    nc, js = await _js(server)
+    await js.add_stream(name="RO", subjects=["ro"])
+    await js.publish("ro", b"1")
+    await asyncio.sleep(0.4)
+    await js.publish("ro", b"2")
+    sub = await js.subscribe("ro", config=ConsumerConfig(replay_policy=nats.js.api.ReplayPolicy.ORIGINAL))
+    loop = asyncio.get_running_loop()
+    m1 = await sub.next_msg(timeout=2)
+    t1 = loop.time()
+    m2 = await sub.next_msg(timeout=2)
+    gap = loop.time() - t1
+    assert (m1.data, m2.data) == (b"1", b"2")
+    assert 0.3 <= gap < 1.5, gap
+    await nc.close()
