@@ -197,7 +197,10 @@ async def test_jetstream_sections_have_nats_servers_shape(tmp_path: Path) -> Non
                 js = nc.jetstream()
                 await js.add_stream(name="S", subjects=["s.>"])
                 await js.publish("s.1", b"x")
-                # consumers land with the consumers issue; a durable joins this comparison then
+                await js.publish("s.2", b"y")
+                sub = await js.pull_subscribe("s.>", durable="D")
+                (m, _) = await sub.fetch(2, timeout=2)
+                await m.ack_sync()
                 await nc.close()
                 docs.append(
                     {

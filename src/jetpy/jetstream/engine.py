@@ -405,8 +405,7 @@ class JetStream:
         info.pop("ts", None)
         if not config:
             info.pop("config", None)
-        info["cluster"] = {"leader": self.config.server_name}
-        return info
+        return info  # a single server reports no cluster for consumers (as nats-server)
 
     def usage(self) -> tuple[int, int]:
         """(memory bytes, storage bytes) used by streams."""
