@@ -8,6 +8,12 @@ cache first (a dict hit is the common case: publishers reuse subjects); a miss w
 stores the result. Inserting or removing a subscription drops only the cached results it could
 change, so a busy subject stays cached while unrelated subscriptions come and go.
 
+Reply subjects (``_INBOX.<id>.<n>``: a new last token per request, all matched by one wildcard
+subscription) would miss the cache every time and churn it. So a miss whose walk never looked a
+last token up among literal children (no subscription spells out that last level) is cached
+under its prefix instead: every sibling subject then hits that one entry. Any insert or remove
+clears these prefix entries (they are few; subscriptions change far less often than publishes).
+
 Results list members in nats-server's order (what a client sees first when it matters, as in
 the choice of subscription for a no-responders reply). The hot publish path may read
 :attr:`SubjectTree.cache` directly, counting each hit with ``hot_hits += 1`` so that the
@@ -49,6 +55,8 @@ class SubjectTree(Generic[T]):
     def __init__(self, cache_size: int = MAX_CACHE) -> None:
         self._root: _Node[T] = _Node()
         self._cache: dict[bytes, MatchResult[T]] = {}
+        # subject minus its last token -> the result every such subject gets (see the docstring)
+        self._prefix_cache: dict[bytes, MatchResult[T]] = {}
         self._cache_size = cache_size
         self.count = 0
         self.inserts = 0
@@ -141,6 +149,8 @@ class SubjectTree(Generic[T]):
         return True
 
     def _invalidate(self, filter_: bytes) -> None:
+        if self._prefix_cache:
+            self._prefix_cache.clear()
         cache = self._cache
         if not cache:
             return
@@ -160,12 +170,26 @@ class SubjectTree(Generic[T]):
         if r is not None:
             self._hits += 1
             return r
+        cut = subject.rfind(b".")
+        prefix = subject[:cut] if cut > 0 else b""
+        if prefix:
+            r = self._prefix_cache.get(prefix)
+            if r is not None and cut + 1 < len(subject):
+                self._hits += 1
+                return r
         plain: list[T] = []
         groups: dict[bytes, list[T]] = {}
         toks = subject.split(b".")
+        lit_last = [False]
         if b"" not in toks:  # as nats-server: a subject with an empty token matches nothing
-            _collect(self._root, toks, 0, plain, groups)
+            _collect(self._root, toks, 0, plain, groups, lit_last)
         r = (plain, list(groups.values()))
+        if prefix and not lit_last[0] and b"" not in toks:
+            pc = self._prefix_cache
+            if len(pc) >= self._cache_size:
+                pc.clear()
+            pc[prefix] = r
+            return r
         cache = self._cache
         if len(cache) >= self._cache_size:
             # drop the older half: cheap, amortised, and keeps recently added hot subjects
@@ -199,9 +223,13 @@ class SubjectTree(Generic[T]):
         return out
 
 
-def _collect(level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]]) -> None:
+def _collect(
+    level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]], lit_last: list[bool]
+) -> None:
     """Add the members matching ``toks[i:]`` below ``level``, in nats-server's order: per token a
-    ``>`` child, then the ``*`` branch; at the end the literal node, then the last ``*`` node."""
+    ``>`` child, then the ``*`` branch; at the end the literal node, then the last ``*`` node.
+    ``lit_last[0]`` is set when the last token was looked up among literal children (the result
+    then depends on that token)."""
     node: _Node[T] | None = level
     lit: _Node[T] | None = None
     pwc: _Node[T] | None = None
@@ -213,8 +241,11 @@ def _collect(level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups:
             _add(node.fwc, plain, groups)
         pwc = node.pwc
         if pwc is not None:
-            _collect(pwc, toks, i + 1, plain, groups)
-        lit = node.next.get(toks[i])
+            _collect(pwc, toks, i + 1, plain, groups, lit_last)
+        nxt = node.next
+        if nxt and i == n - 1:
+            lit_last[0] = True
+        lit = nxt.get(toks[i])
         node = lit
         i += 1
     if lit is not None:

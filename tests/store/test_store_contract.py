@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import pytest
 
@@ -80,7 +81,8 @@ def test_store_and_load_round_trip(store: StreamStore) -> None:
 def test_state_counts_bytes_and_timestamps(store: StreamStore) -> None:
     fill(store, ["a", "b.c", "d"], 30)
     st = store.state()
-    expected = sum(msg_size(m.subject, m.hdr, m.data) for s in range(1, 31) if (m := store.load_msg(s)))
+    kind = store.config.storage
+    expected = sum(msg_size(kind, m.subject, m.hdr, m.data) for s in range(1, 31) if (m := store.load_msg(s)))
     assert (st.msgs, st.bytes, st.first_seq, st.last_seq) == (30, expected, 1, 30)
     assert (st.first_ts, st.last_ts, st.num_subjects, st.num_deleted) == (1000, 1029, 3, 0)
 
@@ -262,17 +264,20 @@ def test_purge_subject_up_to_seq(store: StreamStore) -> None:
     fill(store, ["a", "b"], 10)  # a: 1,3,5,7,9
     assert store.purge("a", seq=6) == 3  # removes 1, 3, 5 (strictly below 6)
     assert store.subjects_state("a") == {"a": 2}
-    assert store.purge("a", seq=1) == 0
     assert store.purge("a", seq=100, keep=1) == 1
     remaining = store.load_last_msg("a")
     assert remaining is not None and remaining.seq == 9 and store.subjects_state("a") == {"a": 1}
+    assert store.purge("a", seq=1) == 1  # seq 1 means no bound, as 0 (nats-server PurgeEx)
+    assert store.subjects_state("a") == {} and store.subjects_state("b") == {"b": 5}
 
 
 def test_purge_all_with_seq_is_compact(store: StreamStore) -> None:
     fill(store, ["a"], 10)
     assert store.purge("", seq=4) == 3
     assert store.state().first_seq == 4
-    assert store.purge(">", seq=1) == 0
+    assert store.purge(">", seq=1) == 7  # seq 1 is no bound: everything goes (nats-server)
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq) == (0, 11, 10)
 
 
 def test_purge_all_with_keep(store: StreamStore) -> None:
@@ -309,6 +314,10 @@ def test_compact_beyond_end(store: StreamStore) -> None:
 # ----------------------------------------------------------------------------- limits
 
 
+def _storage(kind: str) -> Literal["file", "memory"]:
+    return "memory" if kind == "memory" else "file"
+
+
 def test_max_msgs_discard_old(make_store: MakeStore) -> None:
     store = make_store(StoreLimits(max_msgs=5))
     fill(store, ["a"], 12)
@@ -316,8 +325,8 @@ def test_max_msgs_discard_old(make_store: MakeStore) -> None:
     assert (st.msgs, st.first_seq, st.last_seq) == (5, 8, 12)
 
 
-def test_max_bytes_discard_old(make_store: MakeStore) -> None:
-    one = msg_size("a", b"", b"data0")
+def test_max_bytes_discard_old(make_store: MakeStore, kind: str) -> None:
+    one = msg_size(_storage(kind), "a", b"", b"data0")
     store = make_store(StoreLimits(max_bytes=one * 3))
     fill(store, ["a"], 8)
     st = store.state()
@@ -363,14 +372,35 @@ def test_discard_new_max_msgs(make_store: MakeStore) -> None:
     assert (st.msgs, st.last_seq) == (3, 3)
 
 
-def test_discard_new_max_bytes(make_store: MakeStore) -> None:
-    one = msg_size("a", b"", b"data0")
+def test_discard_new_max_bytes(make_store: MakeStore, kind: str) -> None:
+    one = msg_size(_storage(kind), "a", b"", b"data0")
     store = make_store(StoreLimits(max_bytes=one * 2, discard="new"))
-    fill(store, ["a"], 2)  # exactly at the limit is allowed
+    fill(store, ["a"], 2)  # the payload check passes; the total is then exactly max_bytes
     with pytest.raises(ErrMaxBytes) as exc:
         store.store_msg("a", b"", b"data2")
     assert str(exc.value) == "maximum bytes exceeded"
     assert store.state().msgs == 2
+
+
+def test_discard_new_refuses_when_payload_reaches_max_bytes(make_store: MakeStore, kind: str) -> None:
+    # nats-server 2.9: refused when bytes + payload would *reach* max_bytes (>=)
+    one = msg_size(_storage(kind), "a", b"", b"data0")
+    store = make_store(StoreLimits(max_bytes=one + 5, discard="new"))
+    store.store_msg("a", b"", b"data0")
+    with pytest.raises(ErrMaxBytes):
+        store.store_msg("a", b"", b"data1")
+    assert store.state().msgs == 1
+
+
+def test_discard_new_accepted_message_can_push_out_the_oldest(make_store: MakeStore, kind: str) -> None:
+    # the payload fits under max_bytes, the accounted size does not: nats-server stores it and
+    # then enforces max_bytes by removing the oldest message, discard policy notwithstanding
+    one = msg_size(_storage(kind), "a", b"", b"data0")
+    store = make_store(StoreLimits(max_bytes=one + 6, discard="new"))
+    store.store_msg("a", b"", b"data0")
+    seq, _ = store.store_msg("a", b"", b"data1")
+    st = store.state()
+    assert (seq, st.msgs, st.first_seq, st.bytes) == (2, 1, 2, one)
 
 
 def test_discard_new_replaces_at_subject_limit(make_store: MakeStore) -> None:
@@ -414,8 +444,18 @@ def test_update_limits(store: StreamStore) -> None:
     st = store.state()
     assert (st.msgs, st.first_seq) == (2, 9)
     assert store.config.limits.max_msgs == 2
-    store.update_limits(StoreLimits(max_msgs=1, discard="new"))  # discard new never removes
-    assert store.state().msgs == 2
+    # lowered limits apply at once whatever the discard policy (nats-server's UpdateConfig)
+    store.update_limits(StoreLimits(max_msgs=1, discard="new"))
+    st = store.state()
+    assert (st.msgs, st.first_seq) == (1, 10)
+    with pytest.raises(ErrMaxMsgs):
+        store.store_msg("a", b"", b"data", ts=2000)
+    one = msg_size(store.config.storage, "b", b"", b"data9")
+    store.update_limits(StoreLimits(max_bytes=one))  # exactly at the limit: kept
+    assert store.state().msgs == 1
+    store.update_limits(StoreLimits(max_bytes=one - 1))
+    st = store.state()
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq) == (0, 0, 11, 10)
 
 
 def test_expire(make_store: MakeStore) -> None:

@@ -7,7 +7,6 @@ import zlib
 
 import pytest
 
-from jetpy.store import MSG_OVERHEAD
 from jetpy.store.record import (
     FLAG_ERASED,
     FLAG_RANGE,
@@ -23,6 +22,7 @@ from jetpy.store.record import (
     range_end,
     validate_record,
 )
+from jetpy.store.record import RECORD_OVERHEAD as MSG_OVERHEAD
 from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 

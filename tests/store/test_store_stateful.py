@@ -43,7 +43,8 @@ class FileVsMemory(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="jetpy-store-sm-"))
         self.limits = StoreLimits()
-        self.model = MemoryStore(StoreConfig("sm", "memory", self.limits))
+        # the oracle with the file store's accounting (sizes and the discard-new edge)
+        self.model = MemoryStore(StoreConfig("sm", "file", self.limits))
         self.fs = FileStore(self.root / "s", self._cfg())
         self.ts = 1_000
 

@@ -212,3 +212,21 @@ def test_matches_a_brute_force_model(
             assert got == Counter(frozenset(c.items()) for c in want_groups.values())
     assert t.count == len(model)
     assert sorted(t.items(), key=repr) == sorted(model, key=repr)
+
+
+def test_reply_subjects_share_one_prefix_entry_and_stay_correct() -> None:
+    t: SubjectTree[str] = SubjectTree(cache_size=64)
+    t.insert(b"_INBOX.abc.*", None, "inbox")
+    t.insert(b"orders.new", None, "orders")
+    t.match(b"orders.new")  # a literal last token: cached under the full subject
+    for n in range(1000):  # a new reply subject per request: no churn of the main cache
+        assert t.match(b"_INBOX.abc.%d" % n) == (["inbox"], [])
+    assert t.cache_count() == 1 and t.cache_hits >= 999
+    assert t.match(b"_INBOX.abc.") == ([], [])  # an empty last token still matches nothing
+    t.insert(b"_INBOX.abc.7", b"q", "literal")  # a literal last token: the prefix entry goes
+    assert t.match(b"_INBOX.abc.7") == (["inbox"], [["literal"]])
+    assert t.match(b"_INBOX.abc.8") == (["inbox"], [])
+    t.insert(b"*.abc.9", None, "pwc-then-literal")  # a literal last token under a wildcard branch
+    plain, groups = t.match(b"_INBOX.abc.9")
+    assert sorted(plain) == ["inbox", "pwc-then-literal"] and groups == []
+    assert t.match(b"_INBOX.abc.10") == (["inbox"], [])

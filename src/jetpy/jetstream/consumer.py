@@ -38,12 +38,18 @@ __all__ = ["FC_WINDOW", "Consumer", "ConsumerHost"]
 FC_WINDOW: Final = 4 * 1024 * 1024
 
 _HB = "Idle Heartbeat"
+_TOO_BIG = "Message Size Exceeds MaxBytes"
+
+
+def _left(r: PullRequest) -> list[tuple[str, str]]:
+    """The headers telling a requester what its request still wanted."""
+    return [("Nats-Pending-Messages", str(r.batch)), ("Nats-Pending-Bytes", str(r.max_bytes))]
 
 
 class ConsumerHost(Protocol):
     """What a consumer needs from its engine."""
 
-    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> None:
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> object:
         """Deliver to subscribers of ``route``; they see ``subject`` on the MSG line."""
 
     def has_interest(self, subject: str) -> bool: ...
@@ -456,33 +462,43 @@ class Consumer:
                 break
             m, p = nxt
             if req.has_max_bytes:
-                size = len(m.subject) + len(m.hdr) + len(m.data)
+                size = self._pull_size(m, p)
                 if size > req.max_bytes:
                     self._unget(m, p)
                     waiting.popleft()
-                    if req.delivered == 0:
-                        self.host.send(req.reply, req.reply, None, b"", status(409, "Message Size Exceeds MaxBytes"))
+                    self.host.send(req.reply, req.reply, None, b"", status(409, _TOO_BIG, _left(req)))
                     continue
-            size = self._deliver(m, p, req.reply, now)
+                req.max_bytes -= size
+            self._deliver(m, p, req.reply, now)
             sent += 1
             req.delivered += 1
             req.batch -= 1
             req.last_sent = now
-            if req.has_max_bytes:
-                req.max_bytes -= size
             waiting.popleft()
             if req.batch > 0 and not (req.has_max_bytes and req.max_bytes <= 0):
                 waiting.append(req)  # round robin over waiting requests
-        # requests that asked not to wait are answered now that nothing more is available
-        if waiting and any(r.no_wait for r in waiting):
+        # requests that asked not to wait are answered now that nothing more is available: 404
+        # if they got nothing, else 408 with what is left; at max_ack_pending they keep waiting
+        # for acks (nats-server does the same)
+        if waiting and any(r.no_wait for r in waiting) and self._can_deliver_new():
             keep: deque[PullRequest] = deque()
             for r in waiting:
-                if r.no_wait:
-                    self.host.send(r.reply, r.reply, None, b"", status(404, "No Messages"))
-                else:
+                if not r.no_wait:
                     keep.append(r)
+                elif r.delivered:
+                    self.host.send(r.reply, r.reply, None, b"", status(408, "Request Timeout", _left(r)))
+                else:
+                    self.host.send(r.reply, r.reply, None, b"", status(404, "No Messages"))
             self.waiting = keep
         return sent
+
+    def _pull_size(self, m: StoredMsg, p: Pending | None) -> int:
+        """What a delivery counts against a request's max_bytes: subject, ack reply, headers and
+        payload, as nats-server counts it."""
+        dc = p.deliveries + 1 if p is not None else 1
+        pending = self._npending if self._npending is not None else self.num_pending()
+        reply = ack_reply(self.stream.name, self.name, dc, m.seq, self.dseq, m.ts, pending)
+        return len(m.subject) + len(reply) + len(m.hdr) + len(m.data)
 
     def _unget(self, m: StoredMsg, p: Pending | None) -> None:
         """Put back a message taken by ``_next`` but not sent."""
@@ -510,7 +526,7 @@ class Consumer:
         if cfg.max_batch > 0 and req.batch > cfg.max_batch:
             send(reply, reply, None, b"", status(409, f"Exceeded MaxRequestBatch of {cfg.max_batch}"))
             return
-        if cfg.max_expires > 0 and (req.expires == 0 or req.expires - now > cfg.max_expires):
+        if cfg.max_expires > 0 and req.expires and req.expires - now > cfg.max_expires:
             send(reply, reply, None, b"", status(409, f"Exceeded MaxRequestExpires of {go_duration(cfg.max_expires)}"))
             return
         if cfg.max_bytes > 0 and req.max_bytes > cfg.max_bytes:
@@ -622,6 +638,8 @@ class Consumer:
             self._order.clear()
             floor_c, floor_s = self.dseq - 1, (self.sseq - 1 if self._lps is None else self.delivered_sseq)
         else:
+            if cseq != self.adflr + 1:
+                return  # only the message at the floor moves it (nats-server's rule)
             order = self._order
             while order[0] not in pending:
                 order.popleft()
@@ -732,12 +750,12 @@ class Consumer:
         keep: deque[PullRequest] = deque()
         for r in self.waiting:
             if r.expires and r.expires <= now:
-                hdrs = [("Nats-Pending-Messages", str(r.batch)), ("Nats-Pending-Bytes", str(r.max_bytes))]
-                self.host.send(r.reply, r.reply, None, b"", status(408, "Request Timeout", hdrs))
+                self.host.send(r.reply, r.reply, None, b"", status(408, "Request Timeout", _left(r)))
                 self.last_activity = now
                 continue
             if r.heartbeat and now - r.last_sent >= r.heartbeat:
-                self.host.send(r.reply, r.reply, None, b"", status(100, _HB))
+                hb = [("Nats-Last-Consumer", str(self.dseq - 1)), ("Nats-Last-Stream", str(self.delivered_sseq))]
+                self.host.send(r.reply, r.reply, None, b"", status(100, _HB, hb))
                 r.last_sent = now
             keep.append(r)
         self.waiting = keep

@@ -84,16 +84,23 @@ class ConsumerApi:
     def _create(
         self, stream_name: str, name: str, filt: str, body: bytes, *, legacy_durable: bool, new_style: bool = False
     ) -> dict[str, Any]:
+        # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
+        # missing config is the zero config (ack none, deliver all), a config of the wrong JSON
+        # type is invalid JSON; the stream name in the body must match the subject's (10056)
+        if not body.strip():
+            raise ApiError.of(E.INVALID_JSON)
         req = decode_body(body)
-        if req.get("stream_name", stream_name) != stream_name:
-            raise ApiError.of(E.STREAM_MISMATCH)
         raw_cfg = req.get("config")
+        if raw_cfg is None:
+            raw_cfg = {}
         if not isinstance(raw_cfg, dict):
-            raise ApiError.of(E.CONSUMER_CONFIG_REQUIRED)
+            raise ApiError.of(E.INVALID_JSON)
         try:
             cfg = msgspec.convert(raw_cfg, ConsumerConfig, strict=False)
         except msgspec.ValidationError as e:
-            raise ApiError.of(E.INVALID_JSON, err=str(e)) from e
+            raise ApiError.of(E.INVALID_JSON) from e  # nats-server 2.9 gives no detail
+        if req.get("stream_name") != stream_name:
+            raise ApiError.of(E.STREAM_MISMATCH)
         action = req.get("action") or ""
         if name and ("/" in name or "\\" in name):
             raise ApiError.of(E.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS)
@@ -107,8 +114,8 @@ class ConsumerApi:
                 raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
             cfg = msgspec.structs.replace(cfg, name=name)
         elif cfg.durable_name:
-            # the legacy ephemeral subject with a durable in the body: nats-server accepts it
-            pass
+            # the legacy ephemeral subject: a durable belongs on a subject that names it
+            raise ApiError.of(E.CONSUMER_EPHEMERAL_WITH_DURABLE_NAME)
         if filt:
             if cfg.filter_subjects:
                 raise ApiError.of(E.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED)
@@ -155,9 +162,10 @@ class ConsumerApi:
         s = self._stream(args[0])
         offset = req.get("offset") or 0
         if not isinstance(offset, int):
-            raise ApiError.of(E.INVALID_JSON, err="offset")
+            raise ApiError.of(E.INVALID_JSON)
         cs = [s.consumers[n] for n in sorted(s.consumers)]
-        return cs, max(0, offset)
+        # an offset past the end reads as the end (nats-server 2.9 panics on a negative one; 0 here)
+        return cs, min(max(0, offset), len(cs))
 
     def names(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
         cs, offset = self._sorted(args, body)

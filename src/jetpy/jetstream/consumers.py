@@ -71,8 +71,8 @@ class ConsumerManager:
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
-    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> None:
-        self.bus.send(route, subject, reply, payload, headers)
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> int:
+        return self.bus.send(route, subject, reply, payload, headers)
 
     def has_interest(self, subject: str) -> bool:
         return self.bus.has_interest(subject)
@@ -225,8 +225,8 @@ class ConsumerManager:
             ds = c.config.deliver_subject
             self._watches[c] = self.bus.watch_interest(ds, lambda: self._interest(c))
             c.set_active(self.bus.has_interest(ds), now)
-        else:
-            handles.append(self.bus.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{n}", self._on_next(c)))
+        # push consumers answer pull requests too: "409 Consumer is push based"
+        handles.append(self.bus.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{n}", self._on_next(c)))
         self._subs[c] = handles
         c.pump(now)
         self.after(c)

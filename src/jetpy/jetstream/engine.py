@@ -95,6 +95,7 @@ class JetStream:
         self._committer: asyncio.Task[None] | None = None
         self._syncer: asyncio.Task[None] | None = None
         self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_at = 0  # when the armed expiry timer fires (ns since epoch; 0: not armed)
         self.commits = 0  # fsync rounds (group commits) since start, for the benchmark notes
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -220,6 +221,8 @@ class JetStream:
             res = stream.process(subject, data[:hdr_len] if hdr_len else b"", data)
             if res.stored_seq:
                 self._stored(stream, res, subject, hdr_len)
+                if res.expires and not 0 < self._expiry_at <= res.expires:
+                    self.schedule_expiry()  # a per-message TTL ending before the armed timer
             if stream.config.no_ack or reply is None:
                 if res.durable_seq:
                     self._dirty.add(stream.store)
@@ -333,11 +336,14 @@ class JetStream:
             self._expiry.cancel()
             self._expiry = None
         now = time.time_ns()
-        waits = [
-            (t - now if (t := s.store.next_expiry()) is not None else s.config.max_age)
+        # a TTL stream with nothing due and no max_age has no bound: its publishes re-arm the timer
+        bounds = [
+            (t - now if (t := s.store.next_expiry()) is not None else (s.config.max_age or None))
             for s in self.streams.values()
-            if s.config.max_age > 0
+            if s.config.max_age > 0 or s.config.allow_msg_ttl
         ]
+        waits = [w for w in bounds if w is not None]
+        self._expiry_at = now + max(0, min(waits)) if waits else 0
         if waits:
             self._expiry = asyncio.get_running_loop().call_later(max(0, min(waits)) / 1e9, self._expire)
 
@@ -345,9 +351,14 @@ class JetStream:
         self._expiry = None
         now = time.time_ns()
         for s in self.streams.values():
-            if s.config.max_age > 0 and s.store.expire(now):
-                self.removed(s)
-                self.mark_dirty(s)
+            if s.config.max_age > 0 or s.config.allow_msg_ttl:
+                removed, markers = s.expire(now)
+                if removed:
+                    self.removed(s)
+                    self.mark_dirty(s)
+                for res in markers:  # subject delete markers: new messages for the consumers
+                    assert res.stored is not None
+                    self._stored(s, res, res.stored.subject.encode(), len(res.stored.hdr))
         self.schedule_expiry()
 
     # -- accounting -----------------------------------------------------------------------------

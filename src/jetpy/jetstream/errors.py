@@ -213,20 +213,27 @@ class ErrorCode:
         """The description with ``{name}`` placeholders filled from ``kw``.
 
         Placeholders not given are dropped (with a trailing ``": "``), so ``INVALID_JSON.format()``
-        is ``"invalid JSON"``.
+        is ``"invalid JSON"``; a placeholder given as ``""`` keeps the separator, as Go does.
         A regex instead of ``str.format`` because descriptions are nats-server's text, not Python
         format strings, and a stray brace must never raise.
         """
         if not kw and "{" not in self.description:
             return self.description
 
+        missing = False
+
         def fill(m: re.Match[str]) -> str:
+            nonlocal missing
             key = m.group(1)
-            return str(kw[key]) if key in kw else ""
+            if key in kw:
+                return str(kw[key])
+            missing = True
+            return ""
 
         text = _PLACEHOLDER.sub(fill, self.description)
-        # An unfilled trailing detail ("invalid JSON: {err}" without err) reads as "invalid JSON".
-        return text.rstrip(": ") if text != self.description else text
+        # An unfilled trailing detail ("invalid JSON: {err}" without err) reads as "invalid JSON";
+        # one given as empty stays, as Go prints it ("wrong last msg ID: ").
+        return text.rstrip(": ") if missing else text
 
     @property
     def placeholders(self) -> tuple[str, ...]:

@@ -1,8 +1,8 @@
 """Stream: one JetStream stream: its config, its store, and the publish pipeline into it.
 
 Owns what happens to a message published on a stream's subjects: the header checks
-(``Nats-Expected-*``), de-duplication by ``Nats-Msg-Id`` within ``duplicate_window``, rollups,
-limits (enforced by the store), republish, and the PubAck text. Knows the store only through the
+(``Nats-Expected-*``, ``Nats-TTL``), de-duplication by ``Nats-Msg-Id`` within ``duplicate_window``,
+rollups, limits and per-message TTLs (enforced by the store), republish, and the PubAck text. Knows the store only through the
 ``StreamStore`` interface, and the network only through the ``MessageBus`` it is given; when the
 PubAck may be sent (after fsync, for durable file streams) is the engine's business.
 """
@@ -30,6 +30,7 @@ from jetpy.store.base import (
     StoreLimits,
     StreamStore,
 )
+from jetpy.store.ttl import parse_ttl
 from jetpy.subjects import subject_matches
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
 H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
 H_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
+H_TTL = b"Nats-TTL"
 H_STREAM = "Nats-Stream"
 H_SUBJECT = "Nats-Subject"
 H_SEQUENCE = "Nats-Sequence"
@@ -64,6 +66,7 @@ class PublishResult:
     durable_seq: int = 0
     stored_seq: int = 0  # the new message's sequence (0: not stored, or a duplicate)
     stored: StoredMsg | None = None  # exactly what was stored (for the engine's recent cache)
+    expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
 
 
 def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
@@ -116,12 +119,25 @@ class Stream:
             now = time.time_ns() if now_ns is None else now_ns
             msg_id = ""
             rollup = b""
+            ttl = 0
             if hdr:
                 if len(hdr) > MAX_HEADER_SIZE:
                     raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
                 expected = get_header(hdr, H_EXPECTED_STREAM)
                 if expected is not None and expected.decode() != name:
                     raise ApiError.of(E.STREAM_NOT_MATCH)
+                raw_ttl = get_header(hdr, H_TTL)
+                if raw_ttl is not None:  # nats-server 2.11: checked before de-duplication
+                    try:
+                        ttl = parse_ttl(raw_ttl)
+                        bad_ttl = False
+                    except ValueError:
+                        bad_ttl = True
+                    if ttl or bad_ttl:
+                        if not cfg.allow_msg_ttl:
+                            raise ApiError.of(E.MESSAGE_TTL_DISABLED)
+                        if bad_ttl:
+                            raise ApiError.of(E.MESSAGE_TTL_INVALID)
                 mid = get_header(hdr, H_MSG_ID)
                 if mid:
                     msg_id = mid.decode()
@@ -152,7 +168,7 @@ class Stream:
                         raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"rollup value invalid: {_go_quote(rollup)}")
             subj = subject.decode()
             payload = data[len(hdr) :]
-            seq, ts = self.store.store_msg(subj, hdr, payload, now)
+            seq, ts = self.store.store_msg(subj, hdr, payload, now, ttl)
         except ApiError as e:
             return PublishResult(pub_error(name, e))
         except ErrMsgTooLarge:
@@ -164,11 +180,32 @@ class Stream:
         if msg_id:
             self._dedup[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
-        if rollup == b"sub":
-            self.store.purge(subj, seq, 0)
-        elif rollup == b"all":
-            self.store.purge("", seq, 0)
-        return PublishResult(pub_ack(name, seq), seq if self.durable else 0, seq, StoredMsg(subj, seq, ts, hdr, payload))
+        if rollup and seq > 1:  # remove what is below the rollup (a seq of 1 would mean "no bound")
+            self.store.purge(subj if rollup == b"sub" else "", seq, 0)
+        return PublishResult(
+            pub_ack(name, seq),
+            seq if self.durable else 0,
+            seq,
+            StoredMsg(subj, seq, ts, hdr, payload),
+            ts + ttl if ttl > 0 else 0,
+        )
+
+    # -- expiry ---------------------------------------------------------------------------------
+
+    def expire(self, now_ns: int) -> tuple[int, list[PublishResult]]:
+        """Remove what max_age and per-message TTLs say is due at ``now_ns``. Returns how many
+        messages went, and the delete markers the store left (as stored messages, so the engine
+        hands them to consumers like any other new message)."""
+        store = self.store
+        before = store.state().last_seq if self.config.subject_delete_marker_ttl > 0 else 0
+        removed = store.expire(now_ns)
+        markers: list[PublishResult] = []
+        if before:
+            for seq in range(before + 1, store.state().last_seq + 1):
+                m = store.load_msg(seq)
+                if m is not None:
+                    markers.append(PublishResult(b"", seq if self.durable else 0, seq, m))
+        return removed, markers
 
     def _trim_dedup(self, now: int) -> None:
         window = self.config.duplicate_window
@@ -221,5 +258,6 @@ def limits_of(cfg: StreamConfig) -> StoreLimits:
         max_msg_size=cfg.max_msg_size,
         discard=cfg.discard,
         discard_new_per_subject=cfg.discard_new_per_subject,
+        subject_delete_marker_ttl=cfg.subject_delete_marker_ttl,
     )
 

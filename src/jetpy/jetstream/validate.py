@@ -733,6 +733,9 @@ def check_consumer_update(
     for field, text in _IMMUTABLE_CONSUMER_FIELDS_2:
         if getattr(old, field) != getattr(new, field):
             raise ApiError.of(E.CONSUMER_CREATE, err=text)
+    # max_waiting first, as nats-server: a pull consumer (512) turned push (0) reads as this
+    if old.max_waiting != new.max_waiting:
+        raise ApiError.of(E.CONSUMER_CREATE, err="max waiting can not be updated")
     if old.deliver_subject != new.deliver_subject:
         if not old.deliver_subject:
             raise ApiError.of(E.CONSUMER_CREATE, err="can not update pull consumer to push based")
@@ -740,8 +743,6 @@ def check_consumer_update(
             raise ApiError.of(E.CONSUMER_CREATE, err="can not update push consumer to pull based")
         if deliver_subject_bound:
             raise _fail(E.CONSUMER_NAME_EXIST)
-    if old.max_waiting != new.max_waiting:
-        raise ApiError.of(E.CONSUMER_CREATE, err="max waiting can not be updated")
     if new.backoff and new.max_deliver != -1 and len(new.backoff) > new.max_deliver:
         raise _fail(E.CONSUMER_MAX_DELIVER_BACKOFF)
     return new

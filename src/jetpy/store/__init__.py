@@ -6,9 +6,11 @@ delivery. Everything importable from here is public; the submodules are private.
 """
 
 from .base import (
+    FILE_HDR_OVERHEAD,
+    FILE_MSG_OVERHEAD,
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
-    MSG_OVERHEAD,
+    MEMORY_MSG_OVERHEAD,
     UNLIMITED,
     ConsumerState,
     ConsumerStore,
@@ -36,9 +38,11 @@ from .memory import MemoryStore
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "FILE_HDR_OVERHEAD",
+    "FILE_MSG_OVERHEAD",
     "MAX_PAYLOAD",
     "MAX_SUBJECT_BYTES",
-    "MSG_OVERHEAD",
+    "MEMORY_MSG_OVERHEAD",
     "UNLIMITED",
     "ConsumerState",
     "ConsumerStore",

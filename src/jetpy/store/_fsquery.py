@@ -20,8 +20,17 @@ from typing import Final
 from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
-from .base import ErrCorrupt, ErrStoreClosed, ErrStoreIO, LostData, SimpleState, StoredMsg, StreamState
-from .record import RECORD_HEADER
+from .base import (
+    FILE_HDR_OVERHEAD,
+    ErrCorrupt,
+    ErrStoreClosed,
+    ErrStoreIO,
+    LostData,
+    SimpleState,
+    StoredMsg,
+    StreamState,
+)
+from .record import RECORD_HEADER, RECORD_OVERHEAD, accounted_size
 from .segment import NO_SID, Block, SubjectInfo
 
 __all__ = ["READ_AHEAD", "FileStoreQueries"]
@@ -39,6 +48,11 @@ _MATCH_CACHE_SIZE: Final = 64  # distinct wildcard filters remembered (consumers
 _unpack_hdr = RECORD_HEADER.unpack_from
 _HDR_SIZE: Final = RECORD_HEADER.size
 _crc32 = zlib.crc32
+
+
+def _rec_len_at(buf: bytes | bytearray, pos: int) -> int:
+    """The ``rec_len`` field of the record starting at ``pos`` (bytes 4..8, little-endian)."""
+    return int.from_bytes(buf[pos + 4 : pos + 8], "little")
 
 
 class FileStoreQueries:
@@ -85,35 +99,46 @@ class FileStoreQueries:
         return blk if seq - blk.base < len(blk.sids) else None
 
     def _record(self, blk: Block, i: int) -> bytes | memoryview:
-        """The raw bytes of entry ``i``'s record (from the write buffer, cache or disk)."""
+        """The raw bytes of entry ``i``'s record (from the write buffer, cache or disk).
+
+        The index keeps the accounted size, which is the record length or 4 bytes less (see
+        ``record.accounted_size``); the record's own length field decides, and is checked."""
         off = blk.offs[i]
-        n = blk.lens[i]
         if off >= blk.flushed:
             start = off - blk.flushed
-            return bytes(self._wbuf[start : start + n])
+            wb = self._wbuf
+            return bytes(wb[start : start + _rec_len_at(wb, start)])
         c = self._rc
         if c is not None and c[0] is blk:
             d = off - c[1]
-            if d >= 0 and d + n <= len(c[2]):
-                return memoryview(c[2])[d : d + n]
+            data = c[2]
+            if d >= 0 and d + 8 <= len(data):
+                rl = _rec_len_at(data, d)
+                if d + rl <= len(data):
+                    return memoryview(data)[d : d + rl]
+        n = blk.lens[i] + FILE_HDR_OVERHEAD  # the longest the record can be
         want = min(max(n, READ_AHEAD), blk.flushed - off)
         try:
             data = os.pread(self._fd(blk), want, off)
         except OSError as exc:  # read errors are not sticky: the next read tries again
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
-        if len(data) < n:
+        rl = _rec_len_at(data, 0) if len(data) >= 8 else n + 1
+        if rl > len(data) or rl > n:
             raise ErrCorrupt(f"short read in {blk.path.name} at offset {off}", [blk.base + i])
         self._rc = (blk, off, data)
-        return memoryview(data)[:n]
+        return memoryview(data)[:rl]
 
     def _msg_at(self, blk: Block, i: int, seq: int) -> StoredMsg:
         rec = self._record(blk, i)
         n = len(rec)
+        if n < RECORD_OVERHEAD:
+            raise ErrCorrupt(f"record of seq {seq} failed its checksum", [seq])
         _m, _v, flags, _r, rec_len, rseq, ts, sl, hl = _unpack_hdr(rec, 0)
         if (
             rec_len != n
             or rseq != seq
             or flags
+            or accounted_size(rec_len, hl) != blk.lens[i]
             or _crc32(rec[: n - 4]) != int.from_bytes(rec[n - 4 : n], "little")
         ):
             raise ErrCorrupt(f"record of seq {seq} failed its checksum", [seq])

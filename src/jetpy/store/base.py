@@ -15,18 +15,32 @@ Semantics shared by every store (nats-server's memstore/filestore are the refere
 * An empty store reports ``first_seq = last_seq + 1`` (``0, 0`` while nothing was ever stored and
   ``first_seq`` is 1), ``first_ts = 0``; ``last_ts`` is the timestamp of the message that got
   ``last_seq`` and survives its removal.
-* ``bytes`` counts ``msg_size()`` per message: the file store's on-disk record size, so memory
-  and file streams report the same numbers and ``max_bytes`` behaves identically.
-* Limits: ``-1`` (or ``0``) means unlimited. With ``discard="old"`` the oldest messages (or the
-  oldest of a subject, for ``max_msgs_per_subject``) are removed after the new one is stored; with
-  ``discard="new"`` the new message is refused with ``ErrMaxMsgs``/``ErrMaxBytes`` unless it
-  replaces a message of its own subject at the per-subject limit (then the per-subject oldest is
-  removed), and with ``discard_new_per_subject`` a full subject refuses with
-  ``ErrMaxMsgsPerSubject``. Unlike nats-server (which refuses when the total would *reach*
-  ``max_bytes``) a message that makes the total exactly ``max_bytes`` is accepted, matching what
-  discard-old keeps.
+* ``bytes`` counts ``msg_size(storage, ...)`` per message, nats-server's own accounting, which
+  differs by storage type exactly as nats-server's does: a memory store counts subject + headers
+  + payload + 16 (``memStoreMsgSize``), a file store subject + payload + 30, plus 4 + headers when
+  there are headers (``fileStoreMsgSize``). ``max_bytes`` and every reported size use these.
+* Limits: ``-1`` (or ``0``) means unlimited. After every append (and on ``update_limits``) the
+  oldest messages (or the oldest of a subject, for ``max_msgs_per_subject``) are removed until
+  every limit holds, whatever the discard policy. With ``discard="new"`` a message is refused
+  first (nats-server 2.9's rules, the reference): ``ErrMaxMsgs`` when the stream already holds
+  ``max_msgs``; ``ErrMaxBytes`` when ``bytes`` + the new message's headers and payload would
+  *reach* ``max_bytes`` (it compares the payload, not the accounted size, so the append may
+  then still push out an old message); either is waived when the message replaces the oldest of
+  its own subject at ``max_msgs_per_subject`` (for bytes: only if that oldest message is large
+  enough), and with ``discard_new_per_subject`` a full subject refuses with
+  ``ErrMaxMsgsPerSubject``.
 * Age expiry looks only at the head of the stream, like nats-server: ``expire(now)`` removes
-  messages from the front while ``ts <= now - max_age``.
+  messages from the front while ``ts <= now - max_age``, stepping over messages whose TTL is
+  ``never`` (they stay).
+* Per-message TTL (nats-server 2.11): ``store_msg(..., ttl=n)`` with ``n > 0`` nanoseconds makes
+  the message expire at ``ts + n`` (or earlier, by ``max_age``); ``ttl=-1`` (``never``) exempts
+  it from ``max_age``. ``next_expiry``/``expire`` cover both, so one timer serves a stream. The
+  TTL must also be in the message's own ``Nats-TTL`` header (the file store reads it back from
+  there on recovery).
+* Subject delete markers: with ``subject_delete_marker_ttl`` set, when ``expire`` removes the
+  last message of a subject (one that is not itself a marker, see ``ttl.is_marker``) the store
+  appends a marker on that subject: no payload, headers ``Nats-Marker-Reason: MaxAge`` and
+  ``Nats-TTL: <marker ttl>``, expiring after that TTL. Markers get the next sequences.
 """
 
 from __future__ import annotations
@@ -37,9 +51,11 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 
 __all__ = [
+    "FILE_HDR_OVERHEAD",
+    "FILE_MSG_OVERHEAD",
     "MAX_PAYLOAD",
     "MAX_SUBJECT_BYTES",
-    "MSG_OVERHEAD",
+    "MEMORY_MSG_OVERHEAD",
     "UNLIMITED",
     "ConsumerState",
     "ConsumerStore",
@@ -66,11 +82,18 @@ __all__ = [
 UNLIMITED = -1
 """The NATS spelling of "no limit" for every count/size limit."""
 
-MSG_OVERHEAD = 34
-"""Accounting bytes per message on top of subject + headers + payload.
+MEMORY_MSG_OVERHEAD = 16
+"""Accounted bytes per message in a memory store on top of subject + headers + payload: nats-server's
+``memStoreMsgSize`` (a sequence and a timestamp, 8 bytes each)."""
 
-Equal to the file store's record header (30 bytes) plus its CRC trailer (4 bytes), so ``bytes``
-in ``StreamState`` is the real on-disk footprint of the live messages (record.py asserts this)."""
+FILE_MSG_OVERHEAD = 30
+"""Accounted bytes per message in a file store on top of subject + payload: nats-server's
+``fileStoreMsgSize`` (its record's length 4, seq 8, ts 8, subject length 2 and hash 8)."""
+
+FILE_HDR_OVERHEAD = 4
+"""Added to ``FILE_MSG_OVERHEAD`` (with the headers) when a message has headers: the header length
+field of nats-server's record. jetpy's own record always has it, so its on-disk record is 4 bytes
+longer than the accounted size for a message without headers (see record.py)."""
 
 
 MAX_SUBJECT_BYTES = 0xFFFF
@@ -81,9 +104,14 @@ MAX_PAYLOAD = 64 * 1024 * 1024
 refuses a ``max_payload`` above 64 MB, and it keeps every record offset in a block within a u32."""
 
 
-def msg_size(subject: str, hdr: bytes, data: bytes) -> int:
+def msg_size(storage: Literal["file", "memory"], subject: str, hdr: bytes, data: bytes) -> int:
     """Bytes one message counts against ``max_bytes`` and in ``StreamState.bytes``."""
-    return MSG_OVERHEAD + len(subject.encode()) + len(hdr) + len(data)
+    sl = len(subject.encode())
+    if storage == "memory":
+        return MEMORY_MSG_OVERHEAD + sl + len(hdr) + len(data)
+    if hdr:
+        return FILE_MSG_OVERHEAD + FILE_HDR_OVERHEAD + sl + len(hdr) + len(data)
+    return FILE_MSG_OVERHEAD + sl + len(data)
 
 
 # ----------------------------------------------------------------------------- values
@@ -137,6 +165,7 @@ class StoreLimits(msgspec.Struct, frozen=True):
     max_msg_size: int = UNLIMITED  # headers + payload
     discard: Literal["old", "new"] = "old"
     discard_new_per_subject: bool = False
+    subject_delete_marker_ttl: int = 0  # nanoseconds; > 0: expiry leaves a marker (see above)
 
 
 class StoreConfig(msgspec.Struct, frozen=True):
@@ -269,8 +298,11 @@ class StreamStore(Protocol):
     @property
     def config(self) -> StoreConfig: ...
 
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
-        """Append a message, enforce limits, return ``(seq, ts)``."""
+    def store_msg(
+        self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0
+    ) -> tuple[int, int]:
+        """Append a message, enforce limits, return ``(seq, ts)``. ``ttl``: 0 none, > 0 nanoseconds,
+        -1 never (see the module rules)."""
 
     def load_msg(self, seq: int) -> StoredMsg | None: ...
 
@@ -286,8 +318,8 @@ class StreamStore(Protocol):
         """Remove and overwrite the message's bytes wherever they are stored."""
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
-        """nats-server PurgeEx: remove matching messages below ``seq`` (0 = no bound), keeping the
-        ``keep`` newest matching ones. With no subject filter, ``seq`` > 1 is ``compact(seq)``."""
+        """nats-server PurgeEx: remove matching messages below ``seq`` (0 or 1 = no bound), keeping
+        the ``keep`` newest matching ones. With no subject filter, ``seq`` > 1 is ``compact(seq)``."""
 
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
@@ -303,10 +335,11 @@ class StreamStore(Protocol):
     def update_limits(self, limits: StoreLimits) -> None: ...
 
     def expire(self, now_ns: int) -> int:
-        """Remove messages older than ``max_age`` at ``now_ns``; returns how many."""
+        """Remove messages older than ``max_age`` or past their own TTL at ``now_ns`` (and leave
+        delete markers if configured); returns how many were removed."""
 
     def next_expiry(self) -> int | None:
-        """When (ns since epoch) the oldest message expires, or None if nothing will."""
+        """When (ns since epoch) the next message expires (by age or TTL), or None if none will."""
 
     def flush(self) -> int: ...
 

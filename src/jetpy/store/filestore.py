@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno as _errno
 import fcntl
+import heapq
 import os
 import shutil
 import struct
@@ -47,6 +48,7 @@ from typing import Final
 
 from ._commit import GroupCommit
 from .base import (
+    FILE_HDR_OVERHEAD,
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
     ErrMaxBytes,
@@ -77,6 +79,7 @@ from .record import (
 )
 from .recovery import read_tombstones, recover
 from .segment import NO_SID, Block, SubjectInfo
+from .ttl import is_marker, marker_headers
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
 
@@ -193,6 +196,11 @@ class FileStore(GroupCommit):
         self._roll_pending = False
         self._guard = False
 
+        # per-message TTL, as in MemoryStore: (expires at, seq) for positive TTLs (stale entries
+        # skipped when popped) and the "never" seqs; rebuilt from the recovered headers below
+        self._ttl_heap: list[tuple[int, int]] = []
+        self._never: set[int] = set()
+
         self._set_limits(config.limits)
         if not self._blocks:
             base = self._last_seq + 1
@@ -203,6 +211,13 @@ class FileStore(GroupCommit):
             self._dir_dirty = True
         self._active = self._blocks[-1]
         self._active.open()
+        for seq, ts, ttl in rec.ttls:
+            if self._live(seq):
+                if ttl > 0:
+                    self._ttl_heap.append((ts + ttl, seq))
+                else:
+                    self._never.add(seq)
+        heapq.heapify(self._ttl_heap)
         if self._active.end_seq <= self._last_seq:
             self._roll_pending = True  # torn tail or rolled-back seqs: never append over them
         self._guard = self._roll_pending
@@ -232,8 +247,8 @@ class FileStore(GroupCommit):
         self._max_payload = min(lim.max_msg_size, MAX_PAYLOAD) if lim.max_msg_size > 0 else MAX_PAYLOAD
         self._discard_new = lim.discard == "new"
         self._max_per = max(lim.max_msgs_per_subject, 0)
-        self._max_msgs = max(lim.max_msgs, 0) if lim.discard == "old" else 0
-        self._max_bytes = max(lim.max_bytes, 0) if lim.discard == "old" else 0
+        self._max_msgs = max(lim.max_msgs, 0)  # enforced whatever the discard policy, as nats-server
+        self._max_bytes = max(lim.max_bytes, 0)
         self._enforce = bool(self._max_per or self._max_msgs or self._max_bytes)
 
     def update_limits(self, limits: StoreLimits) -> None:
@@ -275,7 +290,9 @@ class FileStore(GroupCommit):
 
     # ------------------------------------------------------------------ the hot path
 
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
+    def store_msg(
+        self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0
+    ) -> tuple[int, int]:
         if self._guard:
             self._check_write(roll=True)
         info = self._subjects.get(subject)
@@ -290,8 +307,9 @@ class FileStore(GroupCommit):
         else:
             enc = info.enc
         rec_len = RECORD_OVERHEAD + len(enc) + pl
+        acct = rec_len if hl else rec_len - FILE_HDR_OVERHEAD  # record.accounted_size, inlined
         if self._discard_new:
-            self._check_discard_new(info, rec_len)
+            self._check_discard_new(info, pl)
         seq = self._last_seq + 1
         if ts is None:
             ts = _time_ns()
@@ -308,17 +326,22 @@ class FileStore(GroupCommit):
         buf += rec
         buf += _pack_crc(_crc32(rec))
         blk.offs.append(off)
-        blk.lens.append(rec_len)
+        blk.lens.append(acct)
         blk.sids.append(info.sid)
         blk.size = off + rec_len
         blk.live += 1
-        blk.live_bytes += rec_len
+        blk.live_bytes += acct
         info.count += 1
         info.last = seq
         self._msgs += 1
-        self._bytes += rec_len
+        self._bytes += acct
         self._last_seq = seq
         self._last_ts = ts
+        if ttl:
+            if ttl > 0:
+                heapq.heappush(self._ttl_heap, (ts + ttl, seq))
+            else:
+                self._never.add(seq)
         if len(buf) >= MAX_WRITE_BUFFER:
             self.flush()
         if self._enforce:
@@ -330,7 +353,9 @@ class FileStore(GroupCommit):
                 self._enforce_totals()
         return seq, ts
 
-    def _check_discard_new(self, info: SubjectInfo | None, size: int) -> None:
+    def _check_discard_new(self, info: SubjectInfo | None, payload: int) -> None:
+        """nats-server 2.9's filestore rules (see base): the payload, not the accounted size, is
+        compared with what is left of max_bytes."""
         lim = self._lim
         max_per = lim.max_msgs_per_subject
         asl = max_per > 0 and info is not None and info.count >= max_per
@@ -338,13 +363,13 @@ class FileStore(GroupCommit):
             raise ErrMaxMsgsPerSubject()
         if lim.max_msgs > 0 and self._msgs >= lim.max_msgs and not asl:
             raise ErrMaxMsgs()
-        if lim.max_bytes > 0 and self._bytes + size > lim.max_bytes:
+        if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
             if not asl or info is None:
                 raise ErrMaxBytes()
             first = self._subj_first(info)
             blk = self._block_for(first)
             old = blk.lens[first - blk.base] if blk is not None else 0
-            if self._bytes - old + size > lim.max_bytes:
+            if old <= payload:
                 raise ErrMaxBytes()
 
     def _roll(self, base: int, hwm: int) -> None:
@@ -385,9 +410,9 @@ class FileStore(GroupCommit):
         i = seq - blk.base
         if blk.sids[i] == NO_SID:
             return False
-        off, n = blk.offs[i], blk.lens[i]
+        off = blk.offs[i]
         rec = self._record(blk, i)
-        _m, _v, _f, _r, _rl, _s, ts, sl, hl = RECORD_HEADER.unpack_from(rec)
+        _m, _v, _f, _r, n, _s, ts, sl, hl = RECORD_HEADER.unpack_from(rec)
         new = encode_erased(seq, ts, n, sl, hl)
         if off >= blk.flushed:
             start = off - blk.flushed
@@ -416,6 +441,8 @@ class FileStore(GroupCommit):
         return True
 
     def _remove_at(self, blk: Block, i: int, seq: int, tombstone: bool = True) -> None:
+        if self._never:
+            self._never.discard(seq)
         sid = blk.sids[i]
         n = blk.lens[i]
         blk.sids[i] = NO_SID
@@ -486,7 +513,7 @@ class FileStore(GroupCommit):
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         self._check_write()
         if subject == "" or subject == ">":
-            if keep <= 0 and seq <= 0:
+            if keep <= 0 and seq <= 1:
                 return self._purge_all()
             if seq > 1:
                 return self.compact(seq)
@@ -495,7 +522,7 @@ class FileStore(GroupCommit):
                     return 0
                 return self.compact(self._nth_newest(keep))
             return 0
-        upper = seq - 1 if seq > 0 else self._last_seq
+        upper = seq - 1 if seq > 1 else self._last_seq
         victims = self._matching_seqs(subject, upper)
         if keep > 0:
             total = sum(info.count for info in self._matching(subject))
@@ -522,6 +549,8 @@ class FileStore(GroupCommit):
         self._subj_gen += 1
         self._msgs = self._bytes = 0
         self._first_seq = self._last_seq + 1
+        self._ttl_heap.clear()
+        self._never.clear()
         return n
 
     def compact(self, seq: int) -> int:
@@ -561,25 +590,85 @@ class FileStore(GroupCommit):
                 elif info.first < seq:
                     info.first = seq
         self._advance_first(seq - 1)
+        if self._never:
+            self._never = {s for s in self._never if s >= seq}
         return removed
+
+    def _live(self, seq: int) -> bool:
+        blk = self._block_for(seq)
+        return blk is not None and blk.sids[seq - blk.base] != NO_SID
+
+    def _ts_of(self, seq: int) -> int:
+        """The timestamp of a live message (from its record header)."""
+        if seq == self._first_seq:
+            return self._first_ts()
+        blk = self._block_for(seq)
+        assert blk is not None
+        return int(RECORD_HEADER.unpack_from(self._record(blk, seq - blk.base))[6])
 
     def expire(self, now_ns: int) -> int:
         self._check_write()
-        max_age = self._lim.max_age
-        if max_age <= 0:
-            return 0
-        cutoff = now_ns - max_age
+        marker_ttl = self._lim.subject_delete_marker_ttl
+        emptied: list[str] = []
         removed = 0
-        while self._msgs and self._first_ts() <= cutoff:
-            self._remove_seq(self._first_seq)
-            removed += 1
+        heap = self._ttl_heap
+        while heap and heap[0][0] <= now_ns:
+            seq = heapq.heappop(heap)[1]
+            if self._live(seq):
+                self._expire_one(seq, marker_ttl, emptied)
+                removed += 1
+        max_age = self._lim.max_age
+        if max_age > 0:
+            cutoff = now_ns - max_age
+            if not self._never:
+                while self._msgs and self._first_ts() <= cutoff:
+                    self._expire_one(self._first_seq, marker_ttl, emptied)
+                    removed += 1
+            else:  # step over "never" messages, as nats-server does
+                seq = self._first_seq
+                while self._msgs and seq <= self._last_seq:
+                    if self._live(seq):
+                        if self._ts_of(seq) > cutoff:
+                            break
+                        if seq not in self._never:
+                            self._expire_one(seq, marker_ttl, emptied)
+                            removed += 1
+                    seq += 1
+        for subject in emptied:
+            if subject not in self._subjects:
+                try:
+                    self.store_msg(subject, marker_headers(marker_ttl), b"", now_ns, marker_ttl)
+                except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject):
+                    pass  # a full discard-new stream has no room for the marker
         return removed
+
+    def _expire_one(self, seq: int, marker_ttl: int, emptied: list[str]) -> None:
+        blk = self._block_for(seq)
+        assert blk is not None
+        i = seq - blk.base
+        if marker_ttl > 0:
+            info = self._by_sid[blk.sids[i]]
+            if info is not None and info.count == 1 and not is_marker(self._msg_at(blk, i, seq).hdr):
+                emptied.append(info.name)
+        self._remove_at(blk, i, seq)
 
     def next_expiry(self) -> int | None:
         self._check_read()
-        if self._lim.max_age <= 0 or not self._msgs:
-            return None
-        return self._first_ts() + self._lim.max_age
+        best: int | None = None
+        heap = self._ttl_heap
+        while heap and not self._live(heap[0][1]):
+            heapq.heappop(heap)
+        if heap:
+            best = heap[0][0]
+        if self._lim.max_age > 0 and self._msgs:
+            seq = self._first_seq
+            if self._never:
+                while seq <= self._last_seq and (seq in self._never or not self._live(seq)):
+                    seq += 1
+            if seq <= self._last_seq:
+                at = self._ts_of(seq) + self._lim.max_age
+                best = at if best is None else min(best, at)
+        return best
 
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
 

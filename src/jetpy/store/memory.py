@@ -9,6 +9,7 @@ When this store and ``FileStore`` disagree, this one is presumed right.
 
 from __future__ import annotations
 
+import heapq
 import time
 
 from jetpy.subjects import is_literal, subject_matches
@@ -17,6 +18,7 @@ from jetpy.subjects import matches_all as is_all
 from .base import (
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
+    MEMORY_MSG_OVERHEAD,
     ErrMaxBytes,
     ErrMaxMsgs,
     ErrMaxMsgsPerSubject,
@@ -25,11 +27,15 @@ from .base import (
     SimpleState,
     StoreConfig,
     StoredMsg,
+    StoreError,
     StoreLimits,
     StreamState,
     msg_size,
 )
 from .consumer_state import MemoryConsumerStore, validate_name
+from .ttl import is_marker, marker_headers
+
+_time_ns = time.time_ns
 
 __all__ = ["MemoryStore"]
 
@@ -47,12 +53,13 @@ class _Entry:
 
 
 class _Subj:
-    __slots__ = ("count", "first", "last")
+    __slots__ = ("count", "first", "last", "slen")
 
-    def __init__(self, seq: int) -> None:
+    def __init__(self, seq: int, slen: int = 0) -> None:
         self.count = 0
         self.first = seq
         self.last = seq
+        self.slen = slen  # the subject's length in UTF-8 bytes
 
 
 class MemoryStore:
@@ -61,6 +68,10 @@ class MemoryStore:
     def __init__(self, config: StoreConfig) -> None:
         self._cfg = config
         self._lim = config.limits
+        # Sizes and the discard-new edge follow config.storage: "memory" in a server, "file" when
+        # this store is the oracle the file store is tested against.
+        self._file_rules = config.storage == "file"
+        self._set_limits(config.limits)
         self._msgs: dict[int, _Entry] = {}
         self._subjects: dict[str, _Subj] = {}
         first = max(config.first_seq, 1)
@@ -71,6 +82,10 @@ class MemoryStore:
         self._closed = False
         self._consumers: dict[str, MemoryConsumerStore] = {}
         self._meta: bytes | None = None
+        # per-message TTL: (expires at, seq) for positive TTLs (stale entries are skipped when
+        # popped), and the seqs whose TTL is "never" (exempt from max_age)
+        self._ttl_heap: list[tuple[int, int]] = []
+        self._never: set[int] = set()
 
     # ------------------------------------------------------------------ helpers
 
@@ -86,6 +101,8 @@ class MemoryStore:
         e = self._msgs.pop(seq, None)
         if e is None:
             return False
+        if self._never:
+            self._never.discard(seq)
         self._bytes -= e.size
         subj = e.msg.subject
         ss = self._subjects[subj]
@@ -118,8 +135,6 @@ class MemoryStore:
 
     def _enforce_totals(self) -> None:
         lim = self._lim
-        if lim.discard != "old":
-            return
         while lim.max_msgs > 0 and len(self._msgs) > lim.max_msgs:
             self._remove(self._first)
         while lim.max_bytes > 0 and self._bytes > lim.max_bytes:
@@ -133,44 +148,65 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ writes
 
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None) -> tuple[int, int]:
-        self._check_open()
+    def store_msg(
+        self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0
+    ) -> tuple[int, int]:
+        # the hot path of memory streams: checks and bookkeeping inline, limits only when set
+        if self._closed:
+            raise ErrStoreClosed()
         lim = self._lim
         payload = len(hdr) + len(data)
-        if payload > MAX_PAYLOAD or (lim.max_msg_size > 0 and payload > lim.max_msg_size):
+        if payload > self._max_payload:
             raise ErrMsgTooLarge()
-        if len(subject.encode()) > MAX_SUBJECT_BYTES:
-            raise ErrMsgTooLarge("subject too long")
-        size = msg_size(subject, hdr, data)
         ss = self._subjects.get(subject)
-        if lim.discard == "new":
+        if ss is None:
+            sl = len(subject.encode())
+            if sl > MAX_SUBJECT_BYTES:
+                raise ErrMsgTooLarge("subject too long")
+        else:
+            sl = ss.slen
+        if self._file_rules:
+            size = msg_size("file", subject, hdr, data)
+        else:
+            size = MEMORY_MSG_OVERHEAD + sl + payload
+        if self._discard_new:
+            # nats-server 2.9's rules (see base): payload, not size, against max_bytes
             asl = lim.max_msgs_per_subject > 0 and ss is not None and ss.count >= lim.max_msgs_per_subject
             if asl and lim.discard_new_per_subject:
                 raise ErrMaxMsgsPerSubject()
             if lim.max_msgs > 0 and len(self._msgs) >= lim.max_msgs and not asl:
                 raise ErrMaxMsgs()
-            if lim.max_bytes > 0 and self._bytes + size > lim.max_bytes:
+            if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
                 if not asl or ss is None:
                     raise ErrMaxBytes()
-                if self._bytes - self._msgs[ss.first].size + size > lim.max_bytes:
+                # the subject's oldest message must be big enough (memstore: <, filestore: <=)
+                oldest = self._msgs[ss.first].size
+                if oldest < payload or (self._file_rules and oldest == payload):
                     raise ErrMaxBytes()
         seq = self._last + 1
         if ts is None:
-            ts = time.time_ns()
+            ts = _time_ns()
+        msgs = self._msgs
         if ss is None:
-            ss = self._subjects[subject] = _Subj(seq)
-            entry = _Entry(StoredMsg(subject, seq, ts, bytes(hdr), bytes(data)), size, 0)
+            ss = self._subjects[subject] = _Subj(seq, sl)
+            entry = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, 0)
         else:
-            entry = _Entry(StoredMsg(subject, seq, ts, bytes(hdr), bytes(data)), size, ss.last)
-            self._msgs[ss.last].nxt = seq
+            entry = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, ss.last)
+            msgs[ss.last].nxt = seq
         ss.count += 1
         ss.last = seq
-        self._msgs[seq] = entry
+        msgs[seq] = entry
         self._bytes += size
         self._last = seq
         self._last_ts = ts
-        self._enforce_subject(ss)
-        self._enforce_totals()
+        if ttl:
+            if ttl > 0:
+                heapq.heappush(self._ttl_heap, (ts + ttl, seq))
+            else:
+                self._never.add(seq)
+        if self._enforce:
+            self._enforce_subject(ss)
+            self._enforce_totals()
         return seq, ts
 
     def remove_msg(self, seq: int) -> bool:
@@ -187,12 +223,14 @@ class MemoryStore:
         self._subjects.clear()
         self._bytes = 0
         self._first = self._last + 1
+        self._ttl_heap.clear()
+        self._never.clear()
         return n
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         self._check_open()
         if is_all(subject):
-            if keep <= 0 and seq <= 0:
+            if keep <= 0 and seq <= 1:
                 return self._purge_all()
             if seq > 1:
                 return self.compact(seq)
@@ -203,7 +241,7 @@ class MemoryStore:
                 return self.compact(newest)
             return 0
         matching = sorted(s for s, e in self._msgs.items() if subject_matches(subject, e.msg.subject))
-        upper = seq - 1 if seq > 0 else self._last
+        upper = seq - 1 if seq > 1 else self._last
         quota = len(matching)
         if keep > 0:
             if keep >= quota:
@@ -232,9 +270,15 @@ class MemoryStore:
             removed += 1
         return removed
 
+    def _set_limits(self, limits: StoreLimits) -> None:
+        self._lim = limits
+        self._max_payload = min(limits.max_msg_size, MAX_PAYLOAD) if limits.max_msg_size > 0 else MAX_PAYLOAD
+        self._discard_new = limits.discard == "new"
+        self._enforce = limits.max_msgs_per_subject > 0 or limits.max_msgs > 0 or limits.max_bytes > 0
+
     def update_limits(self, limits: StoreLimits) -> None:
         self._check_open()
-        self._lim = limits
+        self._set_limits(limits)
         self._cfg = StoreConfig(
             self._cfg.name, self._cfg.storage, limits, self._cfg.first_seq, self._cfg.block_size
         )
@@ -244,21 +288,65 @@ class MemoryStore:
 
     def expire(self, now_ns: int) -> int:
         self._check_open()
-        max_age = self._lim.max_age
-        if max_age <= 0:
-            return 0
-        cutoff = now_ns - max_age
+        marker_ttl = self._lim.subject_delete_marker_ttl
+        emptied: list[str] = []
         removed = 0
-        while self._msgs and self._msgs[self._first].msg.ts <= cutoff:
-            self._remove(self._first)
-            removed += 1
+        heap = self._ttl_heap
+        while heap and heap[0][0] <= now_ns:
+            seq = heapq.heappop(heap)[1]
+            if seq in self._msgs:
+                self._expire_one(seq, marker_ttl, emptied)
+                removed += 1
+        max_age = self._lim.max_age
+        if max_age > 0:
+            cutoff = now_ns - max_age
+            msgs = self._msgs
+            if not self._never:
+                while msgs and msgs[self._first].msg.ts <= cutoff:
+                    self._expire_one(self._first, marker_ttl, emptied)
+                    removed += 1
+            else:  # step over "never" messages, as nats-server does
+                s = self._first
+                while s <= self._last:
+                    e = msgs.get(s)
+                    if e is not None:
+                        if e.msg.ts > cutoff:
+                            break
+                        if s not in self._never:
+                            self._expire_one(s, marker_ttl, emptied)
+                            removed += 1
+                    s += 1
+        for subject in emptied:
+            if subject not in self._subjects:
+                try:
+                    self.store_msg(subject, marker_headers(marker_ttl), b"", now_ns, marker_ttl)
+                except StoreError:
+                    pass  # a full discard-new stream has no room for the marker
         return removed
+
+    def _expire_one(self, seq: int, marker_ttl: int, emptied: list[str]) -> None:
+        msg = self._msgs[seq].msg
+        if marker_ttl > 0 and self._subjects[msg.subject].count == 1 and not is_marker(msg.hdr):
+            emptied.append(msg.subject)
+        self._remove(seq)
 
     def next_expiry(self) -> int | None:
         self._check_open()
-        if self._lim.max_age <= 0 or not self._msgs:
-            return None
-        return self._msgs[self._first].msg.ts + self._lim.max_age
+        best: int | None = None
+        heap = self._ttl_heap
+        while heap and heap[0][1] not in self._msgs:
+            heapq.heappop(heap)
+        if heap:
+            best = heap[0][0]
+        if self._lim.max_age > 0 and self._msgs:
+            s = self._first
+            if self._never:
+                while s <= self._last and (s in self._never or s not in self._msgs):
+                    s += 1
+            if s <= self._last:
+                at = self._msgs[s].msg.ts + self._lim.max_age
+                best = at if best is None else min(best, at)
+        return best
 
     # ------------------------------------------------------------------ reads
 

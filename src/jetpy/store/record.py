@@ -44,6 +44,15 @@ Record (little-endian)::
     30  ..  subject (subj_len bytes UTF-8) | headers (hdr_len) | payload (the rest)
     rec_len-4  4  crc32  zlib.crc32 over bytes [0, rec_len - 4): the whole header is covered
 
+Accounting: ``StreamState.bytes`` counts nats-server's ``fileStoreMsgSize`` per message, which is
+``rec_len`` for a message with headers and ``rec_len - 4`` without (nats-server's record has no
+header-length field then; this one always has). The index keeps that accounted size
+(``accounted_size``); the reader takes the real length from ``rec_len``.
+
+Per-message TTL (``Nats-TTL``, nats-server 2.11) needs no field and no new version: a message with
+a TTL always carries the ``Nats-TTL`` header in its own header bytes, and recovery reads the TTL
+back from there (records written before TTLs existed simply have none).
+
 Record kinds:
 
 * message: flags 0.
@@ -68,7 +77,7 @@ import struct
 import zlib
 from typing import Final
 
-from .base import MAX_PAYLOAD, MAX_SUBJECT_BYTES, MSG_OVERHEAD
+from .base import FILE_HDR_OVERHEAD, FILE_MSG_OVERHEAD, MAX_PAYLOAD, MAX_SUBJECT_BYTES
 
 __all__ = [
     "BLOCK_HEADER_SIZE",
@@ -82,6 +91,7 @@ __all__ = [
     "RECORD_SYNC",
     "VERSION",
     "BlockHeader",
+    "accounted_size",
     "decode_block_header",
     "encode_block_header",
     "encode_erased",
@@ -106,7 +116,9 @@ _CRC: Final = struct.Struct("<I")
 _U64: Final = struct.Struct("<Q")
 RECORD_OVERHEAD: Final = RECORD_HEADER.size + _CRC.size
 assert RECORD_HEADER.size == 30
-assert RECORD_OVERHEAD == MSG_OVERHEAD, "base.MSG_OVERHEAD must equal the on-disk record overhead"
+# A record with headers is exactly nats-server's accounted size; one without is 4 bytes longer
+# (our hdr_len field is always there): see ``accounted_size``.
+assert RECORD_OVERHEAD == FILE_MSG_OVERHEAD + FILE_HDR_OVERHEAD
 
 # The largest record the scanner will believe: the biggest message plus its longest subject.
 # A corrupt rec_len above this is rejected before any slicing.
@@ -136,6 +148,12 @@ def encode_record(seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes) ->
         )
     )
     return rec + _pack_crc(_crc32(rec))
+
+
+def accounted_size(rec_len: int, hdr_len: int) -> int:
+    """The bytes a message record counts in ``StreamState.bytes`` (nats-server's
+    ``fileStoreMsgSize``): the record length, less the unused header-length field without headers."""
+    return rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
 
 
 def encode_tombstone(seq: int) -> bytes:

@@ -39,12 +39,14 @@ from .record import (
     FLAG_TOMBSTONE,
     RECORD_HEADER,
     RECORD_OVERHEAD,
+    accounted_size,
     decode_block_header,
     find_next_record,
     range_end,
     validate_record,
 )
 from .segment import NO_SID, Block, SubjectInfo, parse_block_name
+from .ttl import H_TTL, msg_ttl
 
 __all__ = ["MAX_LOST_REPORTED", "Recovered", "read_tombstones", "recover"]
 
@@ -70,6 +72,9 @@ class Recovered:
     bytes: int
     lost: list[int] = field(default_factory=list)
     lost_bytes: int = 0
+    # (seq, ts, ttl ns) of messages whose headers give them a TTL (ttl.msg_ttl); some may be
+    # deleted by tombstones: the store keeps the live ones
+    ttls: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 def _scan_block(
@@ -78,6 +83,7 @@ def _scan_block(
     sid_of: dict[bytes, int],
     singles: list[int],
     ranges: list[tuple[int, int]],
+    ttls: list[tuple[int, int, int]] | None = None,
 ) -> tuple[int, int, int, int | None]:
     """Index one block's records. Returns (max seq seen, its ts, bad bytes, torn-tail offset)."""
     size = len(data)
@@ -127,8 +133,17 @@ def _scan_block(
                     sid = sid_of.get(subj)
                     if sid is None:
                         sid = sid_of[subj] = len(sid_of)
-                    lens.append(rec_len)
+                    lens.append(accounted_size(rec_len, _hl))
                     sids.append(sid)
+                    if _hl and ttls is not None:  # a TTL lives in the message's own headers
+                        hs = pos + _HDR_SIZE + sl
+                        if data.find(H_TTL, hs, hs + _hl) >= 0:
+                            try:
+                                ttl = msg_ttl(data[hs : hs + _hl])
+                            except ValueError:
+                                ttl = 0
+                            if ttl:
+                                ttls.append((seq, ts, ttl))
                 expected = seq + 1
                 if seq >= max_seq:
                     max_seq, max_ts = seq, ts
@@ -203,6 +218,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     bad_bytes = 0
     max_seq = -1
     any_header = False
+    ttls: list[tuple[int, int, int]] = []
     for n, (base, path) in enumerate(found):
         data = _read_and_fsync(path)
         blk = Block(path, base)
@@ -217,7 +233,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
             blk.size = blk.flushed = blk.durable = len(data)
             blocks.append(blk)
             continue
-        bmax, bts, bad, tail = _scan_block(blk, data, sid_of, singles, ranges)
+        bmax, bts, bad, tail = _scan_block(blk, data, sid_of, singles, ranges, ttls)
         bad_bytes += bad
         if bmax > max_seq:
             max_seq, last_ts = bmax, bts
@@ -359,6 +375,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
         bytes=total_bytes,
         lost=lost,
         lost_bytes=bad_bytes,
+        ttls=ttls,
     )
 
 
