@@ -58,6 +58,8 @@ _ERROR_EXTRAS: dict[str, dict[str, Any]] = {
     "stream_names": {"total": 0, "offset": 0, "limit": 0, "streams": None},
     "stream_list": {"total": 0, "offset": 0, "limit": 0, "streams": []},
     "stream_purge": {"purged": 0},
+    "consumer_names": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
+    "consumer_list": {"total": 0, "offset": 0, "limit": 0, "consumers": []},
 }
 
 _json = msgspec.json.Encoder()
