@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference bench clean
+.PHONY: run test lint typecheck layers pytest reference bench clean demo java-check
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,11 +33,20 @@ layers: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-test: $(STAMP) reference lint typecheck layers pytest
+test: $(STAMP) reference java-check lint typecheck layers pytest
 
 # jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
 bench: $(STAMP) reference
 	$(BIN)/python scripts/compare_bench.py $(BENCH_ARGS)
+
+# Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
+java-check:
+	@command -v java >/dev/null 2>&1 || test -n "$$JAVA_HOME" || \
+	  echo "NOTE: no Java found: the Spark tests will be skipped (install Java 17+, e.g. apt-get install openjdk-17-jre-headless)"
+
+# Seeds 000 and 002 end to end: embedded server, local Spark, then a standalone Spark cluster.
+demo: $(STAMP) java-check
+	$(BIN)/python examples/demo.py $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

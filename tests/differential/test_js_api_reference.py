@@ -381,7 +381,6 @@ async def test_direct_get(pair: Pair) -> None:
     await pair.same("$JS.API.DIRECT.GET.NOPE", {"seq": 1}, wait=NO_REPLY_WAIT)
 
 
-@pytest.mark.xfail(reason="direct.py answers 408 Bad Request here; reported to its owner", strict=False)
 async def test_direct_get_malformed_status_lines(pair: Pair) -> None:
     await pair.create("D", subjects=["d.*"], allow_direct=True)
     await pair.publish("d.a", b"1")

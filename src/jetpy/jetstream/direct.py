@@ -2,9 +2,33 @@
 ``DIRECT.GET``, and the direct-get reply, which is the raw message with headers rather than JSON.
 
 Owns: request-body decoding for the API (``decode_body``), which message a get request names
-(``lookup``), and the direct-get status replies (404/408) with nats-server's status lines.
+(``lookup``), the direct-get status replies (404/408/413) with nats-server's status lines, and
+the batched forms of nats-server 2.11 (ADR-31): ``batch`` (with ``seq``/``start_time``,
+``next_by_subj``, ``max_bytes``, ``up_to_seq``) and ``multi_last`` (with ``up_to_seq`` /
+``up_to_time``), which answer with many raw messages and a final ``204 EOB`` status message.
 Must not know: stores' internals (only ``Stream.store``'s interface) or the network (replies go
 through the engine's bus).
+
+Batched replies, as nats-server 2.11 sends them:
+
+* every message carries ``Nats-Stream``, ``Nats-Subject``, ``Nats-Sequence``,
+  ``Nats-Time-Stamp``, then ``Nats-Num-Pending`` (matching messages still in the stream *after*
+  this one) and ``Nats-Last-Sequence`` (the sequence of the previous message of this reply, 0 for
+  the first);
+* then ``NATS/1.0 204 EOB`` with ``Nats-Num-Pending`` (matching messages after the last one sent)
+  and ``Nats-Last-Sequence`` (the last one sent), plus ``Nats-UpTo-Sequence`` for ``multi_last``;
+* a batch stops at ``batch`` messages, at the end of the stream, past ``up_to_seq``, or once
+  ``max_bytes`` (subject + headers + payload, counted as nats-server does) has been reached.
+
+Bodies that are not JSON get ``408 Malformed Request``, bodies naming no message ``408 Empty
+Request`` and conflicting fields ``408 Bad Request``, as nats-server answers them.
+
+Two deliberate differences from nats-server 2.11: a batch starting at a deleted sequence starts
+at the next stored message (2.11 answers 404 when ``seq`` itself is gone and no ``next_by_subj``
+is set), and ``up_to_seq`` also bounds a plain batch (2.11 reads it only with ``multi_last``;
+clients that need a bound must still check sequences themselves against such servers).
+Every message of a reply is handed to the bus in the same call, so the connection writes the
+whole batch in one go.
 """
 
 from __future__ import annotations
@@ -13,17 +37,31 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from jetpy import subjects
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import format_time
+from jetpy.jetstream.models import format_time, parse_time
 from jetpy.protocol.headers import encode_headers
-from jetpy.store.base import StoredMsg
+from jetpy.store.base import StoredMsg, StreamStore
 
 if TYPE_CHECKING:
     from jetpy.jetstream.engine import JetStream
     from jetpy.jetstream.stream import Stream
 
-__all__ = ["decode_body", "direct_get", "lookup"]
+__all__ = ["decode_body", "direct_get", "lookup", "seq_from_time"]
+
+DEFAULT_BATCH_MAX_BYTES = 64 * 1024 * 1024
+"""``max_bytes`` of a batch that names none: nats-server uses the server's ``max_pending``
+(64 MB by default), so one reply never makes its reader a slow consumer on its own."""
+
+MAX_MULTI_RESULTS = 1024
+"""``multi_last`` matching more subjects than this is refused with ``413 Too Many Results``
+(nats-server's fixed limit: "use a consumer" beyond it)."""
+
+_EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r\n"
+_EOB_MULTI = (
+    "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\nNats-UpTo-Sequence: {}\r\n\r\n"
+)
 
 
 def decode_body(data: bytes) -> dict[str, Any]:
@@ -53,6 +91,24 @@ def lookup(s: Stream, req: dict[str, Any]) -> StoredMsg | None:
     raise ApiError.of(E.BAD_REQUEST)
 
 
+def seq_from_time(store: StreamStore, ts_ns: int) -> int:
+    """The first sequence stored at or after ``ts_ns`` (``last_seq + 1`` if none).
+
+    Binary search over ``s``: "the first message at or after ``s`` is at or after ``ts_ns``"
+    only turns from false to true as ``s`` grows, because timestamps never go backwards."""
+    st = store.state()
+    lo, hi = st.first_seq, st.last_seq + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        m = store.load_next_msg("", mid)
+        if m is None or m.ts >= ts_ns:
+            hi = mid
+        else:
+            lo = m.seq + 1
+    m = store.load_next_msg("", lo)
+    return m.seq if m is not None else st.last_seq + 1
+
+
 def direct_get(js: JetStream, args: list[str], reply: bytes | None, body: bytes) -> None:
     """``$JS.API.DIRECT.GET.<stream>`` (body names the message) or ``...<stream>.<subject>``
     (last message on the subject, the KV read path). Replies with the stored message itself."""
@@ -71,7 +127,18 @@ def direct_get(js: JetStream, args: list[str], reply: bytes | None, body: bytes)
             if not body.strip():
                 js.bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
-            msg = lookup(s, decode_body(body))
+            try:
+                req = decode_body(body)
+            except ApiError:
+                js.bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
+                return
+            if not any(req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "multi_last", "start_time")):
+                js.bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
+                return
+            if req.get("batch") or req.get("multi_last"):
+                _batch_get(js, s, rep, req)
+                return
+            msg = lookup(s, req)
     except ApiError:
         js.bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
         return
@@ -89,3 +156,172 @@ def direct_headers(stream: str, msg: StoredMsg) -> bytes:
         f"Nats-Sequence: {msg.seq}\r\nNats-Time-Stamp: {format_time(msg.ts)}\r\n\r\n"
     )
     return original + extra.encode()
+
+
+# ----------------------------------------------------------------------------- batched gets
+
+
+class _BatchRequest(msgspec.Struct, frozen=True):
+    """The fields of a get request the batched forms use (unknown fields are ignored)."""
+
+    seq: int = 0
+    last_by_subj: str = ""
+    next_by_subj: str = ""
+    batch: int = 0
+    max_bytes: int = 0
+    start_time: str | None = None
+    multi_last: list[str] = msgspec.field(default_factory=list)
+    up_to_seq: int = 0
+    up_to_time: str | None = None
+
+
+def _status(js: JetStream, rep: str, code: int, text: str) -> None:
+    js.bus.publish(rep, None, b"", encode_headers([], code, text))
+
+
+def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
+    try:
+        req = msgspec.convert(raw, _BatchRequest)
+        if req.seq < 0 or req.batch < 0 or req.max_bytes < 0 or req.up_to_seq < 0:
+            raise ValueError("negative")
+        start_ns = parse_time(req.start_time) if req.start_time is not None else None
+        up_to_ns = parse_time(req.up_to_time) if req.up_to_time is not None else None
+        for f in (req.next_by_subj, *req.multi_last):
+            if f and not subjects.is_valid_subject(f):
+                raise ValueError("filter")
+    except (msgspec.ValidationError, ValueError, TypeError):
+        _status(js, rep, 408, "Bad Request")
+        return
+    # nats-server's checks, in its order: nothing named, then conflicting fields.
+    if not (req.seq or req.last_by_subj or req.next_by_subj or req.multi_last or start_ns is not None):
+        _status(js, rep, 408, "Empty Request")
+        return
+    if (
+        (req.seq and req.last_by_subj)
+        or (req.seq and start_ns is not None)
+        or (start_ns is not None and req.last_by_subj)
+        or (req.last_by_subj and req.next_by_subj)
+        or (req.last_by_subj and req.batch)
+        or (req.last_by_subj and req.multi_last)
+        or (req.next_by_subj and req.multi_last)
+        or (req.up_to_seq and up_to_ns is not None)
+    ):
+        _status(js, rep, 408, "Bad Request")
+        return
+    max_bytes = req.max_bytes or DEFAULT_BATCH_MAX_BYTES
+    if req.multi_last:
+        _multi_last(js, s, rep, req, up_to_ns, max_bytes)
+        return
+    store = s.store
+    seq = seq_from_time(store, start_ns) if start_ns is not None else req.seq
+    flt = req.next_by_subj or ">"
+    up_to = req.up_to_seq
+    pending = store.num_pending(seq, flt, False)
+    if up_to:
+        pending -= store.num_pending(up_to + 1, flt, False)
+    publish = js.bus.publish
+    prefix = b"Nats-Stream: %s\r\nNats-Subject: " % s.name.encode()
+    every = flt == ">"
+    load, load_next = store.load_msg, store.load_next_msg
+    last = 0
+    sent = sent_bytes = 0
+    limit = req.batch or 1
+    while sent < limit:
+        # unfiltered reads mostly hit consecutive sequences: one index lookup, no scan
+        m = (load(seq) if every and seq else None) or load_next(flt, seq)
+        if m is None or (up_to and m.seq > up_to):
+            break
+        pending -= 1
+        hdr = m.hdr
+        publish(
+            rep,
+            None,
+            m.data,
+            (hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n")
+            + prefix
+            + b"%s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n"
+            % (m.subject.encode(), m.seq, format_time(m.ts).encode(), max(pending, 0), last),
+        )
+        last = m.seq
+        seq = m.seq + 1
+        sent += 1
+        sent_bytes += len(m.subject) + len(hdr) + len(m.data)
+        if sent_bytes >= max_bytes:
+            break
+    if not sent:
+        _status(js, rep, 404, "Message Not Found")
+        return
+    rest = store.num_pending(seq, flt, False)
+    if up_to:
+        rest -= store.num_pending(up_to + 1, flt, False)
+    publish(rep, None, b"", _EOB.format(max(rest, 0), last).encode())
+
+
+def _batch_headers(stream: str, m: StoredMsg, pending: int, last: int) -> bytes:
+    original = m.hdr[:-2] if m.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
+    return original + (
+        f"Nats-Stream: {stream}\r\nNats-Subject: {m.subject}\r\nNats-Sequence: {m.seq}\r\n"
+        f"Nats-Time-Stamp: {format_time(m.ts)}\r\nNats-Num-Pending: {pending}\r\n"
+        f"Nats-Last-Sequence: {last}\r\n\r\n"
+    ).encode()
+
+
+def _multi_last(
+    js: JetStream, s: Stream, rep: str, req: _BatchRequest, up_to_ns: int | None, max_bytes: int
+) -> None:
+    """The newest message of every subject matching ``multi_last``, as of ``up_to_seq``/``up_to_time``."""
+    store = s.store
+    st = store.state()
+    up_to = req.up_to_seq
+    if up_to_ns is not None:
+        up_to = seq_from_time(store, up_to_ns)
+        if up_to <= st.first_seq:
+            _status(js, rep, 404, "No Results")
+            return
+        up_to -= 1
+    if not up_to:
+        up_to = st.last_seq
+    names: set[str] = set()
+    for f in req.multi_last:
+        names.update(store.subjects_state(f))
+        if len(names) > MAX_MULTI_RESULTS:
+            _status(js, rep, 413, "Too Many Results")
+            return
+    seqs = sorted(q for q in (_last_at_or_before(store, n, up_to) for n in names) if q)
+    if not seqs:
+        _status(js, rep, 404, "No Results")
+        return
+    pending, last, sent, sent_bytes = len(seqs) - 1, 0, 0, 0
+    for q in seqs:
+        if q < req.seq:
+            pending = max(pending - 1, 0)
+            continue
+        m = store.load_msg(q)
+        if m is None:
+            _status(js, rep, 404, "Message Not Found")
+            return
+        js.bus.publish(rep, None, m.data, _batch_headers(s.name, m, pending, last))
+        pending = max(pending - 1, 0)
+        last = m.seq
+        sent_bytes += len(m.subject) + len(m.hdr) + len(m.data)
+        if sent_bytes >= max_bytes:
+            break
+        sent += 1
+        if req.batch and sent >= req.batch:
+            break
+    js.bus.publish(rep, None, b"", _EOB_MULTI.format(pending, last, up_to).encode())
+
+
+def _last_at_or_before(store: StreamStore, subject: str, up_to: int) -> int:
+    """The sequence of ``subject``'s newest message at or before ``up_to`` (0 if none)."""
+    m = store.load_last_msg(subject)
+    if m is None:
+        return 0
+    if m.seq <= up_to:
+        return m.seq
+    best, seq = 0, 0
+    while True:
+        m = store.load_next_msg(subject, seq)
+        if m is None or m.seq > up_to:
+            return best
+        best, seq = m.seq, m.seq + 1

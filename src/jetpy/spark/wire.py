@@ -1,0 +1,441 @@
+"""The connector's read path: a small blocking NATS client for requests and batched direct gets.
+
+Owns: one TCP (or TLS) connection speaking the client side of the NATS protocol (INFO, CONNECT
+with user/password or token, PING/PONG, SUB, PUB, MSG/HMSG), a request/reply helper for the
+JetStream API, and :meth:`Wire.direct_batch`, which reads a batched direct get (nats-server 2.11,
+ADR-31) straight into column lists: stream sequence, subject, timestamp, payload and, on demand,
+the message's own headers.
+Must not know: Spark, Arrow, the server's internals.
+
+Why not nats-py here: a Spark task spends its time in this loop, and nats-py builds a ``Msg``
+object, parses headers into a dict and schedules a callback for every message, which caps a
+reader at a few tens of thousands of messages per second. This loop parses each frame with a few
+``bytes.find`` calls and appends to lists; the writer, where PubAcks are the bottleneck, uses
+nats-py. Blocking sockets also keep an event loop out of Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from jetpy.spark.options import ConnOptions
+
+__all__ = ["BatchColumns", "Reply", "Wire", "WireError", "parse_ts_us"]
+
+RECV_SIZE = 4 * 1024 * 1024
+"""Bytes asked of the socket per read: a whole batch reply arrives in a few reads."""
+PIPELINE_DEPTH = 2
+"""Batched direct-get requests in flight per connection during an unfiltered read."""
+MAX_CONTROL_LINE = 4096
+"""nats-server's limit: a longer line without CRLF is a broken stream, not a slow one."""
+
+
+class WireError(Exception):
+    """The server could not be reached, refused us, timed out or answered with an error."""
+
+
+@dataclass(slots=True)
+class Reply:
+    """One message received: its headers block (``b""`` if none) and payload."""
+
+    hdr: bytes
+    data: bytes
+
+    @property
+    def status(self) -> int:
+        if self.hdr.startswith(b"NATS/1.0 ") and len(self.hdr) >= 12 and self.hdr[9:12].isdigit():
+            return int(self.hdr[9:12])
+        return 0
+
+    def header(self, key: str) -> str | None:
+        needle = b"\r\n" + key.encode() + b":"
+        i = self.hdr.find(needle)
+        if i < 0:
+            return None
+        j = self.hdr.find(b"\r\n", i + len(needle))
+        return self.hdr[i + len(needle) : j].strip().decode()
+
+    def json(self) -> dict[str, Any]:
+        obj = json.loads(self.data)
+        if not isinstance(obj, dict):
+            raise WireError(f"unexpected API reply: {self.data[:200]!r}")
+        err = obj.get("error")
+        if err:
+            raise WireError(f"JetStream API error {err.get('err_code')}: {err.get('description')}")
+        return obj
+
+
+@dataclass(slots=True)
+class BatchColumns:
+    """Messages of a read, column by column (timestamps in microseconds since the epoch)."""
+
+    seqs: list[int] = field(default_factory=list)
+    subjects: list[bytes] = field(default_factory=list)
+    ts_us: list[int] = field(default_factory=list)
+    data: list[bytes] = field(default_factory=list)
+    headers: list[list[tuple[str, list[str]]] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+_SECONDS: dict[bytes, int] = {}
+
+
+def parse_ts_us(ts: bytes) -> int:
+    """RFC 3339 (as ``Nats-Time-Stamp``) -> microseconds since the epoch. The common UTC form is
+    parsed by slicing, with the whole-second part cached (a batch shares few distinct seconds)."""
+    head = ts[:19]
+    rest = ts[19:]
+    if rest.endswith(b"Z") and (rest == b"Z" or rest[:1] == b"."):
+        secs = _SECONDS.get(head)
+        if secs is None:
+            if len(_SECONDS) > 100_000:
+                _SECONDS.clear()
+            secs = int(datetime.fromisoformat(head.decode() + "+00:00").timestamp())
+            _SECONDS[head] = secs
+        frac = rest[1:-1]
+        return secs * 1_000_000 + (int((frac + b"000000")[:6]) if frac else 0)
+    text = ts.decode()
+    if "." in text:  # Python wants at most 6 fraction digits
+        a, b = text.split(".", 1)
+        digits = "".join(c for c in b if c.isdigit())
+        text = a + "." + digits[:6].ljust(6, "0") + b[len(digits) :]
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+
+
+def _user_headers(block: bytes) -> list[tuple[str, list[str]]]:
+    """``Key: Value`` lines -> [(key, [values...])] in first-seen key order (keys may repeat)."""
+    out: dict[str, list[str]] = {}
+    for line in block.decode("utf-8", "replace").split("\r\n"):
+        k, sep, v = line.partition(":")
+        if sep and k:
+            out.setdefault(k.strip(), []).append(v.strip())
+    return list(out.items())
+
+
+class Wire:
+    """A blocking connection to the first reachable server of ``conn.servers``."""
+
+    def __init__(self, conn: ConnOptions) -> None:
+        self.conn = conn
+        self.timeout = conn.timeout_ms / 1000
+        self._buf = b""
+        self._pos = 0
+        self._sock: socket.socket | Any = None
+        self._next = 0
+        self.info: dict[str, Any] = {}
+        errors: list[str] = []
+        for url in conn.servers:
+            try:
+                self._connect(url)
+                break
+            except (OSError, WireError) as e:
+                errors.append(f"{url}: {e}")
+                self._close_sock()
+        else:
+            raise WireError("cannot connect to NATS: " + "; ".join(errors))
+        self._inbox = f"_INBOX.{os.urandom(8).hex()}"
+        self._send(f"SUB {self._inbox}.* 1\r\n".encode())
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def _connect(self, url: str) -> None:
+        u = urlsplit(url if "://" in url else f"nats://{url}")
+        host, port = u.hostname or "127.0.0.1", u.port or 4222
+        sock = socket.create_connection((host, port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        line = self._read_line()
+        if not line.startswith(b"INFO "):
+            raise WireError(f"not a NATS server (got {line[:40]!r})")
+        self.info = json.loads(line[5:])
+        if self.conn.tls or self.info.get("tls_required"):
+            ctx = self.conn.ssl_context()
+            self._sock = ctx.wrap_socket(sock, server_hostname=host)  # type: ignore[attr-defined]
+        if not self.info.get("headers", False):
+            raise WireError("the server does not support headers (NATS 2.2+ needed)")
+        connect: dict[str, Any] = {
+            "verbose": False,
+            "pedantic": False,
+            "lang": "python-jetpy-spark",
+            "version": "0.1.0",
+            "protocol": 1,
+            "headers": True,
+            "no_responders": True,
+            "name": self.conn.name,
+        }
+        user = unquote(u.username) if u.username else self.conn.user
+        password = unquote(u.password) if u.password else self.conn.password
+        if u.username and not u.password and self.conn.user is None:
+            connect["auth_token"] = user
+        elif user is not None:
+            connect["user"], connect["pass"] = user, password or ""
+        if self.conn.token is not None:
+            connect["auth_token"] = self.conn.token
+        self._send(b"CONNECT " + json.dumps(connect).encode() + b"\r\nPING\r\n")
+        while True:
+            line = self._read_line()
+            if line == b"PONG":
+                return
+            if line.startswith(b"-ERR"):
+                raise WireError(line[5:].decode(errors="replace").strip(" '"))
+            # INFO updates or +OK: keep waiting for our PONG
+
+    def close(self) -> None:
+        self._close_sock()
+
+    def _close_sock(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- bytes ---------------------------------------------------------------------------------
+
+    def _send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def _fill(self) -> None:
+        try:
+            chunk = self._sock.recv(RECV_SIZE)
+        except TimeoutError:
+            raise WireError(f"no reply within {self.timeout:g}s") from None
+        if not chunk:
+            raise WireError("connection closed by the server")
+        self._buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
+        self._pos = 0
+
+    def _read_line(self) -> bytes:
+        while True:
+            nl = self._buf.find(b"\r\n", self._pos)
+            if nl >= 0:
+                line = self._buf[self._pos : nl]
+                self._pos = nl + 2
+                return line
+            if len(self._buf) - self._pos > MAX_CONTROL_LINE + 65536:
+                raise WireError("protocol error: control line too long")
+            self._fill()
+
+    def _next_msg(self) -> tuple[bytes, bytes, bytes]:
+        """The next MSG/HMSG as (subject, headers, payload); answers PINGs, raises on -ERR."""
+        while True:
+            buf, pos = self._buf, self._pos
+            nl = buf.find(b"\r\n", pos)
+            if nl < 0:
+                self._fill()
+                continue
+            op = buf[pos : pos + 4]
+            if op == b"HMSG" or op[:3] == b"MSG":
+                parts = buf[pos:nl].split(b" ")
+                if op == b"HMSG":
+                    hlen, tlen = int(parts[-2]), int(parts[-1])
+                else:
+                    hlen, tlen = 0, int(parts[-1])
+                start = nl + 2
+                end = start + tlen
+                if end + 2 > len(buf):
+                    self._fill_to(end + 2 - pos)
+                    continue
+                self._pos = end + 2
+                return parts[1], buf[start : start + hlen], buf[start + hlen : end]
+            self._pos = nl + 2
+            line = buf[pos:nl]
+            if line == b"PING":
+                self._send(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise WireError(line[5:].decode(errors="replace").strip(" '"))
+            # PONG, +OK, INFO: nothing to do
+
+    def _fill_to(self, need: int) -> None:
+        """Read until ``need`` bytes from the current position are buffered."""
+        while len(self._buf) - self._pos < need:
+            self._fill()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _reply_subject(self) -> bytes:
+        self._next += 1
+        return f"{self._inbox}.{self._next}".encode()
+
+    def _publish(self, subject: str, reply: bytes, payload: bytes) -> None:
+        self._send(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply, len(payload), payload))
+
+    def request(self, subject: str, payload: bytes = b"") -> Reply:
+        """One request, one reply (a 503 no-responders status is returned as a Reply)."""
+        reply = self._reply_subject()
+        self._publish(subject, reply, payload)
+        while True:
+            subj, hdr, data = self._next_msg()
+            if subj == reply:
+                return Reply(hdr, data)
+
+    def api(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``$JS.API.<path>`` (under the configured prefix) as JSON."""
+        r = self.request(f"{self.conn.api_prefix}.{path}", json.dumps(body).encode() if body else b"")
+        if r.status == 503:
+            raise WireError("JetStream is not enabled on the server (no responders to the API)")
+        return r.json()
+
+    def stream_info(self, stream: str) -> dict[str, Any]:
+        return self.api(f"STREAM.INFO.{stream}")
+
+    def direct_batch(
+        self,
+        stream: str,
+        req: dict[str, Any],
+        out: BatchColumns,
+        keep: Callable[[bytes], bool] | None = None,
+        up_to: int = 0,
+    ) -> tuple[int, int, int]:
+        """One batched direct get, appended to ``out``; returns ``(status, num_pending, last_seq)``.
+
+        ``status`` is 204 after a batch (``num_pending`` and ``last_seq`` from its EOB), 404 when
+        no message matched. Messages past ``up_to`` (if set) or rejected by ``keep`` (subject
+        filter) are read but not kept.
+        """
+        reply = self._send_batch(stream, req)
+        return self._receive_batch(stream, reply, out, keep, up_to)
+
+    def read_range(
+        self,
+        stream: str,
+        first: int,
+        last: int,
+        filter_subject: str | None,
+        keep: Callable[[bytes], bool] | None,
+        batch: int,
+        max_bytes: int,
+        with_headers: bool,
+    ) -> Iterator[BatchColumns]:
+        """Every message of ``stream`` with ``first <= seq <= last`` (matching ``filter_subject``
+        on the server and ``keep`` here), as one :class:`BatchColumns` per reply.
+
+        Unfiltered reads keep two requests in flight, each for its own window of ``batch``
+        sequences (``seq``, ``batch``, ``up_to_seq``): the server builds one reply while this
+        side parses the previous. A window of ``batch`` sequences read with ``batch`` messages is
+        always covered whole even with gaps, so the windows need no answer to be planned; a
+        reply cut short by ``max_bytes`` gets a follow-up request for the rest of its window.
+        Filtered reads are sequential: each request starts after the previous reply's last.
+        """
+        flt = filter_subject or ">"
+        pending: deque[tuple[bytes, int, int]] = deque()  # (reply subject, window lo, window hi)
+
+        def send(lo: int, hi: int) -> None:
+            n = hi - lo + 1 if flt == ">" else batch
+            req = {"seq": lo, "batch": n, "next_by_subj": flt, "max_bytes": max_bytes, "up_to_seq": hi}
+            pending.append((self._send_batch(stream, req), lo, hi))
+
+        if flt == ">":
+            nxt = first
+            while nxt <= last and len(pending) < PIPELINE_DEPTH:
+                hi = min(nxt + batch - 1, last)
+                send(nxt, hi)
+                nxt = hi + 1
+        else:
+            nxt = last + 1
+            send(first, last)
+        while pending:
+            reply, lo, hi = pending.popleft()
+            out = BatchColumns(headers=[] if with_headers else None)
+            status, num_pending, last_seq = self._receive_batch(stream, reply, out, keep, hi)
+            if len(out):
+                yield out
+            if status == 204 and num_pending > 0 and last_seq < hi:
+                send(max(last_seq + 1, lo), hi)  # cut short by max_bytes (or a filtered read's batch)
+            while nxt <= last and len(pending) < PIPELINE_DEPTH:
+                whi = min(nxt + batch - 1, last)
+                send(nxt, whi)
+                nxt = whi + 1
+
+    def _send_batch(self, stream: str, req: dict[str, Any]) -> bytes:
+        reply = self._reply_subject()
+        self._publish(f"{self.conn.api_prefix}.DIRECT.GET.{stream}", reply, json.dumps(req).encode())
+        return reply
+
+    def _receive_batch(
+        self,
+        stream: str,
+        reply: bytes,
+        out: BatchColumns,
+        keep: Callable[[bytes], bool] | None,
+        up_to: int,
+    ) -> tuple[int, int, int]:
+        seqs, subjects, ts_us, data = out.seqs, out.subjects, out.ts_us, out.data
+        headers = out.headers
+        seconds = _SECONDS
+        next_msg = self._next_msg
+        while True:
+            # fast path: a whole HMSG frame already buffered (the common case inside a batch)
+            buf, pos = self._buf, self._pos
+            nl = buf.find(b"\r\n", pos)
+            if nl > 0 and buf.startswith(b"HMSG ", pos):
+                parts = buf[pos + 5 : nl].split(b" ")
+                start = nl + 2
+                hend = start + int(parts[-2])
+                end = start + int(parts[-1])
+                if end + 2 <= len(buf):
+                    self._pos = end + 2
+                    subj, hdr, payload = parts[0], buf[start:hend], buf[hend:end]
+                else:
+                    subj, hdr, payload = next_msg()
+            else:
+                subj, hdr, payload = next_msg()
+            if subj != reply:
+                continue  # a late reply to an earlier request that timed out
+            if hdr[8:9] == b" ":  # a status: NATS/1.0 <code> ...
+                r = Reply(hdr, payload)
+                code = r.status
+                if code == 204:
+                    return 204, int(r.header("Nats-Num-Pending") or 0), int(r.header("Nats-Last-Sequence") or 0)
+                if code == 404:
+                    return 404, 0, 0
+                if code == 503:
+                    raise WireError(
+                        f"no responders for direct get on stream {stream!r}: the stream does not exist or "
+                        "does not allow direct get (set allow_direct, e.g. `nats stream edit "
+                        f"{stream} --allow-direct`)"
+                    )
+                raise WireError(f"direct get on {stream!r} failed: {hdr.splitlines()[0].decode(errors='replace')}")
+            i = hdr.rfind(b"Nats-Stream: ")
+            tail = hdr[i:].split(b"\r\n")
+            if (
+                tail[1][:14] == b"Nats-Subject: "
+                and tail[2][:15] == b"Nats-Sequence: "
+                and tail[3][:17] == b"Nats-Time-Stamp: "
+            ):
+                subject, seq, ts = tail[1][14:], int(tail[2][15:]), tail[3][17:]
+            else:  # another order: look each one up
+                r = Reply(hdr, b"")
+                subject = (r.header("Nats-Subject") or "").encode()
+                seq = int(r.header("Nats-Sequence") or 0)
+                ts = (r.header("Nats-Time-Stamp") or "").encode()
+            if (up_to and seq > up_to) or (keep is not None and not keep(subject)):
+                continue
+            seqs.append(seq)
+            subjects.append(subject)
+            secs = seconds.get(ts[:19])
+            if secs is not None and ts[-1:] == b"Z" and ts[19:20] in (b".", b"Z"):
+                frac = ts[20:-1]
+                ts_us.append(secs * 1_000_000 + (int((frac + b"000000")[:6]) if frac else 0))
+            else:
+                ts_us.append(parse_ts_us(ts))
+            data.append(payload)
+            if headers is not None:
+                headers.append(_user_headers(hdr[10:i]) if i > 10 else None)
