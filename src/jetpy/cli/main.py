@@ -2,73 +2,172 @@
 elsewhere by ``jetpy.entry``).
 
 Owns the typer app, the global connection options (as the nats CLI: ``--server/-s`` defaulting to
-``NATS_URL``, ``--user``, ``--password``, ``--creds``) and the mapping of typer's exits to a return
-code. Each command lives in its own module and is only registered here; commands find the
-connection settings in ``ctx.obj``.
+``NATS_URL``, ``--user``, ``--password``, ``--creds``, plus ``--timeout`` for API requests), the
+registration of every command group, and the single place where failures become output and an
+exit code: usage errors (unknown flags, bad values) print one line and exit 2, ``CliError`` prints
+one line and exits with its code (see ``output.EXIT_*``). Commands find the connection settings
+in ``ctx.obj``; each group lives in its own module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from jetpy.bench.command import bench
+from jetpy.cli.connect import DEFAULT_SERVER, ConnectOptions
+from jetpy.cli.output import EXIT_API, EXIT_INTERRUPTED, EXIT_USAGE, CliError, ReaderGone, error_line
 
-__all__ = ["DEFAULT_SERVER", "GlobalOptions", "app", "main"]
+__all__ = ["DEFAULT_SERVER", "GlobalOptions", "build_app", "main"]
 
-DEFAULT_SERVER = "nats://127.0.0.1:4222"
+# typer raises click's exceptions from wherever it takes click (recent typer vendors it)
+_clickexc: Any = sys.modules[typer.BadParameter.__module__]
+ClickException: type[Exception] = _clickexc.ClickException
+UsageError: type[Exception] = _clickexc.UsageError
+Abort: type[BaseException] = getattr(_clickexc, "Abort", typer.Abort)
+NoArgsIsHelpError: type[Exception] = getattr(_clickexc, "NoArgsIsHelpError", UsageError)
+
+GlobalOptions = ConnectOptions  # the name other clients (bench) know the global options by
+
+# group name -> (module with ``app``, help, hidden aliases). Modules are imported only for the
+# command being run (typer inspects every registered function's signature at start-up).
+GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "stream": ("jetpy.cli.stream", "Manage JetStream streams.", ("str", "streams")),
+    "consumer": ("jetpy.cli.consumer", "Manage JetStream consumers.", ("con", "consumers", "obs")),
+    "kv": ("jetpy.cli.kv", "Use and manage Key-Value buckets.", ()),
+    "object": ("jetpy.cli.obj", "Use and manage Object Store buckets.", ("obj",)),
+    "server": ("jetpy.cli.server", "Inspect and check the server (`jetpy server` with flags runs one).", ()),
+    "store": ("jetpy.cli.store", "Offline tools for a stopped server's file store.", ()),
+}
+# command name -> (module, function name)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "pub": ("jetpy.cli.core", "pub"),
+    "sub": ("jetpy.cli.core", "sub"),
+    "request": ("jetpy.cli.core", "request"),
+    "reply": ("jetpy.cli.core", "reply"),
+    "apply": ("jetpy.cli.apply", "apply"),
+    "bench": ("jetpy.bench.command", "bench"),
+}
+ALIASES: dict[str, str] = {"req": "request", **{a: g for g, (_, _, al) in GROUPS.items() for a in al}}
+_GLOBAL_WITH_VALUE = frozenset({"--server", "-s", "--user", "--password", "--creds", "--timeout"})
 
 
-@dataclass(frozen=True, slots=True)
-class GlobalOptions:
-    """How to reach the server; every command reads it from ``ctx.obj``."""
-
-    server: str
-    user: str | None = None
-    password: str | None = None
-    creds: str | None = None
-
-
-app = typer.Typer(
-    name="jetpy",
-    help="jetpy admin CLI: talk to a jetpy (or any NATS) server. `jetpy server --help` runs the server.",
-    no_args_is_help=True,
-    add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-@app.callback()
 def _global_options(
     ctx: typer.Context,
-    server: Annotated[
+    server_url: Annotated[
         str,
         typer.Option("--server", "-s", envvar="NATS_URL", help="Server URL(s), comma separated."),
     ] = DEFAULT_SERVER,
-    user: Annotated[str | None, typer.Option("--user", help="Username or token.")] = None,
-    password: Annotated[str | None, typer.Option("--password", help="Password.")] = None,
-    creds: Annotated[
-        Path | None, typer.Option("--creds", help="User credentials file (JWT and NKey seed).")
+    user: Annotated[
+        str | None, typer.Option("--user", envvar="NATS_USER", help="Username (or a token without --password).")
     ] = None,
+    password: Annotated[str | None, typer.Option("--password", envvar="NATS_PASSWORD", help="Password.")] = None,
+    creds: Annotated[
+        Path | None,
+        typer.Option("--creds", envvar="NATS_CREDS", help="User credentials file (JWT and NKey seed)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.01, help="Seconds to wait for each server response.")
+    ] = 5.0,
 ) -> None:
-    ctx.obj = GlobalOptions(
-        server=server, user=user, password=password, creds=str(creds) if creds is not None else None
+    """jetpy admin CLI: talk to a jetpy (or any NATS) server. `jetpy server --help` runs the server."""
+    ctx.obj = ConnectOptions(
+        server=server_url,
+        user=user,
+        password=password,
+        creds=str(creds) if creds is not None else None,
+        timeout=timeout,
     )
 
 
-app.command("bench")(bench)
+def build_app(only: str | None = None) -> typer.Typer:
+    """The CLI with every command, or with just ``only`` (a canonical command or group name)."""
+    cli = typer.Typer(
+        name="jetpy",
+        help="jetpy admin CLI: talk to a jetpy (or any NATS) server. `jetpy server --help` runs the server.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    cli.callback()(_global_options)
+    for name, (module, func) in COMMANDS.items():
+        if only in (None, name):
+            fn: Callable[..., None] = getattr(importlib.import_module(module), func)
+            cli.command(name)(fn)
+    for name, (module, help_text, _aliases) in GROUPS.items():
+        if only in (None, name):
+            cli.add_typer(importlib.import_module(module).app, name=name, help=help_text)
+    return cli
+
+
+def _command_of(argv: list[str]) -> tuple[int, str] | None:
+    """Where in ``argv`` the command is and its canonical name (aliases resolved), None if unknown."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            i += 1
+            break
+        if not arg.startswith("-") or arg == "-":
+            break
+        i += 2 if arg in _GLOBAL_WITH_VALUE else 1
+    if i >= len(argv):
+        return None
+    word = ALIASES.get(argv[i], argv[i])
+    return (i, word) if word in COMMANDS or word in GROUPS else None
+
+
+def _usage_line(exc: Any) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"jetpy: error: {' '.join(exc.format_message().split())}{where}"
 
 
 def main(argv: list[str]) -> int:
     """Run the CLI on ``argv`` (without the program name) and return the exit code."""
+    found = _command_of(argv)
+    only = None
+    if found is not None:
+        i, only = found
+        argv = [*argv[:i], only, *argv[i + 1 :]]  # an alias becomes the name it is registered under
+    command = typer.main.get_command(build_app(only))
     try:
-        app(args=argv, prog_name="jetpy")
-    except SystemExit as exc:  # typer's standalone mode always ends in sys.exit
+        rv = command.main(args=argv, prog_name="jetpy", standalone_mode=False)
+    except CliError as exc:
+        sys.stderr.write(error_line(exc) + "\n")
+        return exc.exit_code
+    except ReaderGone:
+        return 0
+    except NoArgsIsHelpError:  # the help was printed: `jetpy` alone is fine, `jetpy stream` is incomplete
+        return EXIT_USAGE if argv else 0
+    except UsageError as exc:
+        sys.stderr.write(_usage_line(exc) + "\n")
+        return EXIT_USAGE
+    except ClickException as exc:  # typer.BadParameter and friends raised by commands
+        sys.stderr.write(_usage_line(exc) + "\n")
+        return EXIT_USAGE if getattr(exc, "exit_code", 1) == 2 else EXIT_API
+    except Abort:
+        sys.stderr.write("jetpy: aborted\n")
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        sys.stderr.write("jetpy: interrupted\n")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a bug: still one line (JETPY_DEBUG=1 shows the traceback)
+        if os.environ.get("JETPY_DEBUG"):
+            raise
+        sys.stderr.write(f"jetpy: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+        return EXIT_API
+    except SystemExit as exc:  # bench and typer may still exit directly
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
-        print(exc.code)  # a message passed to sys.exit
-        return 1
+        sys.stderr.write(f"jetpy: error: {exc.code}\n")
+        return EXIT_API
+    if isinstance(rv, int) and not isinstance(rv, bool):
+        return rv
     return 0
