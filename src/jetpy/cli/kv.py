@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.buckets import create_bucket, show_bucket
 from jetpy.cli.common import confirm, options, parse_or_usage
 from jetpy.cli.connect import ApiFailure, Session, run
-from jetpy.cli.output import CliError, emit_json, info, print_sections, print_table, usage
+from jetpy.cli.output import CliError, emit_json, info, print_table, usage
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
@@ -159,36 +160,14 @@ def add(
         )
     except ValueError as exc:
         usage(str(exc))
-
-    async def go(s: Session) -> dict[str, Any]:
-        return await s.api(f"STREAM.CREATE.{cfg['name']}", cfg, what=f"could not create bucket {bucket}")
-
-    si = run(options(ctx), go)
-    if json_out:
-        emit_json(si)
-    else:
-        info(f"Bucket {bucket} was created\n")
-        print_sections([("Key-Value Bucket", _status_pairs(bucket, si))])
+    create_bucket(ctx, bucket, cfg, "Key-Value Bucket", _status_pairs, json_out)
 
 
 @app.command("info")
 def info_cmd(ctx: typer.Context, bucket: BucketArg, json_out: JsonOut = False) -> None:
     """Show a bucket's configuration and size."""
     _bucket(bucket)
-
-    async def go(s: Session) -> dict[str, Any]:
-        try:
-            return await s.api(f"STREAM.INFO.{KV_STREAM_PREFIX}{bucket}")
-        except ApiFailure as exc:
-            if exc.code == 404:
-                raise CliError(f"bucket {bucket!r} not found", err_code=exc.err_code) from exc
-            raise
-
-    si = run(options(ctx), go)
-    if json_out:
-        emit_json(si)
-    else:
-        print_sections([("Key-Value Bucket", _status_pairs(bucket, si))])
+    show_bucket(ctx, bucket, f"{KV_STREAM_PREFIX}{bucket}", "Key-Value Bucket", _status_pairs, json_out)
 
 
 @app.command("put")

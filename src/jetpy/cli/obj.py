@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.buckets import create_bucket, show_bucket
 from jetpy.cli.common import confirm, options, parse_or_usage
 from jetpy.cli.connect import ApiFailure, Session, run
-from jetpy.cli.output import CliError, emit_json, info, print_sections, print_table, usage
+from jetpy.cli.output import CliError, emit_json, info, print_table, usage
 
 if TYPE_CHECKING:
     from nats.js.object_store import ObjectStore
@@ -114,36 +115,14 @@ def add(
         )
     except ValueError as exc:
         usage(str(exc))
-
-    async def go(s: Session) -> dict[str, Any]:
-        return await s.api(f"STREAM.CREATE.{cfg['name']}", cfg, what=f"could not create object store {bucket}")
-
-    si = run(options(ctx), go)
-    if json_out:
-        emit_json(si)
-    else:
-        info(f"Object Store {bucket} was created\n")
-        print_sections([("Object Store", _status_pairs(bucket, si))])
+    create_bucket(ctx, bucket, cfg, "Object Store", _status_pairs, json_out)
 
 
 @app.command("info")
 def info_cmd(ctx: typer.Context, bucket: BucketArg, json_out: JsonOut = False) -> None:
     """Show an Object Store bucket's configuration and size."""
     _bucket(bucket)
-
-    async def go(s: Session) -> dict[str, Any]:
-        try:
-            return await s.api(f"STREAM.INFO.{OBJ_STREAM_PREFIX}{bucket}")
-        except ApiFailure as exc:
-            if exc.code == 404:
-                raise CliError(f"object store bucket {bucket!r} not found", err_code=exc.err_code) from exc
-            raise
-
-    si = run(options(ctx), go)
-    if json_out:
-        emit_json(si)
-    else:
-        print_sections([("Object Store", _status_pairs(bucket, si))])
+    show_bucket(ctx, bucket, f"{OBJ_STREAM_PREFIX}{bucket}", "Object Store", _status_pairs, json_out)
 
 
 def _info_dict(oi: Any) -> dict[str, Any]:
