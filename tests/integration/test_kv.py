@@ -381,7 +381,7 @@ async def test_purge_deletes(target: Target) -> None:
     assert (await kv.status()).values == 1
     with pytest.raises(NoKeysError):
         await kv.history("a")
-    assert await kv.keys() == ["keep"]
+    assert await keys_of(kv, target) == ["keep"]
     assert (await kv.get("keep")).value == b"k"
 
 
@@ -392,7 +392,7 @@ async def test_keys_with_filters(target: Target) -> None:
         await kv.put(key, b"v")
     await kv.put("user.1", b"v2")
     await kv.delete("gone")
-    assert sorted(await kv.keys()) == ["order.1", "user.1", "user.2"]
+    assert sorted(await keys_of(kv, target)) == ["order.1", "user.1", "user.2"]
     assert sorted(await kv.keys(filters=["user"])) == ["user.1", "user.2"]
 
 
@@ -462,7 +462,19 @@ async def test_watch_many_keys_counts_down_to_the_end(target: Target) -> None:
     assert await update(w2, 5) is None
     await stop(w2)
     await stop(w)
-    assert len(await kv.keys()) == 270
+    assert len(await keys_of(kv, target)) == 270
+
+
+async def keys_of(kv: KeyValue, target: Target) -> list[str]:
+    """``kv.keys()``; against nats-server 2.9.10 it now and then ends its watcher before the first
+    key arrives (NoKeysError on a full bucket), so the reference gets one retry. jetpy gets none."""
+    try:
+        return await kv.keys()
+    except NoKeysError:
+        if target.kind != "nats-server":
+            raise
+        await asyncio.sleep(0.2)
+        return await kv.keys()
 
 
 async def test_watch_empty_bucket_signals_end_of_initial_data(target: Target) -> None:

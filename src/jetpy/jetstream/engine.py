@@ -431,5 +431,6 @@ class JetStream:
 
 
 def _store_never_discards(cfg: StreamConfig) -> bool:
-    """Only the engine removes messages from such a stream (so a cache of them stays true)."""
-    return cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
+    """Whether a recent-message cache pays and stays true for this stream: only file reads are
+    slow enough to be worth it, and only the engine may remove messages (no store limits)."""
+    return cfg.storage == "file" and cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
