@@ -1,12 +1,20 @@
-"""Go's duration spelling, for texts that nats-server formats with ``time.Duration.String()``
-(status lines such as ``409 Exceeded MaxRequestExpires of 1s``, monitoring fields). Pure.
+"""Go's durations: the spelling nats-server formats with ``time.Duration.String()`` (status
+lines such as ``409 Exceeded MaxRequestExpires of 1s``, monitoring fields, ``Nats-TTL`` on
+markers) and the one clients write for ``time.ParseDuration`` (``Nats-TTL``, ``-NAK 5s``). Pure.
 """
 
 from __future__ import annotations
 
-__all__ = ["NS_PER_SECOND", "go_duration"]
+import re
+from typing import Final
+
+__all__ = ["NS_PER_SECOND", "go_duration", "parse_go_duration"]
 
 NS_PER_SECOND = 1_000_000_000
+_S: Final = NS_PER_SECOND
+_UNITS: Final = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": _S, "m": 60 * _S,
+                 "h": 3600 * _S}
+_COMPONENT: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
 
 
 def _frac(value: int, unit: int) -> str:
@@ -38,3 +46,28 @@ def go_duration(nanos: int) -> str:
     if mins:
         return f"{sign}{mins}m{secs}"
     return sign + secs
+
+
+def parse_go_duration(text: str) -> int:
+    """Go's ``time.ParseDuration`` in nanoseconds ("1h30m", "1.5s", "-2m", "0"); ValueError otherwise."""
+    s = text
+    neg = False
+    if s[:1] in ("+", "-"):
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f"invalid duration {text!r}")
+    total = 0
+    pos = 0
+    while pos < len(s):
+        m = _COMPONENT.match(s, pos)
+        if m is None or (not m.group(1) and not m.group(2)):
+            raise ValueError(f"invalid duration {text!r}")
+        unit = _UNITS[m.group(3)]
+        whole = int(m.group(1) or "0") * unit
+        frac = m.group(2) or ""
+        total += whole + (int(frac) * unit // 10 ** len(frac) if frac else 0)
+        pos = m.end()
+    return -total if neg else total

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from jetpy.gotime import go_duration, parse_go_duration
 from jetpy.protocol.headers import get_header
 from jetpy.store import StoreLimits, StreamStore
 from jetpy.store.ttl import (
     TTL_NEVER,
-    go_duration,
     is_marker,
     marker_headers,
     msg_ttl,
-    parse_go_duration,
     parse_ttl,
 )
 

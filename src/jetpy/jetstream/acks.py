@@ -14,14 +14,13 @@ from typing import Final, Literal
 
 import msgspec
 
-__all__ = ["ACK_PREFIX", "Ack", "AckKind", "AckReply", "ack_reply", "parse_ack", "parse_ack_subject"]
+from jetpy.gotime import parse_go_duration
+
+__all__ = ["ACK_PREFIX", "Ack", "AckKind", "AckReply", "ack_prefix", "parse_ack", "parse_ack_subject"]
 
 ACK_PREFIX: Final = "$JS.ACK."
 
 AckKind = Literal["ack", "nak", "wpi", "next", "term"]
-
-_UNITS: Final = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
-                 "h": 3_600_000_000_000}
 
 
 @dataclass(slots=True, frozen=True)
@@ -45,8 +44,10 @@ class Ack:
     next_request: bytes = b""  # +NXT: the pull request that follows (empty = one message)
 
 
-def ack_reply(stream: str, consumer: str, deliveries: int, sseq: int, cseq: int, ts: int, pending: int) -> str:
-    return f"{ACK_PREFIX}{stream}.{consumer}.{deliveries}.{sseq}.{cseq}.{ts}.{pending}"
+def ack_prefix(stream: str, consumer: str) -> str:
+    """An ack subject up to its variable tokens; a delivery appends
+    ``<deliveries>.<stream seq>.<consumer seq>.<timestamp ns>.<pending>``."""
+    return f"{ACK_PREFIX}{stream}.{consumer}."
 
 
 def parse_ack_subject(subject: str) -> AckReply | None:
@@ -62,28 +63,6 @@ def parse_ack_subject(subject: str) -> AckReply | None:
         return None
 
 
-def _duration(text: str) -> int:
-    """A Go duration (``5s``, ``1m30s``, ``250ms``) in ns; raises ValueError."""
-    total = 0
-    i = 0
-    n = len(text)
-    if not n:
-        raise ValueError("empty duration")
-    while i < n:
-        j = i
-        while j < n and (text[j].isdigit() or text[j] == "."):
-            j += 1
-        k = j
-        while k < n and not (text[k].isdigit() or text[k] == "."):
-            k += 1
-        num, unit = text[i:j], text[j:k]
-        if not num or unit not in _UNITS:
-            raise ValueError(f"invalid duration {text!r}")
-        total += int(float(num) * _UNITS[unit])
-        i = k
-    return total
-
-
 def _nak_delay(rest: bytes) -> int:
     rest = rest.strip()
     if not rest:
@@ -96,7 +75,7 @@ def _nak_delay(rest: bytes) -> int:
         delay = obj.get("delay") if isinstance(obj, dict) else None
         return delay if isinstance(delay, int) and delay > 0 else 0
     try:
-        return max(0, _duration(rest.decode()))
+        return max(0, parse_go_duration(rest.decode()))
     except (ValueError, UnicodeDecodeError):
         return 0
 

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from jetpy.gotime import go_duration
-from jetpy.jetstream.acks import Ack, AckReply, ack_reply
+from jetpy.jetstream.acks import Ack, AckReply, ack_prefix
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time
 from jetpy.jetstream.pull import PullRequest, RequestError, parse_pull_request, status
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.store.base import ConsumerState, StoredMsg
-from jetpy.subjects import matches_all, subject_is_subset, subject_matches
+from jetpy.subjects import subject_is_subset, subject_matches
 
 if TYPE_CHECKING:
     from jetpy.jetstream.stream import Stream
@@ -89,7 +89,6 @@ class Consumer:
         self.created_ns = created_ns
         self.host = host
         self.closed = False
-        self.filters = config.filters
         self.ack_none = config.ack_policy == "none"
         self.ack_all = config.ack_policy == "all"
         self.push = config.is_push
@@ -127,8 +126,7 @@ class Consumer:
         self._held: StoredMsg | None = None
         self._replay_base: tuple[int, int] | None = None  # (now, msg ts) of the first delivery
         self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
-        self._sample = _sample_percent(config.sample_freq)
-        self._ack_prefix = ack_reply(stream.name, name, 0, 0, 0, 0, 0).rsplit(".", 5)[0] + "."
+        self._ack_prefix = ack_prefix(stream.name, name)
         self._apply_config(config)
         if state is not None:
             self._restore(state, now)
@@ -382,7 +380,7 @@ class Consumer:
         pending = self._npending
         if pending is None:
             pending = self.num_pending()
-        reply = f"{self._ack_prefix}{dc}.{seq}.{cseq}.{m.ts}.{pending}"
+        reply = self._ack_subject(dc, seq, cseq, m.ts, pending)
         hdr, data = m.hdr, m.data
         if self._headers_only:
             base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
@@ -497,8 +495,12 @@ class Consumer:
         payload, as nats-server counts it."""
         dc = p.deliveries + 1 if p is not None else 1
         pending = self._npending if self._npending is not None else self.num_pending()
-        reply = ack_reply(self.stream.name, self.name, dc, m.seq, self.dseq, m.ts, pending)
+        reply = self._ack_subject(dc, m.seq, self.dseq, m.ts, pending)
         return len(m.subject) + len(reply) + len(m.hdr) + len(m.data)
+
+    def _ack_subject(self, dc: int, sseq: int, cseq: int, ts: int, pending: int) -> str:
+        """The reply subject of one delivery (``acks`` owns the spelling)."""
+        return f"{self._ack_prefix}{dc}.{sseq}.{cseq}.{ts}.{pending}"
 
     def _unget(self, m: StoredMsg, p: Pending | None) -> None:
         """Put back a message taken by ``_next`` but not sent."""
@@ -869,6 +871,3 @@ def _sample_percent(freq: str) -> int:
     except ValueError:
         return 0
 
-
-def matches_any(filters: list[str], subject: str) -> bool:
-    return not filters or any(matches_all(f) or subject_matches(f, subject) for f in filters)

@@ -29,8 +29,8 @@ from jetpy.jetstream.consumers import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, format_time
 from jetpy.jetstream.recent import RecentMessages
-from jetpy.jetstream.stream import PublishResult, Stream, limits_of, pub_error
-from jetpy.store.base import ErrStoreIO, StoreConfig, StreamStore
+from jetpy.jetstream.stream import Stream, limits_of, pub_error
+from jetpy.store.base import ErrStoreIO, StoreConfig, StoredMsg, StreamStore
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["JetStream", "JetStreamConfig"]
@@ -219,8 +219,8 @@ class JetStream:
             if stream.name not in self.streams:
                 return
             res = stream.process(subject, data[:hdr_len] if hdr_len else b"", data)
-            if res.stored_seq:
-                self._stored(stream, res, subject, hdr_len)
+            if res.stored is not None:
+                self._stored(stream, res.stored)
                 if res.expires and not 0 < self._expiry_at <= res.expires:
                     self.schedule_expiry()  # a per-message TTL ending before the armed timer
             if stream.config.no_ack or reply is None:
@@ -239,24 +239,22 @@ class JetStream:
 
         return ingest
 
-    def _stored(self, stream: Stream, res: PublishResult, subject: bytes, hdr_len: int) -> None:
-        seq = res.stored_seq
+    def _stored(self, stream: Stream, stored: StoredMsg) -> None:
+        """A new message is in the stream: the recent cache, consumers and retention follow."""
+        seq = stored.seq
         recent = self.recent[stream.name]
-        stored = res.stored
-        if stored is None:
-            return
         if stored.hdr and b"Nats-Rollup" in stored.hdr:
             recent.clear()  # the rollup removed older messages
             self.consumers.stream_changed(stream)
         recent.add(stored)
         if stream.consumers:
             self.consumers.stored(stream, seq, stored.subject)
-        if stream.config.retention == "interest":
-            subj = subject.decode()
-            if not any(c.matches(subj) for c in stream.consumers.values()):
-                # nobody is interested: acknowledged, then not kept (as nats-server)
-                stream.store.remove_msg(seq)
-                recent.discard(seq)
+        if stream.config.retention == "interest" and not any(
+            c.matches(stored.subject) for c in stream.consumers.values()
+        ):
+            # nobody is interested: acknowledged, then not kept (as nats-server)
+            stream.store.remove_msg(seq)
+            recent.discard(seq)
 
     def removed(self, stream: Stream) -> None:
         """Messages left the stream by a path the engine drives: caches and counts follow."""
@@ -356,9 +354,8 @@ class JetStream:
                 if removed:
                     self.removed(s)
                     self.mark_dirty(s)
-                for res in markers:  # subject delete markers: new messages for the consumers
-                    assert res.stored is not None
-                    self._stored(s, res, res.stored.subject.encode(), len(res.stored.hdr))
+                for marker in markers:  # subject delete markers: new messages for the consumers
+                    self._stored(s, marker)
         self.schedule_expiry()
 
     # -- accounting -----------------------------------------------------------------------------

@@ -64,8 +64,7 @@ class PublishResult:
 
     ack: bytes
     durable_seq: int = 0
-    stored_seq: int = 0  # the new message's sequence (0: not stored, or a duplicate)
-    stored: StoredMsg | None = None  # exactly what was stored (for the engine's recent cache)
+    stored: StoredMsg | None = None  # exactly what was stored (None: not stored, or a duplicate)
     expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
 
 
@@ -185,26 +184,25 @@ class Stream:
         return PublishResult(
             pub_ack(name, seq),
             seq if self.durable else 0,
-            seq,
             StoredMsg(subj, seq, ts, hdr, payload),
             ts + ttl if ttl > 0 else 0,
         )
 
     # -- expiry ---------------------------------------------------------------------------------
 
-    def expire(self, now_ns: int) -> tuple[int, list[PublishResult]]:
+    def expire(self, now_ns: int) -> tuple[int, list[StoredMsg]]:
         """Remove what max_age and per-message TTLs say is due at ``now_ns``. Returns how many
         messages went, and the delete markers the store left (as stored messages, so the engine
         hands them to consumers like any other new message)."""
         store = self.store
         before = store.state().last_seq if self.config.subject_delete_marker_ttl > 0 else 0
         removed = store.expire(now_ns)
-        markers: list[PublishResult] = []
+        markers: list[StoredMsg] = []
         if before:
             for seq in range(before + 1, store.state().last_seq + 1):
                 m = store.load_msg(seq)
                 if m is not None:
-                    markers.append(PublishResult(b"", seq if self.durable else 0, seq, m))
+                    markers.append(m)
         return removed, markers
 
     def _trim_dedup(self, now: int) -> None:

@@ -79,7 +79,7 @@ from .record import (
 )
 from .recovery import read_tombstones, recover
 from .segment import NO_SID, Block, SubjectInfo
-from .ttl import is_marker, marker_headers
+from .ttl import is_marker, store_markers
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
 
@@ -634,12 +634,7 @@ class FileStore(GroupCommit):
                             self._expire_one(seq, marker_ttl, emptied)
                             removed += 1
                     seq += 1
-        for subject in emptied:
-            if subject not in self._subjects:
-                try:
-                    self.store_msg(subject, marker_headers(marker_ttl), b"", now_ns, marker_ttl)
-                except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject):
-                    pass  # a full discard-new stream has no room for the marker
+        store_markers(self, [s for s in emptied if s not in self._subjects], marker_ttl, now_ns)
         return removed
 
     def _expire_one(self, seq: int, marker_ttl: int, emptied: list[str]) -> None:

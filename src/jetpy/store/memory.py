@@ -27,13 +27,12 @@ from .base import (
     SimpleState,
     StoreConfig,
     StoredMsg,
-    StoreError,
     StoreLimits,
     StreamState,
     msg_size,
 )
 from .consumer_state import MemoryConsumerStore, validate_name
-from .ttl import is_marker, marker_headers
+from .ttl import is_marker, store_markers
 
 _time_ns = time.time_ns
 
@@ -316,12 +315,7 @@ class MemoryStore:
                             self._expire_one(s, marker_ttl, emptied)
                             removed += 1
                     s += 1
-        for subject in emptied:
-            if subject not in self._subjects:
-                try:
-                    self.store_msg(subject, marker_headers(marker_ttl), b"", now_ns, marker_ttl)
-                except StoreError:
-                    pass  # a full discard-new stream has no room for the marker
+        store_markers(self, [s for s in emptied if s not in self._subjects], marker_ttl, now_ns)
         return removed
 
     def _expire_one(self, seq: int, marker_ttl: int, emptied: list[str]) -> None:

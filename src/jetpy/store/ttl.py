@@ -11,22 +11,23 @@ publish path (to refuse bad values with 10165/10166).
 
 from __future__ import annotations
 
-import re
-from typing import Final
+from typing import Final, Protocol
 
+from jetpy.gotime import NS_PER_SECOND, go_duration, parse_go_duration
 from jetpy.protocol.headers import get_header
+
+from .base import ErrMaxBytes, ErrMaxMsgs, ErrMaxMsgsPerSubject
 
 __all__ = [
     "H_MARKER_REASON",
     "H_TTL",
     "MARKER_REASON_MAX_AGE",
     "TTL_NEVER",
-    "go_duration",
     "is_marker",
     "marker_headers",
     "msg_ttl",
-    "parse_go_duration",
     "parse_ttl",
+    "store_markers",
 ]
 
 H_TTL: Final = b"Nats-TTL"
@@ -35,36 +36,8 @@ MARKER_REASON_MAX_AGE: Final = "MaxAge"  # the reason for markers left by max_ag
 TTL_NEVER: Final = -1
 """A message's TTL of ``never``: not removed by its own TTL, and not by ``max_age`` either."""
 
-_S: Final = 1_000_000_000
-_UNITS: Final = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": _S, "m": 60 * _S,
-                 "h": 3600 * _S}
-_COMPONENT: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
+_S: Final = NS_PER_SECOND
 _H_KV_OPERATION: Final = b"KV-Operation"
-
-
-def parse_go_duration(text: str) -> int:
-    """Go's ``time.ParseDuration`` in nanoseconds ("1h30m", "1.5s", "-2m", "0"); ValueError otherwise."""
-    s = text
-    neg = False
-    if s[:1] in ("+", "-"):
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError(f"invalid duration {text!r}")
-    total = 0
-    pos = 0
-    while pos < len(s):
-        m = _COMPONENT.match(s, pos)
-        if m is None or (not m.group(1) and not m.group(2)):
-            raise ValueError(f"invalid duration {text!r}")
-        unit = _UNITS[m.group(3)]
-        whole = int(m.group(1) or "0") * unit
-        frac = m.group(2) or ""
-        total += whole + (int(frac) * unit // 10 ** len(frac) if frac else 0)
-        pos = m.end()
-    return -total if neg else total
 
 
 def parse_ttl(raw: bytes) -> int:
@@ -96,22 +69,23 @@ def msg_ttl(hdr: bytes) -> int:
     return 0 if raw is None else parse_ttl(raw)
 
 
-def go_duration(ns: int) -> str:
-    """Whole seconds as Go's ``time.Duration.String()`` ("1s", "5m0s", "1h0m0s")."""
-    secs = ns // _S
-    h, rest = divmod(secs, 3600)
-    m, s = divmod(rest, 60)
-    if h:
-        return f"{h}h{m}m{s}s"
-    if m:
-        return f"{m}m{s}s"
-    return f"{s}s"
-
-
 def marker_headers(ttl_ns: int, reason: str = MARKER_REASON_MAX_AGE) -> bytes:
     """The headers of a subject delete marker: why the subject is empty, and the marker's own TTL
     (so markers clean themselves up). The payload is empty."""
-    return f"NATS/1.0\r\nNats-Marker-Reason: {reason}\r\nNats-TTL: {go_duration(ttl_ns)}\r\n\r\n".encode()
+    return f"NATS/1.0\r\nNats-Marker-Reason: {reason}\r\nNats-TTL: {go_duration(ttl_ns // _S * _S)}\r\n\r\n".encode()
+
+
+class _MarkerTarget(Protocol):
+    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0) -> tuple[int, int]: ...
+
+
+def store_markers(store: _MarkerTarget, subjects: list[str], ttl_ns: int, now_ns: int) -> None:
+    """Append a delete marker (with its own TTL) on each subject that expiry just emptied."""
+    for subject in subjects:
+        try:
+            store.store_msg(subject, marker_headers(ttl_ns), b"", now_ns, ttl_ns)
+        except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject):
+            pass  # a full discard-new stream has no room for the marker
 
 
 def is_marker(hdr: bytes) -> bool:
