@@ -339,3 +339,18 @@ async def test_replay_original_keeps_spacing(server: Server) -> None:
     assert (m1.data, m2.data) == (b"1", b"2")
     assert 0.3 <= gap < 1.5, gap
     await nc.close()
+
+
+async def test_deleted_message_is_not_delivered_after_a_stream_update(server: Server) -> None:
+    """Consumers read new messages from the stream's recent-message cache: an update of the
+    stream must not leave them holding a cache that no longer hears about deletes."""
+    nc, js = await _js(server)
+    await js.add_stream(name="U", subjects=["u"])
+    sub = await js.pull_subscribe("u", durable="D")
+    for i in range(3):
+        await js.publish("u", str(i).encode())
+    await js.update_stream(name="U", subjects=["u"], description="updated")
+    assert await js.delete_msg("U", 2)
+    got = [m.data for m in await sub.fetch(3, timeout=1)]
+    assert got == [b"0", b"2"]
+    await nc.close()

@@ -183,13 +183,13 @@ class JetStream:
     def update_stream(self, stream: Stream, cfg: StreamConfig) -> None:
         old_subjects = stream.config.subjects
         stream.update_config(cfg)
-        self.recent[stream.name] = RecentMessages(_store_never_discards(cfg))
-        self.consumers.stream_changed(stream)
+        # in place: consumers hold this object (the update may also have removed messages)
+        self.recent[stream.name].reset(_store_never_discards(cfg))
         stream.store.write_meta(_meta_json(cfg, stream.created_ns))
         if old_subjects != cfg.subjects:
             self._resubscribe(stream)
         for c in stream.consumers.values():
-            c.update_config(c.config)  # they derive read paths from the stream's config
+            c.update_config(c.config)  # read paths derive from the stream's config; recounts too
         self.schedule_expiry()
 
     def delete_stream(self, stream: Stream) -> None:

@@ -58,6 +58,11 @@ class RecentMessages:
         if 0 <= i < len(self.msgs):
             self.msgs[i] = None
 
+    def reset(self, enabled: bool) -> None:
+        """Empty, and on or off for a changed stream config (the same object: consumers hold it)."""
+        self.clear()
+        self.enabled = enabled
+
     def clear(self) -> None:
         self.msgs.clear()
         self.nbytes = 0
