@@ -137,8 +137,7 @@ class ConsumerManager:
             if persist:
                 cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
             self._stores[c] = cs
-            self._dirty.add(c)
-            self._dirty_event.set()
+            self.state_changed(c)
         self._wire(c, now)
         return c
 

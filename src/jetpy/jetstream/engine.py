@@ -24,6 +24,7 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api import ApiRouter
 from jetpy.jetstream.bus import MessageBus, StoreProvider
+from jetpy.jetstream.consumer import Consumer
 from jetpy.jetstream.consumer_api import ConsumerApi
 from jetpy.jetstream.consumers import ConsumerManager
 from jetpy.jetstream.errors import ApiError
@@ -408,7 +409,7 @@ class JetStream:
             doc["account_details"] = [acc]
         return doc
 
-    def consumers_info(self, c: Any, config: bool) -> dict[str, Any]:
+    def consumers_info(self, c: Consumer, config: bool) -> dict[str, Any]:
         info: dict[str, Any] = msgspec.to_builtins(c.info(format_time(time.time_ns())))
         info.pop("ts", None)
         if not config:

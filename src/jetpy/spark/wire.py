@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from jetpy.protocol.headers import get_header, parse_headers
 from jetpy.spark.options import ConnOptions
 
 __all__ = ["BatchColumns", "Reply", "Wire", "WireError", "parse_ts_us"]
@@ -56,12 +57,8 @@ class Reply:
         return 0
 
     def header(self, key: str) -> str | None:
-        needle = b"\r\n" + key.encode() + b":"
-        i = self.hdr.find(needle)
-        if i < 0:
-            return None
-        j = self.hdr.find(b"\r\n", i + len(needle))
-        return self.hdr[i + len(needle) : j].strip().decode()
+        value = get_header(self.hdr, key.encode())
+        return None if value is None else value.decode()
 
     def json(self) -> dict[str, Any]:
         obj = json.loads(self.data)
@@ -114,12 +111,10 @@ def parse_ts_us(ts: bytes) -> int:
 
 
 def _user_headers(block: bytes) -> list[tuple[str, list[str]]]:
-    """``Key: Value`` lines -> [(key, [values...])] in first-seen key order (keys may repeat)."""
+    """A header block -> [(key, [values...])] in first-seen key order (keys may repeat)."""
     out: dict[str, list[str]] = {}
-    for line in block.decode("utf-8", "replace").split("\r\n"):
-        k, sep, v = line.partition(":")
-        if sep and k:
-            out.setdefault(k.strip(), []).append(v.strip())
+    for k, v in parse_headers(block).items:
+        out.setdefault(k, []).append(v)
     return list(out.items())
 
 
@@ -438,4 +433,4 @@ class Wire:
                 ts_us.append(parse_ts_us(ts))
             data.append(payload)
             if headers is not None:
-                headers.append(_user_headers(hdr[10:i]) if i > 10 else None)
+                headers.append(_user_headers(hdr[:i]) if i > 10 else None)
