@@ -14,6 +14,13 @@ last token up among literal children (no subscription spells out that last level
 under its prefix instead: every sibling subject then hits that one entry. Any insert or remove
 clears these prefix entries (they are few; subscriptions change far less often than publishes).
 
+JetStream ack subjects (``$JS.ACK.<stream>.<consumer>.<five numbers>``, unique per message, all
+matched by ``$JS.ACK.<stream>.<consumer>.>``) vary in more than their last token. The general
+rule: a walk that looked no token after the ``d``-th up among literal children, and whose every
+branch ended before the subject's last token, gives the same result for every subject with the
+same first ``d`` tokens and at least as many tokens as the walk went deep. Such a miss is cached
+under its first ``d`` tokens (the "deep" cache, cleared with the prefix cache).
+
 Results list members in nats-server's order (what a client sees first when it matters, as in
 the choice of subscription for a no-responders reply). The hot publish path may read
 :attr:`SubjectTree.cache` directly, counting each hit with ``hot_hits += 1`` so that the
@@ -22,7 +29,7 @@ statistics stay right without a method call per message.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["MatchResult", "SubjectTree"]
 
@@ -57,6 +64,9 @@ class SubjectTree(Generic[T]):
         self._cache: dict[bytes, MatchResult[T]] = {}
         # subject minus its last token -> the result every such subject gets (see the docstring)
         self._prefix_cache: dict[bytes, MatchResult[T]] = {}
+        # first d tokens -> (result, dots the subject needs at least); see the docstring
+        self._deep_cache: dict[bytes, tuple[MatchResult[T], int]] = {}
+        self._deep_lens: list[int] = []  # the lengths of the deep keys (a few: they are tried in turn)
         self._cache_size = cache_size
         self.count = 0
         self.inserts = 0
@@ -151,6 +161,9 @@ class SubjectTree(Generic[T]):
     def _invalidate(self, filter_: bytes) -> None:
         if self._prefix_cache:
             self._prefix_cache.clear()
+        if self._deep_cache:
+            self._deep_cache.clear()
+            self._deep_lens.clear()
         cache = self._cache
         if not cache:
             return
@@ -170,6 +183,11 @@ class SubjectTree(Generic[T]):
         if r is not None:
             self._hits += 1
             return r
+        if self._deep_lens:
+            r = self._deep_match(subject)
+            if r is not None:
+                self._hits += 1
+                return r
         cut = subject.rfind(b".")
         prefix = subject[:cut] if cut > 0 else b""
         if prefix:
@@ -180,16 +198,23 @@ class SubjectTree(Generic[T]):
         plain: list[T] = []
         groups: dict[bytes, list[T]] = {}
         toks = subject.split(b".")
-        lit_last = [False]
-        if b"" not in toks:  # as nats-server: a subject with an empty token matches nothing
-            _collect(self._root, toks, 0, plain, groups, lit_last)
+        walk = [-1, 0, False]  # deepest literal lookup, deepest branch end, a branch ran out
+        valid = b"" not in toks  # as nats-server: a subject with an empty token matches nothing
+        if valid:
+            _collect(self._root, toks, 0, plain, groups, walk)
         r = (plain, list(groups.values()))
-        if prefix and not lit_last[0] and b"" not in toks:
-            pc = self._prefix_cache
-            if len(pc) >= self._cache_size:
-                pc.clear()
-            pc[prefix] = r
-            return r
+        if valid and prefix:
+            n = len(toks)
+            depth = walk[0] + 1
+            if not walk[2] and 0 < depth < n:
+                self._deep_store(toks, depth, r, walk[1])
+                return r
+            if depth < n:  # the last token was not looked up among literal children
+                pc = self._prefix_cache
+                if len(pc) >= self._cache_size:
+                    pc.clear()
+                pc[prefix] = r
+                return r
         cache = self._cache
         if len(cache) >= self._cache_size:
             # drop the older half: cheap, amortised, and keeps recently added hot subjects
@@ -197,6 +222,32 @@ class SubjectTree(Generic[T]):
                 del cache[key]
         cache[subject] = r
         return r
+
+    def _deep_match(self, subject: bytes) -> MatchResult[T] | None:
+        """The deep-cache entry covering ``subject``, if any (see the module docstring)."""
+        deep = self._deep_cache
+        for n in self._deep_lens:
+            if subject[n : n + 1] == b".":  # the key would end at a token boundary
+                e = deep.get(subject[:n])
+                if e is not None:
+                    toks = subject.split(b".")
+                    if len(toks) > e[1] and b"" not in toks:
+                        return e[0]
+                    return None
+        return None
+
+    def _deep_store(self, toks: list[bytes], depth: int, r: MatchResult[T], far: int) -> None:
+        dc = self._deep_cache
+        lens = self._deep_lens
+        if len(dc) >= self._cache_size:
+            dc.clear()
+            lens.clear()
+        key = b".".join(toks[:depth])
+        if len(key) not in lens:
+            if len(lens) >= 8:
+                return  # a few distinct key lengths at most: each costs every miss a lookup
+            lens.append(len(key))
+        dc[key] = (r, far)
 
     def has_interest(self, subject: bytes) -> bool:
         plain, groups = self.match(subject)
@@ -224,30 +275,34 @@ class SubjectTree(Generic[T]):
 
 
 def _collect(
-    level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]], lit_last: list[bool]
+    level: _Node[T], toks: list[bytes], i: int, plain: list[T], groups: dict[bytes, list[T]], walk: list[Any]
 ) -> None:
     """Add the members matching ``toks[i:]`` below ``level``, in nats-server's order: per token a
     ``>`` child, then the ``*`` branch; at the end the literal node, then the last ``*`` node.
-    ``lit_last[0]`` is set when the last token was looked up among literal children (the result
-    then depends on that token)."""
+    Records in ``walk`` what the result depended on: [0] the deepest token index looked up among
+    literal children, [1] the deepest index at which a branch ended early, [2] whether a branch
+    reached the end of the subject (then the token count matters)."""
     node: _Node[T] | None = level
     lit: _Node[T] | None = None
     pwc: _Node[T] | None = None
     n = len(toks)
     while i < n:
         if node is None:
+            if i > walk[1]:
+                walk[1] = i
             return
         if node.fwc is not None:
             _add(node.fwc, plain, groups)
         pwc = node.pwc
         if pwc is not None:
-            _collect(pwc, toks, i + 1, plain, groups, lit_last)
+            _collect(pwc, toks, i + 1, plain, groups, walk)
         nxt = node.next
-        if nxt and i == n - 1:
-            lit_last[0] = True
+        if nxt and i > walk[0]:
+            walk[0] = i
         lit = nxt.get(toks[i])
         node = lit
         i += 1
+    walk[2] = True
     if lit is not None:
         _add(lit, plain, groups)
     if pwc is not None:

@@ -30,7 +30,7 @@ from jetpy.jetstream.models import ConsumerConfig, StreamConfig
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.validate import check_consumer_config, check_stream_config
 from jetpy.protocol.headers import parse_headers
-from jetpy.store import MemoryStore, StoreConfig
+from jetpy.store import MemoryStore, StoreConfig, StoredMsg
 
 ACK_WAIT = 10_000  # ns: the clock is invented, only ratios matter
 T0 = 1_000_000_000_000
@@ -55,6 +55,10 @@ class Host:
 
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> None:
         self.sends.append(Sent(route, subject, reply, payload, headers))
+
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> None:
+        for m, reply in zip(msgs, replies, strict=True):
+            self.send(route, m.subject, reply.decode(), m.data, m.hdr)
 
     def has_interest(self, subject: str) -> bool:
         return True

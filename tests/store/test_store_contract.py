@@ -17,6 +17,7 @@ from jetpy.store import (
     ErrMsgTooLarge,
     ErrStoreClosed,
     SimpleState,
+    StoredMsg,
     StoreLimits,
     StreamStore,
     msg_size,
@@ -179,6 +180,36 @@ def test_load_next_msg_many_subjects(store: StreamStore) -> None:
         store.remove_msg(s)
     m = store.load_next_msg("s.*", 150)
     assert m is not None and m.seq == 160
+
+
+def _one_by_one(store: StreamStore, f: str, start: int, n: int) -> list[StoredMsg]:
+    out: list[StoredMsg] = []
+    while len(out) < n:
+        m = store.load_next_msg(f, start)
+        if m is None:
+            break
+        out.append(m)
+        start = m.seq + 1
+    return out
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_load_next_batch_matches_load_next_msg(store: StreamStore, flush: bool) -> None:
+    """The bulk read returns exactly what reading one by one would: across blocks, around
+    deleted and erased messages, with headers, from the write buffer and from disk."""
+    for i in range(120):
+        hdr = b"NATS/1.0\r\nK: %d\r\n\r\n" % i if i % 7 == 0 else b""
+        store.store_msg(["a.x", "b.y", "a.z"][i % 3], hdr, b"payload-%d" % i * (1 + i % 5), ts=1000 + i)
+    for seq in (1, 2, 17, 40, 41, 42, 43, 99):
+        store.remove_msg(seq)
+    store.erase_msg(60)
+    if flush:
+        store.flush()
+    for f in ("", ">", "a.*", "b.y", "a.x", "nope"):
+        for start in (0, 1, 3, 17, 44, 59, 60, 118, 120, 121):
+            for n in (1, 5, 64, 500):
+                assert store.load_next_batch(f, start, n) == _one_by_one(store, f, start, n), (f, start, n)
+    assert store.load_next_batch("", 1, 0) == []
 
 
 def test_load_last_msg(store: StreamStore) -> None:

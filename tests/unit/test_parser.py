@@ -9,6 +9,7 @@ import pytest
 from parser_support import flat
 
 from jetpy.protocol import Parser, ProtocolError
+from jetpy.protocol import parser as parser_module
 from jetpy.protocol.connect import ConnectOptions, decode_connect, validate_info
 from jetpy.protocol.errors import (
     ERR_AUTH_VIOLATION,
@@ -17,7 +18,12 @@ from jetpy.protocol.errors import (
     ERR_UNKNOWN_OP,
 )
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
-from jetpy.protocol.parser import COLLECT_THRESHOLD, DEFAULT_MAX_CONTROL_LINE, DEFAULT_MAX_PAYLOAD
+from jetpy.protocol.parser import (
+    COLLECT_THRESHOLD,
+    DEFAULT_MAX_CONTROL_LINE,
+    DEFAULT_MAX_PAYLOAD,
+    SIZED_COMPILES_PER_PARSER,
+)
 
 HEADERS_ON = b'CONNECT {"headers":true}\r\n'
 TRAILERS = (b"P", b"PUB f 5\r\nhel", b"SUB f", b"CONNECT {", b"PING")  # starts of a next op
@@ -156,9 +162,9 @@ def test_consecutive_pubs_to_one_subject_come_as_a_run() -> None:
     )
     assert ops == [
         (PUBS, b"a", [b"x", b"yy"], [b"1", b"2"]),
-        (PUBS, b"b", [b"z"], [b"1"]),
+        (PUB, b"b", None, 0, b"z", b"1"),  # a run of one stays a plain PUB
         (PUB, b"b", b"r", 0, b"", b"0"),  # a reply ends a run
-        (PUBS, b"b", [b""], [b"0"]),
+        (PUB, b"b", None, 0, b"", b"0"),
         (PING,),
     ]
 
@@ -175,6 +181,45 @@ def test_a_repeated_control_line_is_checked_like_any_other() -> None:
     p = Parser()
     assert flat(p.feed(line + b"abc\r\n" + line + b"de")) == [pub(b"s", b"abc")]
     assert flat(p.feed(b"f\r\n" + line + b"ghi\r\n")) == [pub(b"s", b"def"), pub(b"s", b"ghi")]
+
+
+def test_a_streaming_publisher_s_size_path_parses_like_the_fast_path() -> None:
+    # requests of one size (a JetStream publisher): after two, a size-specific pattern takes them
+    reqs = b"".join(b"PUB s _INBOX.%d 3\r\nm%02d\r\n" % (i, i) for i in range(6))
+    expected = [pub(b"s", b"m%02d" % i, b"_INBOX.%d" % i) for i in range(6)]
+    assert parse_all(reqs) == expected
+    # then other sizes, other subjects, no reply, a payload that looks like a PUB, and back
+    tail = b"PUB s r 4\r\nabcd\r\nPUB t 3\r\nxyz\r\nPUB s r 3\r\n\r\nx\r\nPUB s 3\r\nPUB\r\nPUB u r 3\r\nend\r\n"
+    assert parse_all(reqs + tail) == [
+        *expected,
+        pub(b"s", b"abcd", b"r"),
+        pub(b"t", b"xyz"),
+        pub(b"s", b"\r\nx", b"r"),
+        pub(b"s", b"PUB"),
+        pub(b"u", b"end", b"r"),
+    ]
+
+
+def test_the_size_path_checks_what_the_fast_path_checks() -> None:
+    reqs = b"".join(b"PUB s r%d 3\r\nabc\r\n" % i for i in range(4))
+    fails(reqs + b"PUB s r 3\r\nabcX\r\n", ERR_UNKNOWN_OP)  # payload not followed by CRLF
+    fails(reqs + b"PUB s r 3\r\nab\r\n\r\n", ERR_UNKNOWN_OP)
+    limits = Limits(max_control_line=12)
+    assert parse_all(reqs, limits) == [pub(b"s", b"abc", b"r%d" % i) for i in range(4)]
+    fails(reqs + b"PUB s r" + b"x" * 10 + b" 3\r\nabc\r\n", ERR_MAX_CONTROL_LINE, limits)
+    # an incomplete message is waited for, whichever path learnt the size
+    p = Parser()
+    assert flat(p.feed(reqs + b"PUB s q 3\r\nab")) == [pub(b"s", b"abc", b"r%d" % i) for i in range(4)]
+    assert flat(p.feed(b"c\r\n")) == [pub(b"s", b"abc", b"q")]
+
+
+def test_a_parser_compiles_few_size_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # compiling costs; a client sending pairs of ever new sizes must not make it compile forever
+    monkeypatch.setattr(parser_module, "_sized_patterns", {})
+    data = b"".join(b"PUB s r %d\r\n%b\r\n" % (n, b"x" * n) * 2 for n in range(1, 30))
+    assert collect(Parser(), [data]) == [pub(b"s", b"x" * n, b"r") for n in range(1, 30) for _ in range(2)]
+    assert len(parser_module._sized_patterns) == SIZED_COMPILES_PER_PARSER
+    assert parse_all(data) == [pub(b"s", b"x" * n, b"r") for n in range(1, 30) for _ in range(2)]
 
 
 def test_lines_may_end_in_lf_only() -> None:

@@ -127,6 +127,11 @@ repeated_pub = st.sampled_from(
         (b"PUB a 01\r\nz\r\n", (PUB, b"a", None, 0, b"z", b"01")),
         (b"PUB b 1\r\nx\r\n", (PUB, b"b", None, 0, b"x", b"1")),
         (b"PUB a r 1\r\nx\r\n", (PUB, b"a", b"r", 0, b"x", b"1")),
+        # requests of one size (a JetStream publisher) take the size-specific path after two
+        (b"PUB a r2 1\r\n\n\r\n", (PUB, b"a", b"r2", 0, b"\n", b"1")),
+        (b"PUB b r 2\r\nxy\r\n", (PUB, b"b", b"r", 0, b"xy", b"2")),
+        (b"PUB a r 01\r\nz\r\n", (PUB, b"a", b"r", 0, b"z", b"01")),
+        (b"PUB a\tr 1\r\nx\r\n", (PUB, b"a", b"r", 0, b"x", b"1")),
         (b"PUB a 0\r\n\r\n", (PUB, b"a", None, 0, b"", b"0")),
         (b"PING\r\n", (PING,)),
     ]

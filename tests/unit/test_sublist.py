@@ -172,7 +172,7 @@ def test_counters() -> None:
 
 # -- a model ------------------------------------------------------------------------------------
 
-tok = st.sampled_from([b"a", b"b", b"c"])
+tok = st.sampled_from([b"a", b"b", b"c", b"d"])  # "d": never in a filter
 filter_tok = st.sampled_from([b"a", b"b", b"c", b"*"])
 
 
@@ -184,12 +184,13 @@ def filters(draw: st.DrawFn) -> bytes:
     return b".".join(toks)
 
 
-literals = st.lists(tok, min_size=1, max_size=4).map(b".".join)
+# long probes exercise the deep cache (results that depend on a prefix only)
+literals = st.lists(tok, min_size=1, max_size=6).map(b".".join)
 change = st.tuples(st.booleans(), filters(), st.sampled_from([None, b"q1", b"q2"]), st.integers(0, 5))
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(change, max_size=40), st.lists(literals, min_size=1, max_size=10))
+@settings(max_examples=300, deadline=None)
+@given(st.lists(change, max_size=40), st.lists(literals, min_size=1, max_size=12))
 def test_matches_a_brute_force_model(
     changes: list[tuple[bool, bytes, bytes | None, int]], probes: list[bytes]
 ) -> None:
@@ -230,3 +231,26 @@ def test_reply_subjects_share_one_prefix_entry_and_stay_correct() -> None:
     plain, groups = t.match(b"_INBOX.abc.9")
     assert sorted(plain) == ["inbox", "pwc-then-literal"] and groups == []
     assert t.match(b"_INBOX.abc.10") == (["inbox"], [])
+
+
+def test_ack_subjects_share_one_deep_entry_and_stay_correct() -> None:
+    t: SubjectTree[str] = SubjectTree(cache_size=64)
+    t.insert(b"$JS.ACK.S.C.>", None, "acks")
+    t.insert(b"$JS.ACK.S.D.>", None, "other")
+    for n in range(1000):  # every ack subject is new: one deep entry answers them all
+        assert t.match(b"$JS.ACK.S.C.1.%d.%d.1700000000.0" % (n, n)) == (["acks"], [])
+    assert t.cache_count() == 0 and t.cache_hits >= 999
+    assert t.match(b"$JS.ACK.S.C") == ([], [])  # too short for ">"
+    assert t.match(b"$JS.ACK.S.C.x") == (["acks"], [])
+    assert t.match(b"$JS.ACK.S.C.1..2") == ([], [])  # an empty token matches nothing
+    assert t.match(b"$JS.ACK.S.C.1.2.") == ([], [])
+    assert t.match(b"$JS.ACK.S.D.1.2.3") == (["other"], [])
+    t.insert(b"$JS.ACK.S.C.1.5.*", None, "deeper")  # a literal further down: the entries go
+    assert sorted(plain_of(t, b"$JS.ACK.S.C.1.5.9")) == ["acks", "deeper"]
+    assert plain_of(t, b"$JS.ACK.S.C.1.6.9") == ["acks"]
+    assert plain_of(t, b"$JS.ACK.S.C.1.5.9.1") == ["acks"]
+    t.insert(b"$JS.ACK.*.C.*.*.*.*.*", None, "nine")  # a branch that reaches the end: counts matter
+    assert sorted(plain_of(t, b"$JS.ACK.S.C.2.2.3.4.5")) == ["acks", "nine"]
+    assert plain_of(t, b"$JS.ACK.S.C.2.2.3.4") == ["acks"]
+    assert plain_of(t, b"$JS.ACK.S.C.2.2.3.4.5.6") == ["acks"]
+    assert sorted(plain_of(t, b"$JS.ACK.S.C.2.2.3.4.6")) == ["acks", "nine"]

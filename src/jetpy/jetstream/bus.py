@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from jetpy.store.base import StoreConfig, StreamStore
+from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
 __all__ = ["MessageBus", "MessageHandler", "StoreProvider"]
 
@@ -21,6 +21,11 @@ MessageHandler = Callable[[bytes, "bytes | None", int, bytes], None]
 class MessageBus(Protocol):
     def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         """Publish from inside the server; returns how many subscribers received it."""
+        ...
+
+    def publish_reply(self, subject: bytes, data: bytes) -> int:
+        """``publish`` of a plain reply to a reply subject as received (bytes): the PubAck
+        path, once per published message, so it skips the round trip through ``str``."""
         ...
 
     def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Any:
@@ -34,6 +39,11 @@ class MessageBus(Protocol):
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         """Deliver to subscribers of ``route`` with ``subject`` on the MSG line (a consumer's
         deliveries keep the stored message's subject while going to an inbox)."""
+        ...
+
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> int:
+        """``send`` for a run of stored messages to one route, each on its own subject with its
+        reply, in order (a consumer's bulk delivery)."""
         ...
 
     def watch_interest(self, subject: str, callback: Callable[[], None]) -> Any:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import msgspec
 
 from jetpy.gotime import go_duration
 from jetpy.jetstream.acks import Ack, AckReply, ack_prefix
@@ -37,6 +38,10 @@ __all__ = ["FC_WINDOW", "Consumer", "ConsumerHost"]
 # client answers at once, so a few MB in flight keeps a fast subscriber busy).
 FC_WINDOW: Final = 4 * 1024 * 1024
 
+# New messages handed to the host in one bulk delivery by a push consumer (a pull request's
+# batch is its own bound): small enough that flow control stays near its window.
+PUSH_BURST: Final = 256
+
 _HB = "Idle Heartbeat"
 _TOO_BIG = "Message Size Exceeds MaxBytes"
 
@@ -52,6 +57,10 @@ class ConsumerHost(Protocol):
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> object:
         """Deliver to subscribers of ``route``; they see ``subject`` on the MSG line."""
 
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> object:
+        """Deliver stored messages to subscribers of ``route`` in order, each on its own subject
+        with its ack reply: ``send`` for each, in one call."""
+
     def has_interest(self, subject: str) -> bool: ...
 
     def advisory(self, subject: str, body: dict[str, Any]) -> None: ...
@@ -63,8 +72,7 @@ class ConsumerHost(Protocol):
         """Durable state changed: persist it at the next commit."""
 
 
-@dataclass(slots=True)
-class Pending:
+class Pending(msgspec.Struct, gc=False):  # a C-level struct: one is made per delivery
     cseq: int  # consumer sequence of the first delivery
     ts: int  # last delivery time (ns)
     deliveries: int
@@ -127,6 +135,7 @@ class Consumer:
         self._replay_base: tuple[int, int] | None = None  # (now, msg ts) of the first delivery
         self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
         self._ack_prefix = ack_prefix(stream.name, name)
+        self._ack_prefix_b = self._ack_prefix.encode()
         self._apply_config(config)
         if state is not None:
             self._restore(state, now)
@@ -254,6 +263,16 @@ class Consumer:
             any(subject_is_subset(s, f) for f in self.filters) for s in stream_subjects
         )
         self._read_filters = [""] if not self.filters or covers else self.filters
+        # an explicit ack of one message that nothing else follows from (see ack_plain)
+        self._plain_acks = not self.ack_none and not self.ack_all and not self._sample and not self._retains
+        # new messages may go out in bulk (see _burst) unless something rewrites, paces or
+        # merges them one by one
+        self._bulk = (
+            not config.headers_only
+            and config.rate_limit_bps <= 0
+            and config.replay_policy != "original"
+            and len(self._read_filters) == 1
+        )
 
     def update_config(self, config: ConsumerConfig) -> None:
         self._apply_config(config)
@@ -397,6 +416,77 @@ class Consumer:
             self.host.state_changed(self)
         return size
 
+    def _plain_next(self, now: int) -> bool:
+        """Are the next deliveries plain new messages (nothing due for redelivery, held back,
+        paced, or left of a last-per-subject start)? Then :meth:`_burst` may send them."""
+        return not self.rdq and self._held is None and self._lps is None and self._not_before <= now
+
+    def _take_new(self, n: int) -> list[StoredMsg]:
+        """Up to ``n`` new messages from the stream cursor on, advancing it past them: what
+        ``n`` calls of :meth:`_next_new` return, read in bulk (the recent cache first)."""
+        f = self._read_filters[0]
+        recent = self.recent
+        msgs: list[StoredMsg] = []
+        if recent is not None and not f:
+            msgs = recent.take(self.sseq, n)
+        want = n - len(msgs)
+        caught_up = False
+        if want > 0:
+            more = self.store.load_next_batch(f, msgs[-1].seq + 1 if msgs else self.sseq, want)
+            caught_up = len(more) < want
+            if msgs:
+                msgs.extend(more)
+            else:
+                msgs = more
+        if msgs:
+            self.sseq = msgs[-1].seq + 1
+        if self._npending is not None:
+            # caught up: a count that drifted (limits discards) is exact again
+            self._npending = 0 if caught_up else self._npending - len(msgs)
+        return msgs
+
+    def _burst(self, to: str, n: int, now: int) -> list[StoredMsg]:
+        """Deliver up to ``n`` new messages at once, as :meth:`_deliver` would one by one: one
+        bulk read, one hand-over to the host. The caller checked ``_bulk`` and
+        :meth:`_plain_next`. Returns the messages sent."""
+        if not self.ack_none:
+            limit = self.config.max_ack_pending
+            if limit > 0:
+                n = min(n, limit - len(self.pending))
+        if n <= 0:
+            return []
+        msgs = self._take_new(n)
+        k = len(msgs)
+        if not k:
+            return msgs
+        cseq0 = self.dseq
+        self.dseq = cseq0 + k
+        left = self._npending if self._npending is not None else self.num_pending()
+        top = left + k - 1  # what is still pending after the first of them
+        prefix = self._ack_prefix_b
+        replies = [b"%b1.%d.%d.%d.%d" % (prefix, m.seq, cseq0 + j, m.ts, top - j) for j, m in enumerate(msgs)]
+        last = msgs[-1].seq
+        if self.ack_none:
+            self.adflr, self.asflr = self.dseq - 1, last
+            if self._retains:
+                self.host.acked(self, [m.seq for m in msgs])
+        else:
+            deadline = now + self._first_wait
+            pending = self.pending
+            seqs = [m.seq for m in msgs]
+            for j, seq in enumerate(seqs, cseq0):
+                pending[seq] = Pending(j, now, 1, deadline)
+            self._order.extend(seqs)
+            self._fifo.extend([(deadline, seq, now) for seq in seqs])
+        if last > self.delivered_sseq:
+            self.delivered_sseq = last
+        self.host.send_batch(to, msgs, replies)
+        self.last_delivered_ts = now
+        if not self.dirty:
+            self.dirty = True
+            self.host.state_changed(self)
+        return msgs
+
     def pump(self, now: int) -> int:
         """Deliver what may be delivered now; returns how many messages were sent."""
         if self.closed:
@@ -411,9 +501,19 @@ class Consumer:
         to = self.config.deliver_subject
         fc = self.config.flow_control
         sent = 0
+        bulk = self._bulk
         while True:
             if fc and self._fc_bytes >= 2 * FC_WINDOW:
                 break  # stalled until the client confirms
+            if bulk and self._plain_next(now):
+                msgs = self._burst(to, PUSH_BURST, now)
+                if msgs:
+                    sent += len(msgs)
+                    if fc:
+                        self._fc_bytes += sum([len(m.subject) + len(m.hdr) + len(m.data) for m in msgs])
+                        if not self._fc_reply and self._fc_bytes >= FC_WINDOW:
+                            self._send_flow_control()
+                    continue
             nxt = self._next(now)
             if nxt is None:
                 break
@@ -455,6 +555,16 @@ class Consumer:
                     waiting.popleft()  # the requester is gone
                     continue
                 checked.add(id(req))
+            if len(waiting) == 1 and self._bulk and not req.has_max_bytes and self._plain_next(now):
+                k = len(self._burst(req.reply, req.batch, now))
+                if k:
+                    sent += k
+                    req.delivered += k
+                    req.batch -= k
+                    req.last_sent = now
+                    if req.batch <= 0:
+                        waiting.popleft()
+                    continue
             nxt = self._next(now)
             if nxt is None:
                 break
@@ -598,6 +708,22 @@ class Consumer:
                 self.host.send(reply, reply, None, b"", b"")  # the double ack's confirmation
         if pump:
             self.pump(now)
+
+    def ack_plain(self, sseq: int, cseq: int, now: int) -> None:
+        """A plain ``+ACK`` without a reply (what most acks are): :meth:`ack` without the parsing
+        and dispatch; the caller pumps."""
+        self.last_activity = now
+        if self._plain_acks and not self._rdq_set:
+            p = self.pending.pop(sseq, None)
+            if p is None:
+                return
+            self._advance_floor(p.cseq, sseq)
+            self.last_ack_ts = now
+            if not self.dirty:
+                self.dirty = True
+                self.host.state_changed(self)
+            return
+        self._ack(sseq, cseq, now)
 
     def _ack(self, sseq: int, cseq: int, now: int) -> None:
         if self.ack_none:

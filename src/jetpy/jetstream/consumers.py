@@ -23,7 +23,7 @@ import msgspec
 from jetpy.jetstream.acks import parse_ack, parse_ack_subject
 from jetpy.jetstream.consumer import Consumer
 from jetpy.jetstream.models import ConsumerConfig, format_time
-from jetpy.store.base import ConsumerState, ConsumerStore, StoreError
+from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError
 
 if TYPE_CHECKING:
     from jetpy.jetstream.engine import JetStream
@@ -36,9 +36,11 @@ log = logging.getLogger("jetpy.jetstream")
 _NAME_ALPHABET = string.ascii_letters + string.digits
 
 # Durable consumer state is rewritten at most this often (each write is a msgpack encode of
-# every pending ack plus an atomic file replace with fsyncs). Lagging state only means more
-# redelivery after a crash, never a skip.
+# every pending ack plus an atomic file replace with fsyncs), and at most STATE_WRITE_SHARE of
+# the CPU goes to it: a consumer with tens of thousands of pending acks is written less often.
+# Lagging state only means more redelivery after a crash, never a skip.
 STATE_WRITE_INTERVAL = 0.05
+STATE_WRITE_SHARE = 0.05
 _json = msgspec.json.Encoder()
 
 
@@ -68,11 +70,15 @@ class ConsumerManager:
         self._writer: asyncio.Task[None] | None = None
         self.durable_upto: dict[int, int] = {}  # id(stream store) -> highest synced sequence
         self.send = self.bus.send  # type: ignore[method-assign]  # the hot path: one call less
+        self.send_batch = self.bus.send_batch  # type: ignore[method-assign]
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> int:
         return self.bus.send(route, subject, reply, payload, headers)
+
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> int:
+        return self.bus.send_batch(route, msgs, replies)
 
     def has_interest(self, subject: str) -> bool:
         return self.bus.has_interest(subject)
@@ -245,6 +251,18 @@ class ConsumerManager:
         def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             if c.closed:
                 return
+            if reply is None and (len(data) == hdr_len or data[hdr_len:] == b"+ACK"):
+                # the plain ack, most of them: parse only the two sequences it needs, once the
+                # subject has the shape parse_ack_subject accepts (anything else goes that way)
+                toks = subject.split(b".")
+                if len(toks) == 9 and toks[4].isdigit() and toks[7].isdigit() and toks[8].isdigit():
+                    try:
+                        sseq, cseq = int(toks[5]), int(toks[6])
+                    except ValueError:
+                        return  # as parse_ack_subject: not an ack subject
+                    c.ack_plain(sseq, cseq, time.time_ns())
+                    self._kick(c)
+                    return
             meta = parse_ack_subject(subject.decode())
             ack = parse_ack(data[hdr_len:])
             if meta is None or ack is None:
@@ -349,10 +367,12 @@ class ConsumerManager:
         while True:
             await self._dirty_event.wait()
             self._dirty_event.clear()
-            await self._write_once()
-            await asyncio.sleep(STATE_WRITE_INTERVAL)
+            cpu = await self._write_once()
+            await asyncio.sleep(max(STATE_WRITE_INTERVAL, cpu / STATE_WRITE_SHARE))
 
-    async def _write_once(self) -> None:
+    async def _write_once(self) -> float:
+        """Write every dirty durable state; returns the CPU seconds it took (both threads)."""
+        t0 = time.thread_time()
         dirty, self._dirty = self._dirty, set()
         jobs = []
         for c in dirty:
@@ -360,16 +380,19 @@ class ConsumerManager:
             if cs is not None and not c.closed:
                 jobs.append((cs, self._clamped(c)))
         if not jobs:
-            return
+            return 0.0
+        cpu = time.thread_time() - t0
 
-        def write() -> None:
+        def write() -> float:
+            w0 = time.thread_time()
             for cs, state in jobs:
                 try:
                     cs.update(state)
                 except StoreError as e:
                     log.error("consumer state write failed: %s", e)
+            return time.thread_time() - w0
 
-        await asyncio.get_running_loop().run_in_executor(None, write)
+        return cpu + await asyncio.get_running_loop().run_in_executor(None, write)
 
     def _clamped(self, c: Consumer) -> ConsumerState:
         """The consumer's state, limited to stream sequences already on disk."""

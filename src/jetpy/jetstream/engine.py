@@ -23,7 +23,7 @@ import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api import ApiRouter
-from jetpy.jetstream.bus import MessageBus, StoreProvider
+from jetpy.jetstream.bus import MessageBus, MessageHandler, StoreProvider
 from jetpy.jetstream.consumer import Consumer
 from jetpy.jetstream.consumer_api import ConsumerApi
 from jetpy.jetstream.consumers import ConsumerManager
@@ -61,11 +61,13 @@ def _meta_json(cfg: StreamConfig, created: int) -> bytes:
     return msgspec.json.encode(_StreamMeta(cfg, created))
 
 
-@dataclass(slots=True)
-class _ParkedAck:
+class _ParkedAck(msgspec.Struct, frozen=True, gc=False):
+    """A PubAck waiting for the fsync of its message (one per message published to a durable
+    stream: a Struct, as it is built in C)."""
+
     store: Any
     seq: int
-    reply: str
+    reply: bytes
     ack: bytes
     stream: str
 
@@ -215,33 +217,43 @@ class JetStream:
 
     # -- publish path ---------------------------------------------------------------------------
 
-    def _ingest_for(self, stream: Stream) -> Any:
+    def _ingest_for(self, stream: Stream) -> MessageHandler:
+        streams = self.streams
+        publish_reply = self.bus.publish_reply
+        recent = self.recent[stream.name]  # reset in place by updates; a new stream gets a new ingest
+
         def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-            if stream.name not in self.streams:
+            if stream.name not in streams:
                 return
             res = stream.process(subject, data[:hdr_len] if hdr_len else b"", data)
-            if res.stored is not None:
-                self._stored(stream, res.stored)
+            stored = res.stored
+            if stored is not None:
+                # what _stored acts on; none of it for a plain message into a memory stream that
+                # nobody consumes yet, where the call is a measurable share of the message's cost
+                if stored.hdr or recent.enabled or stream.consumers or stream.config.retention == "interest":
+                    self._stored(stream, stored)
                 if res.expires and not 0 < self._expiry_at <= res.expires:
                     self.schedule_expiry()  # a per-message TTL ending before the armed timer
-            if stream.config.no_ack or reply is None:
-                if res.durable_seq:
+            durable_seq = res.durable_seq
+            if reply is None or stream.config.no_ack:
+                if durable_seq:
                     self._dirty.add(stream.store)
                     self._commit_wanted.set()
-                return
-            if res.durable_seq and self.config.sync_interval is None:
-                self._parked.append(_ParkedAck(stream.store, res.durable_seq, reply.decode(), res.ack, stream.name))
+            elif not durable_seq:  # memory streams and errors: answered at once
+                publish_reply(reply, res.ack)
+            elif self.config.sync_interval is None:  # group commit: answered after the fsync
+                self._parked.append(_ParkedAck(stream.store, durable_seq, reply, res.ack, stream.name))
                 self._dirty.add(stream.store)
                 self._commit_wanted.set()
-            else:
-                if res.durable_seq:
-                    self._dirty.add(stream.store)
-                self.bus.publish(reply.decode(), None, res.ack)
+            else:  # periodic sync: answered at once
+                self._dirty.add(stream.store)
+                publish_reply(reply, res.ack)
 
         return ingest
 
     def _stored(self, stream: Stream, stored: StoredMsg) -> None:
-        """A new message is in the stream: the recent cache, consumers and retention follow."""
+        """A new message is in the stream: the recent cache, consumers and retention follow.
+        (ingest calls this only when one of them applies: keep its condition in step.)"""
         seq = stored.seq
         recent = self.recent[stream.name]
         if stored.hdr and b"Nats-Rollup" in stored.hdr:
@@ -308,7 +320,7 @@ class JetStream:
                 ack = pub_error(p.stream, ApiError.of(E.STREAM_STORE_FAILED, err=str(err)))
             else:
                 ack = p.ack
-            self.bus.publish(p.reply, None, ack)
+            self.bus.publish_reply(p.reply, ack)
 
     async def _sync_loop(self, interval: float) -> None:
         while True:

@@ -23,13 +23,14 @@ _ENTRY_OVERHEAD: Final = 200  # a StoredMsg and its bytes objects, roughly
 
 
 class RecentMessages:
-    __slots__ = ("base", "enabled", "msgs", "nbytes")
+    __slots__ = ("base", "enabled", "holes", "msgs", "nbytes")
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.base = 0
         self.msgs: list[StoredMsg | None] = []  # None: removed since
         self.nbytes = 0
+        self.holes = 0  # removed entries (an upper bound once the oldest half is dropped)
 
     def add(self, msg: StoredMsg) -> None:
         if not self.enabled:
@@ -39,6 +40,7 @@ class RecentMessages:
             self.base = msg.seq
             msgs.clear()
             self.nbytes = 0
+            self.holes = 0
         msgs.append(msg)
         self.nbytes += len(msg.hdr) + len(msg.data) + _ENTRY_OVERHEAD
         if self.nbytes > RECENT_BYTES:
@@ -53,10 +55,22 @@ class RecentMessages:
             return self.msgs[i]
         return None
 
+    def take(self, seq: int, n: int) -> list[StoredMsg]:
+        """Up to ``n`` cached messages from ``seq`` on, in order, removed ones left out (so a
+        message run, not necessarily ``n`` long); empty when ``seq`` is not cached."""
+        i = seq - self.base
+        if i < 0 or i >= len(self.msgs):
+            return []
+        run = self.msgs[i : i + n]
+        if self.holes:
+            return [m for m in run if m is not None]
+        return run  # type: ignore[return-value]  # no holes: no None in it
+
     def discard(self, seq: int) -> None:
         i = seq - self.base
-        if 0 <= i < len(self.msgs):
+        if 0 <= i < len(self.msgs) and self.msgs[i] is not None:
             self.msgs[i] = None
+            self.holes += 1
 
     def reset(self, enabled: bool) -> None:
         """Empty, and on or off for a changed stream config (the same object: consumers hold it)."""
@@ -67,3 +81,4 @@ class RecentMessages:
         self.msgs.clear()
         self.nbytes = 0
         self.base = 0
+        self.holes = 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["PublishResult", "Stream", "limits_of", "pub_ack", "pub_error"]
 
 _json = msgspec.json.Encoder()
+_time_ns = time.time_ns
 
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
@@ -57,10 +57,10 @@ H_TIME_STAMP = "Nats-Time-Stamp"
 H_MSG_SIZE = "Nats-Msg-Size"
 
 
-@dataclass(slots=True)
-class PublishResult:
+class PublishResult(msgspec.Struct, frozen=True, gc=False):
     """What to answer a publish with: an ack (``seq``) or an error; ``durable_seq`` > 0 means the
-    ack must wait until the store has synced that sequence."""
+    ack must wait until the store has synced that sequence. A Struct rather than a dataclass:
+    one is built per published message, and a Struct is built in C (about three times faster)."""
 
     ack: bytes
     durable_seq: int = 0
@@ -68,11 +68,17 @@ class PublishResult:
     expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
 
 
+def _ack_format(stream: str) -> bytes:
+    """nats-server's PubAck for ``stream`` as a %-format taking the sequence (it writes these by
+    hand, hence the odd spacing). A stream keeps its own, so that an ack is one % per message."""
+    return b'{"stream":"%s", "seq":%%d}' % stream.encode().replace(b"%", b"%%")
+
+
 def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
-    # byte-for-byte nats-server's PubAck (it writes these by hand, hence the odd spacing)
+    # byte-for-byte nats-server's PubAck
     if duplicate:
         return b'{"stream":"%s", "seq":%d,"duplicate": true}' % (stream.encode(), seq)
-    return b'{"stream":"%s", "seq":%d}' % (stream.encode(), seq)
+    return _ack_format(stream) % seq
 
 
 def pub_error(stream: str, err: ApiError) -> bytes:
@@ -86,6 +92,7 @@ class Stream:
         self.store = store
         self.created_ns = created_ns
         self.durable = config.storage == "file"
+        self._ack_format = _ack_format(self.name)  # the PubAck, but for its sequence
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
@@ -115,58 +122,16 @@ class Stream:
                 raise ApiError.of(E.STREAM_SEALED)
             if cfg.max_msg_size >= 0 and len(data) - len(hdr) > cfg.max_msg_size:
                 raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
-            now = time.time_ns() if now_ns is None else now_ns
-            msg_id = ""
-            rollup = b""
-            ttl = 0
+            now = _time_ns() if now_ns is None else now_ns
             if hdr:
-                if len(hdr) > MAX_HEADER_SIZE:
-                    raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
-                expected = get_header(hdr, H_EXPECTED_STREAM)
-                if expected is not None and expected.decode() != name:
-                    raise ApiError.of(E.STREAM_NOT_MATCH)
-                raw_ttl = get_header(hdr, H_TTL)
-                if raw_ttl is not None:  # nats-server 2.11: checked before de-duplication
-                    try:
-                        ttl = parse_ttl(raw_ttl)
-                        bad_ttl = False
-                    except ValueError:
-                        bad_ttl = True
-                    if ttl or bad_ttl:
-                        if not cfg.allow_msg_ttl:
-                            raise ApiError.of(E.MESSAGE_TTL_DISABLED)
-                        if bad_ttl:
-                            raise ApiError.of(E.MESSAGE_TTL_INVALID)
-                mid = get_header(hdr, H_MSG_ID)
-                if mid:
-                    msg_id = mid.decode()
-                    self._trim_dedup(now)
-                    seen = self._dedup.get(msg_id)
-                    if seen is not None:
-                        return PublishResult(pub_ack(name, seen[0], duplicate=True), seen[0] if self.durable else 0)
-                last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
-                if last_seq is not None:
-                    st_last = self.store.state().last_seq
-                    if _as_int(last_seq) != st_last:
-                        raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=st_last)
-                last_subj_seq = get_header(hdr, H_EXPECTED_LAST_SUBJ_SEQ)
-                if last_subj_seq is not None:
-                    last = self.store.load_last_msg(subject.decode())
-                    have = last.seq if last is not None else 0
-                    if _as_int(last_subj_seq) != have:
-                        raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=have)
-                last_id = get_header(hdr, H_EXPECTED_LAST_MSG_ID)
-                if last_id is not None and last_id.decode() != self._last_msg_id:
-                    raise ApiError.of(E.STREAM_WRONG_LAST_MSG_ID, id=self._last_msg_id)
-                rollup = get_header(hdr, H_ROLLUP) or b""
-                if rollup:
-                    if not cfg.allow_rollup_hdrs:
-                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err="rollup not permitted")
-                    if rollup not in (b"sub", b"all"):
-                        # nats-server 2.9 drops the publish without an answer; later versions say this
-                        raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"rollup value invalid: {_go_quote(rollup)}")
+                checked = self._check_headers(subject, hdr, now)
+                if isinstance(checked, PublishResult):
+                    return checked  # a duplicate: acknowledged again, not stored
+                msg_id, rollup, ttl = checked
+                payload = data[len(hdr) :]
+            else:  # the common case: no header, nothing to check
+                msg_id, rollup, ttl, payload = "", b"", 0, data
             subj = subject.decode()
-            payload = data[len(hdr) :]
             seq, ts = self.store.store_msg(subj, hdr, payload, now, ttl)
         except ApiError as e:
             return PublishResult(pub_error(name, e))
@@ -182,11 +147,64 @@ class Stream:
         if rollup and seq > 1:  # remove what is below the rollup (a seq of 1 would mean "no bound")
             self.store.purge(subj if rollup == b"sub" else "", seq, 0)
         return PublishResult(
-            pub_ack(name, seq),
+            self._ack_format % seq,
             seq if self.durable else 0,
             StoredMsg(subj, seq, ts, hdr, payload),
             ts + ttl if ttl > 0 else 0,
         )
+
+    def _check_headers(self, subject: bytes, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
+        """The ``Nats-*`` headers' checks, in nats-server's order: (message id, rollup, TTL) to
+        store the message with, or the ack of the duplicate it is; raises ApiError."""
+        cfg = self.config
+        if len(hdr) > MAX_HEADER_SIZE:
+            raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+        expected = get_header(hdr, H_EXPECTED_STREAM)
+        if expected is not None and expected.decode() != self.name:
+            raise ApiError.of(E.STREAM_NOT_MATCH)
+        ttl = 0
+        raw_ttl = get_header(hdr, H_TTL)
+        if raw_ttl is not None:  # nats-server 2.11: checked before de-duplication
+            try:
+                ttl = parse_ttl(raw_ttl)
+                bad_ttl = False
+            except ValueError:
+                bad_ttl = True
+            if ttl or bad_ttl:
+                if not cfg.allow_msg_ttl:
+                    raise ApiError.of(E.MESSAGE_TTL_DISABLED)
+                if bad_ttl:
+                    raise ApiError.of(E.MESSAGE_TTL_INVALID)
+        msg_id = ""
+        mid = get_header(hdr, H_MSG_ID)
+        if mid:
+            msg_id = mid.decode()
+            self._trim_dedup(now)
+            seen = self._dedup.get(msg_id)
+            if seen is not None:
+                return PublishResult(pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0)
+        last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
+        if last_seq is not None:
+            st_last = self.store.state().last_seq
+            if _as_int(last_seq) != st_last:
+                raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=st_last)
+        last_subj_seq = get_header(hdr, H_EXPECTED_LAST_SUBJ_SEQ)
+        if last_subj_seq is not None:
+            last = self.store.load_last_msg(subject.decode())
+            have = last.seq if last is not None else 0
+            if _as_int(last_subj_seq) != have:
+                raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=have)
+        last_id = get_header(hdr, H_EXPECTED_LAST_MSG_ID)
+        if last_id is not None and last_id.decode() != self._last_msg_id:
+            raise ApiError.of(E.STREAM_WRONG_LAST_MSG_ID, id=self._last_msg_id)
+        rollup = get_header(hdr, H_ROLLUP) or b""
+        if rollup:
+            if not cfg.allow_rollup_hdrs:
+                raise ApiError.of(E.STREAM_ROLLUP_FAILED, err="rollup not permitted")
+            if rollup not in (b"sub", b"all"):
+                # nats-server 2.9 drops the publish without an answer; later versions say this
+                raise ApiError.of(E.STREAM_ROLLUP_FAILED, err=f"rollup value invalid: {_go_quote(rollup)}")
+        return msg_id, rollup, ttl
 
     # -- expiry ---------------------------------------------------------------------------------
 

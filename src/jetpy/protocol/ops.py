@@ -17,8 +17,9 @@ so a delivery to a headers-capable client writes it without any copying or re-jo
 (``b"128"``, or ``b"22 150"`` for HPUB): nats-server echoes those bytes rather than reformatting.
 An HPUB with a zero header size is delivered as a plain MSG, as nats-server does.
 
-PUBS is a run of consecutive plain PUBs (no reply, no headers) to one subject, as a publisher
-streaming to a subject sends them: the n-th message is ``datas[n]`` with ``sizes[n]``. Handling
+PUBS is a run of two or more consecutive plain PUBs (no reply, no headers) to one subject, as
+a publisher streaming to a subject sends them: the n-th message is ``datas[n]`` with ``sizes[n]``
+(a lone one is a PUB with reply None). Handling
 the run at once (one route lookup, one write per receiver) is the same as handling each PUB in
 turn; it only saves the per-message work of doing so.
 """

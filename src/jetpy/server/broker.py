@@ -37,11 +37,19 @@ class Subscriber(Protocol):
     def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:
         """Deliver plain messages (no reply, no headers) in order, as ``deliver`` would each."""
 
+    def deliver_batch(
+        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+    ) -> bool:
+        """Deliver messages with their own subjects and replies in order, as ``deliver`` would
+        each; False (nothing done) when this subscriber only takes them one by one."""
+
     def flush(self) -> None: ...
 
 
 class Subscription:
-    __slots__ = ("client", "created", "delivered", "hprefix", "max_msgs", "prefix", "queue", "sid", "subject")
+    __slots__ = (
+        "client", "created", "delivered", "handler", "hprefix", "max_msgs", "prefix", "queue", "sid", "subject",
+    )
 
     def __init__(self, client: Subscriber, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         self.client = client
@@ -54,6 +62,8 @@ class Subscription:
         # the start of a MSG/HMSG line for a message published on exactly ``subject``
         self.prefix = b"MSG " + subject + b" " + sid + b" "
         self.hprefix = b"HMSG " + subject + b" " + sid + b" "
+        # an in-process subscriber's callback, called directly by the routing hot path
+        self.handler: InternalHandler | None = None
 
 
 def msg_tail(reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes | None = None) -> bytes:
@@ -92,6 +102,11 @@ class InternalClient:
                 return
             handler(subject, None, 0, data)
 
+    def deliver_batch(
+        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+    ) -> bool:
+        return False  # handlers take one message per call
+
     def flush(self) -> None:
         pass
 
@@ -126,11 +141,13 @@ class Broker:
         """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe."""
         sub = Subscription(self._internal, subject.encode(), queue.encode() if queue else None, b"")
         self._internal.handlers[sub] = handler
+        sub.handler = handler
         self.add(sub)
         return sub
 
     def unsubscribe_internal(self, sub: Subscription) -> None:
         self._internal.handlers.pop(sub, None)
+        sub.handler = None
         self.remove(sub)
 
     def has_interest(self, subject: bytes) -> bool:
@@ -163,18 +180,23 @@ class Broker:
         plain, groups = r
         if not plain and not groups:
             return 0
-        # msg_tail(), inline: this runs for every message
-        if sizes is None:
-            sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
-        tail = b"%b %b\r\n%b\r\n" % (reply, sizes, data) if reply else b"%b\r\n%b\r\n" % (sizes, data)
+        tail = b""  # built once, for the first socket receiver; handlers take the message as is
         delivered = 0
         if shown is not None:
             subject = shown
         for sub in plain:
-            c = sub.client
-            if c is origin and not echo:
-                continue
-            c.deliver(sub, subject, reply, hdr_len, data, tail)
+            h = sub.handler
+            if h is not None:
+                h(subject, reply, hdr_len, data)
+            else:
+                c = sub.client
+                if c is origin and not echo:
+                    continue
+                if not tail:  # msg_tail(), inline: this runs for every message
+                    if sizes is None:
+                        sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
+                    tail = b"%b %b\r\n%b\r\n" % (reply, sizes, data) if reply else b"%b\r\n%b\r\n" % (sizes, data)
+                c.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         for group in groups:
             members = group
@@ -183,7 +205,13 @@ class Broker:
                 if not members:
                     continue
             sub = members[0] if len(members) == 1 else members[random.randrange(len(members))]
-            sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
+            h = sub.handler
+            if h is not None:
+                h(subject, reply, hdr_len, data)
+            else:
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data, sizes)
+                sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         return delivered
 
@@ -219,6 +247,32 @@ class Broker:
             delivered += len(datas)
         return delivered
 
+    def publish_batch(
+        self, route: bytes, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+    ) -> int:
+        """Internal deliveries of a run of messages to one route, each shown on its own subject
+        with its own reply (a JetStream consumer's messages to an inbox or deliver subject): one
+        route lookup, and one call for the lone plain receiver this usually has."""
+        r = self._cache_get(route)
+        if r is None:
+            r = self.subs.match(route)
+        else:
+            self.subs.hot_hits += 1
+        plain, groups = r
+        self.in_msgs += len(datas)
+        self.in_bytes += sum(map(len, hdrs)) + sum(map(len, datas))
+        if not plain and not groups:
+            return 0
+        if len(plain) == 1 and not groups:
+            sub = plain[0]
+            if sub.client.deliver_batch(sub, subjects, replies, hdrs, datas):
+                return len(datas)
+        n = 0
+        publish = self.publish
+        for subject, reply, hdr, data in zip(subjects, replies, hdrs, datas, strict=True):
+            n += publish(None, route, reply, len(hdr), hdr + data if hdr else data, shown=subject)
+        return n
+
     def publish_internal(
         self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"", shown: str | None = None
     ) -> int:
@@ -231,6 +285,21 @@ class Broker:
             None, subject.encode(), reply.encode() if reply else None, len(headers), data,
             shown=shown.encode() if shown is not None and shown != subject else None,
         )
+
+    def publish_reply(self, subject: bytes, data: bytes) -> int:
+        """:meth:`publish_internal` of a plain reply (no headers, no reply of its own) to a
+        subject still in the bytes the requester sent: JetStream's PubAcks, one per published
+        message. The usual single receiver (the publisher's inbox subscription) gets it
+        directly; any other interest takes the general :meth:`publish`."""
+        size = len(data)
+        self.in_msgs += 1
+        self.in_bytes += size
+        plain, groups = self.subs.match(subject)  # inbox subjects miss the exact-subject cache
+        if len(plain) == 1 and not groups:
+            sub = plain[0]
+            sub.client.deliver(sub, subject, None, 0, data, b"%d\r\n%b\r\n" % (size, data))
+            return 1
+        return self.publish(None, subject, None, 0, data) if plain or groups else 0
 
     # -- interest watches (JetStream push consumers follow their deliver subject) ----------------
 

@@ -212,11 +212,7 @@ class ClientConnection(asyncio.Protocol):
                 _, subject, datas, sizes = op
                 n_in += len(datas)
                 b_in += sum(map(len, datas))
-                if len(datas) == 1 and not pedantic:  # a lone message: the plain path is cheaper
-                    if verbose:
-                        self.send(enc.OK)
-                    publish(self, subject, None, 0, datas[0], echo, sizes[0])
-                elif verbose or pedantic:  # acknowledged and checked one by one
+                if verbose or pedantic:  # acknowledged and checked one by one
                     for data, sz in zip(datas, sizes, strict=True):
                         if pedantic and not valid_literal_bytes(subject):
                             self.send(_INVALID_PUB_SUBJECT)
@@ -395,6 +391,44 @@ class ClientConnection(asyncio.Protocol):
             self.broker.mark_dirty(self)
         if len(out) > self.max_pending:
             self._slow_consumer()
+
+    def deliver_batch(
+        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+    ) -> bool:
+        if sub.max_msgs:
+            return False  # UNSUB <sid> <max>: counted out one by one
+        if self.closed:
+            return True
+        sid = sub.sid
+        if any(hdrs):
+            headers = self.headers
+            frames = [
+                (
+                    b"HMSG %b %b %b %d %d\r\n%b%b\r\n" % (s, sid, r, len(h), len(h) + len(d), h, d)
+                    if headers
+                    else b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)  # headers stripped
+                )
+                if h
+                else b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
+                for s, r, h, d in zip(subjects, replies, hdrs, datas, strict=True)
+            ]
+        else:
+            frames = [
+                b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
+                for s, r, d in zip(subjects, replies, datas, strict=True)
+            ]
+        out = self.out
+        out += b"".join(frames)
+        k = len(datas)
+        self.out_msgs += k
+        self.out_bytes += sum(map(len, hdrs)) + sum(map(len, datas))
+        sub.delivered += k
+        if not self.dirty:
+            self.dirty = True
+            self.broker.mark_dirty(self)
+        if len(out) > self.max_pending:
+            self._slow_consumer()
+        return True
 
     def send(self, data: bytes) -> None:
         self.out += data

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from jetpy.jetstream.bus import MessageHandler
 from jetpy.jetstream.engine import JetStream, JetStreamConfig
 from jetpy.server.broker import Broker, Subscription
-from jetpy.store.base import StoreConfig, StreamStore
+from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 from jetpy.store.filestore import FileStore
 from jetpy.store.memory import MemoryStore
 
@@ -37,6 +37,8 @@ class BrokerBus:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        # once per published message: the broker's own method, without a call of ours around it
+        self.publish_reply = broker.publish_reply
 
     def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         return self.broker.publish_internal(subject, reply, payload, headers)
@@ -52,6 +54,11 @@ class BrokerBus:
 
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         return self.broker.publish_internal(route, reply, payload, headers, shown=subject)
+
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> int:
+        return self.broker.publish_batch(
+            route.encode(), [m.subject.encode() for m in msgs], replies, [m.hdr for m in msgs], [m.data for m in msgs]
+        )
 
     def watch_interest(self, subject: str, callback: Callable[[], None]) -> Any:
         return self.broker.watch_interest(subject, callback)

@@ -33,11 +33,14 @@ from .base import (
 from .record import RECORD_HEADER, RECORD_OVERHEAD, accounted_size
 from .segment import NO_SID, Block, SubjectInfo
 
-__all__ = ["READ_AHEAD", "FileStoreQueries"]
+__all__ = ["BATCH_READ", "READ_AHEAD", "FileStoreQueries"]
 
 READ_AHEAD: Final = 64 * 1024
 """Bytes read per ``pread`` miss. A consumer reading sequentially then costs one syscall per
 ~400 small records, while the cache stays one buffer per store (payloads are never kept)."""
+
+BATCH_READ: Final = 256 * 1024
+"""Bytes per ``pread`` of :meth:`FileStoreQueries.load_next_batch` (~1,500 small records)."""
 
 _SMALL_MATCH: Final = 8
 """Up to this many subjects match a filter: search each subject's column with ``array.index``
@@ -48,6 +51,8 @@ _MATCH_CACHE_SIZE: Final = 64  # distinct wildcard filters remembered (consumers
 _unpack_hdr = RECORD_HEADER.unpack_from
 _HDR_SIZE: Final = RECORD_HEADER.size
 _crc32 = zlib.crc32
+# zlib.crc32 over data followed by its own CRC-32 (little-endian) always gives this constant
+_CRC_RESIDUE: Final = 0x2144DF1C
 
 
 def _rec_len_at(buf: bytes | bytearray, pos: int) -> int:
@@ -397,6 +402,107 @@ class FileStoreQueries:
             r = self._next_live(start)
             return self._msg_at(r[0], r[1], r[0].base + r[1]) if r is not None else None
         return self._load(self._next_match(self._matching(filter_subject), start))
+
+    def load_next_batch(self, filter_subject: str, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """Up to ``max_msgs`` messages with seq >= ``start_seq`` matching the filter, in order.
+
+        The consumer's bulk read: without a filter it walks the index and decodes the records
+        of a block from one large ``pread`` each (records of consecutive sequences sit back to
+        back), verifying each as :meth:`_msg_at` does. A record that fails verification ends
+        the batch early, or raises as ``load_msg`` would when it is the first one."""
+        self._check_read()
+        out: list[StoredMsg] = []
+        if max_msgs <= 0 or not self._msgs:
+            return out
+        start = max(start_seq, self._first_seq)
+        if start > self._last_seq:
+            return out
+        if not is_all(filter_subject):
+            infos = self._matching(filter_subject)
+            while len(out) < max_msgs:
+                seq = self._next_match(infos, start)
+                m = self._load(seq)
+                if m is None:
+                    break
+                out.append(m)
+                start = seq + 1
+            return out
+        blocks = self._blocks
+        by_sid = self._by_sid
+        append = out.append
+        last_sid, name = -1, ""  # consecutive messages often share a subject
+        for j in range(max(bisect_right(self._bases, start) - 1, 0), len(blocks)):
+            blk = blocks[j]
+            if not blk.live:
+                continue
+            sids, offs, lens = blk.sids, blk.offs, blk.lens
+            base, flushed = blk.base, blk.flushed
+            i = start - base if start > base else 0
+            n = len(sids)
+            chunk: bytes = b""
+            coff = 0
+            rc = self._rc
+            if rc is not None and rc[0] is blk:  # the previous bulk read often covers the start
+                coff, chunk = rc[1], rc[2]
+            clen = len(chunk)
+            stop = min(n, i + max_msgs - len(out))
+            while i < stop:
+                sid = sids[i]
+                if sid == NO_SID:
+                    i += 1
+                    stop = min(n, stop + 1)
+                    continue
+                seq = base + i
+                off = offs[i]
+                d = off - coff
+                if off >= flushed or d < 0 or d + _HDR_SIZE > clen:
+                    if off >= flushed:  # still in the write buffer
+                        append(self._msg_at(blk, i, seq))
+                        i += 1
+                        continue
+                    chunk, coff, d = self._read_at(blk, i, off), off, 0
+                    clen = len(chunk)
+                _m, _v, flags, _r, rec_len, rseq, ts, sl, hl = _unpack_hdr(chunk, d)
+                end = d + rec_len
+                if end > clen and d:  # the record runs past this read: read from it
+                    chunk, coff, d = self._read_at(blk, i, off), off, 0
+                    clen = len(chunk)
+                    _m, _v, flags, _r, rec_len, rseq, ts, sl, hl = _unpack_hdr(chunk, 0)
+                    end = rec_len
+                if (
+                    end > clen
+                    or rseq != seq
+                    or flags
+                    or rec_len < RECORD_OVERHEAD
+                    or (rec_len if hl else rec_len - FILE_HDR_OVERHEAD) != lens[i]
+                    or _crc32(chunk[d:end]) != _CRC_RESIDUE  # the CRC over a record and its CRC
+                ):
+                    if out:
+                        return out  # the bad record is reported by the next read, on its own
+                    return [self._msg_at(blk, i, seq)]  # raises ErrCorrupt
+                a = d + _HDR_SIZE + sl
+                b = a + hl
+                if sid != last_sid:
+                    info = by_sid[sid]
+                    assert info is not None
+                    name, last_sid = info.name, sid
+                append(StoredMsg(name, seq, ts, chunk[a:b], chunk[b : end - 4]))
+                i += 1
+            if len(out) >= max_msgs:
+                return out
+            start = base + n
+        return out
+
+    def _read_at(self, blk: Block, i: int, off: int) -> bytes:
+        """A bulk read of block ``blk`` from entry ``i``'s record (at ``off``) on; also becomes
+        the single-record read cache."""
+        want = min(max(blk.lens[i] + FILE_HDR_OVERHEAD, BATCH_READ), blk.flushed - off)
+        try:
+            data = os.pread(self._fd(blk), want, off)
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
+        self._rc = (blk, off, data)
+        return data
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_read()

@@ -312,6 +312,10 @@ class StreamStore(Protocol):
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         """The newest message whose subject matches the filter ("" or ">" = any)."""
 
+    def load_next_batch(self, filter_subject: str, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """Up to ``max_msgs`` of the messages ``load_next_msg`` would return one by one from
+        ``start_seq`` on, in order (fewer only when no more match): the consumers' bulk read."""
+
     def remove_msg(self, seq: int) -> bool: ...
 
     def erase_msg(self, seq: int) -> bool:

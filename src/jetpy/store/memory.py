@@ -12,6 +12,8 @@ from __future__ import annotations
 import heapq
 import time
 
+import msgspec
+
 from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
@@ -39,16 +41,14 @@ _time_ns = time.time_ns
 __all__ = ["MemoryStore"]
 
 
-class _Entry:
-    """One message plus its neighbours on the same subject (0 = none)."""
+class _Entry(msgspec.Struct, gc=False):
+    """One message plus its neighbours on the same subject (0 = none). A Struct: one is built
+    per stored message, and a Struct is built in C, three times faster than a slots class."""
 
-    __slots__ = ("msg", "nxt", "prev", "size")
-
-    def __init__(self, msg: StoredMsg, size: int, prev: int) -> None:
-        self.msg = msg
-        self.size = size
-        self.prev = prev
-        self.nxt = 0
+    msg: StoredMsg
+    size: int
+    prev: int
+    nxt: int = 0
 
 
 class _Subj:
@@ -153,7 +153,6 @@ class MemoryStore:
         # the hot path of memory streams: checks and bookkeeping inline, limits only when set
         if self._closed:
             raise ErrStoreClosed()
-        lim = self._lim
         payload = len(hdr) + len(data)
         if payload > self._max_payload:
             raise ErrMsgTooLarge()
@@ -169,32 +168,20 @@ class MemoryStore:
         else:
             size = MEMORY_MSG_OVERHEAD + sl + payload
         if self._discard_new:
-            # nats-server 2.9's rules (see base): payload, not size, against max_bytes
-            asl = lim.max_msgs_per_subject > 0 and ss is not None and ss.count >= lim.max_msgs_per_subject
-            if asl and lim.discard_new_per_subject:
-                raise ErrMaxMsgsPerSubject()
-            if lim.max_msgs > 0 and len(self._msgs) >= lim.max_msgs and not asl:
-                raise ErrMaxMsgs()
-            if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
-                if not asl or ss is None:
-                    raise ErrMaxBytes()
-                # the subject's oldest message must be big enough (memstore: <, filestore: <=)
-                oldest = self._msgs[ss.first].size
-                if oldest < payload or (self._file_rules and oldest == payload):
-                    raise ErrMaxBytes()
+            self._check_discard_new(ss, payload)
         seq = self._last + 1
         if ts is None:
             ts = _time_ns()
         msgs = self._msgs
         if ss is None:
             ss = self._subjects[subject] = _Subj(seq, sl)
-            entry = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, 0)
+            msgs[seq] = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, 0)
         else:
-            entry = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, ss.last)
-            msgs[ss.last].nxt = seq
+            last = ss.last
+            msgs[seq] = _Entry(StoredMsg(subject, seq, ts, hdr, data), size, last)
+            msgs[last].nxt = seq
         ss.count += 1
         ss.last = seq
-        msgs[seq] = entry
         self._bytes += size
         self._last = seq
         self._last_ts = ts
@@ -207,6 +194,23 @@ class MemoryStore:
             self._enforce_subject(ss)
             self._enforce_totals()
         return seq, ts
+
+    def _check_discard_new(self, ss: _Subj | None, payload: int) -> None:
+        """Refuse a message that discard "new" keeps out, by nats-server 2.9's rules (see base):
+        payload, not size, against max_bytes."""
+        lim = self._lim
+        asl = lim.max_msgs_per_subject > 0 and ss is not None and ss.count >= lim.max_msgs_per_subject
+        if asl and lim.discard_new_per_subject:
+            raise ErrMaxMsgsPerSubject()
+        if lim.max_msgs > 0 and len(self._msgs) >= lim.max_msgs and not asl:
+            raise ErrMaxMsgs()
+        if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
+            if not asl or ss is None:
+                raise ErrMaxBytes()
+            # the subject's oldest message must be big enough (memstore: <, filestore: <=)
+            oldest = self._msgs[ss.first].size
+            if oldest < payload or (self._file_rules and oldest == payload):
+                raise ErrMaxBytes()
 
     def remove_msg(self, seq: int) -> bool:
         self._check_open()
@@ -376,6 +380,30 @@ class MemoryStore:
             if e is not None and e.msg.subject in names:
                 return e.msg
         return None
+
+    def load_next_batch(self, filter_subject: str, start_seq: int, max_msgs: int) -> list[StoredMsg]:
+        """Up to ``max_msgs`` messages with seq >= ``start_seq`` matching the filter, in order."""
+        self._check_open()
+        out: list[StoredMsg] = []
+        if max_msgs <= 0 or not self._msgs:
+            return out
+        start = max(start_seq, self._first)
+        if is_all(filter_subject):
+            get = self._msgs.get
+            for s in range(start, self._last + 1):
+                e = get(s)
+                if e is not None:
+                    out.append(e.msg)
+                    if len(out) >= max_msgs:
+                        break
+            return out
+        while len(out) < max_msgs:
+            m = self.load_next_msg(filter_subject, start)
+            if m is None:
+                break
+            out.append(m)
+            start = m.seq + 1
+        return out
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_open()
