@@ -183,11 +183,16 @@ class SubjectTree(Generic[T]):
         if r is not None:
             self._hits += 1
             return r
-        if self._deep_lens:
-            r = self._deep_match(subject)
-            if r is not None:
-                self._hits += 1
-                return r
+        lens = self._deep_lens
+        if lens:  # _deep_match(), inline: every JetStream ack comes here
+            for k in lens:
+                if subject[k : k + 1] == b".":  # the key would end at a token boundary
+                    e = self._deep_cache.get(subject[:k])
+                    if e is not None:
+                        if subject.count(b".") >= e[1] and subject.find(b"..") < 0 and subject[-1] != 46:
+                            self._hits += 1
+                            return e[0]
+                        break
         cut = subject.rfind(b".")
         prefix = subject[:cut] if cut > 0 else b""
         if prefix:
@@ -222,19 +227,6 @@ class SubjectTree(Generic[T]):
                 del cache[key]
         cache[subject] = r
         return r
-
-    def _deep_match(self, subject: bytes) -> MatchResult[T] | None:
-        """The deep-cache entry covering ``subject``, if any (see the module docstring)."""
-        deep = self._deep_cache
-        for n in self._deep_lens:
-            if subject[n : n + 1] == b".":  # the key would end at a token boundary
-                e = deep.get(subject[:n])
-                if e is not None:
-                    toks = subject.split(b".")
-                    if len(toks) > e[1] and b"" not in toks:
-                        return e[0]
-                    return None
-        return None
 
     def _deep_store(self, toks: list[bytes], depth: int, r: MatchResult[T], far: int) -> None:
         dc = self._deep_cache

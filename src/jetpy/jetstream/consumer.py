@@ -136,6 +136,10 @@ class Consumer:
         self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
         self._ack_prefix = ack_prefix(stream.name, name)
         self._ack_prefix_b = self._ack_prefix.encode()
+        # plain acks (their subjects) queued by the host, applied together before anything else
+        # looks at the consumer (see drain_acks); acks_at: when the first of them arrived
+        self.acks_in: list[bytes] = []
+        self.acks_at = 0
         self._apply_config(config)
         if state is not None:
             self._restore(state, now)
@@ -206,6 +210,7 @@ class Consumer:
             heapq.heappush(self._timers, (p.deadline, sseq, ts))
 
     def snapshot(self) -> ConsumerState:
+        self.drain_acks()
         self.dirty = False
         return ConsumerState(
             delivered_consumer_seq=self.dseq - 1,
@@ -263,7 +268,7 @@ class Consumer:
             any(subject_is_subset(s, f) for f in self.filters) for s in stream_subjects
         )
         self._read_filters = [""] if not self.filters or covers else self.filters
-        # an explicit ack of one message that nothing else follows from (see ack_plain)
+        # an explicit ack of one message that nothing else follows from (see drain_acks)
         self._plain_acks = not self.ack_none and not self.ack_all and not self._sample and not self._retains
         # new messages may go out in bulk (see _burst) unless something rewrites, paces or
         # merges them one by one
@@ -491,6 +496,8 @@ class Consumer:
         """Deliver what may be delivered now; returns how many messages were sent."""
         if self.closed:
             return 0
+        if self.acks_in:
+            self.drain_acks()
         if self.push:
             return self._pump_push(now)
         return self._pump_pull(now)
@@ -624,6 +631,7 @@ class Consumer:
 
     def request(self, reply: str, body: bytes, now: int) -> None:
         """A ``CONSUMER.MSG.NEXT`` request (or the pull part of ``+NXT``)."""
+        self.drain_acks()
         send = self.host.send
         if self.push:
             send(reply, reply, None, b"", status(409, "Consumer is push based"))
@@ -667,6 +675,7 @@ class Consumer:
     def ack(self, meta: AckReply, ack: Ack, reply: str | None, now: int, pump: bool = True) -> None:
         """An ack body published to one of this consumer's ack subjects. ``pump=False`` leaves
         delivering what the ack made room for to the caller (the engine batches it per read)."""
+        self.drain_acks()
         self.last_activity = now
         sseq = meta.stream_seq
         kind = ack.kind
@@ -709,21 +718,44 @@ class Consumer:
         if pump:
             self.pump(now)
 
-    def ack_plain(self, sseq: int, cseq: int, now: int) -> None:
-        """A plain ``+ACK`` without a reply (what most acks are): :meth:`ack` without the parsing
-        and dispatch; the caller pumps."""
+    def drain_acks(self) -> None:
+        """Apply the plain acks (``+ACK`` or empty, no reply) the host queued in ``acks_in``, in
+        order, as :meth:`ack` would one by one: most acks arrive in runs, and a run is applied
+        in one pass (one floor update, one timestamp). Subjects that are not this consumer's
+        ack subjects are ignored, as :meth:`ack`'s caller ignores them."""
+        acks = self.acks_in
+        if not acks:
+            return
+        self.acks_in = []
+        now = self.acks_at
         self.last_activity = now
-        if self._plain_acks and not self._rdq_set:
-            p = self.pending.pop(sseq, None)
-            if p is None:
-                return
-            self._advance_floor(p.cseq, sseq)
+        pending = self.pending
+        generic = not self._plain_acks or bool(self._rdq_set)
+        floor_next = self.adflr + 1  # an ack of this consumer sequence moves the floor
+        moved = done = False
+        for subject in acks:
+            toks = subject.split(b".")
+            if len(toks) != 9 or not (toks[4].isdigit() and toks[7].isdigit() and toks[8].isdigit()):
+                continue  # not an ack subject (parse_ack_subject's rule, in bytes)
+            try:
+                sseq, cseq = int(toks[5]), int(toks[6])
+            except ValueError:
+                continue
+            if generic:
+                self._ack(sseq, cseq, now)
+                continue
+            p = pending.pop(sseq, None)
+            if p is not None:
+                done = True
+                if p.cseq == floor_next:
+                    moved = True
+        if done:
+            if moved or not pending:
+                self._advance_floor(self.adflr + 1, 0)
             self.last_ack_ts = now
             if not self.dirty:
                 self.dirty = True
                 self.host.state_changed(self)
-            return
-        self._ack(sseq, cseq, now)
 
     def _ack(self, sseq: int, cseq: int, now: int) -> None:
         if self.ack_none:
@@ -822,7 +854,12 @@ class Consumer:
     def _timer_head(self) -> int | None:
         """The earliest live redelivery deadline (stale entries are dropped on the way)."""
         fifo, heap = self._fifo, self._timers
-        while fifo and not self._valid(fifo[0]):
+        pending = self.pending
+        while fifo:  # _valid(), inline: each acked delivery leaves an entry here to drop
+            deadline, seq, ts = fifo[0]
+            p = pending.get(seq)
+            if p is not None and p.ts == ts and p.deadline == deadline:
+                break
             fifo.popleft()
         while heap and not self._valid(heap[0]):
             heapq.heappop(heap)
@@ -846,6 +883,7 @@ class Consumer:
 
     def tick(self, now: int) -> None:
         """Do what is due at ``now``: redeliveries, request expiries, heartbeats, pacing."""
+        self.drain_acks()
         if self._not_before and self._not_before <= now:
             self._not_before = 0
         maxdc = self.config.max_deliver
@@ -924,6 +962,7 @@ class Consumer:
 
     def has_acked(self, seq: int) -> bool:
         """Is this consumer done with stream sequence ``seq`` (for interest retention)?"""
+        self.drain_acks()
         if self._lps is not None and seq in self._lps:
             return False
         if seq >= self.sseq:
@@ -933,6 +972,7 @@ class Consumer:
     # -- reporting ------------------------------------------------------------------------------
 
     def info(self, now_str: str) -> ConsumerInfo:
+        self.drain_acks()
         cfg = self.config
         delivered = SequenceInfo(
             consumer_seq=self.dseq - 1,

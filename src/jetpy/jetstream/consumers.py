@@ -40,7 +40,7 @@ _NAME_ALPHABET = string.ascii_letters + string.digits
 # the CPU goes to it: a consumer with tens of thousands of pending acks is written less often.
 # Lagging state only means more redelivery after a crash, never a skip.
 STATE_WRITE_INTERVAL = 0.05
-STATE_WRITE_SHARE = 0.05
+STATE_WRITE_SHARE = 0.02
 _json = msgspec.json.Encoder()
 
 
@@ -252,17 +252,14 @@ class ConsumerManager:
             if c.closed:
                 return
             if reply is None and (len(data) == hdr_len or data[hdr_len:] == b"+ACK"):
-                # the plain ack, most of them: parse only the two sequences it needs, once the
-                # subject has the shape parse_ack_subject accepts (anything else goes that way)
-                toks = subject.split(b".")
-                if len(toks) == 9 and toks[4].isdigit() and toks[7].isdigit() and toks[8].isdigit():
-                    try:
-                        sseq, cseq = int(toks[5]), int(toks[6])
-                    except ValueError:
-                        return  # as parse_ack_subject: not an ack subject
-                    c.ack_plain(sseq, cseq, time.time_ns())
+                # the plain ack, most of them: queued, and applied as a run when the consumer is
+                # next looked at (its pump on this loop turn at the latest)
+                acks = c.acks_in
+                acks.append(subject)
+                if len(acks) == 1:
+                    c.acks_at = time.time_ns()
                     self._kick(c)
-                    return
+                return
             meta = parse_ack_subject(subject.decode())
             ack = parse_ack(data[hdr_len:])
             if meta is None or ack is None:

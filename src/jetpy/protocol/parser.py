@@ -233,7 +233,9 @@ class Parser:
         # layers above less: acks, for one, are single PUBs to ever new subjects)
         run_datas: list[bytes] | None = None
         run_sizes: list[bytes] = []
-        run_line = b"\n"  # the run's last control line: an identical next line needs no parsing
+        # the run's last control line: an identical next line needs no parsing (only set once the
+        # run has two messages: singles, such as acks, do not pay for the copy)
+        run_line = b""
         run_size = 0
         run_sz = b""
         expect_connect = self.expect_connect  # only _general changes it (on CONNECT)
@@ -243,13 +245,11 @@ class Parser:
         if sized_size > max_payload or expect_connect:  # (only if the limits were changed since)
             sized_match, sized_sz, sized_size = self._sized = _NOT_SIZED
         while pos < n:
-            if run_subject is not None and startswith(run_line, pos):
+            if run_datas is not None and startswith(run_line, pos):
                 # the streaming case: the same "PUB <subject> <size>" line again
                 start = pos + len(run_line)
                 stop = start + run_size
                 if stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10:
-                    if run_datas is None:
-                        run_datas, run_sizes = _to_run(ops)
                     run_datas.append(buf[start:stop])
                     run_sizes.append(run_sz)
                     pos = stop + 2
@@ -284,23 +284,22 @@ class Parser:
             if data is not None:
                 if reply is not None:
                     append((PUB, subject, reply, 0, data, sz))
-                    run_subject = None
-                else:
-                    if subject == run_subject:
-                        if run_datas is None:
-                            run_datas, run_sizes = _to_run(ops)
-                        run_datas.append(data)
-                        run_sizes.append(sz)
-                    else:
-                        append((PUB, subject, None, 0, data, sz))
-                        run_datas = None
-                        run_subject = subject
+                    run_subject = run_datas = None
+                elif subject == run_subject:
+                    if run_datas is None:
+                        run_datas, run_sizes = _to_run(ops)
+                    run_datas.append(data)
+                    run_sizes.append(sz)
                     run_line = buf[pos : nxt - size - 2]
                     run_size = size
                     run_sz = sz
+                else:
+                    append((PUB, subject, None, 0, data, sz))
+                    run_datas = None
+                    run_subject = subject
                 pos = nxt
                 continue
-            run_subject = None
+            run_subject = run_datas = None
             nxt = self._general(buf, pos, n, append)
             if nxt < 0:
                 return pos
