@@ -55,6 +55,33 @@ async def test_pull_fetch_ack_and_info(server: Server) -> None:
     await nc.close()
 
 
+async def test_runs_of_acks_in_any_order_then_info(server: Server) -> None:
+    """Plain acks are applied as runs: a run in any order, read back at once by a request on the
+    same connection, gives what one-by-one acks give (floor only moved by the floor message)."""
+    nc, js = await _js(server)
+    await js.add_stream(name="R", subjects=["r"])
+    for i in range(10):
+        await js.publish("r", b"%d" % i)
+    sub = await js.pull_subscribe("r", durable="D")
+    msgs = await sub.fetch(10, timeout=2)
+    for k in (2, 3, 5):  # above the floor: it stays
+        await msgs[k].ack()
+    info = await js.consumer_info("R", "D")
+    assert info.num_ack_pending == 7 and info.ack_floor.consumer_seq == 0
+    for k in (1, 0):  # the floor message last: the floor moves to the first gap
+        await msgs[k].ack()
+    info = await js.consumer_info("R", "D")
+    assert info.num_ack_pending == 5 and info.ack_floor.stream_seq == 4
+    await msgs[4].ack()
+    await msgs[6].nak()  # a NAK among plain acks keeps its place in the order
+    await nc.publish(msgs[6].reply, b"+ACK")  # then acked while queued for redelivery
+    for k in (7, 8, 9):
+        await msgs[k].ack()
+    info = await js.consumer_info("R", "D")
+    assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 10
+    await nc.close()
+
+
 async def test_fetch_times_out_when_empty(server: Server) -> None:
     nc, js = await _js(server)
     await js.add_stream(name="E", subjects=["e"])

@@ -442,3 +442,33 @@ def test_first_seq_survives_reopen_of_empty_store(tmp_path: Path) -> None:
     assert (st.first_seq, st.last_seq, st.lost) == (500, 499, None)
     assert s.store_msg("a", b"", b"x")[0] == 500
     s.stop()
+
+
+def test_bulk_read_stops_at_rot_found_after_open(tmp_path: Path) -> None:
+    """A record that rots while the store is open: the consumers' bulk read returns the good
+    records before it, and reading from it reports the corruption instead of returning it."""
+    build(tmp_path / "s", 60)
+    s = FileStore(tmp_path / "s", cfg())
+    sealed = blocks(tmp_path / "s")[1]
+    msgs = [r for r in records(sealed) if not r[2] & FLAG_TOMBSTONE]
+    off, rec_len, _flags, victim = msgs[len(msgs) // 2]
+    with open(sealed, "r+b") as f:
+        f.seek(off + rec_len - 8)  # a payload byte
+        b = f.read(1)[0]
+        f.seek(off + rec_len - 8)
+        f.write(bytes([b ^ 0x10]))
+    got: list[int] = []
+    start = 1
+    while True:
+        batch = s.load_next_batch("", start, 1000)
+        if not batch or batch[-1].seq >= victim - 1:
+            got += [m.seq for m in batch]
+            break
+        got += [m.seq for m in batch]
+        start = batch[-1].seq + 1
+    assert got == list(range(1, victim)) and all(m.data == payload(m.seq) for m in s.load_next_batch("", 1, 5))
+    with pytest.raises(ErrCorrupt):
+        s.load_next_batch("", victim, 10)
+    after = s.load_next_batch("", victim + 1, 1000)
+    assert [m.seq for m in after] == list(range(victim + 1, 61))
+    s.stop()
