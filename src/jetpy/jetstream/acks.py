@@ -16,7 +16,16 @@ import msgspec
 
 from jetpy.gotime import parse_go_duration
 
-__all__ = ["ACK_PREFIX", "Ack", "AckKind", "AckReply", "ack_prefix", "parse_ack", "parse_ack_subject"]
+__all__ = [
+    "ACK_PREFIX",
+    "Ack",
+    "AckKind",
+    "AckReply",
+    "ack_prefix",
+    "ack_sequences",
+    "parse_ack",
+    "parse_ack_subject",
+]
 
 ACK_PREFIX: Final = "$JS.ACK."
 
@@ -59,6 +68,20 @@ def parse_ack_subject(subject: str) -> AckReply | None:
         return None
     try:
         return AckReply(toks[0], toks[1], int(toks[2]), int(toks[3]), int(toks[4]), int(toks[5]), int(toks[6]))
+    except ValueError:
+        return None
+
+
+def ack_sequences(subject: bytes) -> tuple[int, int] | None:
+    """(stream seq, consumer seq) of a v1 ack subject as received, or None if it is not one: the
+    rule of :func:`parse_ack_subject`, on the bytes and without the rest of its metadata (the
+    plain-ack path, once per acknowledged message)."""
+    toks = subject.split(b".")
+    if len(toks) != 9 or toks[0] != b"$JS" or toks[1] != b"ACK":
+        return None
+    try:
+        int(toks[4]), int(toks[7]), int(toks[8])  # must be numbers too, though not needed here
+        return int(toks[5]), int(toks[6])
     except ValueError:
         return None
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import msgspec
 
 from jetpy.gotime import go_duration
-from jetpy.jetstream.acks import Ack, AckReply, ack_prefix
+from jetpy.jetstream.acks import Ack, AckReply, ack_prefix, ack_sequences
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time
 from jetpy.jetstream.pull import PullRequest, RequestError, parse_pull_request, status
 from jetpy.jetstream.recent import RecentMessages
@@ -416,10 +416,14 @@ class Consumer:
         rate = self._rate
         if rate > 0:
             self._not_before = max(self._not_before, now) + size * 8 * 1_000_000_000 // rate
+        self._changed()
+        return size
+
+    def _changed(self) -> None:
+        """Durable state changed: the host hears it once until it takes the next snapshot."""
         if not self.dirty:
             self.dirty = True
             self.host.state_changed(self)
-        return size
 
     def _plain_next(self, now: int) -> bool:
         """Are the next deliveries plain new messages (nothing due for redelivery, held back,
@@ -487,9 +491,7 @@ class Consumer:
             self.delivered_sseq = last
         self.host.send_batch(to, msgs, replies)
         self.last_delivered_ts = now
-        if not self.dirty:
-            self.dirty = True
-            self.host.state_changed(self)
+        self._changed()
         return msgs
 
     def pump(self, now: int) -> int:
@@ -734,13 +736,10 @@ class Consumer:
         floor_next = self.adflr + 1  # an ack of this consumer sequence moves the floor
         moved = done = False
         for subject in acks:
-            toks = subject.split(b".")
-            if len(toks) != 9 or not (toks[4].isdigit() and toks[7].isdigit() and toks[8].isdigit()):
-                continue  # not an ack subject (parse_ack_subject's rule, in bytes)
-            try:
-                sseq, cseq = int(toks[5]), int(toks[6])
-            except ValueError:
-                continue
+            seqs = ack_sequences(subject)
+            if seqs is None:
+                continue  # not an ack subject
+            sseq, cseq = seqs
             if generic:
                 self._ack(sseq, cseq, now)
                 continue
@@ -753,9 +752,7 @@ class Consumer:
             if moved or not pending:
                 self._advance_floor(self.adflr + 1, 0)
             self.last_ack_ts = now
-            if not self.dirty:
-                self.dirty = True
-                self.host.state_changed(self)
+            self._changed()
 
     def _ack(self, sseq: int, cseq: int, now: int) -> None:
         if self.ack_none:
@@ -785,9 +782,7 @@ class Consumer:
         self.last_ack_ts = now
         if self._retains:
             self.host.acked(self, done)
-        if not self.dirty:
-            self.dirty = True
-            self.host.state_changed(self)
+        self._changed()
 
     def _advance_floor(self, cseq: int, sseq: int) -> None:
         """After removing ``sseq`` from pending: everything below the lowest pending message is
@@ -815,9 +810,7 @@ class Consumer:
         self._rdq_set.discard(sseq)
         if p is not None:
             self._advance_floor(p.cseq, sseq)
-            if not self.dirty:
-                self.dirty = True
-                self.host.state_changed(self)
+            self._changed()
 
     def _queue_redelivery(self, sseq: int) -> None:
         if sseq not in self._rdq_set:

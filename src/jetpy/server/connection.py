@@ -400,19 +400,14 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return True
         sid = sub.sid
-        if any(hdrs):
-            headers = self.headers
+        if self.headers and any(hdrs):
             frames = [
-                (
-                    b"HMSG %b %b %b %d %d\r\n%b%b\r\n" % (s, sid, r, len(h), len(h) + len(d), h, d)
-                    if headers
-                    else b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)  # headers stripped
-                )
+                b"HMSG %b %b %b %d %d\r\n%b%b\r\n" % (s, sid, r, len(h), len(h) + len(d), h, d)
                 if h
                 else b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
                 for s, r, h, d in zip(subjects, replies, hdrs, datas, strict=True)
             ]
-        else:
+        else:  # no headers, or a client that cannot take them (they are stripped, as by deliver)
             frames = [
                 b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
                 for s, r, d in zip(subjects, replies, datas, strict=True)

@@ -45,7 +45,7 @@ Semantics shared by every store (nats-server's memstore/filestore are the refere
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -76,6 +76,7 @@ __all__ = [
     "StoredMsg",
     "StreamState",
     "StreamStore",
+    "check_discard_new",
     "msg_size",
 ]
 
@@ -262,6 +263,34 @@ class ErrCorrupt(StoreError):
 
 
 # ----------------------------------------------------------------------------- the seam
+
+
+def check_discard_new(
+    lim: StoreLimits,
+    msgs: int,
+    nbytes: int,
+    subject_count: int | None,
+    oldest_of_subject: Callable[[], int],
+    payload: int,
+    file_rules: bool,
+) -> None:
+    """Refuse a message that discard "new" keeps out, by nats-server 2.9's rules (see the module
+    docstring): the store holds ``msgs`` messages of ``nbytes`` accounted bytes, the message's
+    subject ``subject_count`` (None: a new subject), and ``payload`` is its headers and payload
+    (not its accounted size). ``oldest_of_subject`` gives the accounted size of that subject's
+    oldest message, asked only when it decides; it must be larger than ``payload`` with
+    ``file_rules`` (nats-server's filestore), at least as large without (its memstore)."""
+    asl = lim.max_msgs_per_subject > 0 and subject_count is not None and subject_count >= lim.max_msgs_per_subject
+    if asl and lim.discard_new_per_subject:
+        raise ErrMaxMsgsPerSubject()
+    if lim.max_msgs > 0 and msgs >= lim.max_msgs and not asl:
+        raise ErrMaxMsgs()
+    if lim.max_bytes > 0 and nbytes + payload >= lim.max_bytes:
+        if not asl:
+            raise ErrMaxBytes()
+        oldest = oldest_of_subject()
+        if oldest < payload or (file_rules and oldest == payload):
+            raise ErrMaxBytes()
 
 
 @runtime_checkable

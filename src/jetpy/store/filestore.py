@@ -51,15 +51,13 @@ from .base import (
     FILE_HDR_OVERHEAD,
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
-    ErrMaxBytes,
-    ErrMaxMsgs,
-    ErrMaxMsgsPerSubject,
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
     ErrStoreLocked,
     StoreConfig,
     StoreLimits,
+    check_discard_new,
 )
 from .consumer_state import (
     META_MAGIC,
@@ -309,7 +307,10 @@ class FileStore(GroupCommit):
         rec_len = RECORD_OVERHEAD + len(enc) + pl
         acct = rec_len if hl else rec_len - FILE_HDR_OVERHEAD  # record.accounted_size, inlined
         if self._discard_new:
-            self._check_discard_new(info, pl)
+            check_discard_new(
+                self._lim, self._msgs, self._bytes, info.count if info is not None else None,
+                lambda: self._size_of(self._subj_first(info)) if info is not None else 0, pl, True,
+            )
         seq = self._last_seq + 1
         if ts is None:
             ts = _time_ns()
@@ -353,24 +354,10 @@ class FileStore(GroupCommit):
                 self._enforce_totals()
         return seq, ts
 
-    def _check_discard_new(self, info: SubjectInfo | None, payload: int) -> None:
-        """nats-server 2.9's filestore rules (see base): the payload, not the accounted size, is
-        compared with what is left of max_bytes."""
-        lim = self._lim
-        max_per = lim.max_msgs_per_subject
-        asl = max_per > 0 and info is not None and info.count >= max_per
-        if asl and lim.discard_new_per_subject:
-            raise ErrMaxMsgsPerSubject()
-        if lim.max_msgs > 0 and self._msgs >= lim.max_msgs and not asl:
-            raise ErrMaxMsgs()
-        if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
-            if not asl or info is None:
-                raise ErrMaxBytes()
-            first = self._subj_first(info)
-            blk = self._block_for(first)
-            old = blk.lens[first - blk.base] if blk is not None else 0
-            if old <= payload:
-                raise ErrMaxBytes()
+    def _size_of(self, seq: int) -> int:
+        """The accounted size of message ``seq`` (0 if the index does not cover it)."""
+        blk = self._block_for(seq)
+        return blk.lens[seq - blk.base] if blk is not None else 0
 
     def _roll(self, base: int, hwm: int) -> None:
         """Seal the active block and start ``<base>.blk`` (base > every seq handed out so far)."""

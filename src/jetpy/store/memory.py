@@ -21,9 +21,6 @@ from .base import (
     MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
     MEMORY_MSG_OVERHEAD,
-    ErrMaxBytes,
-    ErrMaxMsgs,
-    ErrMaxMsgsPerSubject,
     ErrMsgTooLarge,
     ErrStoreClosed,
     SimpleState,
@@ -31,6 +28,7 @@ from .base import (
     StoredMsg,
     StoreLimits,
     StreamState,
+    check_discard_new,
     msg_size,
 )
 from .consumer_state import MemoryConsumerStore, validate_name
@@ -168,7 +166,10 @@ class MemoryStore:
         else:
             size = MEMORY_MSG_OVERHEAD + sl + payload
         if self._discard_new:
-            self._check_discard_new(ss, payload)
+            check_discard_new(
+                self._lim, len(self._msgs), self._bytes, ss.count if ss is not None else None,
+                lambda: self._msgs[ss.first].size if ss is not None else 0, payload, self._file_rules,
+            )
         seq = self._last + 1
         if ts is None:
             ts = _time_ns()
@@ -194,23 +195,6 @@ class MemoryStore:
             self._enforce_subject(ss)
             self._enforce_totals()
         return seq, ts
-
-    def _check_discard_new(self, ss: _Subj | None, payload: int) -> None:
-        """Refuse a message that discard "new" keeps out, by nats-server 2.9's rules (see base):
-        payload, not size, against max_bytes."""
-        lim = self._lim
-        asl = lim.max_msgs_per_subject > 0 and ss is not None and ss.count >= lim.max_msgs_per_subject
-        if asl and lim.discard_new_per_subject:
-            raise ErrMaxMsgsPerSubject()
-        if lim.max_msgs > 0 and len(self._msgs) >= lim.max_msgs and not asl:
-            raise ErrMaxMsgs()
-        if lim.max_bytes > 0 and self._bytes + payload >= lim.max_bytes:
-            if not asl or ss is None:
-                raise ErrMaxBytes()
-            # the subject's oldest message must be big enough (memstore: <, filestore: <=)
-            oldest = self._msgs[ss.first].size
-            if oldest < payload or (self._file_rules and oldest == payload):
-                raise ErrMaxBytes()
 
     def remove_msg(self, seq: int) -> bool:
         self._check_open()
