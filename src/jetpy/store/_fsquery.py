@@ -122,15 +122,10 @@ class FileStoreQueries:
                 if d + rl <= len(data):
                     return memoryview(data)[d : d + rl]
         n = blk.lens[i] + FILE_HDR_OVERHEAD  # the longest the record can be
-        want = min(max(n, READ_AHEAD), blk.flushed - off)
-        try:
-            data = os.pread(self._fd(blk), want, off)
-        except OSError as exc:  # read errors are not sticky: the next read tries again
-            raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
+        data = self._read_at(blk, i, off, READ_AHEAD)
         rl = _rec_len_at(data, 0) if len(data) >= 8 else n + 1
         if rl > len(data) or rl > n:
             raise ErrCorrupt(f"short read in {blk.path.name} at offset {off}", [blk.base + i])
-        self._rc = (blk, off, data)
         return memoryview(data)[:rl]
 
     def _msg_at(self, blk: Block, i: int, seq: int) -> StoredMsg:
@@ -460,12 +455,12 @@ class FileStoreQueries:
                         append(self._msg_at(blk, i, seq))
                         i += 1
                         continue
-                    chunk, coff, d = self._read_at(blk, i, off), off, 0
+                    chunk, coff, d = self._read_at(blk, i, off, BATCH_READ), off, 0
                     clen = len(chunk)
                 _m, _v, flags, _r, rec_len, rseq, ts, sl, hl = _unpack_hdr(chunk, d)
                 end = d + rec_len
                 if end > clen and d:  # the record runs past this read: read from it
-                    chunk, coff, d = self._read_at(blk, i, off), off, 0
+                    chunk, coff, d = self._read_at(blk, i, off, BATCH_READ), off, 0
                     clen = len(chunk)
                     _m, _v, flags, _r, rec_len, rseq, ts, sl, hl = _unpack_hdr(chunk, 0)
                     end = rec_len
@@ -493,13 +488,13 @@ class FileStoreQueries:
             start = base + n
         return out
 
-    def _read_at(self, blk: Block, i: int, off: int) -> bytes:
-        """A bulk read of block ``blk`` from entry ``i``'s record (at ``off``) on; also becomes
-        the single-record read cache."""
-        want = min(max(blk.lens[i] + FILE_HDR_OVERHEAD, BATCH_READ), blk.flushed - off)
+    def _read_at(self, blk: Block, i: int, off: int, ahead: int) -> bytes:
+        """Read block ``blk`` from entry ``i``'s record (at ``off``) on: that record at least,
+        ``ahead`` bytes if the block has them. The result becomes the read cache (``_rc``)."""
+        want = min(max(blk.lens[i] + FILE_HDR_OVERHEAD, ahead), blk.flushed - off)
         try:
             data = os.pread(self._fd(blk), want, off)
-        except OSError as exc:
+        except OSError as exc:  # read errors are not sticky: the next read tries again
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
         self._rc = (blk, off, data)
         return data
