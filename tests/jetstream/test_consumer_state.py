@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from jetpy.jetstream.acks import AckReply, parse_ack, parse_ack_subject
-from jetpy.jetstream.consumer import Consumer
+from jetpy.jetstream.consumers.acks import AckReply, parse_ack, parse_ack_subject
+from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.models import ConsumerConfig, StreamConfig
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.validate import check_consumer_config, check_stream_config
@@ -136,7 +136,7 @@ class ConsumerMachine(RuleBasedStateMachine):
         self.md = self.cfg.max_deliver
         self.mac = self.cfg.max_ack_pending
         self.c = Consumer(self.stream, "D", self.cfg, T0, self.host, self.now)
-        self.stream.consumers["D"] = self.c
+        self.stream.consumer_count = 1
 
     # -- model helpers --------------------------------------------------------------------------
 
@@ -389,7 +389,7 @@ class ConsumerMachine(RuleBasedStateMachine):
         state = self.c.snapshot()
         self.c.close(deleted=False)
         self.c = Consumer(self.stream, "D", self.cfg, T0, self.host, self.now, state)
-        self.stream.consumers["D"] = self.c
+        self.stream.consumer_count = 1
         assert self.c.snapshot() == state
         self.waiting.clear()
         self.due.clear()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from nats.js import api as nats_api
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api_types import (
+from jetpy.jetstream.api.messages import (
     AccountInfoResponse,
     ConsumerCreateRequest,
     ConsumerInfoResponse,

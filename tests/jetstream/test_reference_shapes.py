@@ -24,7 +24,7 @@ import pytest
 from nats.aio.client import Client
 
 from conftest import Proc
-from jetpy.jetstream.api_types import (
+from jetpy.jetstream.api.messages import (
     AccountInfoResponse,
     ConsumerCreateResponse,
     ConsumerInfoResponse,

@@ -1,28 +1,29 @@
-"""Stream: one JetStream stream: its config, its store, and the publish pipeline into it.
+"""Stream: one JetStream stream: its config, its store, and what a change to it means.
 
 Owns what happens to a message published on a stream's subjects: the header checks
 (``Nats-Expected-*``, ``Nats-TTL``), de-duplication by ``Nats-Msg-Id`` within ``duplicate_window``,
-rollups, limits and per-message TTLs (enforced by the store), republish, and the PubAck text. Knows the store only through the
-``StreamStore`` interface, and the network only through the ``MessageBus`` it is given; when the
-PubAck may be sent (after fsync, for durable file streams) is the engine's business.
+rollups, limits and per-message TTLs (enforced by the store), and the PubAck text; and the split
+of every change into *deciding* it (checks against the current state) and *applying* it (the
+store and the stream's own state, deterministically, from a ``StreamEntry``): the seam where a
+replicated log goes. Also holds the stream's recent-message cache for its consumers.
+
+Must not know: the network, consumers, timers, or when a PubAck may leave (after the fsync, for
+file streams: the committer's business). Knows the store only through ``StreamStore``.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.recent import RecentMessages
 from jetpy.protocol.headers import get_header
 from jetpy.store.base import (
-    ErrMaxBytes,
-    ErrMaxMsgs,
-    ErrMaxMsgsPerSubject,
     ErrMsgTooLarge,
     StoredMsg,
     StoreError,
@@ -32,10 +33,17 @@ from jetpy.store.base import (
 from jetpy.store.ttl import parse_ttl
 from jetpy.subjects import subject_matches
 
-if TYPE_CHECKING:
-    from jetpy.jetstream.consumer import Consumer
-
-__all__ = ["PublishResult", "Stream", "limits_of", "pub_ack", "pub_error"]
+__all__ = [
+    "DeleteEntry",
+    "MsgEntry",
+    "PublishResult",
+    "PurgeEntry",
+    "Stream",
+    "StreamEntry",
+    "limits_of",
+    "pub_ack",
+    "pub_error",
+]
 
 _json = msgspec.json.Encoder()
 _time_ns = time.time_ns
@@ -85,7 +93,45 @@ def pub_error(stream: str, err: ApiError) -> bytes:
     return b'{"error":%s,"stream":"%s","seq":0}' % (_json.encode(err.to_wire()), stream.encode())
 
 
+class MsgEntry(msgspec.Struct, frozen=True, gc=False):
+    """A publish that was decided (every check passed) and is ready to apply: exactly what each
+    copy of the stream stores, so applying it is deterministic (the timestamp was decided too).
+    ``rollup`` is ``b""``, ``b"sub"`` or ``b"all"``; ``ttl`` as ``StreamStore.store_msg`` takes it."""
+
+    subject: str
+    hdr: bytes
+    payload: bytes
+    ts: int
+    ttl: int = 0
+    msg_id: str = ""
+    rollup: bytes = b""
+
+
+class PurgeEntry(msgspec.Struct, frozen=True):
+    """``STREAM.PURGE`` decided: nats-server's PurgeEx arguments."""
+
+    subject: str = ""
+    seq: int = 0
+    keep: int = 0
+
+
+class DeleteEntry(msgspec.Struct, frozen=True):
+    """``STREAM.MSG.DELETE`` decided: remove ``seq``, overwriting its bytes when ``erase``."""
+
+    seq: int
+    erase: bool = True
+
+
+StreamEntry = MsgEntry | PurgeEntry | DeleteEntry
+"""What changes a stream's contents: the unit a replicated log carries (propose, commit, apply)."""
+
+
 class Stream:
+    """One stream. Changes go through two steps, the seam replication builds on: :meth:`decide`
+    (checks against the current state; a refusal or duplicate is answered without changing
+    anything) and :meth:`apply` (the decided change, applied deterministically to the store and
+    to the stream's own state). A single server decides and applies at once (:meth:`process`)."""
+
     def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int) -> None:
         self.config = config
         self.name = config.name
@@ -96,7 +142,10 @@ class Stream:
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
-        self.consumers: dict[str, Consumer] = {}
+        # the newest messages, for consumers that keep up (their host maintains the contents)
+        self.recent = RecentMessages(_store_never_discards(config))
+        self.consumer_count = 0  # kept by the consumers' host
+        self._plain_limit = _plain_limit(config)
 
     # -- config ---------------------------------------------------------------------------------
 
@@ -107,6 +156,9 @@ class Stream:
         """Apply a new config; lowered limits (max_age included) take effect at once, as
         nats-server's UpdateConfig does, so the update's reply already shows their effect."""
         self.config = config
+        self._plain_limit = _plain_limit(config)
+        # in place: consumers hold this object (the update may also have removed messages)
+        self.recent.reset(_store_never_discards(config))
         self.store.update_limits(limits_of(config))
         if config.max_age > 0:
             self.store.expire(time.time_ns() if now_ns is None else now_ns)
@@ -114,33 +166,63 @@ class Stream:
     # -- publish --------------------------------------------------------------------------------
 
     def process(self, subject: bytes, hdr: bytes, data: bytes, now_ns: int | None = None) -> PublishResult:
-        """Store one published message (hdr may be empty); returns the ack to send."""
+        """Decide and apply one published message (hdr may be empty); returns the ack to send."""
+        now = _time_ns() if now_ns is None else now_ns
+        if not hdr and len(data) <= self._plain_limit:
+            # the common case: no header, so nothing to decide but what _plain_limit says
+            return self._store(subject.decode(), b"", data, now, 0, "", b"")
+        decided = self.decide(subject, hdr, data, now)
+        if isinstance(decided, PublishResult):
+            return decided
+        return self.apply_msg(decided)
+
+    def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
+        """Check a published message against the stream's config and state: the entry to apply,
+        or the answer when it is refused or a duplicate (nothing changes then)."""
         cfg = self.config
-        name = self.name
         try:
             if cfg.sealed:
                 raise ApiError.of(E.STREAM_SEALED)
             if cfg.max_msg_size >= 0 and len(data) - len(hdr) > cfg.max_msg_size:
                 raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
-            now = _time_ns() if now_ns is None else now_ns
-            if hdr:
-                checked = self._check_headers(subject, hdr, now)
-                if isinstance(checked, PublishResult):
-                    return checked  # a duplicate: acknowledged again, not stored
-                msg_id, rollup, ttl = checked
-                payload = data[len(hdr) :]
-            else:  # the common case: no header, nothing to check
-                msg_id, rollup, ttl, payload = "", b"", 0, data
-            subj = subject.decode()
-            seq, ts = self.store.store_msg(subj, hdr, payload, now, ttl)
+            if not hdr:
+                return MsgEntry(subject.decode(), b"", data, now)
+            checked = self._check_headers(subject, hdr, now)
         except ApiError as e:
-            return PublishResult(pub_error(name, e))
+            return PublishResult(pub_error(self.name, e))
+        if isinstance(checked, PublishResult):
+            return checked  # a duplicate: acknowledged again, not stored
+        msg_id, rollup, ttl = checked
+        return MsgEntry(subject.decode(), hdr, data[len(hdr) :], now, ttl, msg_id, rollup)
+
+    def apply(self, entry: StreamEntry) -> PublishResult | int | bool:
+        """Apply a decided change: a message (its PublishResult), a purge (how many messages
+        went) or a delete (whether the message was there)."""
+        if isinstance(entry, MsgEntry):
+            return self.apply_msg(entry)
+        if isinstance(entry, PurgeEntry):
+            return self.apply_purge(entry)
+        return self.apply_delete(entry)
+
+    def apply_msg(self, e: MsgEntry) -> PublishResult:
+        return self._store(e.subject, e.hdr, e.payload, e.ts, e.ttl, e.msg_id, e.rollup)
+
+    def apply_purge(self, e: PurgeEntry) -> int:
+        return self.store.purge(e.subject, e.seq, e.keep)
+
+    def apply_delete(self, e: DeleteEntry) -> bool:
+        return self.store.erase_msg(e.seq) if e.erase else self.store.remove_msg(e.seq)
+
+    def _store(
+        self, subj: str, hdr: bytes, payload: bytes, ts: int, ttl: int, msg_id: str, rollup: bytes
+    ) -> PublishResult:
+        """Applying a message: the store, the de-duplication record, the rollup."""
+        try:
+            seq, ts = self.store.store_msg(subj, hdr, payload, ts, ttl)
         except ErrMsgTooLarge:
-            return PublishResult(pub_error(name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
-        except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject) as e:
-            return PublishResult(pub_error(name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
-        except StoreError as e:
-            return PublishResult(pub_error(name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
+        except StoreError as e:  # the limits (discard new) and I/O failures
+            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
         if msg_id:
             self._dedup[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
@@ -277,3 +359,20 @@ def limits_of(cfg: StreamConfig) -> StoreLimits:
         subject_delete_marker_ttl=cfg.subject_delete_marker_ttl,
     )
 
+
+
+def _store_never_discards(cfg: StreamConfig) -> bool:
+    """Whether a recent-message cache pays and stays true for this stream: only file reads are
+    slow enough to be worth it, and only the server may remove messages (no store limits)."""
+    return cfg.storage == "file" and cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
+
+
+_NO_LIMIT = 1 << 62
+
+
+def _plain_limit(cfg: StreamConfig) -> int:
+    """The largest message without headers that needs no decision beyond its size (-1: every
+    message is decided, as a sealed stream refuses them all)."""
+    if cfg.sealed:
+        return -1
+    return cfg.max_msg_size if cfg.max_msg_size >= 0 else _NO_LIMIT

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jetpy.jetstream.bus import MessageHandler
-from jetpy.jetstream.engine import JetStream, JetStreamConfig
+from jetpy.jetstream.ports import JetStreamConfig, MessageHandler
+from jetpy.jetstream.service import JetStreamService
 from jetpy.server.broker import Broker, Subscription
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 from jetpy.store.filestore import FileStore
@@ -107,7 +107,7 @@ class DirectoryStores:
         return dest
 
 
-async def start_jetstream(server: Server) -> JetStream:
+async def start_jetstream(server: Server) -> JetStreamService:
     opts = server.options
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
@@ -119,6 +119,6 @@ async def start_jetstream(server: Server) -> JetStream:
     )
     log.info("Starting JetStream")
     log.info("  Store Directory: %r", store_dir)
-    js = JetStream(cfg, BrokerBus(server.broker), DirectoryStores(store_dir))
+    js = JetStreamService(cfg, BrokerBus(server.broker), DirectoryStores(store_dir))
     await js.start()
     return js

@@ -1,54 +1,51 @@
 """The ``$JS.API.CONSUMER.*`` request handlers: create (all four subject forms), info, names,
 list and delete, with nats-server's checks between the request subject and the config, the
 create/update actions and their error codes. Installed into the ``ApiRouter`` route table.
+
+Must not know: dispatch and the envelope (the router's), how consumers deliver (the manager's).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.consumer import Consumer
-from jetpy.jetstream.consumers import ephemeral_name
-from jetpy.jetstream.direct import decode_body
+from jetpy.jetstream.api.requests import decode_body, offset_of
+from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.consumers.consumer import Consumer
+from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import ConsumerConfig, format_time
+from jetpy.jetstream.info import consumer_info
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ConsumerConfig
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
-
-if TYPE_CHECKING:
-    from jetpy.jetstream.engine import JetStream
-    from jetpy.jetstream.stream import Stream
 
 __all__ = ["ConsumerApi"]
 
-NAMES_LIMIT = 1024
-LIST_LIMIT = 256
-
-Handler = Callable[[list[str], bytes, bytes], dict[str, Any]]
-
 
 class ConsumerApi:
-    def __init__(self, js: JetStream) -> None:
-        self.js = js
+    def __init__(self, registry: StreamRegistry, manager: ConsumerManager) -> None:
+        self.registry = registry
+        self.manager = manager
 
-    def routes(self) -> dict[str, tuple[str, Handler]]:
+    def routes(self) -> dict[str, Route]:
+        # consumer routes take optional filter tokens: the handlers check what follows the key
         return {
-            "CONSUMER.CREATE": ("consumer_create", self.create),
-            "CONSUMER.DURABLE.CREATE": ("consumer_create", self.create_durable),
-            "CONSUMER.INFO": ("consumer_info", self.info),
-            "CONSUMER.NAMES": ("consumer_names", self.names),
-            "CONSUMER.LIST": ("consumer_list", self.list_),
-            "CONSUMER.DELETE": ("consumer_delete", self.delete),
+            "CONSUMER.CREATE": Route("consumer_create", self.create),
+            "CONSUMER.DURABLE.CREATE": Route("consumer_create", self.create_durable),
+            "CONSUMER.INFO": Route("consumer_info", self.info),
+            "CONSUMER.NAMES": Route("consumer_names", self.names),
+            "CONSUMER.LIST": Route("consumer_list", self.list_),
+            "CONSUMER.DELETE": Route("consumer_delete", self.delete),
         }
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _stream(self, name: str) -> Stream:
-        s = self.js.streams.get(name)
+        s = self.registry.get(name)
         if s is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         return s
@@ -57,15 +54,10 @@ class ConsumerApi:
         if len(args) < 2:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         s = self._stream(args[0])
-        c = s.consumers.get(args[1])
-        if not isinstance(c, Consumer):
+        c = self.manager.get(s, args[1])
+        if c is None:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         return c
-
-    def info_dict(self, c: Consumer) -> dict[str, Any]:
-        c.stream_changed()  # exact num_pending for reports
-        out: dict[str, Any] = msgspec.to_builtins(c.info(format_time(time.time_ns())))
-        return out
 
     # -- create ---------------------------------------------------------------------------------
 
@@ -123,49 +115,49 @@ class ConsumerApi:
                 raise ApiError.of(E.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
         stream = self._stream(stream_name)
         pedantic = bool(req.get("pedantic"))
-        others = [c.config for c in stream.consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
+        consumers = self.manager.consumers(stream)
+        others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
         cname = cfg.durable_name or cfg.name
-        existing = stream.consumers.get(cname) if cname else None
+        existing = consumers.get(cname) if cname else None
         if existing is not None:
             if action == "create" and existing.config != cfg:
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             if existing.config != cfg:
                 bound = existing.push and existing.active
                 new = check_consumer_update(existing.config, cfg, deliver_subject_bound=bound)
-                self.js.consumers.update(existing, new)
-            return self.info_dict(existing)
+                self.manager.update(existing, new)
+            return consumer_info(existing)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
-        if stream.config.max_consumers > 0 and len(stream.consumers) >= stream.config.max_consumers:
+        if stream.config.max_consumers > 0 and len(consumers) >= stream.config.max_consumers:
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()
-            while cname in stream.consumers:
+            while cname in consumers:
                 cname = ephemeral_name()
             cfg = msgspec.structs.replace(cfg, name=cname)
         elif not cfg.name:
             cfg = msgspec.structs.replace(cfg, name=cname)
-        c = self.js.consumers.create(stream, cname, cfg)
-        self.js.consumers.action_advisory(c, "create")
-        return self.info_dict(c)
+        c = self.manager.create(stream, cname, cfg)
+        self.manager.action_advisory(c, "create")
+        return consumer_info(c)
 
     # -- read -----------------------------------------------------------------------------------
 
     def info(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        return self.info_dict(self._consumer(args))
+        return consumer_info(self._consumer(args))
 
     def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
         req = decode_body(body)
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         s = self._stream(args[0])
-        offset = req.get("offset") or 0
-        if not isinstance(offset, int):
-            raise ApiError.of(E.INVALID_JSON)
-        cs = [s.consumers[n] for n in sorted(s.consumers)]
-        # an offset past the end reads as the end (nats-server 2.9 panics on a negative one; 0 here)
-        return cs, min(max(0, offset), len(cs))
+        offset = offset_of(req)
+        consumers = self.manager.consumers(s)
+        cs = [consumers[n] for n in sorted(consumers)]
+        # an offset past the end reads as the end
+        return cs, min(offset, len(cs))
 
     def names(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
         cs, offset = self._sorted(args, body)
@@ -179,10 +171,10 @@ class ConsumerApi:
             "total": len(cs),
             "offset": offset,
             "limit": LIST_LIMIT,
-            "consumers": [self.info_dict(c) for c in page],
+            "consumers": [consumer_info(c) for c in page],
         }
 
     def delete(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
         c = self._consumer(args)
-        self.js.consumers.delete(c)
+        self.manager.delete(c)
         return {"success": True}

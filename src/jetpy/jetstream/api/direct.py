@@ -33,22 +33,24 @@ whole batch in one go.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from jetpy import subjects
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.requests import decode_body
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import format_time, parse_time
+from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import StoredMsg, StreamStore
 
-if TYPE_CHECKING:
-    from jetpy.jetstream.engine import JetStream
-    from jetpy.jetstream.stream import Stream
+__all__ = ["DIRECT_SUBJECTS", "DirectGet", "lookup", "seq_from_time"]
 
-__all__ = ["decode_body", "direct_get", "lookup", "seq_from_time"]
+DIRECT_SUBJECTS = "$JS.API.DIRECT.GET.>"
 
 DEFAULT_BATCH_MAX_BYTES = 64 * 1024 * 1024
 """``max_bytes`` of a batch that names none: nats-server uses the server's ``max_pending``
@@ -62,19 +64,6 @@ _EOB = "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\n\r
 _EOB_MULTI = (
     "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {}\r\nNats-UpTo-Sequence: {}\r\n\r\n"
 )
-
-
-def decode_body(data: bytes) -> dict[str, Any]:
-    """An API request body as a JSON object; empty means ``{}``; anything else is 10025."""
-    if not data.strip():
-        return {}
-    try:
-        obj = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
-        raise ApiError.of(E.INVALID_JSON) from e
-    if not isinstance(obj, dict):
-        raise ApiError.of(E.INVALID_JSON)
-    return obj
 
 
 def lookup(s: Stream, req: dict[str, Any]) -> StoredMsg | None:
@@ -109,12 +98,27 @@ def seq_from_time(store: StreamStore, ts_ns: int) -> int:
     return m.seq if m is not None else st.last_seq + 1
 
 
-def direct_get(js: JetStream, args: list[str], reply: bytes | None, body: bytes) -> None:
+class DirectGet:
+    """The bus handler on ``$JS.API.DIRECT.GET.>`` (direct gets are answered by the stream, not
+    the API dispatcher: they are not in the api counters, as nats-server)."""
+
+    def __init__(self, streams: Mapping[str, Stream], bus: MessageBus) -> None:
+        self.streams = streams
+        self.bus = bus
+
+    def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        toks = subject.decode().split(".")[4:]  # drop "$JS", "API", "DIRECT", "GET"
+        direct_get(self.streams, self.bus, toks, reply, data[hdr_len:])
+
+
+def direct_get(
+    streams: Mapping[str, Stream], bus: MessageBus, args: list[str], reply: bytes | None, body: bytes
+) -> None:
     """``$JS.API.DIRECT.GET.<stream>`` (body names the message) or ``...<stream>.<subject>``
     (last message on the subject, the KV read path). Replies with the stored message itself."""
     if reply is None or not args:
         return
-    s = js.streams.get(args[0])
+    s = streams.get(args[0])
     if s is None or not s.config.allow_direct:
         return  # nats-server does not subscribe DIRECT.GET for such streams: no responders
     rep = reply.decode()
@@ -125,27 +129,27 @@ def direct_get(js: JetStream, args: list[str], reply: bytes | None, body: bytes)
             msg = s.store.load_last_msg(".".join(args[1:]))
         else:
             if not body.strip():
-                js.bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
+                bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
             try:
                 req = decode_body(body)
             except ApiError:
-                js.bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
+                bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
                 return
             if not any(req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "multi_last", "start_time")):
-                js.bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
+                bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
             if req.get("batch") or req.get("multi_last"):
-                _batch_get(js, s, rep, req)
+                _batch_get(bus, s, rep, req)
                 return
             msg = lookup(s, req)
     except ApiError:
-        js.bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
+        bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
         return
     if msg is None:
-        js.bus.publish(rep, None, b"", encode_headers([], 404, "Message Not Found"))
+        bus.publish(rep, None, b"", encode_headers([], 404, "Message Not Found"))
         return
-    js.bus.publish(rep, None, msg.data, direct_headers(s.name, msg))
+    bus.publish(rep, None, msg.data, direct_headers(s.name, msg))
 
 
 def direct_headers(stream: str, msg: StoredMsg) -> bytes:
@@ -175,11 +179,11 @@ class _BatchRequest(msgspec.Struct, frozen=True):
     up_to_time: str | None = None
 
 
-def _status(js: JetStream, rep: str, code: int, text: str) -> None:
-    js.bus.publish(rep, None, b"", encode_headers([], code, text))
+def _status(bus: MessageBus, rep: str, code: int, text: str) -> None:
+    bus.publish(rep, None, b"", encode_headers([], code, text))
 
 
-def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
+def _batch_get(bus: MessageBus, s: Stream, rep: str, raw: dict[str, Any]) -> None:
     try:
         req = msgspec.convert(raw, _BatchRequest)
         if req.seq < 0 or req.batch < 0 or req.max_bytes < 0 or req.up_to_seq < 0:
@@ -190,11 +194,11 @@ def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
             if f and not subjects.is_valid_subject(f):
                 raise ValueError("filter")
     except (msgspec.ValidationError, ValueError, TypeError):
-        _status(js, rep, 408, "Bad Request")
+        _status(bus, rep, 408, "Bad Request")
         return
     # nats-server's checks, in its order: nothing named, then conflicting fields.
     if not (req.seq or req.last_by_subj or req.next_by_subj or req.multi_last or start_ns is not None):
-        _status(js, rep, 408, "Empty Request")
+        _status(bus, rep, 408, "Empty Request")
         return
     if (
         (req.seq and req.last_by_subj)
@@ -206,11 +210,11 @@ def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
         or (req.next_by_subj and req.multi_last)
         or (req.up_to_seq and up_to_ns is not None)
     ):
-        _status(js, rep, 408, "Bad Request")
+        _status(bus, rep, 408, "Bad Request")
         return
     max_bytes = req.max_bytes or DEFAULT_BATCH_MAX_BYTES
     if req.multi_last:
-        _multi_last(js, s, rep, req, up_to_ns, max_bytes)
+        _multi_last(bus, s, rep, req, up_to_ns, max_bytes)
         return
     store = s.store
     seq = seq_from_time(store, start_ns) if start_ns is not None else req.seq
@@ -219,7 +223,7 @@ def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
     pending = store.num_pending(seq, flt, False)
     if up_to:
         pending -= store.num_pending(up_to + 1, flt, False)
-    publish = js.bus.publish
+    publish = bus.publish
     prefix = b"Nats-Stream: %s\r\nNats-Subject: " % s.name.encode()
     every = flt == ">"
     load, load_next = store.load_msg, store.load_next_msg
@@ -249,7 +253,7 @@ def _batch_get(js: JetStream, s: Stream, rep: str, raw: dict[str, Any]) -> None:
         if sent_bytes >= max_bytes:
             break
     if not sent:
-        _status(js, rep, 404, "Message Not Found")
+        _status(bus, rep, 404, "Message Not Found")
         return
     rest = store.num_pending(seq, flt, False)
     if up_to:
@@ -267,7 +271,7 @@ def _batch_headers(stream: str, m: StoredMsg, pending: int, last: int) -> bytes:
 
 
 def _multi_last(
-    js: JetStream, s: Stream, rep: str, req: _BatchRequest, up_to_ns: int | None, max_bytes: int
+    bus: MessageBus, s: Stream, rep: str, req: _BatchRequest, up_to_ns: int | None, max_bytes: int
 ) -> None:
     """The newest message of every subject matching ``multi_last``, as of ``up_to_seq``/``up_to_time``."""
     store = s.store
@@ -276,7 +280,7 @@ def _multi_last(
     if up_to_ns is not None:
         up_to = seq_from_time(store, up_to_ns)
         if up_to <= st.first_seq:
-            _status(js, rep, 404, "No Results")
+            _status(bus, rep, 404, "No Results")
             return
         up_to -= 1
     if not up_to:
@@ -285,11 +289,11 @@ def _multi_last(
     for f in req.multi_last:
         names.update(store.subjects_state(f))
         if len(names) > MAX_MULTI_RESULTS:
-            _status(js, rep, 413, "Too Many Results")
+            _status(bus, rep, 413, "Too Many Results")
             return
     seqs = sorted(q for q in (_last_at_or_before(store, n, up_to) for n in names) if q)
     if not seqs:
-        _status(js, rep, 404, "No Results")
+        _status(bus, rep, 404, "No Results")
         return
     pending, last, sent, sent_bytes = len(seqs) - 1, 0, 0, 0
     for q in seqs:
@@ -298,9 +302,9 @@ def _multi_last(
             continue
         m = store.load_msg(q)
         if m is None:
-            _status(js, rep, 404, "Message Not Found")
+            _status(bus, rep, 404, "Message Not Found")
             return
-        js.bus.publish(rep, None, m.data, _batch_headers(s.name, m, pending, last))
+        bus.publish(rep, None, m.data, _batch_headers(s.name, m, pending, last))
         pending = max(pending - 1, 0)
         last = m.seq
         sent_bytes += len(m.subject) + len(m.hdr) + len(m.data)
@@ -309,7 +313,7 @@ def _multi_last(
         sent += 1
         if req.batch and sent >= req.batch:
             break
-    js.bus.publish(rep, None, b"", _EOB_MULTI.format(pending, last, up_to).encode())
+    bus.publish(rep, None, b"", _EOB_MULTI.format(pending, last, up_to).encode())
 
 
 def _last_at_or_before(store: StreamStore, subject: str, up_to: int) -> int:

@@ -5,8 +5,8 @@ acks with their redelivery deadlines, delivery counts), pull requests waiting fo
 delivery with flow control and idle heartbeats, and what every ack body does.
 
 Sans-IO and clock-free: every method that depends on time takes ``now`` (ns since the epoch) and
-the consumer says when it next needs attention (:meth:`next_deadline`); the engine owns the
-timers. Output leaves through the :class:`ConsumerHost` it is given (the engine), so the state
+the consumer says when it next needs attention (:meth:`next_deadline`); its host owns the
+timers. Output leaves through the :class:`ConsumerHost` it is given (the manager), so the state
 machine is testable by calling it directly with an invented clock. Knows the stream's store only
 through the ``StreamStore`` interface.
 """
@@ -16,20 +16,18 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
 from jetpy.gotime import go_duration
-from jetpy.jetstream.acks import Ack, AckReply, ack_prefix, ack_sequences
-from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time
-from jetpy.jetstream.pull import PullRequest, RequestError, parse_pull_request, status
+from jetpy.jetstream.consumers.acks import Ack, AckReply, ack_prefix, ack_sequences
+from jetpy.jetstream.consumers.pull import PullRequest, RequestError, parse_pull_request, status
+from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time, parse_time
 from jetpy.jetstream.recent import RecentMessages
+from jetpy.jetstream.stream import Stream
 from jetpy.store.base import ConsumerState, StoredMsg
 from jetpy.subjects import subject_is_subset, subject_matches
-
-if TYPE_CHECKING:
-    from jetpy.jetstream.stream import Stream
 
 __all__ = ["FC_WINDOW", "Consumer", "ConsumerHost"]
 
@@ -52,7 +50,7 @@ def _left(r: PullRequest) -> list[tuple[str, str]]:
 
 
 class ConsumerHost(Protocol):
-    """What a consumer needs from its engine."""
+    """What a consumer needs from its host (the consumer manager)."""
 
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> object:
         """Deliver to subscribers of ``route``; they see ``subject`` on the MSG line."""
@@ -167,8 +165,6 @@ class Consumer:
         elif policy == "by_start_sequence":
             self.sseq = max(cfg.opt_start_seq, first, 1)
         elif policy == "by_start_time":
-            from jetpy.jetstream.models import parse_time
-
             self.sseq = self._seq_at_time(parse_time(cfg.opt_start_time or ""), first, last)
         elif policy == "last_per_subject":
             seqs: list[int] = []
@@ -676,7 +672,7 @@ class Consumer:
 
     def ack(self, meta: AckReply, ack: Ack, reply: str | None, now: int, pump: bool = True) -> None:
         """An ack body published to one of this consumer's ack subjects. ``pump=False`` leaves
-        delivering what the ack made room for to the caller (the engine batches it per read)."""
+        delivering what the ack made room for to the caller (the host batches it per read)."""
         self.drain_acks()
         self.last_activity = now
         sseq = meta.stream_seq

@@ -1,12 +1,16 @@
 """ConsumerManager: the host every consumer runs in. Creates, recovers and deletes consumers,
-wires them to the bus (ack, pull-request and flow-control subjects, push interest), runs their
-timers, applies interest and work-queue retention when they are done with messages, and writes
-their durable state.
+keeps them by stream, wires them to the bus (ack, pull-request and flow-control subjects, push
+interest), runs their timers, applies interest and work-queue retention when they are done with
+messages, keeps each stream's recent-message cache filled, and writes their durable state.
+
+It is the registry's ``StreamEvents`` listener: new messages wake the consumers on the same loop
+turn, removals make them recount.
 
 Durable consumer state is written by one background task, as fast as the disk allows, and is
-clamped to what the stream has made durable: a restarted consumer may redeliver, it never skips
-(a delivered sequence that the stream could lose in a crash would be reused by a new message).
-Knows the network only through the ``MessageBus`` and stores only through ``ConsumerStore``.
+clamped to what the stream has made durable (``Durability.durable_upto``): a restarted consumer
+may redeliver, it never skips (a delivered sequence that the stream could lose in a crash would
+be reused by a new message). Knows the network only through the ``MessageBus``, stores only
+through ``ConsumerStore``/``StreamStore``, and nothing of the API or the stream registry.
 """
 
 from __future__ import annotations
@@ -16,20 +20,18 @@ import logging
 import secrets
 import string
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
-from jetpy.jetstream.acks import parse_ack, parse_ack_subject
-from jetpy.jetstream.consumer import Consumer
+from jetpy.jetstream.consumers.acks import parse_ack, parse_ack_subject
+from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.models import ConsumerConfig, format_time
-from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError
+from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.stream import Stream
+from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError, StreamStore
 
-if TYPE_CHECKING:
-    from jetpy.jetstream.engine import JetStream
-    from jetpy.jetstream.stream import Stream
-
-__all__ = ["ConsumerManager"]
+__all__ = ["ConsumerManager", "Durability", "ephemeral_name"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -55,10 +57,21 @@ def ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
 
 
+class Durability(Protocol):
+    """What the host needs to know and say about the stream's durability (the committer)."""
+
+    def durable_upto(self, store: StreamStore) -> int | None:
+        """The highest sequence of ``store`` known to be on disk (None: no bound known)."""
+
+    def mark_dirty(self, stream: Stream) -> None:
+        """Removals (retention) become durable at the next group commit."""
+
+
 class ConsumerManager:
-    def __init__(self, js: JetStream) -> None:
-        self.js = js
-        self.bus = js.bus
+    def __init__(self, bus: MessageBus, durability: Durability) -> None:
+        self.bus = bus
+        self.durability = durability
+        self._by_stream: dict[Stream, dict[str, Consumer]] = {}  # live streams' consumers by name
         self._subs: dict[Consumer, list[Any]] = {}
         self._watches: dict[Consumer, Any] = {}
         self._stores: dict[Consumer, ConsumerStore] = {}
@@ -68,7 +81,6 @@ class ConsumerManager:
         self._dirty: set[Consumer] = set()
         self._dirty_event = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
-        self.durable_upto: dict[int, int] = {}  # id(stream store) -> highest synced sequence
         self.send = self.bus.send  # type: ignore[method-assign]  # the hot path: one call less
         self.send_batch = self.bus.send_batch  # type: ignore[method-assign]
 
@@ -96,22 +108,22 @@ class ConsumerManager:
             return
         store = stream.store
         removed = False
+        recent = stream.recent
         if retention == "workqueue":
-            recent = self.js.recent[stream.name]
             for seq in seqs:
                 removed |= store.remove_msg(seq)
                 recent.discard(seq)
         else:  # interest: gone once every consumer that wants it is done with it
-            others = [c for c in stream.consumers.values() if c is not consumer]
+            others = [c for c in self.consumers(stream).values() if c is not consumer]
             for seq in seqs:
                 if others:
                     m = store.load_msg(seq)
                     if m is None or any(c.matches(m.subject) and not c.has_acked(seq) for c in others):
                         continue
                 removed |= store.remove_msg(seq)
-                self.js.recent[stream.name].discard(seq)
+                recent.discard(seq)
         if removed:
-            self.js.mark_dirty(stream)
+            self.durability.mark_dirty(stream)
 
     def state_changed(self, consumer: Consumer) -> None:
         if consumer in self._stores:
@@ -136,8 +148,10 @@ class ConsumerManager:
     ) -> Consumer:
         now = time.time_ns()
         c = Consumer(stream, name, cfg, now if created is None else created, self, now, state)
-        c.recent = self.js.recent.get(stream.name)
-        stream.consumers[name] = c
+        c.recent = stream.recent
+        consumers = self._by_stream.setdefault(stream, {})
+        consumers[name] = c
+        stream.consumer_count = len(consumers)
         if stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
@@ -174,15 +188,17 @@ class ConsumerManager:
         stream = c.stream
         c.close(deleted=True)
         self._teardown(c)
-        if stream.consumers.get(c.name) is c:
-            del stream.consumers[c.name]
+        consumers = self._by_stream.get(stream)
+        if consumers is not None and consumers.get(c.name) is c:
+            del consumers[c.name]
+            stream.consumer_count = len(consumers)
         cs = self._stores.pop(c, None)
         self._dirty.discard(c)
         if cs is not None and forget:
             cs.delete()
         if advisory:
             self.action_advisory(c, "delete")
-        if forget and stream.config.retention == "interest" and stream.name in self.js.streams:
+        if forget and stream.config.retention == "interest" and stream in self._by_stream:
             self._sweep_interest(stream)
 
     def _sweep_interest(self, stream: Stream) -> None:
@@ -196,16 +212,21 @@ class ConsumerManager:
             if m is None:
                 break
             seq = m.seq + 1
-            if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in stream.consumers.values()):
+            if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in self.consumers(stream).values()):
                 removed |= store.remove_msg(m.seq)
         if removed:
-            self.js.removed(stream)
-            self.js.mark_dirty(stream)
+            self.removed(stream)
+            self.durability.mark_dirty(stream)
 
-    def close_stream(self, stream: Stream) -> None:
-        """The stream is being deleted: its consumers go with it (no per-consumer advisory)."""
-        for c in list(stream.consumers.values()):
-            self.delete(c, advisory=False, forget=False)
+    def consumers(self, stream: Stream) -> dict[str, Consumer]:
+        """The stream's consumers by name (read-only for callers)."""
+        return self._by_stream.get(stream) or {}
+
+    def get(self, stream: Stream, name: str) -> Consumer | None:
+        return self.consumers(stream).get(name)
+
+    def all(self) -> list[Consumer]:
+        return [c for cs in self._by_stream.values() for c in cs.values()]
 
     def action_advisory(self, c: Consumer, action: str) -> None:
         event = "CREATED" if action == "create" else "DELETED"
@@ -297,13 +318,44 @@ class ConsumerManager:
         c.pump(now)
         self.after(c)
 
-    # -- new messages ---------------------------------------------------------------------------
+    # -- StreamEvents: what happens to the streams ----------------------------------------------
 
-    def stored(self, stream: Stream, seq: int, subject: str) -> None:
-        """A message was stored: consumers count it and deliver it on this loop turn."""
-        for c in stream.consumers.values():
-            c.on_stored(seq, subject)
-            self._kick(c)
+    def stored(self, stream: Stream, msg: StoredMsg) -> None:
+        """A new message is in the stream: the recent cache, consumers and retention follow.
+        (The registry calls this only when one of them applies: keep its condition in step.)"""
+        seq = msg.seq
+        recent = stream.recent
+        consumers = self._by_stream.get(stream)
+        if msg.hdr and b"Nats-Rollup" in msg.hdr:
+            recent.clear()  # the rollup removed older messages
+            self.stream_changed(stream)
+        recent.add(msg)
+        if consumers:
+            subject = msg.subject
+            for c in consumers.values():
+                c.on_stored(seq, subject)
+                self._kick(c)
+        if stream.config.retention == "interest" and not (
+            consumers and any(c.matches(msg.subject) for c in consumers.values())
+        ):
+            # nobody is interested: acknowledged, then not kept (as nats-server)
+            stream.store.remove_msg(seq)
+            recent.discard(seq)
+
+    def removed(self, stream: Stream) -> None:
+        """Messages left the stream: caches and counts follow."""
+        stream.recent.clear()
+        self.stream_changed(stream)
+
+    def updated(self, stream: Stream) -> None:
+        for c in self.consumers(stream).values():
+            c.update_config(c.config)  # read paths derive from the stream's config; recounts too
+
+    def deleting(self, stream: Stream) -> None:
+        """The stream is being deleted: its consumers go with it (no per-consumer advisory)."""
+        for c in list(self.consumers(stream).values()):
+            self.delete(c, advisory=False, forget=False)
+        self._by_stream.pop(stream, None)
 
     def _kick(self, c: Consumer) -> None:
         """Pump ``c`` and re-arm its timer once, after the current read is handled."""
@@ -322,7 +374,7 @@ class ConsumerManager:
                 self.after(c)
 
     def stream_changed(self, stream: Stream) -> None:
-        for c in stream.consumers.values():
+        for c in self.consumers(stream).values():
             c.stream_changed()
 
     # -- timers ---------------------------------------------------------------------------------
@@ -394,7 +446,7 @@ class ConsumerManager:
     def _clamped(self, c: Consumer) -> ConsumerState:
         """The consumer's state, limited to stream sequences already on disk."""
         st = c.snapshot()
-        upto = self.durable_upto.get(id(c.stream.store))
+        upto = self.durability.durable_upto(c.stream.store)
         if upto is None or st.delivered_stream_seq <= upto:
             return st
         pending = {s: v for s, v in st.pending.items() if s <= upto}

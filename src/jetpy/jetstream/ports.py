@@ -1,4 +1,4 @@
-"""The seams JetStream needs from its host: a message bus and a store provider.
+"""The seams JetStream needs from its host: its configuration, a message bus and a store provider.
 
 JetStream owns streams, consumers and the API, but not the network or the choice of store
 backend. The server implements these protocols (``jetpy.server.js_wiring``) and hands them in,
@@ -8,11 +8,21 @@ so this package stays testable and never imports the server.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
-__all__ = ["MessageBus", "MessageHandler", "StoreProvider"]
+__all__ = ["JetStreamConfig", "MessageBus", "MessageHandler", "StoreProvider"]
+
+
+@dataclass(slots=True)
+class JetStreamConfig:
+    store_dir: str = ""
+    max_memory: int = -1
+    max_storage: int = -1
+    sync_interval: float | None = None  # None: fsync before every ack (group commit)
+    server_name: str = ""
 
 # (subject, reply, hdr_len, data): ``data`` holds the header block (hdr_len bytes) then the payload
 MessageHandler = Callable[[bytes, "bytes | None", int, bytes], None]

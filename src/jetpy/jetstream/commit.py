@@ -1,0 +1,163 @@
+"""Committer: when a change to a file stream is on disk, and when its PubAck may leave.
+
+Durability by group commit: a publish into a file stream is appended (buffered) at once and its
+ack is parked here. One committer task flushes the dirty stores on the event loop, runs every
+fsync in a worker thread, and then releases the parked acks: one fsync covers every message
+appended since the previous one, and no ack ever leaves before its message is on disk. With
+``sync_interval`` set, acks go out at once and a timer syncs periodically (nats-server's default
+behaviour, an explicit opt-out here). Memory streams never get here.
+
+Also knows, per store, the highest sequence known to be on disk (``durable_upto``): durable
+consumer state is clamped to it, so a crash can cause redelivery but never a skipped message.
+
+Must not know: streams' rules, consumers, the API. Knows stores through ``StreamStore`` and the
+network through ``MessageBus.publish_reply``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.stream import Stream, pub_error
+from jetpy.store.base import ErrStoreIO, StreamStore
+
+__all__ = ["Committer"]
+
+
+class _ParkedAck(msgspec.Struct, frozen=True, gc=False):
+    """A PubAck waiting for the fsync of its message (one per message published to a durable
+    stream: a Struct, as it is built in C)."""
+
+    store: Any
+    seq: int
+    reply: bytes
+    ack: bytes
+    stream: str
+
+
+class Committer:
+    def __init__(self, bus: MessageBus, sync_interval: float | None) -> None:
+        self.bus = bus
+        self.sync_interval = sync_interval  # None: fsync before every ack (group commit)
+        self._parked: list[_ParkedAck] = []
+        self._dirty: set[Any] = set()
+        self._wanted = asyncio.Event()
+        self._committer: asyncio.Task[None] | None = None
+        self._syncer: asyncio.Task[None] | None = None
+        self._durable_upto: dict[int, int] = {}  # id(store) -> highest synced sequence
+        self.commits = 0  # fsync rounds (group commits) since start, for the benchmark notes
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self, durable_stores: list[StreamStore]) -> None:
+        """Start the commit task (and the periodic sync, with ``sync_interval``). A recovered
+        store is on disk up to its last sequence."""
+        for store in durable_stores:
+            self._durable_upto[id(store)] = store.state().last_seq
+        self._committer = asyncio.create_task(self._commit_loop(), name="jetstream-group-commit")
+        if self.sync_interval:
+            self._syncer = asyncio.create_task(self._sync_loop(self.sync_interval), name="jetstream-sync")
+
+    async def stop(self) -> None:
+        """Cancel the tasks, then one final commit: everything flushed and synced, every parked
+        ack released."""
+        for task in (self._committer, self._syncer):
+            if task is not None:
+                task.cancel()
+        await self.commit_once()
+
+    # -- the publish path -----------------------------------------------------------------------
+
+    def park(self, stream: Stream, seq: int, reply: bytes, ack: bytes) -> None:
+        """Send ``ack`` to ``reply`` once ``seq`` of the stream's store is on disk (at once, with
+        ``sync_interval``: the periodic sync covers it later)."""
+        store = stream.store
+        if self.sync_interval is None:
+            self._parked.append(_ParkedAck(store, seq, reply, ack, stream.name))
+            self._dirty.add(store)
+            self._wanted.set()
+        else:
+            self._dirty.add(store)
+            self.bus.publish_reply(reply, ack)
+
+    def mark_dirty(self, stream: Stream) -> None:
+        """Appends without a PubAck, and removals (retention, expiry), become durable at the
+        next group commit."""
+        if stream.durable:
+            self._dirty.add(stream.store)
+            self._wanted.set()
+
+    def sync_now(self, stream: Stream) -> None:
+        """Make an API-driven change durable before its reply (a store's deletes, like its
+        appends, are durable only after sync; these requests are rare, so sync inline)."""
+        if stream.durable:
+            stream.store.flush()
+            stream.store.sync()
+
+    def forget(self, stream: Stream) -> None:
+        """The stream is being deleted: nothing of it is committed any more (parked acks are
+        dropped, as the stream's answer is gone with it)."""
+        store = stream.store
+        self._parked = [p for p in self._parked if p.store is not store]
+        self._dirty.discard(store)
+        self._durable_upto.pop(id(store), None)
+
+    def durable_upto(self, store: StreamStore) -> int | None:
+        """The highest sequence of ``store`` known to be on disk (None: not a durable store, or
+        nothing committed yet)."""
+        return self._durable_upto.get(id(store))
+
+    # -- group commit ---------------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._wanted.wait()
+            self._wanted.clear()
+            # let the current burst of reads land in this batch: one loop turn, no sleeping
+            await asyncio.sleep(0)
+            await self.commit_once()
+
+    async def commit_once(self) -> None:
+        parked, self._parked = self._parked, []
+        dirty, self._dirty = self._dirty, set()
+        if not dirty and not parked:
+            return
+        failed: dict[Any, ErrStoreIO] = {}
+        flushed: dict[Any, int] = {}
+        for store in dirty:
+            try:
+                flushed[store] = store.flush()
+            except ErrStoreIO as e:
+                failed[store] = e
+        syncing = [s for s in dirty if s not in failed]
+        if syncing:
+            loop = asyncio.get_running_loop()
+            results = await asyncio.gather(
+                *(loop.run_in_executor(None, s.sync) for s in syncing), return_exceptions=True
+            )
+            for store, res in zip(syncing, results, strict=True):
+                if isinstance(res, ErrStoreIO):
+                    failed[store] = res
+                elif isinstance(res, BaseException):
+                    failed[store] = ErrStoreIO(0, detail=str(res))
+                else:
+                    self._durable_upto[id(store)] = flushed[store]
+            self.commits += 1
+        for p in parked:
+            err = failed.get(p.store)
+            if err is not None and (not err.lost or p.seq in err.lost):
+                ack = pub_error(p.stream, ApiError.of(E.STREAM_STORE_FAILED, err=str(err)))
+            else:
+                ack = p.ack
+            self.bus.publish_reply(p.reply, ack)
+
+    async def _sync_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self.commit_once()  # every store written since the last one is dirty

@@ -1,0 +1,66 @@
+"""ExpiryTimer: one timer for the age limits and per-message TTLs of every stream.
+
+Owns when expiry runs: the timer is armed for the earliest deadline any stream's store reports
+(``next_expiry``), and an empty stream with ``max_age`` is bounded by one ``max_age`` from now.
+What expires, and the delete markers it leaves, is the store's rule (``StreamStore.expire``);
+what follows from it (caches, consumers, durability) is the owner's, told through ``on_expired``.
+
+Must not know: consumers, the API, the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+
+from jetpy.jetstream.stream import Stream
+from jetpy.store.base import StoredMsg
+
+__all__ = ["ExpiryTimer"]
+
+# (stream, how many messages went, the delete markers the store left)
+OnExpired = Callable[[Stream, int, list[StoredMsg]], None]
+
+
+class ExpiryTimer:
+    def __init__(self, streams: Mapping[str, Stream], on_expired: OnExpired) -> None:
+        self._streams = streams
+        self._on_expired = on_expired
+        self._timer: asyncio.TimerHandle | None = None
+        self.armed_at = 0  # when the armed timer fires (ns since epoch; 0: not armed)
+
+    def schedule(self) -> None:
+        """Arm one timer for the earliest age expiry over all streams."""
+        self.cancel()
+        now = time.time_ns()
+        # a TTL stream with nothing due and no max_age has no bound: its publishes re-arm the timer
+        bounds = [
+            (t - now if (t := s.store.next_expiry()) is not None else (s.config.max_age or None))
+            for s in self._streams.values()
+            if s.config.max_age > 0 or s.config.allow_msg_ttl
+        ]
+        waits = [w for w in bounds if w is not None]
+        self.armed_at = now + max(0, min(waits)) if waits else 0
+        if waits:
+            self._timer = asyncio.get_running_loop().call_later(max(0, min(waits)) / 1e9, self._fire)
+
+    def schedule_before(self, deadline: int) -> None:
+        """A message with its own TTL ending at ``deadline``: re-arm if that is sooner."""
+        if not 0 < self.armed_at <= deadline:
+            self.schedule()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = time.time_ns()
+        for s in list(self._streams.values()):
+            if s.config.max_age > 0 or s.config.allow_msg_ttl:
+                removed, markers = s.expire(now)
+                if removed or markers:
+                    self._on_expired(s, removed, markers)
+        self.schedule()

@@ -1,0 +1,220 @@
+"""StreamRegistry: the streams of a server, their life cycle, and the publish path into them.
+
+Owns: the streams by name; creating, updating, deleting and recovering them (with the stream
+metadata each file stream persists, and quarantine when it cannot be read); the bus
+subscription on every stream's subjects and the handler behind it (:func:`ingest_handler`), which
+decides and applies a published message, hands its PubAck to the committer and tells the
+``StreamEvents`` listener (the consumers' host) what was stored or removed; and the expiry timer.
+
+The publish path flows one way: connection -> broker -> ingest -> ``Stream`` -> store ->
+committer -> PubAck, and consumers are woken through ``StreamEvents``.
+
+Must not know: consumers (only the ``StreamEvents`` seam it owns), the API, stores' internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Protocol
+
+import msgspec
+
+from jetpy.jetstream.commit import Committer
+from jetpy.jetstream.expiry import ExpiryTimer
+from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.stream import Stream, limits_of
+from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
+from jetpy.subjects import subjects_overlap
+
+__all__ = ["StreamEvents", "StreamRegistry", "ingest_handler"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+
+class StreamEvents(Protocol):
+    """What the registry tells the consumers' host about a stream's contents and life."""
+
+    def stored(self, stream: Stream, msg: StoredMsg) -> None:
+        """A new message is in the stream (only called when ``stream.recent`` is on, the
+        stream has consumers, retention is interest, or the message has headers)."""
+
+    def removed(self, stream: Stream) -> None:
+        """Messages left the stream by a path the server drives (purge, delete, expiry, limits
+        lowered by an update)."""
+
+    def updated(self, stream: Stream) -> None:
+        """The stream's config changed."""
+
+    def deleting(self, stream: Stream) -> None:
+        """The stream is about to be deleted: its consumers go with it."""
+
+
+class _StreamMeta(msgspec.Struct):
+    """What a file stream persists about itself besides its messages."""
+
+    config: StreamConfig
+    created: int
+
+
+def _meta_json(cfg: StreamConfig, created: int) -> bytes:
+    return msgspec.json.encode(_StreamMeta(cfg, created))
+
+
+class StreamRegistry:
+    def __init__(self, bus: MessageBus, stores: StoreProvider, committer: Committer, events: StreamEvents) -> None:
+        self.bus = bus
+        self.stores = stores
+        self.committer = committer
+        self.events = events
+        self.streams: dict[str, Stream] = {}
+        self.expiry = ExpiryTimer(self.streams, self._expired)
+        self._subs: dict[str, list[Any]] = {}  # stream name -> its bus subscriptions
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    def recover(self) -> list[Stream]:
+        """Open every stream the store provider persisted; returns them (consumers next)."""
+        recovered = []
+        for store in self.stores.recover():
+            stream = self._recover(store)
+            if stream is not None:
+                recovered.append(stream)
+        return recovered
+
+    def _recover(self, store: StreamStore) -> Stream | None:
+        name = store.config.name
+        try:
+            raw = store.read_meta()
+            if raw is None:
+                raise ValueError("stream metadata missing")
+            meta = msgspec.json.decode(raw, type=_StreamMeta)
+        except (ValueError, msgspec.DecodeError) as e:  # keep the data, move it aside, say so
+            store.stop()
+            where = self.stores.quarantine(name, str(e))
+            log.error("stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where)
+            return None
+        stream = Stream(meta.config, store, created_ns=meta.created)
+        # the store was opened without knowing its limits: apply them now
+        store.update_limits(limits_of(meta.config))
+        stream.rebuild_dedup(time.time_ns())
+        self._add(stream)
+        st = store.state()
+        log.info("  Restored %d messages for stream '%s'", st.msgs, name)
+        if st.lost is not None and st.lost.msgs:
+            log.warning("stream '%s' lost messages on recovery: %s", name, st.lost.msgs)
+        return stream
+
+    def stop(self) -> None:
+        """Unsubscribe and stop every store (after the committer's final commit)."""
+        self.expiry.cancel()
+        for name in list(self._subs):
+            for h in self._subs.pop(name):
+                self.bus.unsubscribe(h)
+        for s in self.streams.values():
+            s.store.stop()
+
+    def create(self, cfg: StreamConfig) -> Stream:
+        store_cfg = StoreConfig(name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1)
+        store = self.stores.create(store_cfg)
+        now = time.time_ns()
+        store.write_meta(_meta_json(cfg, now))
+        stream = Stream(cfg, store, now)
+        self._add(stream)
+        self.expiry.schedule()
+        return stream
+
+    def update(self, stream: Stream, cfg: StreamConfig) -> None:
+        old_subjects = stream.config.subjects
+        stream.update_config(cfg)
+        stream.store.write_meta(_meta_json(cfg, stream.created_ns))
+        if old_subjects != cfg.subjects:
+            self._unsubscribe(stream)
+            self._subscribe(stream)
+        self.events.updated(stream)
+        self.expiry.schedule()
+
+    def delete(self, stream: Stream) -> None:
+        self.events.deleting(stream)
+        self._unsubscribe(stream)
+        self.streams.pop(stream.name, None)
+        self.committer.forget(stream)
+        stream.store.delete()
+
+    def _add(self, stream: Stream) -> None:
+        self.streams[stream.name] = stream
+        self._subscribe(stream)
+
+    def _subscribe(self, stream: Stream) -> None:
+        handler = ingest_handler(stream, self)
+        self._subs[stream.name] = [self.bus.subscribe(subj, handler) for subj in stream.config.subjects]
+
+    def _unsubscribe(self, stream: Stream) -> None:
+        for h in self._subs.pop(stream.name, []):
+            self.bus.unsubscribe(h)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Stream | None:
+        return self.streams.get(name)
+
+    def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
+        for other in self.streams.values():
+            if other.name == skip:
+                continue
+            for a in cfg.subjects:
+                for b in other.config.subjects:
+                    if subjects_overlap(a, b):
+                        return True
+        return False
+
+    # -- what happened to a stream's contents ---------------------------------------------------
+
+    def removed(self, stream: Stream) -> None:
+        """Messages left the stream by a path the server drives: caches and counts follow."""
+        self.events.removed(stream)
+
+    def _expired(self, stream: Stream, removed: int, markers: list[StoredMsg]) -> None:
+        if removed:
+            self.events.removed(stream)
+            self.committer.mark_dirty(stream)
+        for marker in markers:  # subject delete markers: new messages for the consumers
+            self.events.stored(stream, marker)
+
+
+def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
+    """The bus handler on a stream's subjects: the publish hot path, once per message."""
+    streams = registry.streams
+    name = stream.name
+    process = stream.process
+    committer = registry.committer
+    park = committer.park
+    mark_dirty = committer.mark_dirty
+    publish_reply = registry.bus.publish_reply
+    stored_event = registry.events.stored
+    expiry = registry.expiry
+    recent = stream.recent  # reset in place by updates; a new stream gets a new handler
+
+    def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        if name not in streams:
+            return
+        res = process(subject, data[:hdr_len] if hdr_len else b"", data)
+        stored = res.stored
+        if stored is not None:
+            # what the listener acts on; none of it for a plain message into a memory stream
+            # that nobody consumes yet, where the call is a measurable share of the cost
+            if stored.hdr or recent.enabled or stream.consumer_count or stream.config.retention == "interest":
+                stored_event(stream, stored)
+            if res.expires:
+                expiry.schedule_before(res.expires)  # a per-message TTL ending before the timer
+        durable_seq = res.durable_seq
+        if reply is None or stream.config.no_ack:
+            if durable_seq:
+                mark_dirty(stream)
+        elif not durable_seq:  # memory streams and errors: answered at once
+            publish_reply(reply, res.ack)
+        else:
+            park(stream, durable_seq, reply, res.ack)
+
+    return ingest

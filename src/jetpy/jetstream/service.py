@@ -1,0 +1,73 @@
+"""JetStreamService: the composition of JetStream, and the only thing its host holds.
+
+Builds the parts and hands each only what it needs: the committer (group commit and PubAck
+release), the consumer manager (the registry's ``StreamEvents`` listener), the stream registry
+(streams, the publish path, expiry), the report (``$JS.API.INFO`` and ``/jsz``), and the API
+router with the stream, consumer and account routes, plus the direct-get handler. Owns the
+order in which they start and stop. Nothing in JetStream imports this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jetpy.jetstream.api.consumers import ConsumerApi
+from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
+from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
+from jetpy.jetstream.api.streams import StreamApi
+from jetpy.jetstream.commit import Committer
+from jetpy.jetstream.consumers.manager import ConsumerManager
+from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.report import Report
+
+__all__ = ["JetStreamService"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+
+class JetStreamService:
+    def __init__(self, config: JetStreamConfig, bus: MessageBus, stores: StoreProvider) -> None:
+        self.config = config
+        self.bus = bus
+        self.committer = Committer(bus, config.sync_interval)
+        self.consumers = ConsumerManager(bus, self.committer)
+        self.registry = StreamRegistry(bus, stores, self.committer, self.consumers)
+        self.api_stats = ApiStats()
+        self.report = Report(config, self.registry, self.consumers, self.api_stats)
+        self.router = ApiRouter(bus, self.api_stats)
+        self.router.add(self.report.routes())
+        self.router.add(StreamApi(self.registry, self.committer).routes())
+        self.router.add(ConsumerApi(self.registry, self.consumers).routes())
+        self._direct = DirectGet(self.registry.streams, bus)
+        self._subs: list[Any] = []
+
+    async def start(self) -> None:
+        recovered = self.registry.recover()
+        self.committer.start([s.store for s in recovered if s.durable])
+        for stream in recovered:
+            self.consumers.recover(stream)
+        self.consumers.start()
+        self._subs = [
+            self.bus.subscribe(API_SUBJECTS, self.router.handle),
+            self.bus.subscribe(DIRECT_SUBJECTS, self._direct.handle),
+        ]
+        self.registry.expiry.schedule()
+
+    async def stop(self) -> None:
+        self.registry.expiry.cancel()
+        # final commit: flush and sync everything, release what is parked; then consumer state
+        await self.committer.stop()
+        await self.consumers.stop()
+        for h in self._subs:
+            self.bus.unsubscribe(h)
+        self._subs = []
+        self.registry.stop()
+
+    # -- what the host reports ------------------------------------------------------------------
+
+    def jsz_stats(self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str) -> dict[str, Any]:
+        return self.report.jsz_stats(
+            accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
+        )
