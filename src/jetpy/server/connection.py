@@ -2,9 +2,10 @@
 
 Owns a client's session state (CONNECT options, auth, subscriptions, ping/pong liveness) and its
 outbound buffer. Parsing and framing are the protocol package's (``protocol.encode`` spells every
-MSG/HMSG frame); routing is the broker's. Per read, every complete op is parsed and handled in
-one loop; output is appended to each receiver's buffer and written once at the end of the read
-(see :meth:`Broker.begin_batch`).
+MSG/HMSG frame); routing is the broker's. Knows its server only as a :class:`ConnectionHost`,
+the protocol it owns here, never the server class. Per read, every complete op is parsed and
+handled in one loop; output is appended to each receiver's buffer and written once at the end
+of the read (see :meth:`Broker.begin_batch`).
 
 Errors follow nats-server: the ops that precede a protocol violation in a read are acted on,
 then the connection closes, after ``-ERR '<text>'`` when nats-server sends one (pending output
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Final, cast
+from typing import Final, Protocol, cast
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol import encode as enc
@@ -42,13 +43,12 @@ from jetpy.protocol.errors import (
 )
 from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
-from jetpy.server.broker import Subscription
+from jetpy.server.auth import Authenticator
+from jetpy.server.broker import Broker, Subscription
+from jetpy.server.options import ServerOptions
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
-if TYPE_CHECKING:
-    from jetpy.server.app import Server
-
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionHost"]
 
 log = logging.getLogger("jetpy.server")
 
@@ -72,10 +72,36 @@ _CLOSE_REASONS: Final[dict[str | None, str]] = {
 }
 
 
+class ConnectionHost(Protocol):
+    """What a client connection needs of the server that accepted it."""
+
+    options: ServerOptions
+    broker: Broker
+    auth: Authenticator
+    auth_failures: int  # CONNECTs refused, for /varz
+    slow_consumers: int  # clients disconnected as slow consumers, for /varz
+
+    def next_cid(self) -> int:
+        """A fresh client id (never reused while the server runs)."""
+        ...
+
+    def register(self, conn: ClientConnection) -> bool:
+        """Count the connection in; False when the server is full (max_connections)."""
+        ...
+
+    def unregister(self, conn: ClientConnection, reason: str) -> None:
+        """Forget a closed connection (once; later calls do nothing)."""
+        ...
+
+    def info_for(self, conn: ClientConnection) -> bytes:
+        """The INFO line this client is greeted with."""
+        ...
+
+
 class ClientConnection(asyncio.Protocol):
     kind = "Client"
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         opts = server.options
         self.broker = server.broker
