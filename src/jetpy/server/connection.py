@@ -296,6 +296,9 @@ class ClientConnection(asyncio.Protocol):
     def _login_anonymous(self) -> None:
         self.user = self.anonymous_user or ""
         self.connected = True
+        self._cancel_auth_timer()
+
+    def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -318,9 +321,7 @@ class ClientConnection(asyncio.Protocol):
                 self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
                 return False
             self.user = user
-            if self._auth_timer is not None:
-                self._auth_timer.cancel()
-                self._auth_timer = None
+            self._cancel_auth_timer()
         if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
             self.close_with_error(ERR_INVALID_PROTOCOL, reason="Bad Client Protocol Version")
             return False
