@@ -497,19 +497,8 @@ class FakeJetStream:
         pass
 
 
-class AsyncFakeJetStream(FakeJetStream):
-    async def jsz_stats(  # type: ignore[override]
-        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
-    ) -> Mapping[str, Any]:
-        await asyncio.sleep(0)
-        return FakeJetStream.jsz_stats(
-            self, accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
-        )
-
-
-@pytest.mark.parametrize("fake_cls", [FakeJetStream, AsyncFakeJetStream])
-async def test_jsz_and_varz_report_what_jetstream_reports(srv: Server, fake_cls: type[FakeJetStream]) -> None:
-    fake = fake_cls()
+async def test_jsz_and_varz_report_what_jetstream_reports(srv: Server) -> None:
+    fake = FakeJetStream()
     srv.jetstream = fake
     srv.options.jetstream = True
     try:

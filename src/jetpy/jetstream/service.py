@@ -1,4 +1,4 @@
-"""JetStreamService: the composition of JetStream, and the only thing its host holds.
+"""JetStream: the composition of JetStream, and the only thing its host holds.
 
 Builds the parts and hands each only what it needs: the committer (group commit and PubAck
 release), the consumer manager (the registry's ``StreamEvents`` listener), the stream registry
@@ -22,12 +22,12 @@ from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report
 
-__all__ = ["JetStreamService"]
+__all__ = ["JetStream"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 
-class JetStreamService:
+class JetStream:
     def __init__(self, config: JetStreamConfig, bus: MessageBus, stores: StoreProvider) -> None:
         self.config = config
         self.bus = bus

@@ -2,7 +2,9 @@
 lines + ``\\r\\n``. Sans-IO.
 
 Keys keep their case and may repeat. Parsing is lenient like the clients (a malformed line is
-skipped); building is strict. The JetStream layer uses this; the core message path never does.
+skipped); building is strict. This is the one spelling of a header block, status-only blocks
+(``NATS/1.0 503``, ``NATS/1.0 408 Request Timeout``) included: the JetStream layer builds its
+blocks here, and the core message path only sends the no responders block built here once.
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def parse_headers(block: bytes) -> Headers:
 
 
 def encode_headers(items: list[tuple[str, str]] | dict[str, str], status: int = 0, description: str = "") -> bytes:
+    """A header block: the status line (``NATS/1.0``, then ``status`` and ``description`` when
+    given) and ``Key: Value`` lines, each ended by CRLF, then the blank line."""
     pairs = list(items.items()) if isinstance(items, dict) else items
     first = "NATS/1.0" + (f" {status}" if status else "") + (f" {description}" if description else "")
     out = [first]

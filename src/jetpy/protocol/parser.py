@@ -353,42 +353,48 @@ class Parser:
         if len(arg) > max_line:
             raise ProtocolError(ERR_MAX_CONTROL_LINE)
         after = nl + 1
-        if code in (PUB, _HPUB):
-            if code == _HPUB and not self.connect.headers:
-                raise ProtocolError(None, "HPUB before CONNECT with headers")
-            args = _split(arg)
-            if code == PUB:
-                if len(args) == 2:
-                    subject, szb = args
-                    reply = None
-                elif len(args) == 3:
-                    subject, reply, szb = args
-                else:
-                    raise ProtocolError(None, "PUB needs 2 or 3 arguments")
-                hdr = 0
-                size = _size(szb)
-                if size < 0:
-                    raise ProtocolError(None, "invalid PUB size")
-                sizes = szb
+        if code in (PUB, _HPUB, _HMSG):
+            if code == _HMSG:
+                # nats-server 2.9 takes a client's HMSG, whatever its arguments, as an empty
+                # message on no subject (it reaches nobody, but is counted and acknowledged), and
+                # then expects an empty payload
+                subject, reply, hdr, size, sizes = b"", None, 0, 0, b"0"
             else:
-                if len(args) == 3:
-                    subject, hdb, szb = args
-                    reply = None
-                elif len(args) == 4:
-                    subject, reply, hdb, szb = args
+                if code == _HPUB and not self.connect.headers:
+                    raise ProtocolError(None, "HPUB before CONNECT with headers")
+                args = _split(arg)
+                if code == PUB:
+                    if len(args) == 2:
+                        subject, szb = args
+                        reply = None
+                    elif len(args) == 3:
+                        subject, reply, szb = args
+                    else:
+                        raise ProtocolError(None, "PUB needs 2 or 3 arguments")
+                    hdr = 0
+                    size = _size(szb)
+                    if size < 0:
+                        raise ProtocolError(None, "invalid PUB size")
+                    sizes = szb
                 else:
-                    raise ProtocolError(None, "HPUB needs 3 or 4 arguments")
-                hdr = _size(hdb)
-                if hdr < 0:
-                    raise ProtocolError(None, "invalid HPUB header size")
-                size = _size(szb)
-                if size < 0:
-                    raise ProtocolError(None, "invalid HPUB total size")
-                if hdr > size:
-                    raise ProtocolError(None, "HPUB header size larger than total")
-                sizes = hdb + b" " + szb if hdr else szb
-            if size > self.max_payload:
-                raise ProtocolError(ERR_MAX_PAYLOAD)
+                    if len(args) == 3:
+                        subject, hdb, szb = args
+                        reply = None
+                    elif len(args) == 4:
+                        subject, reply, hdb, szb = args
+                    else:
+                        raise ProtocolError(None, "HPUB needs 3 or 4 arguments")
+                    hdr = _size(hdb)
+                    if hdr < 0:
+                        raise ProtocolError(None, "invalid HPUB header size")
+                    size = _size(szb)
+                    if size < 0:
+                        raise ProtocolError(None, "invalid HPUB total size")
+                    if hdr > size:
+                        raise ProtocolError(None, "HPUB header size larger than total")
+                    sizes = hdb + b" " + szb if hdr else szb
+                if size > self.max_payload:
+                    raise ProtocolError(ERR_MAX_PAYLOAD)
             stop = after + size
             if stop + 2 > n:
                 if stop < n and buf[stop] != 13:
@@ -399,19 +405,6 @@ class Parser:
                 raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
             add((PUB, subject, reply, hdr, buf[after:stop], sizes))
             return stop + 2
-        if code == _HMSG:
-            # nats-server 2.9 takes a client's HMSG, whatever its arguments, as an empty message
-            # on no subject (it reaches nobody, but is counted and acknowledged), and then
-            # expects an empty payload
-            if after + 2 > n:
-                if after < n and buf[after] != 13:
-                    raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
-                self._need = after + 2 - pos
-                return -1
-            if buf[after] != 13 or buf[after + 1] != 10:
-                raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
-            add((PUB, b"", None, 0, b"", b"0"))
-            return after + 2
         if code == SUB:
             args = _split(arg)
             if len(args) == 2:

@@ -6,43 +6,36 @@ Embeddable in any asyncio program::
         nc = await nats.connect(srv.client_url)
 
 Knows how the pieces fit together and in which order they start and stop; the pieces know
-nothing of each other beyond the interfaces handed to them here.
+nothing of each other, nor of this class, beyond the protocols they own and it satisfies:
+:class:`~jetpy.server.connection.ConnectionHost` (a client connection's view of its server),
+:class:`~jetpy.server.monitor_endpoints.MonitoredServer` (the monitor's) and, towards JetStream,
+:class:`~jetpy.server.js_service.JetStreamService`. Only the entry points import this module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import dataclasses
-import json
 import logging
-import platform
-import secrets
 import time
 from typing import Any
 
-import jetpy
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.connection import ClientConnection
+from jetpy.server.identity import client_info, info_document, new_server_id
+from jetpy.server.js_service import JetStreamService
+from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.monitor import Monitor
 from jetpy.server.options import ServerOptions
 
-__all__ = ["NATS_COMPAT_VERSION", "Server"]
+__all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
-# The nats-server version whose protocol and JetStream API we implement. Clients gate features on
-# INFO's "version", so this is what they must see; jetpy's own version is in "jetpy".
-NATS_COMPAT_VERSION = "2.10.0"
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
-
-
-def _server_id() -> str:
-    # nats-server ids are 56 chars of base32 starting with N (a public nkey); ours look alike
-    raw = base64.b32encode(secrets.token_bytes(35)).decode().rstrip("=")
-    return ("N" + raw)[:56]
 
 
 class Server:
@@ -52,7 +45,7 @@ class Server:
             if "store_dir" in overrides and "jetstream" not in overrides:
                 overrides["jetstream"] = True
         self.options = dataclasses.replace(options, **overrides) if overrides else options
-        self.server_id = _server_id()
+        self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
         self.broker = Broker()
         self.auth = Authenticator(self.options)
@@ -66,8 +59,8 @@ class Server:
         self.http_port = 0
         self._cid = 0
         self._listener: asyncio.Server | None = None
-        self._monitor: Any = None
-        self.jetstream: Any = None  # the engine, or anything that reports /jsz (JetStreamReport)
+        self._monitor: Monitor | None = None
+        self.jetstream: JetStreamService | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -88,26 +81,12 @@ class Server:
         self.port = sock.getsockname()[1]
         self._info_base = self._build_info()
         if opts.jetstream:
-            await self._start_jetstream()
+            self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
         if opts.http_port:
-            await self._start_monitor()
+            self._monitor = Monitor(self)
+            self.http_port = await self._monitor.start()
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
         log.info("Server is ready")
-
-    # Imported here, not at module top: both modules import this one (a cycle otherwise), and a
-    # server without -js or -m never loads them.
-    # Imported here, not at module top: both modules import this one (a cycle otherwise), and a
-    # server without -js or -m never loads them.
-    async def _start_jetstream(self) -> None:
-        from jetpy.server.js_wiring import start_jetstream
-
-        self.jetstream = await start_jetstream(self)
-
-    async def _start_monitor(self) -> None:
-        from jetpy.server.monitor import Monitor
-
-        self._monitor = Monitor(self)
-        self.http_port = await self._monitor.start()
 
     async def shutdown(self) -> None:
         """Stop accepting, flush every client's pending output, close them, stop JetStream."""
@@ -203,25 +182,15 @@ class Server:
 
     def _build_info(self) -> dict[str, Any]:
         opts = self.options
-        info: dict[str, Any] = {
-            "server_id": self.server_id,
-            "server_name": self.server_name,
-            "version": NATS_COMPAT_VERSION,
-            "proto": 1,
-            "go": f"python{platform.python_version()} jetpy{jetpy.__version__}",
-            "host": opts.host,
-            "port": self.port,
-            "headers": True,
-        }
-        if self.auth.required:
-            info["auth_required"] = True
-        info["max_payload"] = opts.max_payload
-        if opts.jetstream:
-            info["jetstream"] = True
-        return info
+        return info_document(
+            server_id=self.server_id,
+            server_name=self.server_name,
+            host=opts.host,
+            port=self.port,
+            auth_required=self.auth.required,
+            max_payload=opts.max_payload,
+            jetstream=opts.jetstream,
+        )
 
     def info_for(self, conn: ClientConnection) -> bytes:
-        info = dict(self._info_base)
-        info["client_id"] = conn.cid
-        info["client_ip"] = conn.host
-        return b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n"
+        return client_info(self._info_base, conn.cid, conn.host)

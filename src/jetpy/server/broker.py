@@ -4,9 +4,10 @@ Owns the subscription trie. A subscriber is anything with a
 ``deliver(sub, subject, reply, hdr_len, data, tail)`` method (and ``deliver_run`` for a run of
 plain messages, see :meth:`Broker.publish_run`): a client connection, or an
 :class:`InternalClient` whose callback runs in-process (JetStream's API and streams use these).
-Knows nothing of sockets; of the wire format it knows only the *tail* of a MSG line, built once
-per publish and shared by every socket receiver: ``[reply ]<sizes>\\r\\n<data>\\r\\n``, where
-``sizes`` is ``<total>`` or ``<hdr_len> <total>``, as the publisher wrote them.
+Knows nothing of sockets nor of the wire format: the frame is ``protocol.encode``'s. The broker
+only decides when its halves are built: a subscription's prefix when it is made, a message's
+tail once per publish (for the first socket receiver, then shared by every other), the tails of
+a run once per run.
 
 Writes are coalesced: a delivery only appends to the receiver's buffer and marks it dirty. A
 connection that handles a read wraps it in :meth:`Broker.begin_batch`/:meth:`Broker.end_batch`,
@@ -23,10 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
-__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription", "msg_tail"]
+__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription"]
 
 
 class Subscriber(Protocol):
@@ -59,20 +61,11 @@ class Subscription:
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
         self.created = time.time()
-        # the start of a MSG/HMSG line for a message published on exactly ``subject``
-        self.prefix = b"MSG " + subject + b" " + sid + b" "
-        self.hprefix = b"HMSG " + subject + b" " + sid + b" "
+        # the start of a MSG/HMSG frame for a message published on exactly ``subject``
+        self.prefix = msg_prefix(subject, sid)
+        self.hprefix = msg_prefix(subject, sid, headers=True)
         # an in-process subscriber's callback, called directly by the routing hot path
         self.handler: InternalHandler | None = None
-
-
-def msg_tail(reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes | None = None) -> bytes:
-    """The part of a MSG/HMSG frame after the sid: ``[reply ]<sizes>\\r\\n<data>\\r\\n``."""
-    if sizes is None:
-        sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
-    if reply:
-        return b"%b %b\r\n%b\r\n" % (reply, sizes, data)
-    return b"%b\r\n%b\r\n" % (sizes, data)
 
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
@@ -172,7 +165,7 @@ class Broker:
         as the publisher wrote it (computed when None). ``shown`` is the subject receivers see
         when it differs from the one routed on (JetStream deliveries to an inbox).
         """
-        r = self._cache_get(subject)
+        r = self._cache_get(subject)  # the match cache read inline: this runs for every message
         if r is None:
             r = self.subs.match(subject)
         else:
@@ -192,10 +185,8 @@ class Broker:
                 c = sub.client
                 if c is origin and not echo:
                     continue
-                if not tail:  # msg_tail(), inline: this runs for every message
-                    if sizes is None:
-                        sizes = b"%d %d" % (hdr_len, len(data)) if hdr_len else b"%d" % len(data)
-                    tail = b"%b %b\r\n%b\r\n" % (reply, sizes, data) if reply else b"%b\r\n%b\r\n" % (sizes, data)
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data, sizes)
                 c.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         for group in groups:
@@ -222,12 +213,7 @@ class Broker:
         one route lookup for the run, and one call per receiver rather than per message, when
         every receiver is a different client (so per-client order is the same either way).
         Returns the deliveries made."""
-        r = self._cache_get(subject)
-        if r is None:
-            r = self.subs.match(subject)
-        else:
-            self.subs.hot_hits += 1
-        plain, groups = r
+        plain, groups = self.subs.match(subject)  # once per run: the method (it reads the cache too)
         if not plain and not groups:
             return 0
         if groups or (len(plain) > 1 and len({s.client for s in plain}) < len(plain)):
@@ -237,7 +223,7 @@ class Broker:
             for data, sz in zip(datas, sizes, strict=True):
                 n += self.publish(origin, subject, None, 0, data, echo, sz)
             return n
-        tails = [b"%b\r\n%b\r\n" % pair for pair in zip(sizes, datas, strict=True)]
+        tails = msg_tails(sizes, datas)
         delivered = 0
         for sub in plain:
             c = sub.client
@@ -253,12 +239,7 @@ class Broker:
         """Internal deliveries of a run of messages to one route, each shown on its own subject
         with its own reply (a JetStream consumer's messages to an inbox or deliver subject): one
         route lookup, and one call for the lone plain receiver this usually has."""
-        r = self._cache_get(route)
-        if r is None:
-            r = self.subs.match(route)
-        else:
-            self.subs.hot_hits += 1
-        plain, groups = r
+        plain, groups = self.subs.match(route)
         self.in_msgs += len(datas)
         self.in_bytes += sum(map(len, hdrs)) + sum(map(len, datas))
         if not plain and not groups:
@@ -297,7 +278,7 @@ class Broker:
         plain, groups = self.subs.match(subject)  # inbox subjects miss the exact-subject cache
         if len(plain) == 1 and not groups:
             sub = plain[0]
-            sub.client.deliver(sub, subject, None, 0, data, b"%d\r\n%b\r\n" % (size, data))
+            sub.client.deliver(sub, subject, None, 0, data, msg_tail(None, 0, data))
             return 1
         return self.publish(None, subject, None, 0, data) if plain or groups else 0
 

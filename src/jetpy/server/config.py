@@ -32,7 +32,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
 from jetpy.server.options import DEFAULT_HOST, ServerOptions, User
@@ -205,28 +205,25 @@ def _wrong(key: str, value: Any, expected: str, pos: Position) -> ConfigError:
     return ConfigError(f'invalid value for "{key}": expected {expected}, got {_describe(value)}', pos)
 
 
-def _int(key: str, value: Any, pos: Position) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(key, value, "an integer", pos)
-    return value
+_V = TypeVar("_V")
 
 
-def _str(key: str, value: Any, pos: Position) -> str:
-    if not isinstance(value, str):
-        raise _wrong(key, value, "a string", pos)
-    return value
+def _expect(kind: type[_V], expected: str) -> Callable[[str, Any, Position], _V]:
+    """A converter that takes a value of ``kind`` as it is and refuses anything else (a boolean
+    is no integer here, though Python's bool is an int)."""
+
+    def convert(key: str, value: Any, pos: Position) -> _V:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise _wrong(key, value, expected, pos)
+        return value
+
+    return convert
 
 
-def _bool(key: str, value: Any, pos: Position) -> bool:
-    if not isinstance(value, bool):
-        raise _wrong(key, value, "a boolean (true/false)", pos)
-    return value
-
-
-def _map(key: str, value: Any, pos: Position) -> ConfigMap:
-    if not isinstance(value, ConfigMap):
-        raise _wrong(key, value, "a map ({ ... })", pos)
-    return value
+_int = _expect(int, "an integer")
+_str = _expect(str, "a string")
+_bool = _expect(bool, "a boolean (true/false)")
+_map = _expect(ConfigMap, "a map ({ ... })")
 
 
 def _setter(attr: str, convert: Callable[[str, Any, Position], Any]) -> Handler:

@@ -1,9 +1,11 @@
 """ClientConnection: one client socket, a thin asyncio Protocol over the sans-IO parser.
 
 Owns a client's session state (CONNECT options, auth, subscriptions, ping/pong liveness) and its
-outbound buffer. Parsing is the protocol package's; routing is the broker's. Per read, every
-complete op is parsed and handled in one loop; output is appended to each receiver's buffer and
-written once at the end of the read (see :meth:`Broker.begin_batch`).
+outbound buffer. Parsing and framing are the protocol package's (``protocol.encode`` spells every
+MSG/HMSG frame); routing is the broker's. Knows its server only as a :class:`ConnectionHost`,
+the protocol it owns here, never the server class. Per read, every complete op is parsed and
+handled in one loop; output is appended to each receiver's buffer and written once at the end
+of the read (see :meth:`Broker.begin_batch`).
 
 Errors follow nats-server: the ops that precede a protocol violation in a read are acted on,
 then the connection closes, after ``-ERR '<text>'`` when nats-server sends one (pending output
@@ -20,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Final, cast
+from typing import Final, Protocol, cast
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol import encode as enc
 from jetpy.protocol.connect import ConnectOptions
+from jetpy.protocol.encode import append_run, msg, msg_batch, msg_prefix, msg_tail
 from jetpy.protocol.errors import (
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
@@ -38,18 +41,20 @@ from jetpy.protocol.errors import (
     ERR_STALE_CONNECTION,
     ERR_UNKNOWN_OP,
 )
+from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
-from jetpy.server.broker import Subscription, msg_tail
+from jetpy.server.auth import Authenticator
+from jetpy.server.broker import Broker, Subscription
+from jetpy.server.options import ServerOptions
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
-if TYPE_CHECKING:
-    from jetpy.server.app import Server
-
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionHost"]
 
 log = logging.getLogger("jetpy.server")
 
-NO_RESPONDERS: Final = b"NATS/1.0 503\r\n\r\n"  # nats-server 2.9's status-only header block
+NO_RESPONDERS_STATUS: Final = 503
+NO_RESPONDERS: Final = encode_headers([], NO_RESPONDERS_STATUS)  # nats-server 2.9's: no description
+_NO_RESPONDERS_TAIL: Final = msg_tail(None, len(NO_RESPONDERS), NO_RESPONDERS)
 CLIENT_PROTO_ZERO: Final = 0  # the original protocol
 CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO) we speak
 RTT_MEASUREMENT_INTERVAL: Final = 3600.0  # nats-server re-measures a busy client's RTT hourly
@@ -67,10 +72,36 @@ _CLOSE_REASONS: Final[dict[str | None, str]] = {
 }
 
 
+class ConnectionHost(Protocol):
+    """What a client connection needs of the server that accepted it."""
+
+    options: ServerOptions
+    broker: Broker
+    auth: Authenticator
+    auth_failures: int  # CONNECTs refused, for /varz
+    slow_consumers: int  # clients disconnected as slow consumers, for /varz
+
+    def next_cid(self) -> int:
+        """A fresh client id (never reused while the server runs)."""
+        ...
+
+    def register(self, conn: ClientConnection) -> bool:
+        """Count the connection in; False when the server is full (max_connections)."""
+        ...
+
+    def unregister(self, conn: ClientConnection, reason: str) -> None:
+        """Forget a closed connection (once; later calls do nothing)."""
+        ...
+
+    def info_for(self, conn: ClientConnection) -> bytes:
+        """The INFO line this client is greeted with."""
+        ...
+
+
 class ClientConnection(asyncio.Protocol):
     kind = "Client"
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         opts = server.options
         self.broker = server.broker
@@ -265,6 +296,9 @@ class ClientConnection(asyncio.Protocol):
     def _login_anonymous(self) -> None:
         self.user = self.anonymous_user or ""
         self.connected = True
+        self._cancel_auth_timer()
+
+    def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
@@ -287,9 +321,7 @@ class ClientConnection(asyncio.Protocol):
                 self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
                 return False
             self.user = user
-            if self._auth_timer is not None:
-                self._auth_timer.cancel()
-                self._auth_timer = None
+            self._cancel_auth_timer()
         if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
             self.close_with_error(ERR_INVALID_PROTOCOL, reason="Bad Client Protocol Version")
             return False
@@ -332,7 +364,7 @@ class ClientConnection(asyncio.Protocol):
         plain, _groups = self.broker.subs.match(reply)
         for sub in plain:
             if sub.client is self:
-                self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS, msg_tail(None, 16, NO_RESPONDERS))
+                self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS, _NO_RESPONDERS_TAIL)
                 return
 
     # -- output ---------------------------------------------------------------------------------
@@ -344,25 +376,19 @@ class ClientConnection(asyncio.Protocol):
             return
         out = self.out
         if not hdr_len:
-            out += sub.prefix if subject == sub.subject else b"MSG " + subject + b" " + sub.sid + b" "
+            out += sub.prefix if subject == sub.subject else msg_prefix(subject, sub.sid)
             out += tail
         elif self.headers:
-            out += sub.hprefix if subject == sub.subject else b"HMSG " + subject + b" " + sub.sid + b" "
+            out += sub.hprefix if subject == sub.subject else msg_prefix(subject, sub.sid, headers=True)
             out += tail
-        else:
-            # headers are stripped for clients that cannot parse them
-            out += b"MSG " + subject + b" " + sub.sid + b" " + msg_tail(reply, 0, data[hdr_len:])
+        else:  # headers are stripped for clients that cannot parse them
+            out += msg(subject, sub.sid, reply, 0, data[hdr_len:])
         self.out_msgs += 1
         self.out_bytes += len(data)
         sub.delivered += 1
-        if sub.max_msgs and sub.delivered >= sub.max_msgs:
-            self.subs.pop(sub.sid, None)
-            self.broker.remove(sub)
-        if not self.dirty:
-            self.dirty = True
-            self.broker.mark_dirty(self)
-        if len(out) > self.max_pending:
-            self._slow_consumer()
+        # in a busy read the connection is already dirty: then this is the only test made
+        if sub.max_msgs or not self.dirty or len(out) > self.max_pending:
+            self._delivered(sub)
 
     def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:
         if self.closed:
@@ -376,21 +402,11 @@ class ClientConnection(asyncio.Protocol):
                 k = left
                 tails = tails[:k]
                 datas = datas[:k]
-        prefix = sub.prefix if subject == sub.subject else b"MSG " + subject + b" " + sub.sid + b" "
-        out = self.out
-        out += prefix
-        out += prefix.join(tails)
+        append_run(self.out, sub.prefix if subject == sub.subject else msg_prefix(subject, sub.sid), tails)
         self.out_msgs += k
         self.out_bytes += sum(map(len, datas))
         sub.delivered += k
-        if sub.max_msgs and sub.delivered >= sub.max_msgs:
-            self.subs.pop(sub.sid, None)
-            self.broker.remove(sub)
-        if not self.dirty:
-            self.dirty = True
-            self.broker.mark_dirty(self)
-        if len(out) > self.max_pending:
-            self._slow_consumer()
+        self._delivered(sub)
 
     def deliver_batch(
         self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
@@ -399,31 +415,26 @@ class ClientConnection(asyncio.Protocol):
             return False  # UNSUB <sid> <max>: counted out one by one
         if self.closed:
             return True
-        sid = sub.sid
-        if self.headers and any(hdrs):
-            frames = [
-                b"HMSG %b %b %b %d %d\r\n%b%b\r\n" % (s, sid, r, len(h), len(h) + len(d), h, d)
-                if h
-                else b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
-                for s, r, h, d in zip(subjects, replies, hdrs, datas, strict=True)
-            ]
-        else:  # no headers, or a client that cannot take them (they are stripped, as by deliver)
-            frames = [
-                b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
-                for s, r, d in zip(subjects, replies, datas, strict=True)
-            ]
-        out = self.out
-        out += b"".join(frames)
+        # a client that cannot take headers gets them stripped, as by deliver
+        self.out += msg_batch(subjects, sub.sid, replies, hdrs, datas, self.headers)
         k = len(datas)
         self.out_msgs += k
         self.out_bytes += sum(map(len, hdrs)) + sum(map(len, datas))
         sub.delivered += k
+        self._delivered(sub)
+        return True
+
+    def _delivered(self, sub: Subscription) -> None:
+        """After output for ``sub`` was buffered: retire it at its UNSUB maximum, have the
+        buffer written at the end of the read, and drop the client if it is too far behind."""
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.subs.pop(sub.sid, None)
+            self.broker.remove(sub)
         if not self.dirty:
             self.dirty = True
             self.broker.mark_dirty(self)
-        if len(out) > self.max_pending:
+        if len(self.out) > self.max_pending:
             self._slow_consumer()
-        return True
 
     def send(self, data: bytes) -> None:
         self.out += data

@@ -3,7 +3,9 @@
 The composition root for JetStream: the broker becomes its ``MessageBus``; file streams live in
 ``<store_dir>/jetstream/$G/streams/<name>/`` (nats-server's layout, one account for now) and
 memory streams in memory. A stream directory whose metadata cannot be read is moved to
-``<store_dir>/jetstream/quarantine/`` and reported, never deleted.
+``<store_dir>/jetstream/quarantine/`` and reported, never deleted. Knows nothing of the server
+around it: it is handed the options, the broker and the server's name, and hands back a
+:class:`~jetpy.server.js_service.JetStreamService`.
 """
 
 from __future__ import annotations
@@ -13,17 +15,16 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jetpy.jetstream.ports import JetStreamConfig, MessageHandler
-from jetpy.jetstream.service import JetStreamService
+from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.js_service import JetStreamService
+from jetpy.server.options import ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 from jetpy.store.filestore import FileStore
 from jetpy.store.memory import MemoryStore
-
-if TYPE_CHECKING:
-    from jetpy.server.app import Server
 
 __all__ = ["BrokerBus", "DirectoryStores", "start_jetstream"]
 
@@ -107,18 +108,18 @@ class DirectoryStores:
         return dest
 
 
-async def start_jetstream(server: Server) -> JetStreamService:
-    opts = server.options
+async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str) -> JetStreamService:
+    """JetStream for a server with these options, on its broker, started (streams recovered)."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
         store_dir=store_dir,
         max_memory=opts.max_memory_store,
         max_storage=opts.max_file_store,
         sync_interval=opts.sync_interval,
-        server_name=server.server_name,
+        server_name=server_name,
     )
     log.info("Starting JetStream")
     log.info("  Store Directory: %r", store_dir)
-    js = JetStreamService(cfg, BrokerBus(server.broker), DirectoryStores(store_dir))
+    js = JetStream(cfg, BrokerBus(broker), DirectoryStores(store_dir))
     await js.start()
     return js

@@ -13,8 +13,8 @@ import os
 import signal
 import sys
 
-import jetpy
-from jetpy.server.app import NATS_COMPAT_VERSION, Server
+from jetpy.server.app import Server
+from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION
 from jetpy.server.options import ServerOptions
 
 __all__ = ["main"]
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(HELP_TEXT)
         return 0
     if parsed.show_version:
-        print(f"jetpy-server: v{jetpy.__version__} (nats-server protocol {NATS_COMPAT_VERSION})")
+        print(f"jetpy-server: v{JETPY_VERSION} (nats-server protocol {NATS_COMPAT_VERSION})")
         return 0
     opts = parsed.options
     for warning in parsed.warnings:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jetpy-server: configuration file {opts.config_file} test is successful")
         return 0
     setup_logging(opts)
-    log.info("Starting jetpy-server version %s", jetpy.__version__)
+    log.info("Starting jetpy-server version %s", JETPY_VERSION)
     if opts.pid_file:
         with open(opts.pid_file, "w") as f:
             f.write(str(os.getpid()))

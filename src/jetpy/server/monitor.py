@@ -18,15 +18,11 @@ import logging
 import re
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from jetpy.server.monitor_endpoints import JSON, Endpoints, JetStreamReport, Reply, text_reply
+from jetpy.server.monitor_endpoints import JSON, Endpoints, MonitoredServer, Reply, text_reply
 from jetpy.server.monitor_format import Query
 
-if TYPE_CHECKING:
-    from jetpy.server.app import Server
-
-__all__ = ["HttpError", "JetStreamReport", "Monitor", "Request", "parse_request_head"]
+__all__ = ["HttpError", "Monitor", "MonitoredServer", "Request", "parse_request_head"]
 
 log = logging.getLogger("jetpy.server")
 
@@ -149,9 +145,9 @@ def _join_host_port(host: str, port: int) -> str:
 
 
 class Monitor:
-    """The monitoring HTTP server of one :class:`Server`."""
+    """The monitoring HTTP server of one server."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: MonitoredServer) -> None:
         self.server = server
         self.endpoints = Endpoints(server)
         self.port = 0

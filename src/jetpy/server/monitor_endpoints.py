@@ -2,8 +2,9 @@
 
 Owns the documents, with nats-server 2.9's field names, order, omissions and query parameters,
 built from measured server state: connections, the subscription trie's counters, process usage
-and, for JetStream, the engine's own report (see :class:`JetStreamReport`). Knows nothing of
-HTTP: each endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
+and, for JetStream, the service's own report (:meth:`JetStreamService.jsz_stats`). Reads the
+server through :class:`MonitoredServer`, the narrow view it owns. Knows nothing of HTTP: each
+endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
 
 jetpy is one server with one account (``$G``) and no system account, routes, gateways or leaf
 nodes, so those endpoints answer with nats-server's shapes for exactly that: empty.
@@ -11,16 +12,17 @@ nodes, so those endpoints answer with nats-server's shapes for exactly that: emp
 
 from __future__ import annotations
 
-import inspect
-import os
-import platform
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, Protocol
 
-import jetpy
-from jetpy.server.app import NATS_COMPAT_VERSION
+from jetpy.server.auth import Authenticator
+from jetpy.server.broker import Broker, Subscription
+from jetpy.server.connection import ClientConnection
+from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
+from jetpy.server.js_service import JetStreamService
 from jetpy.server.monitor_format import (
     ProcessUsage,
     Query,
@@ -32,14 +34,10 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
+from jetpy.server.options import ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
-if TYPE_CHECKING:
-    from jetpy.server.app import Server
-    from jetpy.server.broker import Subscription
-    from jetpy.server.connection import ClientConnection
-
-__all__ = ["JSON", "Endpoints", "JetStreamReport", "Reply"]
+__all__ = ["JSON", "Endpoints", "MonitoredServer", "Reply"]
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
@@ -47,7 +45,6 @@ HTML = "text/html; charset=utf-8"
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's name for the account of clients without one
 DEFAULT_LIST_SIZE = 1024  # nats-server's default page size for /connz, /subsz and /jsz
-PROTO = 1  # the client protocol version INFO announces
 JS_NOT_ENABLED = "JetStream not enabled (10076)"  # nats-server's ApiError text for JSNotEnabledErr
 # /varz's jetstream.stats is /jsz's usage block (nats-server's JetStreamStats)
 JS_STATS_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets", "api")
@@ -138,44 +135,37 @@ def text_reply(status: int, text: str) -> Reply:
     return Reply(status, text.encode(), TEXT)
 
 
-class JetStreamReport(Protocol):
-    """What the monitor asks of ``server.jetstream`` (JetStream's side of /jsz and /varz).
+class MonitoredServer(Protocol):
+    """What the monitor reads of the server it reports on (it never assigns any of it)."""
 
-    ``jsz_stats`` returns nats-server's JSInfo without ``server_id``/``now`` (it may also be a
-    coroutine function)::
+    options: ServerOptions
+    server_id: str
+    server_name: str
+    port: int
+    start_time: float  # time.time() at construction; also when the configuration was loaded
+    auth: Authenticator
+    broker: Broker
+    connections: dict[int, ClientConnection]  # open, by cid
+    closed_connections: deque[ClientConnection]  # the most recent, oldest first
+    total_connections: int
+    slow_consumers: int
+    jetstream: JetStreamService | None  # None: not configured, or not started
 
-        {"config": {"max_memory": int, "max_storage": int, "store_dir": str},  # + "domain"
-         "memory": int, "storage": int, "reserved_memory": int, "reserved_storage": int,
-         "accounts": int, "ha_assets": int, "api": {"total": int, "errors": int},
-         "streams": int, "consumers": int, "messages": int, "bytes": int,
-         "account_details": [...]}  # only when accounts or account is asked for
-
-    each account detail being ``{"name", "id", <the usage keys above up to "api">,
-    "stream_detail": [...]}`` (streams when ``streams``; each stream's ``consumer_detail`` when
-    ``consumers``; stream and consumer ``config`` only when ``config``), as nats-server's /jsz.
-    ``account`` ("" for all) restricts ``account_details`` to that account. Paging
-    (``offset``/``limit`` over accounts) is the monitor's.
-    """
-
-    def jsz_stats(
-        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
-    ) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]: ...
-
-
-def _go_version() -> str:
-    return f"python{platform.python_version()} jetpy{jetpy.__version__}"
+    def totals(self) -> tuple[int, int, int, int]:
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        ...
 
 
 class Endpoints:
     """One method per endpoint; ``routes`` maps each path to its stats key and handler."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: MonitoredServer) -> None:
         self.server = server
         self.usage = ProcessUsage()
         self.http_host = server.options.http_host or server.options.host
         self.http_port = 0  # the bound port, set by the monitor once listening
         self.req_stats: dict[str, int] = {}
-        self.go = _go_version()
+        self.go = go_version()
         self.routes: dict[str, tuple[str, Callable[[Query], Awaitable[Reply]]]] = {
             "/": ("/", self.index),
             "/varz": ("/varz", self.varz),
@@ -225,7 +215,7 @@ class Endpoints:
             '<html lang="en">\n  <head><title>jetpy monitoring</title>\n'
             "  <style>body { font-family: sans-serif; margin-left: 32px } a { display: block; padding-bottom: 6px }</style>\n"
             "  </head>\n  <body>\n"
-            f"    <h2>jetpy {jetpy.__version__} (nats-server {NATS_COMPAT_VERSION} compatible)</h2>\n"
+            f"    <h2>jetpy {JETPY_VERSION} (nats-server {NATS_COMPAT_VERSION} compatible)</h2>\n"
             f"{links}\n"
             "    <a href=https://docs.nats.io/running-a-nats-service/nats_admin/monitoring>Help</a>\n"
             "  </body>\n</html>\n"
@@ -269,7 +259,7 @@ class Endpoints:
             leaf={},
             mqtt={},
             websocket={},
-            jetstream=await self._varz_jetstream(),
+            jetstream=self._varz_jetstream(),
             write_deadline=ns(o.write_deadline),
             start=go_time(s.start_time),
             now=go_time(now),
@@ -290,12 +280,12 @@ class Endpoints:
             slow_consumers=s.slow_consumers,
             subscriptions=s.broker.subs.count,
             http_req_stats=dict(sorted(self.req_stats.items())),
-            config_load_time=go_time(float(getattr(s, "config_load_time", s.start_time))),
+            config_load_time=go_time(s.start_time),  # the configuration is loaded before the start
         )
         return json_reply(v)
 
-    async def _varz_jetstream(self) -> dict[str, Any]:
-        st = await self._js_report(accounts=False, streams=False, consumers=False, config=False, account="")
+    def _varz_jetstream(self) -> dict[str, Any]:
+        st = self._js_report(accounts=False, streams=False, consumers=False, config=False, account="")
         if st is None:
             return {}
         out: dict[str, Any] = {
@@ -376,7 +366,7 @@ class Endpoints:
             _request_rtt(c)
         info: dict[str, Any] = {
             "cid": c.cid,
-            "kind": getattr(c, "kind", "Client"),
+            "kind": c.kind,
             "type": "nats",
             "ip": c.host,
             "port": c.port,
@@ -397,8 +387,7 @@ class Endpoints:
             out_bytes=c.out_bytes,
             subscriptions=len(c.subs),
         )
-        for k in ("name", "lang", "version"):
-            val = getattr(c, k, "")
+        for k, val in (("name", c.name), ("lang", c.lang), ("version", c.version)):
             if val:
                 info[k] = val
         if auth and c.user:
@@ -483,7 +472,7 @@ class Endpoints:
         streams = streams or consumers
         accounts = accounts or streams
         doc: dict[str, Any] = {"server_id": self.server.server_id, "now": go_time(time.time())}
-        st = await self._js_report(
+        st = self._js_report(
             accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
         )
         if st is None:
@@ -508,29 +497,16 @@ class Endpoints:
             doc["account_details"] = details
         return json_reply(doc)
 
-    async def _js_report(self, **options: Any) -> dict[str, Any] | None:
+    def _js_report(
+        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
+    ) -> dict[str, Any] | None:
         """JetStream's own report, or None when JetStream is not running."""
         js = self.server.jetstream
         if js is None:
             return None
-        report = getattr(js, "jsz_stats", None)
-        if not callable(report):
-            return self._js_report_from_options()
-        result = report(**options)
-        if inspect.isawaitable(result):
-            result = await result
-        return dict(cast(Mapping[str, Any], result))
-
-    def _js_report_from_options(self) -> dict[str, Any]:
-        """JetStream runs but reports nothing: its configured limits, and no usage measured."""
-        o = self.server.options
-        cfg: dict[str, Any] = {
-            "max_memory": max(0, o.max_memory_store),
-            "max_storage": max(0, o.max_file_store),
-        }
-        if o.store_dir:
-            cfg["store_dir"] = os.path.join(os.path.abspath(o.store_dir), "jetstream")
-        return {"config": cfg, **{k: v for k, v in _JSZ_DISABLED.items() if k != "config"}}
+        return dict(
+            js.jsz_stats(accounts=accounts, streams=streams, consumers=consumers, config=config, account=account)
+        )
 
     # -- accounts ---------------------------------------------------------------------------------
 
@@ -636,7 +612,8 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
     d["msgs"] = sub.delivered
     if sub.max_msgs:
         d["max"] = sub.max_msgs
-    d["cid"] = int(getattr(sub.client, "cid", 0))  # in-process subscribers (JetStream) have none
+    client = sub.client
+    d["cid"] = client.cid if isinstance(client, ClientConnection) else 0  # in-process ones have none
     return d
 
 
@@ -654,10 +631,7 @@ def _pending(c: ClientConnection) -> int:
 
 def _stop_time(c: ClientConnection) -> float:
     """When a closed connection was closed; the last activity is a lower bound if unrecorded."""
-    stop = getattr(c, "stop_time", None)
-    if isinstance(stop, int | float) and stop > 0:
-        return float(stop)
-    return c.last_activity
+    return c.stop_time if c.stop_time > 0 else c.last_activity
 
 
 def _rtt_ns(c: ClientConnection) -> int:

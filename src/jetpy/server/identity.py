@@ -1,0 +1,80 @@
+"""The server's identity: what it calls itself, which version it claims, and its INFO document.
+
+Owns ``NATS_COMPAT_VERSION`` (the nats-server version whose protocol and JetStream API we
+implement), the protocol level INFO and /varz announce, server ids shaped like nats-server's,
+the ``go`` field that carries jetpy's own version, and the INFO a client is greeted with. Values
+in, values out: knows nothing of sockets, connections, the monitor or the rest of the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import platform
+import secrets
+from typing import Any, Final
+
+import jetpy
+from jetpy.protocol import encode as enc
+
+__all__ = [
+    "JETPY_VERSION",
+    "NATS_COMPAT_VERSION",
+    "PROTO",
+    "client_info",
+    "go_version",
+    "info_document",
+    "new_server_id",
+]
+
+# The nats-server version whose protocol and JetStream API we implement. Clients gate features on
+# INFO's "version", so this is what they must see; jetpy's own version is in "go".
+NATS_COMPAT_VERSION: Final = "2.10.0"
+JETPY_VERSION: Final = jetpy.__version__  # jetpy's own release
+PROTO: Final = 1  # the server protocol level INFO and /varz announce (nats-server's PROTO)
+SERVER_ID_LENGTH: Final = 56  # nats-server ids are public nkeys: 56 characters of base32
+
+
+def new_server_id() -> str:
+    """A fresh id that looks like nats-server's: ``N`` and 55 more base32 characters."""
+    raw = base64.b32encode(secrets.token_bytes(35)).decode().rstrip("=")
+    return ("N" + raw)[:SERVER_ID_LENGTH]
+
+
+def go_version() -> str:
+    """INFO's and /varz's ``go`` field: the runtime, and jetpy's own version."""
+    return f"python{platform.python_version()} jetpy{JETPY_VERSION}"
+
+
+def info_document(
+    *,
+    server_id: str,
+    server_name: str,
+    host: str,
+    port: int,
+    auth_required: bool,
+    max_payload: int,
+    jetstream: bool,
+) -> dict[str, Any]:
+    """The INFO every client is greeted with, before its own ``client_id``/``client_ip``
+    (nats-server's field order; ``auth_required`` and ``jetstream`` only when true)."""
+    info: dict[str, Any] = {
+        "server_id": server_id,
+        "server_name": server_name,
+        "version": NATS_COMPAT_VERSION,
+        "proto": PROTO,
+        "go": go_version(),
+        "host": host,
+        "port": port,
+        "headers": True,
+    }
+    if auth_required:
+        info["auth_required"] = True
+    info["max_payload"] = max_payload
+    if jetstream:
+        info["jetstream"] = True
+    return info
+
+
+def client_info(document: dict[str, Any], client_id: int, client_ip: str) -> bytes:
+    """The INFO line for one client: ``document`` with that client's id and address."""
+    return enc.info({**document, "client_id": client_id, "client_ip": client_ip})
