@@ -514,3 +514,66 @@ async def test_lowered_limits_apply_at_once(pair: Pair, storage: str) -> None:
             break
         await asyncio.sleep(0.1)
     assert jp == ref and jp["state"]["messages"] == 0 and jp["state"]["first_seq"] == 4
+
+
+# ------------------------------------------------------------------------------ request decoding
+
+
+async def test_request_bodies_decode_as_go_does(pair: Pair) -> None:
+    """Request bodies are read by Go's decoder rules: a field of the wrong JSON type (a bool given
+    as 1, an integer given as 1.0 or "1") or a number its Go integer cannot hold is invalid JSON;
+    ``null`` (the body or a field) is the zero value; ``{}`` is nats-server's empty request."""
+    await pair.create("F", subjects=["f.*"])
+    await pair.create("M", subjects=["m.*"], storage="memory")
+    await pair.create("Z", subjects=["z.*"], deny_delete=True)
+    await pair.publish("f.a", b"x", 2)
+    await pair.publish("m.a", b"x", 2)
+    for subject, body in [
+        ("$JS.API.STREAM.INFO.F", {"offset": -1}),  # a Go int: nats-server ignores it without a filter
+        ("$JS.API.STREAM.INFO.F", {"offset": -1, "subjects_filter": "zz"}),
+        ("$JS.API.STREAM.INFO.F", {"offset": 2**63 - 1}),
+        ("$JS.API.STREAM.INFO.F", {"offset": 2**63}),
+        ("$JS.API.STREAM.INFO.F", {"offset": -(2**63)}),
+        ("$JS.API.STREAM.INFO.F", {"offset": 1.0}),
+        ("$JS.API.STREAM.INFO.F", {"deleted_details": 1}),
+        ("$JS.API.STREAM.INFO.F", {"deleted_details": "true"}),
+        ("$JS.API.STREAM.INFO.F", {"deleted_details": None, "subjects_filter": None, "offset": None}),
+        ("$JS.API.STREAM.INFO.F", b"null"),
+        ("$JS.API.STREAM.NAMES", b"null"),
+        ("$JS.API.STREAM.NAMES", {"offset": 1.0}),
+        ("$JS.API.STREAM.NAMES", {"subject": None}),
+        ("$JS.API.STREAM.LIST", b"5"),
+        ("$JS.API.STREAM.MSG.GET.F", {"seq": 1.0}),
+        ("$JS.API.STREAM.MSG.GET.F", {"seq": None}),
+        ("$JS.API.STREAM.MSG.GET.F", {"seq": 2**63}),
+        ("$JS.API.STREAM.MSG.GET.F", {"seq": 2**64}),
+        ("$JS.API.STREAM.MSG.GET.F", b"null"),
+        ("$JS.API.STREAM.MSG.GET.NOPE", b"null"),
+        ("$JS.API.STREAM.PURGE.F", {"seq": None, "filter": 5}),
+        ("$JS.API.CONSUMER.CREATE.F", {"stream_name": 5, "config": {}}),
+        ("$JS.API.CONSUMER.CREATE.F", {"stream_name": None, "config": {}}),
+        ("$JS.API.CONSUMER.CREATE.F", {"stream_name": "F", "config": {"max_deliver": "3"}}),
+        ("$JS.API.CONSUMER.CREATE.F", {"stream_name": "F", "config": {"max_deliver": 3.0}}),
+        ("$JS.API.CONSUMER.CREATE.F", b"null"),
+        ("$JS.API.CONSUMER.DURABLE.CREATE.F.d", b"null"),
+        ("$JS.API.CONSUMER.NAMES.F", {"offset": "1"}),
+        ("$JS.API.CONSUMER.NAMES.F", b"null"),
+        ("$JS.API.STREAM.CREATE.S2", {"name": "S2", "max_msgs": "5"}),
+        ("$JS.API.STREAM.CREATE.S2", {"name": "S2", "max_msgs": 5.0}),
+        ("$JS.API.STREAM.CREATE.S2", {"name": "S2", "no_ack": "true"}),
+        ("$JS.API.STREAM.CREATE.S2", {"name": "S2", "subjects": None, "description": None}),
+    ]:
+        await pair.same(subject, body)
+    # MSG.DELETE: only an empty request is a bad request, before anything else; a zero sequence
+    # is looked for like any other
+    for name in ("F", "M", "Z", "NOPE"):
+        for body in [{}, b" { } ", {"seq": 0}, b"null", {"no_erase": True}, {"seq": None},
+                     {"seq": 1, "no_erase": 1}, {"seq": 1, "no_erase": "x"}]:  # fmt: skip
+            await pair.same(f"$JS.API.STREAM.MSG.DELETE.{name}", body)
+    # 2.10+ fields 2.9 ignores, whatever their JSON type (ephemeral names differ: compare outcomes)
+    for body in [{"stream_name": "F", "action": 5, "config": {}}, {"stream_name": "F", "pedantic": "true", "config": {}},
+                 {"stream_name": "F", "pedantic": 1, "config": {}}, {"stream_name": "F", "config": None}]:  # fmt: skip
+        ref, jp = await pair.req("$JS.API.CONSUMER.CREATE.F", body)
+        assert "error" not in ref and "error" not in jp, (body, ref, jp)
+    await pair.same("$JS.API.STREAM.PURGE.F", b"null")  # the zero request: purge everything
+    await pair.info("F")

@@ -1,4 +1,5 @@
-"""The wire model: RFC3339Nano times, which fields Go always writes, codec helpers, nats-py compat."""
+"""The wire model: RFC3339Nano times, which fields Go always writes, request decoding with Go's
+rules, the response envelopes, nats-py compat."""
 
 from __future__ import annotations
 
@@ -19,15 +20,21 @@ from jetpy.jetstream.api.messages import (
     ConsumerCreateRequest,
     ConsumerInfoResponse,
     ConsumerNamesResponse,
-    StreamConfigRequest,
+    PagedRequest,
     StreamCreateResponse,
     StreamDeleteResponse,
+    StreamInfoRequest,
     StreamInfoResponse,
     StreamListResponse,
+    StreamMsgDeleteRequest,
+    StreamMsgGetRequest,
     StreamMsgGetResponse,
     StreamNamesResponse,
+    StreamPurgeRequest,
     StreamPurgeResponse,
 )
+from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, is_empty_request
+from jetpy.jetstream.jsz_models import StreamDetail
 from jetpy.jetstream.models import (
     ZERO_TIME,
     AccountInfo,
@@ -44,7 +51,6 @@ from jetpy.jetstream.models import (
     StreamSource,
     StreamState,
     decode,
-    decode_request,
     encode,
     format_time,
     parse_time,
@@ -154,9 +160,10 @@ def test_stream_state_and_info_shapes() -> None:
         "consumer_count": 0,
     }
     info = as_json(StreamInfo(config=StreamConfig(name="S")))
-    assert set(info) == {"config", "created", "state", "ts"}
-    clustered = as_json(StreamInfo(cluster=ClusterInfo(leader="n1")))
-    assert clustered["cluster"] == {"leader": "n1"}
+    assert list(info) == ["config", "created", "state"]  # a single server: no cluster; 2.9: no ts
+    detail = as_json(StreamDetail(name="S", cluster=ClusterInfo(leader="n1")))
+    assert list(detail) == ["name", "created", "cluster", "state"]  # /jsz: config only when asked
+    assert detail["cluster"] == {"leader": "n1"}
 
 
 def test_error_responses_carry_only_type_error_and_paging() -> None:
@@ -194,14 +201,16 @@ def test_success_responses_flatten_the_body() -> None:
     assert wire["did_create"] is True
     assert wire["config"]["name"] == "S"
     assert "error" not in wire
+    assert list(wire) == ["type", "config", "created", "state", "did_create"]  # Go's field order
     back = decode(encode(resp), StreamCreateResponse)
-    assert back.info() == info
+    assert (back.config, back.created, back.state) == (info.config, info.created, info.state)
     failed = decode(
         encode(StreamCreateResponse.failure(E.ApiError.of(E.STREAM_NOT_FOUND))), StreamCreateResponse
     )
-    with pytest.raises(E.ApiError) as exc:
-        failed.info()
-    assert exc.value.err_code == 10059
+    assert failed.error is not None and failed.error.to_error() == E.ApiError.of(E.STREAM_NOT_FOUND)
+    assert failed.config is None
+    paged = as_json(StreamInfoResponse.of(info, total=3, offset=1, limit=100_000))
+    assert list(paged) == ["type", "total", "offset", "limit", "config", "created", "state"]
 
 
 def test_pub_ack_shapes() -> None:
@@ -212,8 +221,11 @@ def test_pub_ack_shapes() -> None:
         "domain": "hub",
         "duplicate": True,
     }
-    assert as_json(PubAckError.of(E.ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=3))) == {
-        "error": {"code": 400, "err_code": 10071, "description": "wrong last sequence: 3"}
+    err = ApiErrorBody.of(E.ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=3))
+    assert as_json(PubAckError(error=err, stream="S")) == {
+        "error": {"code": 400, "err_code": 10071, "description": "wrong last sequence: 3"},
+        "stream": "S",
+        "seq": 0,
     }
 
 
@@ -232,20 +244,55 @@ def test_stored_message_is_base64() -> None:
 
 def test_decoders_ignore_unknown_fields() -> None:
     raw = b'{"name":"S","subjects":["a"],"allow_atomic":true,"future":{"x":1},"pedantic":true}'
-    req = decode(raw, StreamConfigRequest)
-    assert req.pedantic is True
-    assert req.config() == StreamConfig(name="S", subjects=["a"])
+    assert as_stream_config(config_body(raw)) == StreamConfig(name="S", subjects=["a"])
     assert decode(raw, StreamConfig).name == "S"
+    req = decode_request(b'{"stream_name":"S","config":{"x":1},"future":2,"pedantic":true}', ConsumerCreateRequest)
+    assert (req.stream_name, req.config, req.pedantic) == ("S", ConsumerConfig(), True)
 
 
 def test_decode_request_maps_bad_json_to_10025() -> None:
-    assert decode_request(b"", StreamConfigRequest) == StreamConfigRequest()
+    """Go's decoder: a body that is not an object, a field of the wrong JSON type (also a bool
+    for a bool field given as 1), a negative unsigned integer or a number no Go integer holds is
+    invalid JSON (nats-server 2.9 gives no detail); empty, ``null`` or a ``null`` field is zero."""
+    assert decode_request(b"", StreamInfoRequest) == StreamInfoRequest()
+    assert decode_request(b" null ", StreamPurgeRequest) == StreamPurgeRequest()
     assert decode_request(b"  ", ConsumerCreateRequest).config == ConsumerConfig()
-    for bad in (b"{", b'{"retention":"forever"}', b'{"max_msgs":"1"}', b"[]"):
+    assert decode_request(b'{"seq":null,"filter":null}', StreamPurgeRequest) == StreamPurgeRequest()
+    assert decode_request(b'{"offset":-5}', PagedRequest).offset == -5  # a Go int; handlers read 0
+    assert decode_request(b'{"seq":18446744073709551615}', StreamMsgGetRequest).seq == 2**64 - 1
+    bad: list[tuple[bytes, type[Any]]] = [
+        (b"{", StreamInfoRequest),
+        (b"[]", StreamInfoRequest),
+        (b"5", PagedRequest),
+        (b'{"deleted_details":1}', StreamInfoRequest),
+        (b'{"subjects_filter":5}', StreamInfoRequest),
+        (b'{"offset":1.0}', StreamInfoRequest),
+        (b'{"offset":9223372036854775808}', PagedRequest),
+        (b'{"seq":-1}', StreamMsgGetRequest),
+        (b'{"seq":18446744073709551616}', StreamMsgGetRequest),
+        (b'{"no_erase":"yes"}', StreamMsgDeleteRequest),
+        (b'{"keep":"1"}', StreamPurgeRequest),
+        (b'{"stream_name":5}', ConsumerCreateRequest),
+        (b'{"config":[]}', ConsumerCreateRequest),
+        (b'{"config":{"max_deliver":"3"}}', ConsumerCreateRequest),
+        (b'{"config":{"ack_policy":"sometimes"}}', ConsumerCreateRequest),
+    ]
+    for body, type_ in bad:
         with pytest.raises(E.ApiError) as exc:
-            decode_request(bad, StreamConfigRequest)
+            decode_request(body, type_)
+        assert (exc.value.err_code, exc.value.description) == (10025, "invalid JSON"), body
+    for body in (b'{"retention":"forever"}', b'{"max_msgs":"1"}', b'{"max_msgs":1.0}'):
+        with pytest.raises(E.ApiError) as exc:
+            as_stream_config(config_body(body))
         assert exc.value.err_code == 10025
-        assert exc.value.description.startswith("invalid JSON: ")
+    # 2.10+ fields 2.9 ignores whatever their type
+    req = decode_request(b'{"action":5,"pedantic":"x"}', ConsumerCreateRequest)
+    assert (req.action, req.pedantic) == (5, "x")
+
+
+def test_empty_request_is_nats_server_s() -> None:
+    assert all(is_empty_request(b) for b in (b"", b"  ", b"{}", b" { } "))
+    assert not any(is_empty_request(b) for b in (b"null", b"[]", b'{"seq":0}', b"{bad"))
 
 
 def test_structs_are_frozen() -> None:
@@ -276,8 +323,6 @@ def test_nats_py_reads_stream_info() -> None:
         state=StreamState(
             messages=3, bytes=99, first_seq=1, last_seq=3, consumer_count=1, subjects={"orders.a": 3}
         ),
-        cluster=ClusterInfo(leader="jetpy"),
-        ts=format_time(1_704_164_646 * NS),
     )
     got = nats_api.StreamInfo.from_response(json.loads(encode(StreamInfoResponse.of(info))))
     assert got.config.name == "ORDERS"
@@ -289,7 +334,7 @@ def test_nats_py_reads_stream_info() -> None:
     assert got.config.metadata == {"k": "v"}
     assert got.state.messages == 3
     assert got.state.subjects == {"orders.a": 3}
-    assert got.cluster is not None and got.cluster.leader == "jetpy"
+    assert got.cluster is None  # a single server reports no cluster in the API
     assert got.created == dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC)
 
 
@@ -337,7 +382,7 @@ def test_nats_py_requests_decode() -> None:
         name="S", subjects=["a.*"], max_age=60.0, duplicate_window=1.5, storage=nats_api.StorageType.MEMORY
     )
     body = json.dumps(scfg.as_dict()).encode()
-    got = decode_request(body, StreamConfigRequest).config()
+    got = as_stream_config(config_body(body))
     assert got.subjects == ["a.*"]
     assert got.storage == "memory"
     assert got.max_msgs_per_subject == -1  # nats-py sends its own default

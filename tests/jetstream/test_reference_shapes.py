@@ -1,45 +1,43 @@
 """jetpy's JetStream model against the reference nats-server (Debian's 2.9.10).
 
-Three things are pinned here, by sending the reference real ``$JS.API`` requests:
-(a) our response types decode what it answers, and re-encode to the same JSON (so the fields we
-    omit or always write are the ones it omits or always writes);
-(b) ``check_stream_config`` / ``check_consumer_config`` fill in the same defaults;
-(c) for bad configs, our validators refuse with the same ``err_code``.
+Three things are pinned here, by sending real ``$JS.API`` requests:
+(a) what a running jetpy answers is its typed response, and has the reference's shape: each
+    reply decodes into our response Struct and re-encodes byte for byte (so the bytes on the wire
+    are the model's), and has the same fields, in the same order, with the same JSON types as
+    the reference's answer to the same request (so the fields we omit or always write are the
+    ones it omits or always writes); PubAcks are byte-equal to the reference's and decode with
+    ``PubAck`` / ``PubAckError``;
+(b) ``check_stream_config`` / ``check_consumer_config`` fill in the same defaults, from configs
+    decoded as the server decodes them;
+(c) for bad configs, our decoding and validators refuse with the same ``err_code``.
 
 The reference is 2.9; jetpy models 2.10/2.11. Fields 2.9 does not have (``compression``,
-``consumer_limits``, ``allow_msg_ttl``, ``ts``, ...) are ignored when absent from its answer, and
-cases where 2.10+ changed behaviour (negative limits clamp to -1, looser consumer filters,
-``>`` needing no-ack) stay out of the lists and are covered by the unit tests.
+``consumer_limits``, ``allow_msg_ttl``, ``ts``, a consumer config's ``name``, ...) are set aside
+when absent from its answer, and cases where 2.10+ changed behaviour (negative limits clamp to
+-1, looser consumer filters, ``>`` needing no-ack) stay out of the lists and are covered by the
+unit tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import signal
+import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
 
-from conftest import Proc
-from jetpy.jetstream.api.messages import (
-    AccountInfoResponse,
-    ConsumerCreateResponse,
-    ConsumerInfoResponse,
-    ConsumerListResponse,
-    ConsumerNamesResponse,
-    StreamCreateResponse,
-    StreamDeleteResponse,
-    StreamInfoResponse,
-    StreamListResponse,
-    StreamMsgGetResponse,
-    StreamNamesResponse,
-    StreamPurgeResponse,
-)
+from conftest import JETPY_SERVER, Proc, reference_cmd, start_process
+from jetpy.jetstream.api import messages as M
+from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import ConsumerConfig, StreamConfig, decode, decode_request, encode
+from jetpy.jetstream.models import ConsumerConfig, PubAck, PubAckError, StreamConfig, decode, encode
 from jetpy.jetstream.validate import check_consumer_config, check_stream_config, check_stream_create
 
 pytestmark = [
@@ -69,6 +67,23 @@ async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> b
     return bytes(msg.data)
 
 
+def served_stream_config(body: dict[str, Any]) -> StreamConfig:
+    """A STREAM.CREATE body decoded as the server decodes it."""
+    return as_stream_config(config_body(json.dumps(body).encode()))
+
+
+def served_consumer_config(body: dict[str, Any]) -> ConsumerConfig:
+    """A consumer config decoded as the server decodes CONSUMER.CREATE's."""
+    return decode_request(json.dumps({"config": body}).encode(), M.ConsumerCreateRequest).config
+
+
+def created_config(raw: bytes) -> StreamConfig:
+    """The config of a (successful) STREAM.CREATE answer."""
+    resp = decode(raw, M.StreamCreateResponse)
+    assert resp.config is not None, resp.error
+    return resp.config
+
+
 def without_newer(ours: Any, ref: Any) -> Any:
     """``ours`` minus the 2.10+ fields the reference's answer does not have."""
     if isinstance(ours, dict) and isinstance(ref, dict):
@@ -78,58 +93,135 @@ def without_newer(ours: Any, ref: Any) -> Any:
     return ours
 
 
-def assert_same_json(ours: bytes, ref: bytes) -> None:
-    ref_json = json.loads(ref)
-    assert without_newer(json.loads(ours), ref_json) == ref_json
+# -- (a) what jetpy serves: its models, in the reference's shape -------------------------------
 
 
-def assert_round_trip(raw: bytes, type_: type[Any]) -> Any:
-    decoded = decode(raw, type_)
-    assert_same_json(encode(decoded), raw)
+Body = dict[str, Any] | bytes | None
+
+
+class Both:
+    """One nats-py connection to the reference and one to a running jetpy; every request goes to
+    both and returns (reference's reply, jetpy's reply) as raw bytes."""
+
+    def __init__(self, ref: Client, ours: Client) -> None:
+        self.ref = ref
+        self.ours = ours
+
+    async def ask(self, subject: str, body: Body = None, headers: dict[str, str] | None = None) -> tuple[bytes, bytes]:
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
+        replies = []
+        for nc in (self.ref, self.ours):
+            msg = await nc.request(subject, payload, timeout=5, headers=headers)
+            replies.append(bytes(msg.data))
+        return replies[0], replies[1]
+
+    async def api(self, subject: str, body: Body = None) -> tuple[bytes, bytes]:
+        return await self.ask("$JS.API." + subject, body)
+
+
+@pytest.fixture
+async def both(reference_proc: Proc, jetpy_proc: Proc) -> AsyncIterator[Both]:
+    ref, ours = await nats.connect(reference_proc.url), await nats.connect(jetpy_proc.url)
+    try:
+        yield Both(ref, ours)
+    finally:
+        await ref.close()
+        await ours.close()
+
+
+def assert_same_shape(ours: Any, ref: Any, path: str = "$", consumer: bool = False) -> None:
+    """The same fields in the same order, recursively, with the same JSON types (values may
+    differ). Fields 2.9 does not know are set aside where it leaves them out (``consumer``: a
+    consumer's ``config``, where 2.10+ also writes ``name``)."""
+    if isinstance(ours, dict) and isinstance(ref, dict):
+        newer = NEWER_FIELDS | ({"name"} if consumer else set())
+        keys = [k for k in ours if k in ref or k not in newer]
+        assert keys == list(ref), f"{path}: fields {keys} where the reference has {list(ref)}"
+        for k in keys:
+            assert_same_shape(ours[k], ref[k], f"{path}.{k}", consumer=k == "config" and "stream_name" in ours)
+    elif isinstance(ours, list) and isinstance(ref, list):
+        assert len(ours) == len(ref), f"{path}: {len(ours)} items where the reference has {len(ref)}"
+        for i, (a, b) in enumerate(zip(ours, ref, strict=True)):
+            assert_same_shape(a, b, f"{path}[{i}]")
+    else:
+        assert type(ours) is type(ref), f"{path}: {ours!r} where the reference has {ref!r}"
+
+
+def assert_served(replies: tuple[bytes, bytes], type_: type[Any]) -> Any:
+    """jetpy's reply is ``type_`` (decoded and re-encoded, the bytes are the same) and has the
+    reference's shape; returns it decoded."""
+    ref, ours = replies
+    decoded = decode(ours, type_)
+    assert encode(decoded) == ours, f"not what {type_.__name__} encodes:\n  {ours!r}"
+    assert_same_shape(json.loads(ours), json.loads(ref))
     return decoded
 
 
-# -- (a) decoding and re-encoding the reference's answers -------------------------------------
-
-
-async def test_responses_decode_and_reencode_identically(nc: Client) -> None:
-    assert_round_trip(await api(nc, "INFO"), AccountInfoResponse)
-    assert_round_trip(await api(nc, "STREAM.NAMES"), StreamNamesResponse)  # "streams": null
-    assert_round_trip(await api(nc, "STREAM.LIST"), StreamListResponse)
+async def test_served_responses_are_the_models_in_the_reference_shape(both: Both) -> None:
+    assert_served(await both.api("INFO"), M.AccountInfoResponse)
+    assert_served(await both.api("STREAM.NAMES"), M.StreamNamesResponse)  # "streams": null
+    assert_served(await both.api("STREAM.LIST"), M.StreamListResponse)
 
     streams: dict[str, dict[str, Any]] = {
         "ORDERS": {"name": "ORDERS", "subjects": ["orders.>"], "max_age": 3600 * S, "description": "d"},
         "MEM": {"name": "MEM", "subjects": ["mem.*"], "storage": "memory", "max_msgs_per_subject": 5,
                 "discard": "new", "allow_rollup_hdrs": True, "allow_direct": True, "placement": {"cluster": "c1"}},
         "REPUB": {"name": "REPUB", "subjects": ["rp.>"], "republish": {"dest": "out.>", "headers_only": True}},
-        "MIRROR": {"name": "MIRROR", "mirror": {"name": "ORDERS", "opt_start_seq": 2}},
-        "SOURCED": {"name": "SOURCED", "sources": [{"name": "ORDERS", "filter_subject": "orders.a"}, {"name": "MEM"}]},
         "WQ": {"name": "WQ", "subjects": ["wq.>"], "retention": "workqueue", "max_bytes": 1 << 20},
     }  # fmt: skip
     for name, cfg in streams.items():
-        resp = assert_round_trip(await api(nc, f"STREAM.CREATE.{name}", cfg), StreamCreateResponse)
+        resp = assert_served(await both.api(f"STREAM.CREATE.{name}", cfg), M.StreamCreateResponse)
         assert resp.error is None, resp.error
         assert resp.did_create
+    assert_served(await both.api("STREAM.CREATE.ORDERS", streams["ORDERS"]), M.StreamCreateResponse)  # again
+    bad_creates: list[Body] = [b"{bad", {"name": "X"}, {"name": "ORDERS", "subjects": ["other"]}]
+    for bad in bad_creates:
+        assert_served(await both.api("STREAM.CREATE.ORDERS", bad), M.StreamCreateResponse)
+    update = {**streams["ORDERS"], "description": "e"}
+    assert_served(await both.api("STREAM.UPDATE.ORDERS", update), M.StreamUpdateResponse)
+    assert_served(await both.api("STREAM.UPDATE.NOPE", {"name": "NOPE"}), M.StreamUpdateResponse)
 
-    await nc.publish("orders.a", b"hello", headers={"X-Test": "1"})
-    ack = await nc.request("orders.b", b"world")
-    assert json.loads(ack.data) == {"stream": "ORDERS", "seq": 2}
+    # PubAcks: byte for byte the reference's, and what the models read
+    publishes: list[tuple[str, bytes, dict[str, str] | None, type[PubAck | PubAckError]]] = [
+        ("orders.a", b"hello", {"X-Test": "1", "Nats-Msg-Id": "m1"}, PubAck),
+        ("orders.b", b"world", None, PubAck),
+        ("orders.c", b"!", None, PubAck),
+        ("orders.a", b"hello", {"Nats-Msg-Id": "m1"}, PubAck),  # a duplicate
+        ("orders.a", b"x", {"Nats-Expected-Stream": "OTHER"}, PubAckError),
+        ("orders.a", b"x", {"Nats-Expected-Last-Sequence": "1"}, PubAckError),
+    ]
+    for subject, data, headers, model in publishes:
+        ref_ack, our_ack = await both.ask(subject, data, headers)
+        assert our_ack == ref_ack
+        assert json.loads(encode(decode(our_ack, model))) == json.loads(our_ack)
+    assert_served(await both.api("STREAM.MSG.DELETE.ORDERS", {"seq": 2}), M.StreamMsgDeleteResponse)
 
-    info = assert_round_trip(
-        await api(nc, "STREAM.INFO.ORDERS", {"subjects_filter": ">"}), StreamInfoResponse
-    )
-    assert info.info().state.messages == 2
-    assert info.state is not None and info.state.subjects == {"orders.a": 1, "orders.b": 1}
-    assert_round_trip(await api(nc, "STREAM.NAMES"), StreamNamesResponse)
-    assert_round_trip(await api(nc, "STREAM.LIST"), StreamListResponse)
+    infos: list[Body] = [None, {"subjects_filter": ">"}, {"subjects_filter": ">", "offset": 1, "deleted_details": True},
+                         {"deleted_details": True}, {"subjects_filter": "zz"}, b"{bad"]  # fmt: skip
+    for body in infos:
+        info = assert_served(await both.api("STREAM.INFO.ORDERS", body), M.StreamInfoResponse)
+    assert info.error is not None and info.error.err_code == 10025
+    info = assert_served(await both.api("STREAM.INFO.ORDERS", {"subjects_filter": ">"}), M.StreamInfoResponse)
+    assert info.state is not None and info.state.subjects == {"orders.a": 1, "orders.c": 1}
+    assert_served(await both.api("STREAM.INFO.NOPE"), M.StreamInfoResponse)
+    pages: list[Body] = [None, {"subject": "orders.*"}, {"offset": 2}, b"{bad"]
+    for body in pages:
+        assert_served(await both.api("STREAM.NAMES", body), M.StreamNamesResponse)
+        assert_served(await both.api("STREAM.LIST", body), M.StreamListResponse)
 
-    got = assert_round_trip(await api(nc, "STREAM.MSG.GET.ORDERS", {"seq": 1}), StreamMsgGetResponse)
+    got = assert_served(await both.api("STREAM.MSG.GET.ORDERS", {"seq": 1}), M.StreamMsgGetResponse)
     assert got.message is not None
     assert (got.message.subject, got.message.data) == ("orders.a", b"hello")
     assert b"X-Test: 1" in got.message.hdrs
-    assert_round_trip(await api(nc, "STREAM.MSG.GET.ORDERS", {"seq": 99}), StreamMsgGetResponse)
+    gets: list[Body] = [{"seq": 2}, {"seq": 99}, {"last_by_subj": "orders.c"}, b"", b"{bad"]
+    for body in gets:
+        assert_served(await both.api("STREAM.MSG.GET.ORDERS", body), M.StreamMsgGetResponse)
+    deletes: list[Body] = [{"seq": 2}, {"seq": 3, "no_erase": True}, b""]
+    for body in deletes:
+        assert_served(await both.api("STREAM.MSG.DELETE.ORDERS", body), M.StreamMsgDeleteResponse)
+    assert_served(await both.api("STREAM.MSG.DELETE.NOPE", {"seq": 1}), M.StreamMsgDeleteResponse)
 
-    consumers = [
+    consumers: list[tuple[str, Body]] = [
         ("CONSUMER.CREATE.ORDERS", {"stream_name": "ORDERS", "config": {"filter_subject": "orders.a"}}),
         ("CONSUMER.DURABLE.CREATE.ORDERS.pull", {"stream_name": "ORDERS", "config": {
             "durable_name": "pull", "ack_policy": "explicit", "backoff": [S, 2 * S], "max_deliver": 4,
@@ -140,20 +232,85 @@ async def test_responses_decode_and_reencode_identically(nc: Client) -> None:
             "sample_freq": "50%", "replay_policy": "original"}}),
     ]  # fmt: skip
     for subject, body in consumers:
-        resp = assert_round_trip(await api(nc, subject, body), ConsumerCreateResponse)
+        resp = assert_served(await both.api(subject, body), M.ConsumerCreateResponse)
         assert resp.error is None, resp.error
-    assert_round_trip(await api(nc, "CONSUMER.INFO.ORDERS.pull"), ConsumerInfoResponse)
-    assert_round_trip(await api(nc, "CONSUMER.INFO.ORDERS.nope"), ConsumerInfoResponse)
-    assert_round_trip(await api(nc, "CONSUMER.NAMES.ORDERS"), ConsumerNamesResponse)
-    assert_round_trip(await api(nc, "CONSUMER.LIST.ORDERS"), ConsumerListResponse)
-    assert_round_trip(await api(nc, "CONSUMER.LIST.NOPE"), ConsumerListResponse)
+    bad_consumers: list[tuple[str, Body]] = [
+        ("CONSUMER.CREATE.ORDERS", {"stream_name": "MEM", "config": {}}),
+        ("CONSUMER.CREATE.ORDERS", b"{bad"),
+        ("CONSUMER.DURABLE.CREATE.ORDERS.x", {"stream_name": "ORDERS", "config": {"durable_name": "y"}}),
+        ("CONSUMER.CREATE.NOPE", {"stream_name": "NOPE", "config": {}}),
+    ]
+    for subject, body in bad_consumers:
+        assert_served(await both.api(subject, body), M.ConsumerCreateResponse)
+    assert_served(await both.api("CONSUMER.INFO.ORDERS.pull"), M.ConsumerInfoResponse)
+    assert_served(await both.api("CONSUMER.INFO.ORDERS.push"), M.ConsumerInfoResponse)
+    assert_served(await both.api("CONSUMER.INFO.ORDERS.nope"), M.ConsumerInfoResponse)
+    consumer_pages: list[Body] = [None, {"offset": 1}, b"{bad"]
+    for body in consumer_pages:
+        assert_served(await both.api("CONSUMER.NAMES.ORDERS", body), M.ConsumerNamesResponse)
+        assert_served(await both.api("CONSUMER.LIST.ORDERS", body), M.ConsumerListResponse)
+    assert_served(await both.api("CONSUMER.NAMES.MEM"), M.ConsumerNamesResponse)
+    assert_served(await both.api("CONSUMER.LIST.NOPE"), M.ConsumerListResponse)
+    assert_served(await both.api("CONSUMER.DELETE.ORDERS.push"), M.ConsumerDeleteResponse)
+    assert_served(await both.api("CONSUMER.DELETE.ORDERS.push"), M.ConsumerDeleteResponse)
 
-    assert_round_trip(await api(nc, "STREAM.PURGE.ORDERS", {"filter": "orders.a"}), StreamPurgeResponse)
-    assert_round_trip(await api(nc, "STREAM.PURGE.NOPE"), StreamPurgeResponse)
-    assert_round_trip(await api(nc, "STREAM.DELETE.WQ"), StreamDeleteResponse)
-    assert_round_trip(await api(nc, "STREAM.DELETE.WQ"), StreamDeleteResponse)
-    assert_round_trip(await api(nc, "STREAM.INFO.WQ"), StreamInfoResponse)
-    assert_round_trip(await api(nc, "INFO"), AccountInfoResponse)
+    purges: list[Body] = [{"filter": "orders.a"}, {"seq": 3, "keep": 1}, {"keep": 1}]
+    for body in purges:
+        assert_served(await both.api("STREAM.PURGE.ORDERS", body), M.StreamPurgeResponse)
+    assert_served(await both.api("STREAM.PURGE.NOPE"), M.StreamPurgeResponse)
+    assert_served(await both.api("STREAM.DELETE.WQ"), M.StreamDeleteResponse)
+    assert_served(await both.api("STREAM.DELETE.WQ"), M.StreamDeleteResponse)
+    assert_served(await both.api("STREAM.INFO.WQ"), M.StreamInfoResponse)
+    assert_served(await both.api("INFO"), M.AccountInfoResponse)
+
+
+def fetch_json(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+async def test_jsz_detail_is_in_the_reference_shape(tmp_path: Path) -> None:
+    """/jsz's account, stream and consumer details (the typed ``jsz_models``) have the reference's
+    fields in its order (the top level is the monitor's)."""
+    ref = start_process(
+        reference_cmd(tmp_path, "-m", "-1", "-js", "-sd", str(tmp_path / "ref")), tmp_path / "ref.log", want_http=True
+    )
+    try:
+        ours = start_process(
+            [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-js", "-sd", str(tmp_path / "jp")],
+            tmp_path / "jp.log",
+            want_http=True,
+        )
+    except BaseException:
+        ref.stop(signal.SIGKILL)
+        raise
+    try:
+        docs = []
+        for proc in (ref, ours):
+            nc = await nats.connect(proc.url)
+            for cfg in [{"name": "S", "subjects": ["s.>"]}, {"name": "M", "subjects": ["m.*"], "storage": "memory"}]:
+                await nc.request(f"$JS.API.STREAM.CREATE.{cfg['name']}", json.dumps(cfg).encode(), timeout=5)
+            await nc.request("s.a", b"x", timeout=5)
+            await nc.request("$JS.API.STREAM.MSG.DELETE.S", b'{"seq":1}', timeout=5)
+            await nc.request("s.b", b"y", timeout=5)
+            durable = {"stream_name": "S", "config": {"durable_name": "D", "ack_policy": "explicit"}}
+            await nc.request("$JS.API.CONSUMER.DURABLE.CREATE.S.D", json.dumps(durable).encode(), timeout=5)
+            await nc.close()
+            base = f"http://127.0.0.1:{proc.http_port}"
+            docs.append(
+                [
+                    await asyncio.to_thread(fetch_json, base, "/jsz?" + query)
+                    for query in ("accounts=1", "streams=1", "consumers=1&config=1", "acc=$G&consumers=1")
+                ]
+            )
+    finally:
+        ours.stop(signal.SIGKILL)
+        ref.stop(signal.SIGKILL)
+    for ref_doc, our_doc in zip(docs[0], docs[1], strict=True):
+        for doc in (ref_doc, our_doc):  # nats-server lists streams in no particular order
+            for account in doc["account_details"]:
+                account.get("stream_detail", []).sort(key=lambda d: d["name"])
+        assert_same_shape(our_doc["account_details"], ref_doc["account_details"], "$.account_details")
 
 
 # -- (b) the same defaults --------------------------------------------------------------------
@@ -193,22 +350,20 @@ async def test_stream_defaults_match(nc: Client) -> None:
         raw = await api(nc, f"STREAM.CREATE.{cfg['name']}", cfg)
         ref = json.loads(raw)
         assert "error" not in ref, (cfg, ref)
-        ours = check_stream_create(decode(json.dumps(cfg).encode(), StreamConfig))
+        ours = check_stream_create(served_stream_config(cfg))
         assert without_newer(json.loads(encode(ours)), ref["config"]) == ref["config"], cfg
 
 
 async def test_consumer_defaults_match(nc: Client) -> None:
     stream = {"name": "D2", "subjects": ["d2.a", "d2.b.*"]}
     raw = await api(nc, "STREAM.CREATE.D2", stream)
-    ref_stream = decode(raw, StreamCreateResponse).info().config
+    ref_stream = created_config(raw)
     assert ref_stream == check_stream_config(StreamConfig(name="D2", subjects=["d2.a", "d2.b.*"]))
     for name, cfg in CONSUMER_INPUTS:
         subject = "CONSUMER.CREATE.D2" if name == "E" else f"CONSUMER.DURABLE.CREATE.D2.{name}"
         ref = json.loads(await api(nc, subject, {"stream_name": "D2", "config": cfg}))
         assert "error" not in ref, (cfg, ref)
-        ours = json.loads(
-            encode(check_consumer_config(ref_stream, decode(json.dumps(cfg).encode(), ConsumerConfig)))
-        )
+        ours = json.loads(encode(check_consumer_config(ref_stream, served_consumer_config(cfg))))
         ref_cfg = ref["config"]
         ref_cfg.pop("name", None)  # the server names ephemerals
         assert without_newer(ours, ref_cfg) == ref_cfg, cfg
@@ -287,7 +442,7 @@ BAD_WQ_CONSUMERS: list[tuple[list[dict[str, Any]], dict[str, Any]]] = [
 
 def our_stream_error(body: dict[str, Any]) -> int | None:
     try:
-        check_stream_create(decode_request(json.dumps(body).encode(), StreamConfig))
+        check_stream_create(served_stream_config(body))
     except ApiError as err:
         return err.err_code
     return None
@@ -297,9 +452,7 @@ def our_consumer_error(
     stream: StreamConfig, body: dict[str, Any], others: list[ConsumerConfig]
 ) -> int | None:
     try:
-        check_consumer_config(
-            stream, decode_request(json.dumps(body).encode(), ConsumerConfig), others=others
-        )
+        check_consumer_config(stream, served_consumer_config(body), others=others)
     except ApiError as err:
         return err.err_code
     return None
@@ -314,7 +467,7 @@ async def test_stream_refusals_match(nc: Client) -> None:
 
 async def test_consumer_refusals_match(nc: Client) -> None:
     stream_body = {"name": "K", "subjects": ["k.>"]}
-    stream = decode(await api(nc, "STREAM.CREATE.K", stream_body), StreamCreateResponse).info().config
+    stream = created_config(await api(nc, "STREAM.CREATE.K", stream_body))
     for body in BAD_CONSUMERS:
         ref = json.loads(
             await api(
@@ -326,17 +479,8 @@ async def test_consumer_refusals_match(nc: Client) -> None:
 
     for i, (setup, body) in enumerate(BAD_WQ_CONSUMERS):
         name = f"WQ{i}"
-        wq = (
-            decode(
-                await api(
-                    nc,
-                    f"STREAM.CREATE.{name}",
-                    {"name": name, "subjects": [f"wq{i}.>"], "retention": "workqueue"},
-                ),
-                StreamCreateResponse,
-            )
-            .info()
-            .config
+        wq = created_config(
+            await api(nc, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"wq{i}.>"], "retention": "workqueue"})
         )
         others = []
         for other in setup:
@@ -347,9 +491,9 @@ async def test_consumer_refusals_match(nc: Client) -> None:
                     f"CONSUMER.DURABLE.CREATE.{name}.{other['durable_name']}",
                     {"stream_name": name, "config": other},
                 ),
-                ConsumerCreateResponse,
-            ).info()
-            assert created.config is not None
+                M.ConsumerCreateResponse,
+            )
+            assert created.config is not None, created.error
             others.append(created.config)
         body = json.loads(json.dumps(body).replace("wq.", f"wq{i}."))
         ref = json.loads(

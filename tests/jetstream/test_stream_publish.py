@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import PubAck, PubAckError, StreamConfig, decode, encode
 from jetpy.jetstream.stream import Stream, limits_of, pub_ack
 from jetpy.jetstream.validate import check_stream_config
 from jetpy.store.base import StoreConfig, StoredMsg
@@ -69,3 +69,44 @@ def test_limits_answer_with_errors() -> None:
     assert s.process(b"s.a", b"", b"a", NS).stored is not None
     res = s.process(b"s.a", b"", b"b", NS)
     assert res.stored is None and error_code(res.ack) == 10077  # store failed: maximum messages exceeded
+
+
+def _same_document(ack: bytes, model: type[PubAck] | type[PubAckError]) -> None:
+    """``ack`` decodes into ``model`` and re-encodes to the same fields, values and order: the
+    model describes exactly what the byte template writes."""
+    sent = msgspec.json.decode(ack)
+    again = msgspec.json.decode(encode(decode(ack, model)))
+    assert list(again.items()) == list(sent.items()), (ack, model)
+
+
+def test_every_pub_ack_form_decodes_with_the_models() -> None:
+    """The PubAcks are written from byte templates (nats-server's spacing); each form a stream
+    sends is read back by ``PubAck`` / ``PubAckError``, so the models cannot drift from them."""
+    s = stream(duplicate_window=60_000_000_000, max_msg_size=64)
+    hdr = b"NATS/1.0\r\nNats-Msg-Id: m1\r\n\r\n"
+    oks = [
+        s.process(b"s.a", b"", b"one", NS).ack,  # the header-free path
+        s.process(b"s.a", hdr, hdr + b"two", NS).ack,  # the checked path
+        stream("a%d").process(b"s.x", b"", b"hi", NS).ack,
+    ]
+    dup = s.process(b"s.a", hdr, hdr + b"again", NS + 1).ack
+    wrong = b"NATS/1.0\r\nNats-Expected-Stream: T\r\n\r\n"
+    last = b"NATS/1.0\r\nNats-Expected-Last-Sequence: 9\r\n\r\n"
+    full = stream(max_msgs=1, discard="new")
+    full.process(b"s.a", b"", b"a", NS)
+    errors = [
+        s.process(b"s.a", wrong, wrong + b"x", NS).ack,  # decided: expected stream
+        s.process(b"s.a", last, last + b"x", NS).ack,  # decided: wrong last sequence
+        s.process(b"s.a", b"", b"x" * 65, NS).ack,  # decided: size
+        full.process(b"s.a", b"", b"b", NS).ack,  # applied: the store refused it
+    ]
+    for ack in oks:
+        _same_document(ack, PubAck)
+        assert decode(ack, PubAck).duplicate is False
+    _same_document(dup, PubAck)
+    assert decode(dup, PubAck) == PubAck(stream="S", seq=2, duplicate=True)
+    for ack in errors:
+        _same_document(ack, PubAckError)
+        err = decode(ack, PubAckError)
+        assert (err.stream, err.seq) == ("S", 0)
+    assert [decode(a, PubAckError).error.err_code for a in errors] == [10060, 10071, 10054, 10077]

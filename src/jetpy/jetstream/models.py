@@ -1,9 +1,10 @@
 """The JetStream API's wire model: msgspec Structs with nats-server's exact JSON names.
 
-Owns the shape of every JSON document on the ``$JS.API.>`` path and of PubAcks: configs, infos,
-states, requests and responses, the enum spellings, RFC3339Nano time formatting, and the shared
-encoder/decoders. Knows nothing of validation rules (``validate.py``), stores, streams as running
-things, sockets or asyncio.
+Owns the documents the ``$JS.API.>`` path is made of and PubAcks: configs, infos, states, the
+account's usage, stored messages, the enum spellings, RFC3339Nano time formatting, and the shared
+encoder/decoder. The request and response envelopes are ``api/messages.py``'s, /jsz's document
+``jsz_models.py``'s. Knows nothing of validation rules (``validate.py``), stores, streams as
+running things, sockets or asyncio.
 
 Wire conventions (nats-server 2.10/2.11, Go ``encoding/json``):
 
@@ -14,9 +15,11 @@ Wire conventions (nats-server 2.10/2.11, Go ``encoding/json``):
   ``"sealed":false`` and ``"max_age":0`` are always present, as nats-server writes them.
 * Decoders ignore unknown fields (newer clients send newer fields).
 * Structs are frozen: values crossing layers are immutable; use :func:`msgspec.structs.replace`.
-* A Go response embeds a pointer to its body (``*StreamInfo``), so in an error response only
-  ``type`` and ``error`` (plus always-present paging fields) appear. The response Structs here are
-  flat and their body fields default to ``None`` so the same holds; build them with ``.of(...)``.
+* The API's responses (``api/messages.py``) and the /jsz document (``jsz_models.py``) are built
+  from these Structs and encoded by msgspec; nothing on the API path writes JSON by hand. PubAcks
+  are the exception: nats-server writes them by hand with its own spacing, so ``stream.py`` keeps
+  their byte template, and a test decodes every form it sends with :class:`PubAck` /
+  :class:`PubAckError`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
-from jetpy.jetstream.errors import INVALID_JSON, ApiError
+from jetpy.jetstream.errors import ApiError
 
 __all__ = [
     "API_PREFIX",
@@ -41,10 +44,8 @@ __all__ = [
     "ZERO_TIME",
     "AccountInfo",
     "AccountLimits",
-    "AccountTier",
     "AckPolicy",
     "ApiErrorBody",
-    "ApiStats",
     "ClusterInfo",
     "Compression",
     "ConsumerAction",
@@ -53,10 +54,9 @@ __all__ = [
     "DeliverPolicy",
     "DiscardPolicy",
     "ExternalStream",
+    "JetStreamApiStats",
     "LostStreamData",
-    "PeerInfo",
     "Placement",
-    "PriorityGroupState",
     "PriorityPolicy",
     "PubAck",
     "PubAckError",
@@ -65,16 +65,15 @@ __all__ = [
     "RetentionPolicy",
     "SequenceInfo",
     "StorageType",
+    "StorageUsage",
     "StoredMessage",
-    "StreamAlternate",
     "StreamConfig",
     "StreamConsumerLimits",
     "StreamInfo",
-    "StreamSourceInfo",
+    "StreamSource",
     "StreamState",
     "SubjectTransform",
     "decode",
-    "decode_request",
     "encode",
     "format_time",
     "parse_time",
@@ -311,51 +310,21 @@ class StreamState(_Wire, frozen=True):
     consumer_count: int = _always(0)
 
 
-class PeerInfo(_Wire, frozen=True):
-    name: str = _always("")
-    current: bool = _always(False)
-    offline: bool = False
-    active: int = _always(0)
-    lag: int = 0
-    peer: str = _always("")
-
-
 class ClusterInfo(_Wire, frozen=True):
-    """Where a stream/consumer lives. nats-server 2.9 omits it for a non-clustered server;
-    2.10+ reports ``{"leader": <server name>}`` (plus ``name`` when a cluster is named)."""
+    """Where a stream lives. A single server omits it from API infos, as nats-server 2.9 does;
+    /jsz's stream detail reports ``{"leader": <server name>}``."""
 
     name: str = ""
-    raft_group: str = ""
     leader: str = ""
-    replicas: list[PeerInfo] = msgspec.field(default_factory=list)
-
-
-class StreamSourceInfo(_Wire, frozen=True):
-    name: str = _always("")
-    external: ExternalStream | None = None
-    lag: int = _always(0)
-    active: int = _always(0)  # ns since last contact; -1 if never
-    error: ApiErrorBody | None = None
-    filter_subject: str = ""
-    subject_transforms: list[SubjectTransform] = msgspec.field(default_factory=list)
-
-
-class StreamAlternate(_Wire, frozen=True):
-    name: str = _always("")
-    domain: str = ""
-    cluster: str = _always("")
 
 
 class StreamInfo(_Wire, frozen=True):
+    """A stream's info as STREAM.CREATE/UPDATE/INFO/LIST answer it (``info.stream_info``). A
+    single server writes no ``cluster``; like nats-server 2.9, no ``ts``."""
+
     config: StreamConfig = _always(StreamConfig())
     created: str = _always(ZERO_TIME)
     state: StreamState = _always(StreamState())
-    domain: str = ""
-    cluster: ClusterInfo | None = None
-    mirror: StreamSourceInfo | None = None
-    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
-    alternates: list[StreamAlternate] = msgspec.field(default_factory=list)
-    ts: str = _always(ZERO_TIME)  # when the info was gathered (2.10)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -383,6 +352,7 @@ class ConsumerConfig(_Wire, frozen=True):
     sample_freq: str = ""
     max_waiting: int = 0
     max_ack_pending: int = 0
+    idle_heartbeat: int = 0
     flow_control: bool = False
     headers_only: bool = False
     max_batch: int = 0
@@ -390,7 +360,6 @@ class ConsumerConfig(_Wire, frozen=True):
     max_bytes: int = 0
     deliver_subject: str = ""
     deliver_group: str = ""
-    idle_heartbeat: int = 0
     inactive_threshold: int = 0
     num_replicas: int = _always(0)
     mem_storage: bool = False
@@ -423,13 +392,11 @@ class SequenceInfo(_Wire, frozen=True):
     last_active: str | None = None
 
 
-class PriorityGroupState(_Wire, frozen=True):
-    group: str = _always("")
-    pinned_client_id: str = ""
-    pinned_ts: str = _always(ZERO_TIME)  # Go's omitempty never omits a struct value
-
-
 class ConsumerInfo(_Wire, frozen=True):
+    """A consumer's info (``Consumer.info``) as CONSUMER.CREATE/INFO/LIST answer it, and /jsz's
+    consumer detail, which nats-server 2.9 writes without ``ts`` (None here) and ``config``
+    unless asked for."""
+
     stream_name: str = _always("")
     name: str = _always("")
     created: str = _always(ZERO_TIME)
@@ -444,8 +411,7 @@ class ConsumerInfo(_Wire, frozen=True):
     push_bound: bool = False
     paused: bool = False
     pause_remaining: int = 0
-    ts: str = _always(ZERO_TIME)
-    priority_groups: list[PriorityGroupState] = msgspec.field(default_factory=list)
+    ts: str | None = None  # when the info was gathered: always in API answers (2.10+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -463,13 +429,12 @@ class PubAck(_Wire, frozen=True):
 
 
 class PubAckError(_Wire, frozen=True):
-    """A failed publish: nats-server answers ``{"error": {...}}`` only."""
+    """A refused publish, as a stream answers it: the error, then the (empty) PubAck of the
+    stream (Go's ``JSPubAckResponse`` with both parts set): ``{"error":{...},"stream":"S","seq":0}``."""
 
     error: ApiErrorBody = _always(ApiErrorBody())
-
-    @classmethod
-    def of(cls, err: ApiError) -> PubAckError:
-        return cls(error=ApiErrorBody.of(err))
+    stream: str = _always("")
+    seq: int = _always(0)
 
 
 class StoredMessage(_Wire, frozen=True):
@@ -498,34 +463,33 @@ class AccountLimits(_Wire, frozen=True):
     max_bytes_required: bool = _always(False)
 
 
-class ApiStats(_Wire, frozen=True):
-    level: int = _always(0)  # JetStream API level (2.11 = 1)
+class JetStreamApiStats(_Wire, frozen=True):
+    """The ``api`` counters of ``$JS.API.INFO`` and /jsz. ``level`` (the API level, 2.11 = 1) is
+    reported by ``$JS.API.INFO`` only; /jsz leaves it out, as nats-server 2.9 does."""
+
+    level: int = 0
     total: int = _always(0)
     errors: int = _always(0)
-    inflight: int = 0
 
 
-class AccountTier(_Wire, frozen=True):
+class StorageUsage(_Wire, frozen=True):
+    """What the streams hold and reserve, in bytes: the fields Go's ``JetStreamTier`` (the
+    account info) and ``JetStreamStats`` (/jsz) both start with."""
+
     memory: int = _always(0)
     storage: int = _always(0)
     reserved_memory: int = _always(0)
     reserved_storage: int = _always(0)
-    streams: int = _always(0)
-    consumers: int = _always(0)
-    limits: AccountLimits = _always(AccountLimits())
 
 
-class AccountInfo(_Wire, frozen=True):
-    memory: int = _always(0)
-    storage: int = _always(0)
-    reserved_memory: int = _always(0)
-    reserved_storage: int = _always(0)
+class AccountInfo(StorageUsage, frozen=True):
+    """``$JS.API.INFO``'s body: usage, counts, the limits and the api counters."""
+
     streams: int = _always(0)
     consumers: int = _always(0)
     limits: AccountLimits = _always(AccountLimits())
     domain: str = ""
-    api: ApiStats = _always(ApiStats())
-    tiers: dict[str, AccountTier] = msgspec.field(default_factory=dict)
+    api: JetStreamApiStats = _always(JetStreamApiStats())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -550,17 +514,3 @@ def decode(data: bytes | str, type_: type[T]) -> T:
         dec = _DECODERS[type_] = msgspec.json.Decoder(type_)
     result: T = dec.decode(data)
     return result
-
-
-def decode_request(data: bytes | str, type_: type[T]) -> T:
-    """Decode an API request body; an empty body is the type's defaults.
-
-    Malformed JSON or a wrong-typed field becomes ``ApiError`` 10025 (invalid JSON), as
-    nats-server answers when ``json.Unmarshal`` fails.
-    """
-    if not data or not data.strip():
-        return decode(b"{}", type_)
-    try:
-        return decode(data, type_)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ApiError.of(INVALID_JSON, err=str(exc)) from None

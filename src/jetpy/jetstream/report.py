@@ -2,8 +2,9 @@
 nats-server's ``/jsz`` document.
 
 Owns: the measurements (memory and storage in use, stream and consumer counts, messages and
-bytes), the configured limits as reported, and both documents' shapes. Also answers
-``$JS.API.INFO`` (its route). Must not know: the network, how streams or consumers work.
+bytes) and the configured limits as reported, built as the typed documents (``AccountInfo``,
+``jsz_models.JSInfo``). Also answers ``$JS.API.INFO`` (its route). Must not know: the network,
+how streams or consumers work.
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ from typing import Any, Final
 
 import msgspec
 
+from jetpy.jetstream.api.messages import AccountInfoResponse
 from jetpy.jetstream.api.router import ApiStats, Route
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager
-from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import format_time
+from jetpy.jetstream.info import stream_state
+from jetpy.jetstream.jsz_models import AccountDetail, JSInfo, JszConfig, StreamDetail
+from jetpy.jetstream.models import (
+    AccountInfo,
+    AccountLimits,
+    ClusterInfo,
+    ConsumerInfo,
+    JetStreamApiStats,
+    format_time,
+)
 from jetpy.jetstream.ports import JetStreamConfig
 from jetpy.jetstream.registry import StreamRegistry
 
@@ -37,8 +47,8 @@ class Report:
         self.consumers = consumers
         self.stats = stats
 
-    def routes(self) -> dict[str, Route]:
-        return {"INFO": Route("account_info", self.account_info, 0)}
+    def routes(self) -> dict[str, Route[Any]]:
+        return {"INFO": Route(AccountInfoResponse, self.account_info, 0)}
 
     def usage(self) -> tuple[int, int]:
         """(memory bytes, storage bytes) used by streams."""
@@ -54,80 +64,81 @@ class Report:
     def _consumer_count(self) -> int:
         return sum(s.consumer_count for s in self.registry.streams.values())
 
-    def account_info(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+    def account_info(self, args: list[str], hdr: bytes, body: bytes) -> AccountInfoResponse:
         mem, sto = self.usage()
-        return {
-            "memory": mem,
-            "storage": sto,
-            "reserved_memory": 0,
-            "reserved_storage": 0,
-            "streams": len(self.registry.streams),
-            "consumers": self._consumer_count(),
-            "limits": {
-                "max_memory": self.config.max_memory,
-                "max_storage": self.config.max_storage,
-                "max_streams": -1,
-                "max_consumers": -1,
-                "max_ack_pending": -1,
-                "memory_max_stream_bytes": -1,
-                "storage_max_stream_bytes": -1,
-                "max_bytes_required": False,
-            },
-            "api": {"level": API_LEVEL, "total": self.stats.total, "errors": self.stats.errors},
-        }
+        info = AccountInfo(
+            memory=mem,
+            storage=sto,
+            reserved_memory=0,
+            reserved_storage=0,
+            streams=len(self.registry.streams),
+            consumers=self._consumer_count(),
+            limits=AccountLimits(max_memory=self.config.max_memory, max_storage=self.config.max_storage),
+            api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
+        )
+        return AccountInfoResponse.of(info)
 
     def jsz_stats(self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str) -> dict[str, Any]:
-        """nats-server's /jsz document (without server_id/now), measured from the streams."""
+        """nats-server's /jsz document (without server_id/now), measured from the streams, as
+        plain JSON values (the monitor's contract)."""
         mem, sto = self.usage()
         msgs = nbytes = 0
-        details = []
+        details: list[StreamDetail] = []
         registry = self.registry.streams
+        leader = ClusterInfo(leader=self.config.server_name)
         for name in sorted(registry):
             s = registry[name]
-            st = s.store.state()
-            msgs += st.msgs
-            nbytes += st.bytes
+            state = stream_state(s)
+            msgs += state.messages
+            nbytes += state.bytes
             if streams:
-                d: dict[str, Any] = {
-                    "name": name,
-                    "created": format_time(s.created_ns),
-                    "cluster": {"leader": self.config.server_name},
-                    "state": msgspec.to_builtins(stream_info(s)["state"]),
-                }
-                if config:
-                    d["config"] = msgspec.to_builtins(s.config)
-                cs = self.consumers.consumers(s)
-                if consumers and cs:
-                    d["consumer_detail"] = [_consumer_detail(c, config) for _, c in sorted(cs.items())]
-                details.append(d)
-        api = {"total": self.stats.total, "errors": self.stats.errors}
-        usage = {"memory": mem, "storage": sto, "reserved_memory": 0, "reserved_storage": 0, "api": api}
-        doc: dict[str, Any] = {
-            "config": {
-                "max_memory": self.config.max_memory,
-                "max_storage": self.config.max_storage,
-                "store_dir": self.config.store_dir,
-            },
-            **{k: v for k, v in usage.items() if k != "api"},
-            "accounts": 1,
-            "ha_assets": 0,
-            "api": api,
-            "streams": len(registry),
-            "consumers": self._consumer_count(),
-            "messages": msgs,
-            "bytes": nbytes,
-        }
+                cs = self.consumers.consumers(s) if consumers else {}
+                details.append(
+                    StreamDetail(
+                        name=name,
+                        created=format_time(s.created_ns),
+                        cluster=leader,
+                        config=s.config if config else None,
+                        state=state,
+                        consumer_detail=[_consumer_detail(c, config) for _, c in sorted(cs.items())],
+                    )
+                )
+        api = JetStreamApiStats(total=self.stats.total, errors=self.stats.errors)
+        account_details: list[AccountDetail] = []
         if (accounts or account) and account in ("", "$G"):
-            acc: dict[str, Any] = {"name": "$G", "id": "$G", **usage, "accounts": 1, "ha_assets": 0}
-            if streams:
-                acc["stream_detail"] = details
-            doc["account_details"] = [acc]
-        return doc
+            account_details.append(
+                AccountDetail(
+                    name="$G",
+                    id="$G",
+                    memory=mem,
+                    storage=sto,
+                    accounts=1,
+                    api=api,
+                    stream_detail=details,
+                )
+            )
+        doc = JSInfo(
+            config=JszConfig(
+                max_memory=self.config.max_memory,
+                max_storage=self.config.max_storage,
+                store_dir=self.config.store_dir,
+            ),
+            memory=mem,
+            storage=sto,
+            accounts=1,
+            api=api,
+            streams=len(registry),
+            consumers=self._consumer_count(),
+            messages=msgs,
+            bytes=nbytes,
+            account_details=account_details,
+        )
+        out: dict[str, Any] = msgspec.to_builtins(doc)
+        return out
 
 
-def _consumer_detail(c: Consumer, config: bool) -> dict[str, Any]:
-    info: dict[str, Any] = msgspec.to_builtins(c.info(format_time(time.time_ns())))
-    info.pop("ts", None)
-    if not config:
-        info.pop("config", None)
-    return info  # a single server reports no cluster for consumers (as nats-server)
+def _consumer_detail(c: Consumer, config: bool) -> ConsumerInfo:
+    """A consumer as /jsz details it: no ``ts``, the config only when asked for, and no cluster
+    on a single server (as nats-server)."""
+    info = c.info(format_time(time.time_ns()))
+    return msgspec.structs.replace(info, ts=None, config=info.config if config else None)

@@ -1,18 +1,24 @@
 """Request and response documents of the ``$JS.API`` endpoints, on top of ``models``.
 
 Owns the body of every ``$JS.API.STREAM.*`` / ``CONSUMER.*`` / ``INFO`` request and response,
-with nats-server's field names and ``type`` strings. Knows nothing of routing, handlers, stores or
-validation rules.
+with nats-server's field names, field order and ``type`` strings: these are what the handlers
+return and the router encodes. Knows nothing of routing, handlers, stores or validation rules.
 
-A Go response embeds its body by pointer (``ApiResponse`` + ``*StreamInfo``), so an error response
-carries only ``type`` and ``error`` (plus fields Go always writes, like paging). The Structs here are
-flat to match: body fields default to ``None``/empty and are omitted then. Build success responses
-with ``XxxResponse.of(info)`` and failures with ``XxxResponse.failure(api_error)``.
+A Go response embeds its parts (``ApiResponse`` = ``type`` + ``error``, then ``ApiPaged`` for the
+paged ones, then a pointer to its body such as ``*StreamInfo``), so an error response carries
+only ``type`` and ``error`` plus the fields Go always writes (paging, ``purged``, the names and
+lists). The Structs here are flat to match: body fields default to ``None``/empty and are omitted
+then. Build answers with ``XxxResponse.of(...)`` or the fields, failures with
+``XxxResponse.failure(api_error)``.
+
+Requests are decoded with nats-server's Go-decoder rules (``api/requests.decode_request``):
+unsigned integers refuse negative numbers, strings and booleans refuse other JSON types, and
+``null`` means the field's zero value.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Self
+from typing import Annotated, Any, Final, Self
 
 import msgspec
 
@@ -20,20 +26,15 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import (
     AccountInfo,
     AccountLimits,
-    AccountTier,
     ApiErrorBody,
-    ApiStats,
     ClusterInfo,
-    ConsumerAction,
     ConsumerConfig,
     ConsumerInfo,
-    PriorityGroupState,
+    JetStreamApiStats,
     SequenceInfo,
     StoredMessage,
-    StreamAlternate,
     StreamConfig,
     StreamInfo,
-    StreamSourceInfo,
     StreamState,
     _always,
     _always_list,
@@ -43,15 +44,14 @@ from jetpy.jetstream.models import (
 __all__ = [
     "TYPE_PREFIX",
     "AccountInfoResponse",
+    "ApiResponse",
     "ConsumerCreateRequest",
     "ConsumerCreateResponse",
     "ConsumerDeleteResponse",
     "ConsumerInfoResponse",
-    "ConsumerListRequest",
     "ConsumerListResponse",
-    "ConsumerNamesRequest",
     "ConsumerNamesResponse",
-    "StreamConfigRequest",
+    "PagedRequest",
     "StreamCreateResponse",
     "StreamDeleteResponse",
     "StreamInfoRequest",
@@ -62,7 +62,6 @@ __all__ = [
     "StreamMsgDeleteResponse",
     "StreamMsgGetRequest",
     "StreamMsgGetResponse",
-    "StreamNamesRequest",
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
@@ -70,67 +69,63 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------------------------------
-# Requests
+# Requests (STREAM.CREATE/UPDATE bodies are a StreamConfig: ``requests.as_stream_config``)
 # ------------------------------------------------------------------------------------------------
 
+UInt = Annotated[int, msgspec.Meta(ge=0)]
+"""A field Go decodes into a ``uint64``: a negative number is invalid JSON (and one past 2**64 - 1,
+which ``requests.as_request`` refuses for any field)."""
 
-class StreamConfigRequest(StreamConfig, frozen=True):
-    """``STREAM.CREATE`` / ``STREAM.UPDATE`` body: the config plus the request-scoped flag."""
-
-    pedantic: bool = False
-
-    def config(self) -> StreamConfig:
-        fields = msgspec.structs.asdict(self)
-        del fields["pedantic"]
-        return StreamConfig(**fields)
+Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+"""A field Go decodes into an ``int`` (64 bits): a number out of its range is invalid JSON."""
 
 
-class StreamInfoRequest(_Wire, frozen=True):
+class PagedRequest(_Wire, frozen=True):
+    """Go's ``ApiPagedRequest`` (CONSUMER.NAMES/LIST). ``offset`` is a Go ``int``: negative
+    offsets decode, and the handlers read them as 0 (nats-server 2.9 panics on them)."""
+
+    offset: Int = 0
+
+
+class StreamInfoRequest(PagedRequest, frozen=True):
+    """STREAM.INFO; ``offset`` pages ``state.subjects``."""
+
     deleted_details: bool = False
     subjects_filter: str = ""
-    offset: int = 0
 
 
-class StreamNamesRequest(_Wire, frozen=True):
-    offset: int = 0
-    subject: str = ""
+class StreamListRequest(PagedRequest, frozen=True):
+    """STREAM.NAMES and STREAM.LIST: streams with a subject overlapping ``subject``."""
 
-
-class StreamListRequest(_Wire, frozen=True):
-    offset: int = 0
     subject: str = ""
 
 
 class StreamPurgeRequest(_Wire, frozen=True):
     filter: str = ""
-    seq: int = 0  # purge everything below seq (exclusive with keep)
-    keep: int = 0
+    seq: UInt = 0  # purge everything below seq (exclusive with keep)
+    keep: UInt = 0
 
 
 class StreamMsgGetRequest(_Wire, frozen=True):
-    seq: int = 0
+    seq: UInt = 0
     last_by_subj: str = ""
     next_by_subj: str = ""
 
 
 class StreamMsgDeleteRequest(_Wire, frozen=True):
-    seq: int = _always(0)
+    seq: UInt = 0
     no_erase: bool = False
 
 
 class ConsumerCreateRequest(_Wire, frozen=True):
-    stream_name: str = _always("")
+    """CONSUMER.CREATE / DURABLE.CREATE. ``action`` and ``pedantic`` are 2.10+ fields that 2.9
+    ignores whatever their JSON type, so any value decodes: ``action`` means something only as
+    ``"create"`` or ``"update"``, ``pedantic`` when truthy."""
+
+    stream_name: str = ""
     config: ConsumerConfig = _always(ConsumerConfig())
-    action: ConsumerAction = _always("")
-    pedantic: bool = False
-
-
-class ConsumerNamesRequest(_Wire, frozen=True):
-    offset: int = 0
-
-
-class ConsumerListRequest(_Wire, frozen=True):
-    offset: int = 0
+    action: Any = ""
+    pedantic: Any = False
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,7 +135,9 @@ class ConsumerListRequest(_Wire, frozen=True):
 TYPE_PREFIX: Final = "io.nats.jetstream.api.v1."
 
 
-class _Response(_Wire, frozen=True):
+class ApiResponse(_Wire, frozen=True):
+    """Go's ``ApiResponse``, first in every response: its ``type`` and, on failure, ``error``."""
+
     type: str = _always("")
     error: ApiErrorBody | None = None
 
@@ -150,86 +147,85 @@ class _Response(_Wire, frozen=True):
         return cls(error=ApiErrorBody.of(err))
 
 
-class _StreamInfoBody(_Response, frozen=True):
+class _Paged(ApiResponse, frozen=True):
+    """Go's ``ApiPaged``, written even in an error response."""
+
+    total: int = _always(0)
+    offset: int = _always(0)
+    limit: int = _always(0)
+
+
+class StreamCreateResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "stream_create_response")
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
-    domain: str = ""
-    cluster: ClusterInfo | None = None
-    mirror: StreamSourceInfo | None = None
-    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
-    alternates: list[StreamAlternate] = msgspec.field(default_factory=list)
-    ts: str | None = None
-
-    @classmethod
-    def of(cls, info: StreamInfo, **extra: Any) -> Self:
-        return cls(**msgspec.structs.asdict(info), **extra)
-
-    def info(self) -> StreamInfo:
-        """The embedded StreamInfo (for clients and tests)."""
-        if self.error is not None:
-            raise self.error.to_error()
-        fields = {f: getattr(self, f) for f in StreamInfo.__struct_fields__}
-        return StreamInfo(**{k: v for k, v in fields.items() if v is not None})
-
-
-class StreamCreateResponse(_StreamInfoBody, frozen=True):
-    type: str = _always(TYPE_PREFIX + "stream_create_response")
     did_create: bool = False
 
+    @classmethod
+    def of(cls, info: StreamInfo, *, did_create: bool) -> StreamCreateResponse:
+        return cls(config=info.config, created=info.created, state=info.state, did_create=did_create)
 
-class StreamUpdateResponse(_StreamInfoBody, frozen=True):
+
+class StreamUpdateResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_update_response")
+    config: StreamConfig | None = None
+    created: str | None = None
+    state: StreamState | None = None
+
+    @classmethod
+    def of(cls, info: StreamInfo) -> StreamUpdateResponse:
+        return cls(config=info.config, created=info.created, state=info.state)
 
 
-class StreamInfoResponse(_StreamInfoBody, frozen=True):
+class StreamInfoResponse(_Paged, frozen=True):
     """Paged because ``state.subjects`` may be (``total/offset/limit`` describe that map)."""
 
     type: str = _always(TYPE_PREFIX + "stream_info_response")
-    total: int = _always(0)
-    offset: int = _always(0)
-    limit: int = _always(0)
+    config: StreamConfig | None = None
+    created: str | None = None
+    state: StreamState | None = None
+
+    @classmethod
+    def of(cls, info: StreamInfo, *, total: int = 0, offset: int = 0, limit: int = 0) -> StreamInfoResponse:
+        config, created, state = info.config, info.created, info.state
+        return cls(total=total, offset=offset, limit=limit, config=config, created=created, state=state)
 
 
-class StreamNamesResponse(_Response, frozen=True):
+class StreamNamesResponse(_Paged, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_names_response")
-    total: int = _always(0)
-    offset: int = _always(0)
-    limit: int = _always(0)
     streams: list[str] | None = _always(None)  # nats-server writes null when there are none
 
 
-class StreamListResponse(_Response, frozen=True):
+class StreamListResponse(_Paged, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_list_response")
-    total: int = _always(0)
-    offset: int = _always(0)
-    limit: int = _always(0)
     streams: list[StreamInfo] = _always_list()
-    missing: list[str] = msgspec.field(default_factory=list)
 
 
-class StreamDeleteResponse(_Response, frozen=True):
+class StreamDeleteResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_delete_response")
     success: bool = False
 
 
-class StreamPurgeResponse(_Response, frozen=True):
+class StreamPurgeResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_purge_response")
     success: bool = False
     purged: int = _always(0)
 
 
-class StreamMsgGetResponse(_Response, frozen=True):
+class StreamMsgGetResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_msg_get_response")
     message: StoredMessage | None = None
 
 
-class StreamMsgDeleteResponse(_Response, frozen=True):
+class StreamMsgDeleteResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_msg_delete_response")
     success: bool = False
 
 
-class _ConsumerInfoBody(_Response, frozen=True):
+class _ConsumerInfoBody(ApiResponse, frozen=True):
+    """``ConsumerInfo``'s fields, in its order, each absent in an error response."""
+
     stream_name: str | None = None
     name: str | None = None
     created: str | None = None
@@ -245,17 +241,10 @@ class _ConsumerInfoBody(_Response, frozen=True):
     paused: bool = False
     pause_remaining: int = 0
     ts: str | None = None
-    priority_groups: list[PriorityGroupState] = msgspec.field(default_factory=list)
 
     @classmethod
-    def of(cls, info: ConsumerInfo, **extra: Any) -> Self:
-        return cls(**msgspec.structs.asdict(info), **extra)
-
-    def info(self) -> ConsumerInfo:
-        if self.error is not None:
-            raise self.error.to_error()
-        fields = {f: getattr(self, f) for f in ConsumerInfo.__struct_fields__}
-        return ConsumerInfo(**{k: v for k, v in fields.items() if v is not None})
+    def of(cls, info: ConsumerInfo) -> Self:
+        return cls(**msgspec.structs.asdict(info))
 
 
 class ConsumerCreateResponse(_ConsumerInfoBody, frozen=True):
@@ -266,29 +255,22 @@ class ConsumerInfoResponse(_ConsumerInfoBody, frozen=True):
     type: str = _always(TYPE_PREFIX + "consumer_info_response")
 
 
-class ConsumerNamesResponse(_Response, frozen=True):
+class ConsumerNamesResponse(_Paged, frozen=True):
     type: str = _always(TYPE_PREFIX + "consumer_names_response")
-    total: int = _always(0)
-    offset: int = _always(0)
-    limit: int = _always(0)
     consumers: list[str] = _always_list()
 
 
-class ConsumerListResponse(_Response, frozen=True):
+class ConsumerListResponse(_Paged, frozen=True):
     type: str = _always(TYPE_PREFIX + "consumer_list_response")
-    total: int = _always(0)
-    offset: int = _always(0)
-    limit: int = _always(0)
     consumers: list[ConsumerInfo] = _always_list()
-    missing: list[str] = msgspec.field(default_factory=list)
 
 
-class ConsumerDeleteResponse(_Response, frozen=True):
+class ConsumerDeleteResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "consumer_delete_response")
     success: bool = False
 
 
-class AccountInfoResponse(_Response, frozen=True):
+class AccountInfoResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "account_info_response")
     memory: int | None = None
     storage: int | None = None
@@ -298,15 +280,8 @@ class AccountInfoResponse(_Response, frozen=True):
     consumers: int | None = None
     limits: AccountLimits | None = None
     domain: str = ""
-    api: ApiStats | None = None
-    tiers: dict[str, AccountTier] = msgspec.field(default_factory=dict)
+    api: JetStreamApiStats | None = None
 
     @classmethod
     def of(cls, info: AccountInfo) -> AccountInfoResponse:
         return cls(**msgspec.structs.asdict(info))
-
-    def info(self) -> AccountInfo:
-        if self.error is not None:
-            raise self.error.to_error()
-        fields = {f: getattr(self, f) for f in AccountInfo.__struct_fields__}
-        return AccountInfo(**{k: v for k, v in fields.items() if v is not None})

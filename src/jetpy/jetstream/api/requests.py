@@ -1,13 +1,14 @@
 """Decoding ``$JS.API`` request bodies the way nats-server's Go decoder reads them.
 
 Owns: a body as a JSON object (empty means ``{}``; anything that is not an object is 10025,
-invalid JSON), the typed fields Go would refuse (unsigned integers, strings), paging offsets, and
-a stream config body. Pure: no streams, no handlers.
+invalid JSON), typed requests (``api/messages``) with Go's rules (a field of the wrong JSON type,
+a negative unsigned integer: 10025; ``null``, for the body or a field, is the zero value), and a
+stream config body. Pure: no streams, no handlers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -15,7 +16,16 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig
 
-__all__ = ["as_stream_config", "config_body", "decode_body", "offset_of", "str_field", "uint_field"]
+__all__ = [
+    "as_request",
+    "as_stream_config",
+    "config_body",
+    "decode_body",
+    "decode_request",
+    "is_empty_request",
+]
+
+T = TypeVar("T")
 
 
 def decode_body(data: bytes) -> dict[str, Any]:
@@ -31,33 +41,44 @@ def decode_body(data: bytes) -> dict[str, Any]:
     return obj
 
 
-def uint_field(req: dict[str, Any], key: str) -> int:
-    """A request field Go decodes into an unsigned integer: anything else is invalid JSON."""
-    v = req.get(key, 0)
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ApiError.of(E.INVALID_JSON)
-    return v
+_GO_INT_RANGE: Final = range(-(2**63), 2**64)
+"""What some Go integer field (``int64`` .. ``uint64``) can hold; the field's type narrows it."""
 
 
-def str_field(req: dict[str, Any], key: str) -> str:
-    v = req.get(key, "")
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        raise ApiError.of(E.INVALID_JSON)
-    return v
+def as_request(obj: dict[str, Any], type_: type[T]) -> T:
+    """A decoded body as the request Struct ``type_``, by Go's rules: a field of the wrong type,
+    or a number its Go integer cannot hold, is 10025; a ``null`` field is left at its zero value."""
+    fields = {}
+    for k, v in obj.items():
+        if v is None:
+            continue
+        if type(v) is int and v not in _GO_INT_RANGE:
+            raise ApiError.of(E.INVALID_JSON)
+        fields[k] = v
+    try:
+        return msgspec.convert(fields, type_)
+    except msgspec.ValidationError as e:
+        raise ApiError.of(E.INVALID_JSON) from e
 
 
-def offset_of(req: dict[str, Any]) -> int:
-    """A paging offset (Go ``int``): a negative one counts as 0 (nats-server 2.9 panics on it)."""
-    v = req.get("offset", 0)
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ApiError.of(E.INVALID_JSON)
-    return max(v, 0)
+def decode_request(data: bytes, type_: type[T]) -> T:
+    """A request body as ``type_``: empty or ``null`` is the zero request (Go leaves its struct
+    alone), anything else must be a JSON object of the right field types (10025)."""
+    if data.strip() == b"null":
+        return as_request({}, type_)
+    return as_request(decode_body(data), type_)
+
+
+def is_empty_request(data: bytes) -> bool:
+    """nats-server's ``isEmptyRequest``: no body, or a JSON object without fields (``null`` is
+    not empty: it decodes to the zero request)."""
+    if not data.strip():
+        return True
+    try:
+        obj = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(obj, dict) and not obj
 
 
 def config_body(body: bytes) -> dict[str, Any]:
@@ -71,7 +92,5 @@ def config_body(body: bytes) -> dict[str, Any]:
 
 
 def as_stream_config(obj: dict[str, Any]) -> StreamConfig:
-    try:
-        return msgspec.convert(obj, StreamConfig, strict=False)
-    except msgspec.ValidationError as e:
-        raise ApiError.of(E.INVALID_JSON) from e
+    """A STREAM.CREATE/UPDATE body as the config, by the same rules as every request."""
+    return as_request(obj, StreamConfig)

@@ -1,31 +1,47 @@
 """The ``$JS.API.STREAM.*`` request handlers: create, update, info, names, list, delete, purge,
 and the message get/delete requests, with nats-server's checks and error codes.
 
-Owns what each request means for the streams; changes to a stream's contents go through the
+Owns what each request means for the streams: each handler decodes its typed request and
+returns its typed response (``api/messages``); changes to a stream's contents go through the
 stream's decide/apply seam (``PurgeEntry``, ``DeleteEntry``) and are made durable before the
-reply. Must not know: dispatch and the response envelope (the router's), consumers' internals.
+reply. Must not know: dispatch, encoding and error responses (the router's), consumers' internals.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.direct import lookup
+from jetpy.jetstream.api.messages import (
+    StreamCreateResponse,
+    StreamDeleteResponse,
+    StreamInfoRequest,
+    StreamInfoResponse,
+    StreamListRequest,
+    StreamListResponse,
+    StreamMsgDeleteRequest,
+    StreamMsgDeleteResponse,
+    StreamMsgGetRequest,
+    StreamMsgGetResponse,
+    StreamNamesResponse,
+    StreamPurgeRequest,
+    StreamPurgeResponse,
+    StreamUpdateResponse,
+)
 from jetpy.jetstream.api.requests import (
+    as_request,
     as_stream_config,
     config_body,
     decode_body,
-    offset_of,
-    str_field,
-    uint_field,
+    decode_request,
+    is_empty_request,
 )
 from jetpy.jetstream.api.router import Route
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, format_time
+from jetpy.jetstream.info import NO_SUBJECTS, stream_info, subjects_page
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, format_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
 from jetpy.jetstream.validate import check_stream_config, check_stream_create, check_stream_update
@@ -39,19 +55,19 @@ class StreamApi:
         self.registry = registry
         self.committer = committer
 
-    def routes(self) -> dict[str, Route]:
+    def routes(self) -> dict[str, Route[Any]]:
         # a stream route takes exactly this many tokens after its key: any other count has no
         # handler (and so no reply), as nats-server subscribes these with exactly one ``*`` (or none)
         return {
-            "STREAM.CREATE": Route("stream_create", self.stream_create, 1),
-            "STREAM.UPDATE": Route("stream_update", self.stream_update, 1),
-            "STREAM.INFO": Route("stream_info", self.stream_info, 1),
-            "STREAM.NAMES": Route("stream_names", self.stream_names, 0),
-            "STREAM.LIST": Route("stream_list", self.stream_list, 0),
-            "STREAM.DELETE": Route("stream_delete", self.stream_delete, 1),
-            "STREAM.PURGE": Route("stream_purge", self.stream_purge, 1),
-            "STREAM.MSG.GET": Route("stream_msg_get", self.stream_msg_get, 1),
-            "STREAM.MSG.DELETE": Route("stream_msg_delete", self.stream_msg_delete, 1),
+            "STREAM.CREATE": Route(StreamCreateResponse, self.stream_create, 1),
+            "STREAM.UPDATE": Route(StreamUpdateResponse, self.stream_update, 1),
+            "STREAM.INFO": Route(StreamInfoResponse, self.stream_info, 1),
+            "STREAM.NAMES": Route(StreamNamesResponse, self.stream_names, 0),
+            "STREAM.LIST": Route(StreamListResponse, self.stream_list, 0),
+            "STREAM.DELETE": Route(StreamDeleteResponse, self.stream_delete, 1),
+            "STREAM.PURGE": Route(StreamPurgeResponse, self.stream_purge, 1),
+            "STREAM.MSG.GET": Route(StreamMsgGetResponse, self.stream_msg_get, 1),
+            "STREAM.MSG.DELETE": Route(StreamMsgDeleteResponse, self.stream_msg_delete, 1),
         }
 
     def _stream(self, args: list[str]) -> Stream:
@@ -70,7 +86,7 @@ class StreamApi:
 
     # -- handlers -------------------------------------------------------------------------------
 
-    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> StreamCreateResponse:
         req = config_body(body)
         cfg0 = as_stream_config(req)
         if cfg0.name != args[0]:  # a body without a name does not take it from the subject
@@ -82,14 +98,14 @@ class StreamApi:
         if existing is not None:
             if existing.config == cfg:
                 # nats-server (non-clustered) answers an identical create with did_create true too
-                return {**stream_info(existing), "did_create": True}
+                return StreamCreateResponse.of(stream_info(existing), did_create=True)
             raise ApiError.of(E.STREAM_NAME_EXIST)
         if self.registry.subjects_overlap(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         s = self.registry.create(cfg)
-        return {**stream_info(s), "did_create": True}
+        return StreamCreateResponse.of(stream_info(s), did_create=True)
 
-    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> StreamUpdateResponse:
         req = config_body(body)
         cfg0 = as_stream_config(req)
         if cfg0.name != args[0]:
@@ -100,25 +116,19 @@ class StreamApi:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         self.registry.update(s, cfg)
         self._persist(s)  # removals by lowered limits are durable before the reply, like purges
-        return stream_info(s)
+        return StreamUpdateResponse.of(stream_info(s))
 
-    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = decode_body(body)
-        offset = uint_field(req, "offset")
-        subjects_filter = str_field(req, "subjects_filter")
+    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
+        req = decode_request(body, StreamInfoRequest)
         s = self._stream(args)
-        paging = {"total": 0, "offset": 0, "limit": 0}
-        info = stream_info(
-            s,
-            deleted_details=bool(req.get("deleted_details")),
-            subjects_filter=subjects_filter,
-            subjects_offset=offset,
-            paging=paging,
-        )
-        return {**paging, **info}
+        # a negative offset reads as 0 (nats-server 2.9 ignores it without a filter, panics with one)
+        page = NO_SUBJECTS
+        if req.subjects_filter:
+            page = subjects_page(s, req.subjects_filter, max(req.offset, 0))
+        info = stream_info(s, deleted_details=req.deleted_details, subjects=page.subjects)
+        return StreamInfoResponse.of(info, total=page.total, offset=page.offset, limit=page.limit)
 
-    def _filtered_streams(self, req: dict[str, Any]) -> list[Stream]:
-        subject = str_field(req, "subject")
+    def _filtered_streams(self, subject: str) -> list[Stream]:
         out = []
         streams = self.registry.streams
         for name in sorted(streams):
@@ -128,33 +138,35 @@ class StreamApi:
             out.append(s)
         return out
 
-    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = decode_body(body)
-        streams = self._filtered_streams(req)
-        offset = min(offset_of(req), len(streams))
+    def _page(self, body: bytes) -> tuple[list[Stream], int]:
+        """The streams NAMES/LIST select, and the offset of the page (a negative one reads as 0,
+        one past the end as the end)."""
+        req = decode_request(body, StreamListRequest)
+        streams = self._filtered_streams(req.subject)
+        return streams, min(max(req.offset, 0), len(streams))
+
+    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
+        streams, offset = self._page(body)
         page = streams[offset : offset + NAMES_LIMIT]
-        return {"total": len(streams), "offset": offset, "limit": NAMES_LIMIT, "streams": [s.name for s in page] or None}
+        return StreamNamesResponse(
+            total=len(streams), offset=offset, limit=NAMES_LIMIT, streams=[s.name for s in page] or None
+        )
 
-    def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = decode_body(body)
-        streams = self._filtered_streams(req)
-        offset = min(offset_of(req), len(streams))
+    def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> StreamListResponse:
+        streams, offset = self._page(body)
         page = streams[offset : offset + LIST_LIMIT]
-        return {
-            "total": len(streams),
-            "offset": offset,
-            "limit": LIST_LIMIT,
-            "streams": [stream_info(s) for s in page],
-        }
+        return StreamListResponse(
+            total=len(streams), offset=offset, limit=LIST_LIMIT, streams=[stream_info(s) for s in page]
+        )
 
-    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> StreamDeleteResponse:
         s = self._stream(args)
         self.registry.delete(s)
-        return {"success": True}
+        return StreamDeleteResponse(success=True)
 
-    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        req = decode_body(body)
-        seq, keep, subject = uint_field(req, "seq"), uint_field(req, "keep"), str_field(req, "filter")
+    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> StreamPurgeResponse:
+        req = decode_request(body, StreamPurgeRequest)
+        seq, keep, subject = req.seq, req.keep, req.filter
         s = self._stream(args)
         if s.config.sealed:
             raise ApiError.of(E.STREAM_SEALED)
@@ -164,44 +176,38 @@ class StreamApi:
             raise ApiError.of(E.BAD_REQUEST)
         purged = s.apply_purge(PurgeEntry(subject, seq, keep))
         self._persist(s)
-        return {"success": True, "purged": purged}
+        return StreamPurgeResponse(success=True, purged=purged)
 
-    def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
+    def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgGetResponse:
         if not body.strip():
             raise ApiError.of(E.BAD_REQUEST)
-        req = decode_body(body)
-        seq, last_by, next_by = uint_field(req, "seq"), str_field(req, "last_by_subj"), str_field(req, "next_by_subj")
+        raw = {} if body.strip() == b"null" else decode_body(body)
+        req = as_request(raw, StreamMsgGetRequest)
+        seq, last_by, next_by = req.seq, req.last_by_subj, req.next_by_subj
         # exactly one way to name the message (next_by_subj takes seq as its start)
         if (seq and last_by) or (last_by and next_by) or not (seq or last_by or next_by):
             raise ApiError.of(E.BAD_REQUEST)
         s = self._stream(args)
-        msg = lookup(s, req)
+        msg = lookup(s, raw)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
-        out: dict[str, Any] = {"subject": msg.subject, "seq": msg.seq}
-        if msg.hdr:
-            out["hdrs"] = base64.b64encode(msg.hdr).decode()
-        if msg.data:
-            out["data"] = base64.b64encode(msg.data).decode()
-        out["time"] = format_time(msg.ts)
-        return {"message": out}
+        stored = StoredMessage(subject=msg.subject, seq=msg.seq, hdrs=msg.hdr, data=msg.data, time=format_time(msg.ts))
+        return StreamMsgGetResponse(message=stored)
 
-    def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> dict[str, Any]:
-        if not body.strip():
+    def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgDeleteResponse:
+        if is_empty_request(body):  # before anything else, as nats-server
             raise ApiError.of(E.BAD_REQUEST)
-        req = decode_body(body)
-        seq = uint_field(req, "seq")
+        req = decode_request(body, StreamMsgDeleteRequest)
+        seq = req.seq
         s = self._stream(args)
         if s.config.sealed:
             raise ApiError.of(E.STREAM_SEALED)
         if s.config.deny_delete:
             raise ApiError.of(E.STREAM_MSG_DELETE_FAILED, err="message delete not permitted")
-        if seq == 0:
-            raise ApiError.of(E.BAD_REQUEST)
-        if not s.apply_delete(DeleteEntry(seq, erase=not req.get("no_erase"))):
+        if not s.apply_delete(DeleteEntry(seq, erase=not req.no_erase)):
             raise _delete_miss(s, seq)
         self._persist(s)
-        return {"success": True}
+        return StreamMsgDeleteResponse(success=True)
 
 
 def _delete_miss(s: Stream, seq: int) -> ApiError:

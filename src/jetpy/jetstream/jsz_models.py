@@ -1,0 +1,82 @@
+"""The /jsz document (nats-server's ``JSInfo``) as msgspec Structs, on top of ``models``.
+
+Owns the shape of what JetStream reports to the monitor: the configured limits, the usage
+counters, and per account the stream details with their consumers, with nats-server's field
+names and order (Go's ``JSInfo``, ``JetStreamStats``, ``AccountDetail``, ``StreamDetail``) and
+what it omits. ``server_id``, ``now`` and the paging of accounts are the monitor's. Knows nothing
+of streams as running things, the monitor or HTTP.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from jetpy.jetstream.models import (
+    ZERO_TIME,
+    ClusterInfo,
+    ConsumerInfo,
+    JetStreamApiStats,
+    StorageUsage,
+    StreamConfig,
+    StreamState,
+    _always,
+    _Wire,
+)
+
+__all__ = ["AccountDetail", "JSInfo", "JetStreamStats", "JszConfig", "StreamDetail"]
+
+
+class JszConfig(_Wire, frozen=True):
+    """The JetStream limits as configured (Go's ``JetStreamConfig``, as /jsz writes it)."""
+
+    max_memory: int = _always(0)
+    max_storage: int = _always(0)
+    store_dir: str = ""
+
+
+class StreamDetail(_Wire, frozen=True):
+    """One stream: ``config`` only when asked for, ``consumer_detail`` when asked for and there
+    are consumers. A single server names itself the ``cluster`` leader."""
+
+    name: str = _always("")
+    created: str = _always(ZERO_TIME)
+    cluster: ClusterInfo | None = None
+    config: StreamConfig | None = None
+    state: StreamState = _always(StreamState())
+    consumer_detail: list[ConsumerInfo] = msgspec.field(default_factory=list)
+
+
+class JetStreamStats(StorageUsage, frozen=True):
+    """Go's ``JetStreamStats``: usage, how many accounts use JetStream, HA assets, api counters."""
+
+    accounts: int = _always(0)
+    ha_assets: int = _always(0)
+    api: JetStreamApiStats = _always(JetStreamApiStats())
+
+
+class AccountDetail(_Wire, frozen=True):
+    """One account: its name and id, then its ``JetStreamStats`` (written out: Go embeds them
+    after the name, where a Struct base cannot put them) and, when asked for, its streams."""
+
+    name: str = _always("")
+    id: str = _always("")
+    memory: int = _always(0)
+    storage: int = _always(0)
+    reserved_memory: int = _always(0)
+    reserved_storage: int = _always(0)
+    accounts: int = _always(0)
+    ha_assets: int = _always(0)
+    api: JetStreamApiStats = _always(JetStreamApiStats())
+    stream_detail: list[StreamDetail] = msgspec.field(default_factory=list)
+
+
+class JSInfo(JetStreamStats, frozen=True):
+    """The /jsz document without the monitor's ``server_id`` and ``now``. Go writes ``config``
+    before the stats; the monitor puts the top level in nats-server's order."""
+
+    config: JszConfig = _always(JszConfig())
+    streams: int = _always(0)
+    consumers: int = _always(0)
+    messages: int = _always(0)
+    bytes: int = _always(0)
+    account_details: list[AccountDetail] = msgspec.field(default_factory=list)
