@@ -584,12 +584,16 @@ class Consumer:
 
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has something to do (ns), or None."""
-        deadlines = [self._acks.next_deadline(), self._pacer.deadline(), self._inactive_deadline()]
-        if self._waiting:
-            deadlines.append(self._waiting.next_deadline())
-        if self.push:
-            deadlines.append(self._push.heartbeat_deadline())
-        return min([d for d in deadlines if d is not None], default=None)
+        due = self._acks.next_deadline()
+        for d in (
+            self._waiting.next_deadline(),
+            self._push.heartbeat_deadline() if self.push else None,
+            self._pacer.deadline(),
+            self._inactive_deadline(),
+        ):
+            if d is not None and (due is None or d < due):
+                due = d
+        return due
 
     def _inactive_deadline(self) -> int | None:
         limit = self.config.inactive_threshold
