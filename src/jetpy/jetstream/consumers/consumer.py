@@ -98,11 +98,11 @@ class Consumer:
         self.last_activity = now
         self.dirty = False  # state changed since the host last took a snapshot
         # collaborators
-        self._acks = PendingAcks(self._delivered_upto)
-        self.pending = self._acks.pending  # stream seq -> Pending (read-only here)
-        self._redeliver_queue = self._acks.redeliver_queue  # (read-only here)
+        self._pending_acks = PendingAcks(self._delivered_upto)
+        self.pending = self._pending_acks.pending  # stream seq -> Pending (read-only here)
+        self._redeliver_queue = self._pending_acks.redeliver_queue  # (read-only here)
         self._waiting = WaitingRequests(self._send, host.has_interest)
-        self._push = PushDelivery(stream.name, name, self._send, now)
+        self._push_delivery = PushDelivery(stream.name, name, self._send, now)
         self._pacer = Pacer()
         self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
         self._ack_prefix = ack_prefix(stream.name, name)
@@ -153,19 +153,19 @@ class Consumer:
         # nothing delivered yet: the floors sit just below the start
         starts = self._last_per_subject_starts
         floor = starts[0] - 1 if starts else self.next_stream_seq - 1
-        self._acks.set_floor(0, floor)
+        self._pending_acks.set_floor(0, floor)
         self.delivered_stream_seq = floor
 
     def _restore(self, st: ConsumerState) -> None:
         self.next_consumer_seq = st.delivered_consumer_seq + 1
         self.delivered_stream_seq = st.delivered_stream_seq
         self.next_stream_seq = st.delivered_stream_seq + 1
-        self._acks.restore(st.ack_floor_consumer_seq, st.ack_floor_stream_seq, st.pending, st.redelivered)
+        self._pending_acks.restore(st.ack_floor_consumer_seq, st.ack_floor_stream_seq, st.pending, st.redelivered)
 
     def snapshot(self) -> ConsumerState:
         self.drain_acks()
         self.dirty = False
-        acks = self._acks
+        acks = self._pending_acks
         pending, redelivered = acks.persisted()
         return ConsumerState(
             delivered_consumer_seq=self.next_consumer_seq - 1,
@@ -219,8 +219,8 @@ class Consumer:
         """Values the hot paths read, derived once per config."""
         self.config = config
         self.filters = config.filters
-        self._acks.configure(config.ack_wait, config.backoff)
-        self._push.configure(config.deliver_subject, config.flow_control, config.idle_heartbeat)
+        self._pending_acks.configure(config.ack_wait, config.backoff)
+        self._push_delivery.configure(config.deliver_subject, config.flow_control, config.idle_heartbeat)
         self._waiting.configure(config.max_waiting, config.max_batch, config.max_expires, config.max_bytes)
         self._pacer.rate_bps = self._rate = config.rate_limit_bps
         self._replay_original = config.replay_policy == "original"
@@ -298,7 +298,7 @@ class Consumer:
     def next_message(self, now: int) -> tuple[StoredMsg, Pending | None] | None:
         """The next message to send: due redeliveries first, then new ones."""
         while self._redeliver_queue:
-            taken = self._acks.next_redelivery()
+            taken = self._pending_acks.next_redelivery()
             if taken is None:
                 break
             seq, p = taken
@@ -327,13 +327,13 @@ class Consumer:
         if p is None:
             dc = 1
             if not self.ack_none:
-                self._acks.delivered(seq, cseq, now)
+                self._pending_acks.delivered(seq, cseq, now)
         else:
-            dc = self._acks.redelivered(p, seq, now)
+            dc = self._pending_acks.redelivered(p, seq, now)
         if seq > self.delivered_stream_seq:
             self.delivered_stream_seq = seq
         if self.ack_none:
-            self._acks.set_floor(cseq, seq)
+            self._pending_acks.set_floor(cseq, seq)
             if self._retains:
                 self.host.acked(self, [seq])
         pending = self._num_pending
@@ -415,11 +415,11 @@ class Consumer:
         replies = ack_replies(self._ack_prefix_b, msgs, cseq0, left + k - 1)  # pending after the first
         last = msgs[-1].seq
         if self.ack_none:
-            self._acks.set_floor(cseq0 + k - 1, last)
+            self._pending_acks.set_floor(cseq0 + k - 1, last)
             if self._retains:
                 self.host.acked(self, [m.seq for m in msgs])
         else:
-            self._acks.delivered_run([m.seq for m in msgs], cseq0, now)
+            self._pending_acks.delivered_run([m.seq for m in msgs], cseq0, now)
         if last > self.delivered_stream_seq:
             self.delivered_stream_seq = last
         self._send_batch(to, msgs, replies)
@@ -438,7 +438,7 @@ class Consumer:
     def put_back(self, m: StoredMsg, p: Pending | None) -> None:
         """Put back a message taken by :meth:`next_message` but not sent."""
         if p is not None:
-            self._acks.put_back(m.seq)
+            self._pending_acks.put_back(m.seq)
         else:
             self._pacer.hold(m)
 
@@ -449,7 +449,7 @@ class Consumer:
         if self.acks_in:
             self.drain_acks()
         if self.push:
-            return self._push.pump(self, now)
+            return self._push_delivery.pump(self, now)
         return self._waiting.serve(self, now)
 
     # -- push -----------------------------------------------------------------------------------
@@ -457,14 +457,14 @@ class Consumer:
     @property
     def active(self) -> bool:
         """Does anyone listen on the deliver subject (push)?"""
-        return self._push.active
+        return self._push_delivery.active
 
     def set_active(self, active: bool, now: int) -> None:
-        self._push.set_active(active, now)
+        self._push_delivery.set_active(active, now)
 
     def flow_control_reply(self, subject: str, now: int) -> None:
         """The client answered a flow-control request: what was sent before it is consumed."""
-        if self._push.flow_control_reply(subject):
+        if self._push_delivery.flow_control_reply(subject):
             self.last_activity = now
 
     # -- pull requests --------------------------------------------------------------------------
@@ -482,13 +482,13 @@ class Consumer:
         self.last_activity = now
         # a no_wait request finds nothing if nothing is new or queued (the queue may hold acked
         # seqs) and no redelivery is due
-        nothing = req.no_wait and self.num_pending() + self._acks.num_queued() == 0 and not self._due(now)
+        nothing = req.no_wait and self.num_pending() + self._pending_acks.num_queued() == 0 and not self._due(now)
         if waiting.add(req, now, nothing):
             self.pump(now)
 
     def _due(self, now: int) -> bool:
         """Is a redelivery due at ``now``?"""
-        head = self._acks.next_deadline()
+        head = self._pending_acks.next_deadline()
         return head is not None and head <= now
 
     # -- acks -----------------------------------------------------------------------------------
@@ -510,15 +510,15 @@ class Consumer:
                     consumer_seq=meta.consumer_seq, stream_seq=sseq, deliveries=meta.deliveries,
                 )
                 if ack.delay > 0:
-                    self._acks.redeliver_at(p, sseq, now + ack.delay)
+                    self._pending_acks.redeliver_at(p, sseq, now + ack.delay)
                 elif 0 < self.config.max_deliver <= p.deliveries:
                     # no redelivery left: given up on now, as an expiry at max_deliver is
                     self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=sseq, deliveries=p.deliveries)
                     self._drop(sseq)
                 else:
-                    self._acks.queue_redelivery(sseq)
+                    self._pending_acks.queue_redelivery(sseq)
         elif kind == "wpi":
-            self._acks.in_progress(sseq, now)
+            self._pending_acks.in_progress(sseq, now)
         elif kind == "term" and sseq in self.pending:
             self._ack(sseq, meta.consumer_seq, now)
             self._advise(
@@ -546,7 +546,7 @@ class Consumer:
         now = self.acks_at
         self.last_activity = now
         if self._plain_acks:
-            if self._acks.ack_run(acks):
+            if self._pending_acks.ack_run(acks):
                 self.last_ack_ts = now
                 self._changed()
             return
@@ -559,11 +559,11 @@ class Consumer:
         if self.ack_none:
             return
         if self.ack_all:
-            done = self._acks.ack_upto(sseq, cseq)
+            done = self._pending_acks.ack_upto(sseq, cseq)
             if done is None:
                 return
         else:
-            p = self._acks.ack_one(sseq)
+            p = self._pending_acks.ack_one(sseq)
             if p is None:
                 return
             done = [sseq]
@@ -577,17 +577,17 @@ class Consumer:
 
     def _drop(self, sseq: int) -> None:
         """Give up on pending message ``sseq`` (gone, or out of deliveries)."""
-        if self._acks.drop(sseq):
+        if self._pending_acks.drop(sseq):
             self._changed()
 
     # -- time -----------------------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has something to do (ns), or None."""
-        due = self._acks.next_deadline()
+        due = self._pending_acks.next_deadline()
         for d in (
             self._waiting.next_deadline(),
-            self._push.heartbeat_deadline() if self.push else None,
+            self._push_delivery.heartbeat_deadline() if self.push else None,
             self._pacer.deadline(),
             self._inactive_deadline(),
         ):
@@ -600,7 +600,7 @@ class Consumer:
         if limit <= 0:
             return None
         if self.push:
-            return self._push.inactive_deadline(limit)
+            return self._push_delivery.inactive_deadline(limit)
         if self._waiting:
             return None
         return self.last_activity + limit
@@ -617,13 +617,13 @@ class Consumer:
         def give_up(seq: int, deliveries: int) -> None:
             self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=seq, deliveries=deliveries)
 
-        if self._acks.expire(now, self.config.max_deliver, give_up):
+        if self._pending_acks.expire(now, self.config.max_deliver, give_up):
             self._changed()
         last = self.next_consumer_seq - 1, self.delivered_stream_seq
         if self._waiting and self._waiting.expire(now, *last):
             self.last_activity = now
-        if self.push and self._push.heartbeat_due(now):
-            self._push.heartbeat(now, *last)
+        if self.push and self._push_delivery.heartbeat_due(now):
+            self._push_delivery.heartbeat(now, *last)
         self.pump(now)
 
     # -- teardown -------------------------------------------------------------------------------
@@ -649,7 +649,7 @@ class Consumer:
 
     def info(self, now_str: str) -> ConsumerInfo:
         self.drain_acks()
-        acks = self._acks
+        acks = self._pending_acks
         delivered = SequenceInfo(
             consumer_seq=self.next_consumer_seq - 1,
             stream_seq=self.delivered_stream_seq,
