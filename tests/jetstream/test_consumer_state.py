@@ -32,17 +32,10 @@ from jetpy.jetstream.validate import check_consumer_config, check_stream_config
 from jetpy.protocol.headers import parse_headers
 from jetpy.store import MemoryStore, StoreConfig, StoredMsg
 
+from .delivery_fakes import Sent
+
 ACK_WAIT = 10_000  # ns: the clock is invented, only ratios matter
 T0 = 1_000_000_000_000
-
-
-@dataclass
-class Sent:
-    route: str
-    subject: str
-    reply: str | None
-    payload: bytes
-    headers: bytes
 
 
 @dataclass

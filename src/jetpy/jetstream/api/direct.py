@@ -44,6 +44,7 @@ from jetpy.jetstream.api.requests import decode_body
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import format_time, parse_time
 from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import StoredMsg, StreamStore
@@ -83,17 +84,9 @@ def lookup(s: Stream, req: dict[str, Any]) -> StoredMsg | None:
 def seq_from_time(store: StreamStore, ts_ns: int) -> int:
     """The first sequence stored at or after ``ts_ns`` (``last_seq + 1`` if none).
 
-    Binary search over ``s``: "the first message at or after ``s`` is at or after ``ts_ns``"
-    only turns from false to true as ``s`` grows, because timestamps never go backwards."""
+    The stored message at or after the point :func:`~jetpy.jetstream.seek.seq_at_time` finds."""
     st = store.state()
-    lo, hi = st.first_seq, st.last_seq + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        m = store.load_next_msg("", mid)
-        if m is None or m.ts >= ts_ns:
-            hi = mid
-        else:
-            lo = m.seq + 1
+    lo = seq_at_time(store, ts_ns, st.first_seq, st.last_seq)
     m = store.load_next_msg("", lo)
     return m.seq if m is not None else st.last_seq + 1
 

@@ -5,6 +5,11 @@ Owns the wire spelling: ``$JS.ACK.<stream>.<consumer>.<deliveries>.<stream seq>.
 .<timestamp ns>.<pending>`` and the ack bodies (``+ACK`` or empty, ``-NAK`` with an optional
 delay as JSON ``{"delay": ns}`` or a Go duration, ``+WPI``, ``+NXT`` with an optional pull request,
 ``+TERM`` with an optional reason). Pure: no consumer state, no clock.
+
+Every ack subject jetpy sends is built here (:func:`ack_reply` for one delivery,
+:func:`ack_replies` for the run of first deliveries a consumer hands over in one go) and every
+one it receives is read here (:func:`parse_ack_subject`, and :func:`ack_sequences` on the
+plain-ack path): the consumer and its host never spell the tokens themselves.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Final, Literal
 import msgspec
 
 from jetpy.gotime import parse_go_duration
+from jetpy.store.base import StoredMsg
 
 __all__ = [
     "ACK_PREFIX",
@@ -22,6 +28,8 @@ __all__ = [
     "AckKind",
     "AckReply",
     "ack_prefix",
+    "ack_replies",
+    "ack_reply",
     "ack_sequences",
     "parse_ack",
     "parse_ack_subject",
@@ -57,6 +65,22 @@ def ack_prefix(stream: str, consumer: str) -> str:
     """An ack subject up to its variable tokens; a delivery appends
     ``<deliveries>.<stream seq>.<consumer seq>.<timestamp ns>.<pending>``."""
     return f"{ACK_PREFIX}{stream}.{consumer}."
+
+
+def ack_reply(prefix: str, deliveries: int, stream_seq: int, consumer_seq: int, ts: int, pending: int) -> str:
+    """The ack subject of one delivery; ``prefix`` is :func:`ack_prefix`'s, ``ts`` the message's
+    timestamp (ns) and ``pending`` how many messages are still to be delivered after it."""
+    return f"{prefix}{deliveries}.{stream_seq}.{consumer_seq}.{ts}.{pending}"
+
+
+def ack_replies(prefix: bytes, msgs: list[StoredMsg], consumer_seq: int, pending: int) -> list[bytes]:
+    """The ack subjects (bytes, as the bus writes them) of a run of first deliveries: ``msgs``
+    numbered from ``consumer_seq`` on, with ``pending`` still to be delivered after the first
+    of them (one less after each). ``prefix`` is :func:`ack_prefix`'s, encoded. One pass per
+    bulk delivery: what :func:`ack_reply` gives for each, as bytes."""
+    return [
+        b"%b1.%d.%d.%d.%d" % (prefix, m.seq, consumer_seq + j, m.ts, pending - j) for j, m in enumerate(msgs)
+    ]
 
 
 def parse_ack_subject(subject: str) -> AckReply | None:

@@ -24,8 +24,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from jetpy.jetstream.consumers.acks import parse_ack, parse_ack_subject
+from jetpy.jetstream.consumers.acks import ack_prefix, parse_ack, parse_ack_subject
 from jetpy.jetstream.consumers.consumer import Consumer
+from jetpy.jetstream.consumers.delivery import Send, SendBatch
+from jetpy.jetstream.consumers.push import flow_control_prefix
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.stream import Stream
@@ -81,16 +83,18 @@ class ConsumerManager:
         self._dirty: set[Consumer] = set()
         self._dirty_event = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
-        self.send = self.bus.send  # type: ignore[method-assign]  # the hot path: one call less
-        self.send_batch = self.bus.send_batch  # type: ignore[method-assign]
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
-    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> int:
-        return self.bus.send(route, subject, reply, payload, headers)
+    @property
+    def send(self) -> Send:
+        """The bus's own ``send``: a consumer binds it once, so each delivery is one call."""
+        return self.bus.send
 
-    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> int:
-        return self.bus.send_batch(route, msgs, replies)
+    @property
+    def send_batch(self) -> SendBatch:
+        """The bus's own ``send_batch`` (see :attr:`send`)."""
+        return self.bus.send_batch
 
     def has_interest(self, subject: str) -> bool:
         return self.bus.has_interest(subject)
@@ -245,9 +249,9 @@ class ConsumerManager:
 
     def _wire(self, c: Consumer, now: int) -> None:
         s, n = c.stream.name, c.name
-        handles = [self.bus.subscribe(f"$JS.ACK.{s}.{n}.>", self._on_ack(c))]
+        handles = [self.bus.subscribe(ack_prefix(s, n) + ">", self._on_ack(c))]
         if c.push:
-            handles.append(self.bus.subscribe(f"$JS.FC.{s}.{n}.>", self._on_fc(c)))
+            handles.append(self.bus.subscribe(flow_control_prefix(s, n) + ">", self._on_fc(c)))
             ds = c.config.deliver_subject
             self._watches[c] = self.bus.watch_interest(ds, lambda: self._interest(c))
             c.set_active(self.bus.has_interest(ds), now)

@@ -1,0 +1,59 @@
+"""The seam between a consumer and its delivery loops.
+
+A consumer decides *what* goes out next (redeliveries first, then new messages from its stream
+cursor, paced or in bulk); its push delivery (``push.py``) and its pull waiting queue
+(``pull.py``) decide *who* receives it and *when to stop* (flow control, request batches and
+byte budgets). They meet here: :class:`DeliverySource` is what a delivery loop asks the
+consumer, :data:`Send` and :data:`SendBatch` are how anything leaves (the host's bus, bound
+once: the delivery hot paths call it directly).
+
+Owns these types only: no state, no behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from jetpy.jetstream.consumers.pending import Pending
+from jetpy.store.base import StoredMsg
+
+__all__ = ["DeliverySource", "Send", "SendBatch"]
+
+Send = Callable[[str, str, "str | None", bytes, bytes], object]
+"""``send(route, subject, reply, payload, headers)``: deliver to subscribers of ``route``; they
+see ``subject`` on the MSG line."""
+
+SendBatch = Callable[[str, list[StoredMsg], list[bytes]], object]
+"""``send_batch(route, msgs, replies)``: ``send`` for each stored message in order, on its own
+subject with its reply, in one call."""
+
+
+class DeliverySource(Protocol):
+    """What a delivery loop asks the consumer (``now`` is ns since the epoch)."""
+
+    @property
+    def bulk(self) -> bool:
+        """May new messages go out in bulk (:meth:`burst`)? Fixed by the config."""
+
+    def plain_next(self, now: int) -> bool:
+        """Are the next deliveries plain new messages, so :meth:`burst` may send them?"""
+
+    def burst(self, to: str, n: int, now: int) -> list[StoredMsg]:
+        """Deliver up to ``n`` new messages to ``to`` at once; returns those sent."""
+
+    def next_message(self, now: int) -> tuple[StoredMsg, Pending | None] | None:
+        """The next message to send (with its pending ack if it is a redelivery), taken; None if
+        nothing may go out now."""
+
+    def deliver(self, m: StoredMsg, p: Pending | None, to: str, now: int) -> int:
+        """Send a message :meth:`next_message` gave to ``to``; returns its size."""
+
+    def delivery_size(self, m: StoredMsg, p: Pending | None) -> int:
+        """What delivering ``m`` would count against a pull request's ``max_bytes``."""
+
+    def put_back(self, m: StoredMsg, p: Pending | None) -> None:
+        """Undo :meth:`next_message` of a message that was not sent."""
+
+    def can_deliver_new(self) -> bool:
+        """Is there room for a new message (``max_ack_pending``)?"""
