@@ -49,6 +49,23 @@ def main(n: int) -> None:
             seq = m.seq + 1
             count += 1
         print(f"file load_next wildcard{rate(count, time.perf_counter() - t0)}")
+
+        batch = s.load_next_batch
+        t0 = time.perf_counter()
+        seq = 0
+        count = 0
+        while ms := batch("", seq, 500):
+            seq = ms[-1].seq + 1
+            count += len(ms)
+        print(f"file load_next_batch   {rate(count, time.perf_counter() - t0)}  (500 per call)")
+
+        t0 = time.perf_counter()
+        seq = 0
+        count = 0
+        while ms := batch("orders.us.east", seq, 500):
+            seq = ms[-1].seq + 1
+            count += len(ms)
+        print(f"file batch, filtered   {rate(count, time.perf_counter() - t0)}  (500 per call)")
         s.stop()
 
         t0 = time.perf_counter()
