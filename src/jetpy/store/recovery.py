@@ -40,12 +40,12 @@ from .record import (
     RECORD_HEADER,
     RECORD_OVERHEAD,
     accounted_size,
+    check_record,
     decode_block_header,
     find_next_record,
     range_end,
-    validate_record,
 )
-from .segment import NO_SID, Block, SubjectInfo, parse_block_name
+from .segment import NO_SID, Block, SubjectInfo, list_blocks
 from .ttl import H_TTL, msg_ttl
 
 __all__ = ["MAX_LOST_REPORTED", "Recovered", "read_tombstones", "recover"]
@@ -96,8 +96,8 @@ def _scan_block(
     bad = 0
     tail: int | None = None
     while pos < size:
-        v = validate_record(data, pos, size)
-        if v is None:
+        v = check_record(data, pos, size)
+        if isinstance(v, str):
             nxt = find_next_record(data, pos, size)
             stop = size if nxt is None else nxt
             bad += stop - pos
@@ -158,8 +158,8 @@ def read_tombstones(data: bytes, singles: list[int], ranges: list[tuple[int, int
     pos = BLOCK_HEADER_SIZE
     size = len(data)
     while pos < size:
-        v = validate_record(data, pos, size)
-        if v is None:
+        v = check_record(data, pos, size)
+        if isinstance(v, str):
             nxt = find_next_record(data, pos, size)
             if nxt is None:
                 return
@@ -204,9 +204,7 @@ def _block_of(blocks: list[Block], bases: list[int], seq: int) -> Block | None:
 
 def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     """Scan ``msgdir`` and rebuild the store's in-memory state (see the module rules)."""
-    found = sorted(
-        (base, msgdir / name) for name in os.listdir(msgdir) if (base := parse_block_name(name)) is not None
-    )
+    found = list_blocks(msgdir)
     blocks: list[Block] = []
     sid_of: dict[bytes, int] = {}
     singles: list[int] = []
@@ -321,7 +319,6 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
         c.pop(NO_SID, None)
         counts.update(c)
         blk.live = len(blk.sids) - blk.sids.count(NO_SID)
-        blk.live_bytes = sum(blk.lens)
     by_sid: list[SubjectInfo | None] = [None] * len(names)
     subjects: dict[str, SubjectInfo] = {}
     first_seq = last_seq + 1
@@ -329,7 +326,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     total_bytes = 0
     for blk in blocks:
         msgs += blk.live
-        total_bytes += blk.live_bytes
+        total_bytes += sum(blk.lens)
     need = set(counts)
     for blk in blocks:  # first occurrence of every subject, and the stream's first seq
         if not need and first_seq <= last_seq:
