@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from .base import StoreError
 from .consumer_state import META_MAGIC, read_consumer_state, read_framed
@@ -91,12 +91,10 @@ class BlockReport:
     base: int
     size: int
     header: str  # "ok" or why not
-    hwm: int = 0
-    floor: int = 0
+    slot: BlockHeader | None = None  # the winning header slot
     msgs: int = 0
     erased: int = 0
     tombstones: int = 0
-    msg_bytes: int = 0
     first_seq: int = 0
     last_seq: int = 0
     bad: list[BadRegion] = field(default_factory=list)
@@ -104,6 +102,14 @@ class BlockReport:
     live: dict[int, int] = field(default_factory=dict)  # message seq -> record length
     deleted: set[int] = field(default_factory=set)  # seqs named by single tombstones
     ranges: list[tuple[int, int]] = field(default_factory=list)  # range tombstones
+
+    @property
+    def hwm(self) -> int:
+        return self.slot.hwm if self.slot is not None else 0
+
+    @property
+    def floor(self) -> int:
+        return self.slot.floor if self.slot is not None else 0
 
 
 @dataclass
@@ -119,38 +125,30 @@ class ConsumerReport:
 
 @dataclass
 class StreamReport:
-    """What ``check_stream`` found. ``msgs``/``bytes``/``first_seq`` count the live messages as
-    the store would: message records at or above the floor named by no tombstone."""
+    """What ``check_stream`` found. ``live`` holds the messages as the store would count them:
+    message records at or above the floor named by no tombstone (seq -> record length)."""
 
     name: str
     path: Path
     locked: bool
-    meta: bytes | None
-    meta_status: str
-    blocks: list[BlockReport]
-    consumers: list[ConsumerReport]
-    problems: list[str]
-    msgs: int
-    bytes: int
-    first_seq: int
-    last_seq: int
-    floor: int
+    meta: bytes | None = None
+    meta_status: str = ""
+    blocks: list[BlockReport] = field(default_factory=list)
+    consumers: list[ConsumerReport] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    live: dict[int, int] = field(default_factory=dict)
 
     @property
-    def records(self) -> int:
-        return sum(b.msgs for b in self.blocks)
+    def floor(self) -> int:
+        return max((b.floor for b in self.blocks), default=0)
 
     @property
-    def erased(self) -> int:
-        return sum(b.erased for b in self.blocks)
+    def last_seq(self) -> int:
+        return max([b.last_seq for b in self.blocks] + [b.hwm for b in self.blocks] + [0])
 
-    @property
-    def tombstones(self) -> int:
-        return sum(b.tombstones for b in self.blocks)
-
-    @property
-    def bad_records(self) -> int:
-        return sum(len(b.bad) for b in self.blocks)
+    def total(self, what: Literal["msgs", "erased", "tombstones"]) -> int:
+        """The sum over blocks of a ``BlockReport`` count: "msgs" (records), "erased", "tombstones"."""
+        return sum(getattr(b, what) for b in self.blocks)
 
     @property
     def bad_bytes(self) -> int:
@@ -272,8 +270,7 @@ def check_block(path: Path, base: int, data: bytes) -> BlockReport:
     if hdr is None:
         rep.header = "no valid header slot (both fail their checksum or name another base)"
         rep.problems.append(rep.header)
-    else:
-        rep.hwm, rep.floor = hdr.hwm, hdr.floor
+    rep.slot = hdr
     expected = base
     for item in scan_block(data):
         if isinstance(item, BadRegion):
@@ -300,53 +297,36 @@ def check_block(path: Path, base: int, data: bytes) -> BlockReport:
             rep.erased += 1
         else:
             rep.msgs += 1
-            rep.msg_bytes += item.length
             rep.live[item.seq] = item.length
     return rep
 
 
 def check_stream(name: str, stream_dir: Path) -> StreamReport:
     """Check every file of one stream directory (see ``StreamReport``)."""
-    problems: list[str] = []
-    meta, meta_status = read_meta(stream_dir)
-    if meta is None:
-        problems.append(meta_status)
-    blocks: list[BlockReport] = []
+    rep = StreamReport(name, stream_dir, is_locked(stream_dir))
+    rep.meta, rep.meta_status = read_meta(stream_dir)
+    if rep.meta is None:
+        rep.problems.append(rep.meta_status)
     if (stream_dir / MSGS_DIR).is_dir():
         for base, path in block_files(stream_dir):
             try:
                 data = _read_file(path)
             except OSError as exc:
-                problems.append(f"{path.name}: cannot read: {exc.strerror or exc}")
+                rep.problems.append(f"{path.name}: cannot read: {exc.strerror or exc}")
                 continue
-            rep = check_block(path, base, data)
-            blocks.append(rep)
-            problems.extend(rep.problems)
+            block = check_block(path, base, data)
+            rep.blocks.append(block)
+            rep.problems.extend(block.problems)
     else:
-        problems.append(f"{MSGS_DIR}/ is missing")
-    consumers = read_consumers(stream_dir)
-    for c in consumers:
-        problems.extend(c.problems)
-    hwm = max((b.hwm for b in blocks), default=0)
-    floor = max((b.floor for b in blocks), default=0)
-    deleted = set().union(*(b.deleted for b in blocks))
-    ranges = [r for b in blocks for r in b.ranges]
-    live = {
-        seq: n for b in blocks for seq, n in b.live.items()
+        rep.problems.append(f"{MSGS_DIR}/ is missing")
+    rep.consumers = read_consumers(stream_dir)
+    for c in rep.consumers:
+        rep.problems.extend(c.problems)
+    floor = rep.floor
+    deleted = set().union(*(b.deleted for b in rep.blocks))
+    ranges = [r for b in rep.blocks for r in b.ranges]
+    rep.live = {
+        seq: n for b in rep.blocks for seq, n in b.live.items()
         if seq >= floor and seq not in deleted and not any(lo <= seq <= hi for lo, hi in ranges)
     }
-    return StreamReport(
-        name=name,
-        path=stream_dir,
-        locked=is_locked(stream_dir),
-        meta=meta,
-        meta_status=meta_status,
-        blocks=blocks,
-        consumers=consumers,
-        problems=problems,
-        msgs=len(live),
-        bytes=sum(live.values()),
-        first_seq=min(live, default=0),
-        last_seq=max([b.last_seq for b in blocks] + [hwm]),
-        floor=floor,
-    )
+    return rep
