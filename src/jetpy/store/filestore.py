@@ -374,12 +374,11 @@ class FileStore:
 
     def erase_msg(self, seq: int) -> bool:
         self._check_write()
+        if not self._ix.live(seq):
+            return False
         blk = self._block_for(seq)
-        if blk is None:
-            return False
+        assert blk is not None
         i = seq - blk.base
-        if blk.sids[i] == NO_SID:
-            return False
         rec_len, _flags, _seq, ts, sl, hl = self._rd.header_at(blk, i)
         self._w.overwrite(blk, blk.offs[i], encode_erased(seq, ts, rec_len, sl, hl))
         self._remove_seq(seq, tombstone=False)
@@ -387,11 +386,9 @@ class FileStore:
 
     def _remove_seq(self, seq: int, tombstone: bool = True) -> bool:
         blk = self._block_for(seq)
-        if blk is None:
+        if blk is None or blk.sids[seq - blk.base] == NO_SID:
             return False
         i = seq - blk.base
-        if blk.sids[i] == NO_SID:
-            return False
         never = self._expiry.never
         if never:
             never.discard(seq)
