@@ -3,7 +3,9 @@
 Owns: what a stream store promises (sequence numbering, limits enforcement, purge/compact
 semantics, the group-commit contract) and the immutable values that cross into the JetStream
 layer. Both ``MemoryStore`` (the oracle) and ``FileStore`` implement exactly this and are held to
-it by one shared contract test suite.
+it by one shared contract test suite. The rules below that both stores apply alike are written
+once here, over each store's own primitives: ``check_discard_new``, ``payload_cap``,
+``purge_ex`` and ``stream_state`` (expiry is ``expiry.py``).
 
 Must not know: the network, the JSON API, consumers' delivery logic, clocks or timers (the caller
 passes ``now_ns`` to ``expire`` and schedules its own timer from ``next_expiry``).

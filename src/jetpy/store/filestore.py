@@ -84,25 +84,25 @@ class FileStore:
 
     def __init__(self, directory: str | os.PathLike[str], config: StoreConfig) -> None:
         self._dir = Path(directory)
-        self._msgdir = self._dir / MSGS_DIR
+        msgdir = self._dir / MSGS_DIR
         self._obsdir = self._dir / OBS_DIR
         self._dir_lock = -1
         blocks: list[Block] = []
         try:
-            if not self._msgdir.is_dir():
-                self._msgdir.mkdir(parents=True, exist_ok=True)
+            if not msgdir.is_dir():
+                msgdir.mkdir(parents=True, exist_ok=True)
                 fsync_dir(self._dir)
                 fsync_dir(self._dir.parent)
             self._dir_lock = lock_directory(self._dir)
-            rec = recover(self._msgdir, config.first_seq)
+            rec = recover(msgdir, config.first_seq)
             blocks = rec.blocks
             created = None
             if not blocks:
                 base = rec.last_seq + 1
-                created = Block.create(self._msgdir, BlockHeader(base, base - 1, base, 0, 1))
+                created = Block.create(msgdir, BlockHeader(base, base - 1, base, 0, 1))
                 blocks.append(created)
             self._ix = ix = StoreIndex(rec)
-            self._w = w = GroupCommit(ix, self._msgdir, self._forget_reads)
+            self._w = w = GroupCommit(ix, msgdir, self._forget_reads)
             self._rd = BlockReader(ix, w.wbuf, w.fd)
             self._expiry = Expiry(
                 live=ix.live, head=ix.head, ts_of=self._rd.ts_of, subject_of=ix.subject_of,
