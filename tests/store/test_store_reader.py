@@ -31,7 +31,7 @@ class Fixture:
             target = disk if seq <= on_disk else self.wbuf
             off = len(disk) + len(self.wbuf)
             data = self.payload(seq)
-            acct = append_record(target, RECORD_OVERHEAD + 6 + len(data), seq, seq * 10, b"orders", b"", data)
+            acct = append_record(target, seq, seq * 10, b"orders", b"", data, 6, 0, RECORD_OVERHEAD + 6 + len(data))
             self.blk.offs.append(off)
             self.blk.lens.append(acct)
             self.blk.sids.append(0)

@@ -124,10 +124,10 @@ def test_filter_kinds() -> None:
 
 def test_append_record_is_encode_record_and_returns_the_accounted_size() -> None:
     buf = bytearray(b"prefix")
-    assert append_record(buf, MSG_OVERHEAD + 3 + 2 + 4, 7, 123456789, b"a.b", b"HD", b"body") == 43
+    assert append_record(buf, 7, 123456789, b"a.b", b"HD", b"body", 3, 2, MSG_OVERHEAD + 3 + 2 + 4) == 43
     assert bytes(buf) == b"prefix" + encode_record(7, 123456789, b"a.b", b"HD", b"body")
     # without headers the record keeps its 4-byte header-length field, which is not accounted
-    assert append_record(bytearray(), MSG_OVERHEAD + 1 + 2, 1, 0, b"s", b"", b"xy") == MSG_OVERHEAD + 3 - 4
+    assert append_record(bytearray(), 1, 0, b"s", b"", b"xy", 1, 0, MSG_OVERHEAD + 1 + 2) == MSG_OVERHEAD + 3 - 4
     assert accounted_size(MSG_OVERHEAD + 3, 0) == MSG_OVERHEAD - 1 and longest_record(33) == 37
 
 
@@ -174,8 +174,8 @@ def _run(*msgs: tuple[int, bytes, bytes]) -> tuple[bytes, array[int], array[int]
     for seq, (sid, hdr, data) in enumerate(msgs, start=100):
         subject = b"s%d" % sid
         offs.append(len(buf))
-        lens.append(append_record(buf, MSG_OVERHEAD + len(subject) + len(hdr) + len(data), seq, seq, subject,
-                                  hdr, data))
+        lens.append(append_record(buf, seq, seq, subject, hdr, data, len(subject), len(hdr),
+                                  MSG_OVERHEAD + len(subject) + len(hdr) + len(data)))
         sids.append(sid)
     return bytes(buf), offs, lens, sids
 

@@ -48,7 +48,7 @@ class Fixture:
         for _ in range(n):
             seq = ix.last_seq + 1
             blk = ix.active
-            acct = append_record(self.w.wbuf, RECORD_OVERHEAD + 1 + 4, seq, seq, b"s", b"", b"data")
+            acct = append_record(self.w.wbuf, seq, seq, b"s", b"", b"data", 1, 0, RECORD_OVERHEAD + 1 + 4)
             blk.offs.append(blk.size)
             blk.lens.append(acct)
             blk.sids.append(0)

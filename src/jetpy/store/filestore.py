@@ -235,7 +235,8 @@ class FileStore:
                 self._lim, ix.msgs, ix.bytes, info.count if info is not None else None,
                 lambda: ix.size_of(self._subj_first(info)) if info is not None else 0, pl, True,
             )
-        rec_len = RECORD_OVERHEAD + len(enc) + pl  # the record's length (record.py)
+        sl = len(enc)
+        rec_len = RECORD_OVERHEAD + sl + pl  # the record's length (record.py)
         seq = ix.last_seq + 1
         if ts is None:
             ts = _time_ns()
@@ -248,7 +249,7 @@ class FileStore:
         if info is None:
             info = self._new_subject(subject, enc, seq)
         buf = self._wbuf
-        acct = append_record(buf, rec_len, seq, ts, enc, hdr, data)
+        acct = append_record(buf, seq, ts, enc, hdr, data, sl, hl, rec_len)
         blk.offs.append(off)
         blk.lens.append(acct)
         blk.sids.append(info.sid)

@@ -162,24 +162,25 @@ RecordFields = tuple[int, int, int, int, int, int]
 
 
 def append_record(
-    buf: bytearray, rec_len: int, seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes
+    buf: bytearray, seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes, subj_len: int, hdr_len: int,
+    rec_len: int,
 ) -> int:
     """Append a message record to ``buf`` and return its accounted size (``accounted_size``).
 
-    ``rec_len`` is ``RECORD_OVERHEAD + len(subject) + len(hdr) + len(data)``: the append path
-    has it already (it decides whether the record still fits its block). This is the append
-    path's one call per message, so the accounted size is inlined here."""
-    hl = len(hdr)
-    rec = _join((_pack_hdr(MAGIC, VERSION, 0, 0, rec_len, seq, ts, len(subject), hl), subject, hdr, data))
+    The lengths are the ones the append path has already worked out to check its limits:
+    ``len(subject)``, ``len(hdr)`` and ``RECORD_OVERHEAD + len(subject) + len(hdr) + len(data)``.
+    This is the append path's one call per message, so the accounted size is inlined here."""
+    rec = _join((_pack_hdr(MAGIC, VERSION, 0, 0, rec_len, seq, ts, subj_len, hdr_len), subject, hdr, data))
     buf += rec
     buf += _pack_crc(_crc32(rec))
-    return rec_len if hl else rec_len - FILE_HDR_OVERHEAD
+    return rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
 
 
 def encode_record(seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes) -> bytes:
     """A complete message record."""
     buf = bytearray()
-    append_record(buf, RECORD_OVERHEAD + len(subject) + len(hdr) + len(data), seq, ts, subject, hdr, data)
+    sl, hl = len(subject), len(hdr)
+    append_record(buf, seq, ts, subject, hdr, data, sl, hl, RECORD_OVERHEAD + sl + hl + len(data))
     return bytes(buf)
 
 
