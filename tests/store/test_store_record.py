@@ -160,6 +160,7 @@ def test_split_and_peek() -> None:
     assert fields is not None
     assert split_record(rec, 0, fields) == (b"sub.j", b"H: v", b"payload")
     assert peek_header(rec, 0) == fields
+    assert peek_header(rec[:29], 0) is None and peek_header(rec, -1) is None
 
 
 class _Subj:

@@ -21,7 +21,7 @@ from typing import Final
 
 from .base import ErrCorrupt, ErrStoreIO, StoredMsg
 from .index import StoreIndex
-from .record import RECORD_HEADER, RecordFields, decode_msgs, longest_record, peek_header
+from .record import RecordFields, decode_msgs, longest_record, peek_header
 from .segment import NO_SID, Block
 
 __all__ = ["BATCH_READ", "READ_AHEAD", "BlockReader"]
@@ -33,8 +33,6 @@ kept)."""
 
 BATCH_READ: Final = 256 * 1024
 """Bytes per ``pread`` of :meth:`BlockReader.next_batch` (~1,500 small records)."""
-
-_HDR_SIZE: Final = RECORD_HEADER.size
 
 
 class BlockReader:
@@ -77,23 +75,23 @@ class BlockReader:
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
 
     def header_at(self, blk: Block, i: int) -> RecordFields:
-        """The header fields of entry ``i``'s record, unverified (a timestamp, an erase)."""
+        """The header fields of entry ``i``'s record, unverified (a timestamp, an erase); from the
+        write buffer, or from the cache or a fresh read holding the whole record."""
         off = blk.offs[i]
         if off >= blk.flushed:
-            return peek_header(self._wbuf, off - blk.flushed)
+            fields = peek_header(self._wbuf, off - blk.flushed)
+            if fields is not None:
+                return fields
         c = self._rc
         if c is not None and c[0] is blk:
             d = off - c[1]
-            data = c[2]
-            if d >= 0 and d + _HDR_SIZE <= len(data):
-                fields = peek_header(data, d)
-                if d + fields[0] <= len(data):
-                    return fields
-        data = self.read_at(blk, i, off, READ_AHEAD)
-        if len(data) >= _HDR_SIZE:
-            fields = peek_header(data, 0)
-            if fields[0] <= len(data) and fields[0] <= longest_record(blk.lens[i]):
+            fields = peek_header(c[2], d)
+            if fields is not None and d + fields[0] <= len(c[2]):
                 return fields
+        data = self.read_at(blk, i, off, READ_AHEAD)
+        fields = peek_header(data, 0)
+        if fields is not None and fields[0] <= len(data) and fields[0] <= longest_record(blk.lens[i]):
+            return fields
         raise ErrCorrupt(f"short read in {blk.path.name} at offset {off}", [blk.base + i])
 
     # ------------------------------------------------------------------ messages

@@ -109,6 +109,7 @@ __all__ = [
     "encode_record",
     "encode_tombstone",
     "find_next_record",
+    "index_parts",
     "longest_record",
     "peek_header",
     "range_end",
@@ -276,8 +277,11 @@ def range_end(buf: bytes | memoryview, pos: int) -> int:
     return int(_U64.unpack_from(buf, pos + _HDR_SIZE)[0])
 
 
-def peek_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordFields:
-    """The header fields of the record at ``pos``, unchecked (a timestamp, an erase's lengths)."""
+def peek_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordFields | None:
+    """The header fields of the record at ``pos``, unchecked (a timestamp, an erase's lengths);
+    None if ``buf`` ends before the header does."""
+    if pos < 0 or pos + _HDR_SIZE > len(buf):
+        return None
     _m, _v, flags, _r, rec_len, seq, ts, sl, hl = _unpack_hdr(buf, pos)
     return rec_len, flags, seq, ts, sl, hl
 
@@ -287,6 +291,14 @@ def split_record(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, byt
     a = pos + _HDR_SIZE + fields[4]
     b = a + fields[5]
     return buf[pos + _HDR_SIZE : a], buf[a:b], buf[b : pos + fields[0] - 4]
+
+
+def index_parts(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, bytes, int]:
+    """``(subject, headers, accounted size)`` of a checked message record at ``pos``: what
+    recovery indexes (the payload is not copied)."""
+    rec_len, hl = fields[0], fields[5]
+    a = pos + _HDR_SIZE + fields[4]
+    return buf[pos + _HDR_SIZE : a], buf[a : a + hl], rec_len if hl else rec_len - FILE_HDR_OVERHEAD
 
 
 # ----------------------------------------------------------------------------- reading messages

@@ -37,12 +37,11 @@ from .record import (
     FLAG_ERASED,
     FLAG_RANGE,
     FLAG_TOMBSTONE,
-    RECORD_HEADER,
     RECORD_OVERHEAD,
-    accounted_size,
     check_record,
     decode_block_header,
     find_next_record,
+    index_parts,
     range_end,
 )
 from .segment import NO_SID, Block, SubjectInfo, list_blocks
@@ -55,8 +54,6 @@ _MISSING: Final = 0xFFFFFFFE  # scan-time marker: no record seen for this seq (y
 # A lost list longer than this is cut short (the count stays exact in ``lost_count``): a damaged
 # header claiming an absurd hwm must not make recovery allocate billions of ints.
 MAX_LOST_REPORTED: Final = 1 << 20
-
-_HDR_SIZE: Final = RECORD_HEADER.size
 
 
 @dataclass
@@ -106,7 +103,7 @@ def _scan_block(
                 break
             pos = nxt
             continue
-        rec_len, flags, seq, ts, sl, _hl = v
+        rec_len, flags, seq, ts, _sl, _hl = v
         if flags & FLAG_TOMBSTONE:
             blk.tombs += 1
             if flags & FLAG_RANGE:
@@ -129,21 +126,19 @@ def _scan_block(
                     lens.append(0)
                     sids.append(NO_SID)
                 else:
-                    subj = data[pos + _HDR_SIZE : pos + _HDR_SIZE + sl]
+                    subj, hdr, acct = index_parts(data, pos, v)
                     sid = sid_of.get(subj)
                     if sid is None:
                         sid = sid_of[subj] = len(sid_of)
-                    lens.append(accounted_size(rec_len, _hl))
+                    lens.append(acct)
                     sids.append(sid)
-                    if _hl and ttls is not None:  # a TTL lives in the message's own headers
-                        hs = pos + _HDR_SIZE + sl
-                        if data.find(H_TTL, hs, hs + _hl) >= 0:
-                            try:
-                                ttl = msg_ttl(data[hs : hs + _hl])
-                            except ValueError:
-                                ttl = 0
-                            if ttl:
-                                ttls.append((seq, ts, ttl))
+                    if hdr and ttls is not None and H_TTL in hdr:  # a TTL lives in the message's own headers
+                        try:
+                            ttl = msg_ttl(hdr)
+                        except ValueError:
+                            ttl = 0
+                        if ttl:
+                            ttls.append((seq, ts, ttl))
                 expected = seq + 1
                 if seq >= max_seq:
                     max_seq, max_ts = seq, ts
