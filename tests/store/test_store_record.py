@@ -135,7 +135,7 @@ def test_check_record_says_why() -> None:
     rec = encode_record(7, 1, b"a.b", b"", b"body")
 
     def why(data: bytes | bytearray) -> object:
-        return check_record(bytes(data), 0, len(data))
+        return check_record(bytes(data), 0, len(data), explain=True)
 
     assert why(rec) == validate_record(rec, 0, len(rec)) == (len(rec), 0, 7, 1, 3, 0)
     assert str(why(rec[:20])).startswith("truncated: 20 bytes")
@@ -151,7 +151,7 @@ def test_check_record_says_why() -> None:
     odd = RECORD_HEADER.pack(0xE5, 1, FLAG_TOMBSTONE, 0, MSG_OVERHEAD + 1, 3, 0, 1, 0) + b"x"
     odd += struct.pack("<I", zlib.crc32(odd))
     assert why(odd) == "inconsistent record (tombstone shape)"
-    assert validate_record(odd, 0, len(odd)) is None
+    assert validate_record(odd, 0, len(odd)) is None and check_record(odd, 0, len(odd)) is None
 
 
 def test_split_and_peek() -> None:

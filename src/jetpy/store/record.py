@@ -81,7 +81,7 @@ import struct
 import zlib
 from array import array
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import Final, Literal, Protocol, overload
 
 from .base import FILE_HDR_OVERHEAD, FILE_MSG_OVERHEAD, MAX_PAYLOAD, MAX_SUBJECT_BYTES, StoredMsg
 
@@ -113,6 +113,7 @@ __all__ = [
     "longest_record",
     "peek_header",
     "range_end",
+    "record_headers",
     "split_record",
     "validate_record",
 ]
@@ -218,27 +219,37 @@ def encode_erased(seq: int, ts: int, rec_len: int, subj_len: int, hdr_len: int) 
 # ----------------------------------------------------------------------------- checking a record
 
 
-def check_record(buf: bytes | bytearray | memoryview, pos: int, end: int) -> RecordFields | str:
-    """The record at ``buf[pos:end]``: its fields if it is well formed, else why it is not.
+@overload
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[False] = False
+) -> RecordFields | None: ...
+@overload
+def check_record(buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[True]) -> RecordFields | str: ...
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, explain: bool = False
+) -> RecordFields | str | None:
+    """The record at ``buf[pos:end]``: its fields if it is well formed, else None, or with
+    ``explain`` why it is not (the offline checker prints that; scans only need to know).
 
     Well formed: long enough, our magic and version, known flags and a zero reserved byte,
     lengths that add up within ``MAX_RECORD_SIZE`` and within ``end``, a matching CRC, and the
-    shape of a tombstone exactly when flagged as one. Scanners use the fields; the offline
-    checker prints the reason."""
+    shape of a tombstone exactly when flagged as one."""
     left = end - pos
     if left < RECORD_OVERHEAD:
-        return f"truncated: {left} bytes where a record needs at least {RECORD_OVERHEAD}"
+        return f"truncated: {left} bytes where a record needs at least {RECORD_OVERHEAD}" if explain else None
     magic, version, flags, reserved, rec_len, seq, ts, sl, hl = _unpack_hdr(buf, pos)
     if magic != MAGIC or version != VERSION:
-        return f"not a record: magic/version {magic:#04x}/{version}"
+        return f"not a record: magic/version {magic:#04x}/{version}" if explain else None
     if reserved or flags & ~_KNOWN_FLAGS:
-        return f"bad header: flags {flags:#04x}, reserved {reserved}"
+        return f"bad header: flags {flags:#04x}, reserved {reserved}" if explain else None
     if rec_len > MAX_RECORD_SIZE or rec_len < RECORD_OVERHEAD + sl + hl:
-        return f"bad header: record length {rec_len} with subject {sl} and headers {hl} bytes"
+        return f"bad header: record length {rec_len} with subject {sl} and headers {hl} bytes" if explain else None
     if rec_len > left:
-        return f"truncated: record length {rec_len}, only {left} bytes left in the file"
+        return f"truncated: record length {rec_len}, only {left} bytes left in the file" if explain else None
     view = memoryview(buf)
     if _crc32(view[pos : pos + rec_len]) != _CRC_RESIDUE:
+        if not explain:
+            return None
         body_end = pos + rec_len - 4
         stored, computed = _CRC.unpack_from(buf, body_end)[0], _crc32(view[pos:body_end])
         return f"checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
@@ -249,14 +260,13 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int, end: int) -> Rec
     else:
         tombstone_ok = not flags & FLAG_RANGE
     if not tombstone_ok:
-        return "inconsistent record (tombstone shape)"
+        return "inconsistent record (tombstone shape)" if explain else None
     return rec_len, flags, seq, ts, sl, hl
 
 
 def validate_record(buf: bytes | bytearray | memoryview, pos: int, end: int) -> RecordFields | None:
     """``check_record`` without the reason: the fields, or None."""
-    v = check_record(buf, pos, end)
-    return None if isinstance(v, str) else v
+    return check_record(buf, pos, end)
 
 
 def find_next_record(buf: bytes | memoryview, pos: int, end: int) -> int | None:
@@ -267,7 +277,7 @@ def find_next_record(buf: bytes | memoryview, pos: int, end: int) -> int | None:
         p = data.find(RECORD_SYNC, p, end)
         if p < 0:
             return None
-        if not isinstance(check_record(data, p, end), str):
+        if check_record(data, p, end) is not None:
             return p
         p += 1
 
@@ -293,12 +303,16 @@ def split_record(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, byt
     return buf[pos + _HDR_SIZE : a], buf[a:b], buf[b : pos + fields[0] - 4]
 
 
-def index_parts(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, bytes, int]:
-    """``(subject, headers, accounted size)`` of a checked message record at ``pos``: what
-    recovery indexes (the payload is not copied)."""
-    rec_len, hl = fields[0], fields[5]
-    a = pos + _HDR_SIZE + fields[4]
-    return buf[pos + _HDR_SIZE : a], buf[a : a + hl], rec_len if hl else rec_len - FILE_HDR_OVERHEAD
+def index_parts(buf: bytes, pos: int, rec_len: int, subj_len: int, hdr_len: int) -> tuple[bytes, int]:
+    """``(subject, accounted size)`` of a checked message record at ``pos`` with these fields:
+    what recovery indexes."""
+    return buf[pos + _HDR_SIZE : pos + _HDR_SIZE + subj_len], rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
+
+
+def record_headers(buf: bytes, pos: int, subj_len: int, hdr_len: int) -> bytes:
+    """The headers of a checked message record at ``pos`` (recovery reads a TTL back from them)."""
+    a = pos + _HDR_SIZE + subj_len
+    return buf[a : a + hdr_len]
 
 
 # ----------------------------------------------------------------------------- reading messages

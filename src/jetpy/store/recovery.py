@@ -43,6 +43,7 @@ from .record import (
     find_next_record,
     index_parts,
     range_end,
+    record_headers,
 )
 from .segment import NO_SID, Block, SubjectInfo, list_blocks
 from .ttl import H_TTL, msg_ttl
@@ -94,7 +95,7 @@ def _scan_block(
     tail: int | None = None
     while pos < size:
         v = check_record(data, pos, size)
-        if isinstance(v, str):
+        if v is None:
             nxt = find_next_record(data, pos, size)
             stop = size if nxt is None else nxt
             bad += stop - pos
@@ -103,7 +104,7 @@ def _scan_block(
                 break
             pos = nxt
             continue
-        rec_len, flags, seq, ts, _sl, _hl = v
+        rec_len, flags, seq, ts, sl, hl = v
         if flags & FLAG_TOMBSTONE:
             blk.tombs += 1
             if flags & FLAG_RANGE:
@@ -126,19 +127,21 @@ def _scan_block(
                     lens.append(0)
                     sids.append(NO_SID)
                 else:
-                    subj, hdr, acct = index_parts(data, pos, v)
+                    subj, acct = index_parts(data, pos, rec_len, sl, hl)
                     sid = sid_of.get(subj)
                     if sid is None:
                         sid = sid_of[subj] = len(sid_of)
                     lens.append(acct)
                     sids.append(sid)
-                    if hdr and ttls is not None and H_TTL in hdr:  # a TTL lives in the message's own headers
-                        try:
-                            ttl = msg_ttl(hdr)
-                        except ValueError:
-                            ttl = 0
-                        if ttl:
-                            ttls.append((seq, ts, ttl))
+                    if hl and ttls is not None:  # a TTL lives in the message's own headers
+                        hdr = record_headers(data, pos, sl, hl)
+                        if H_TTL in hdr:
+                            try:
+                                ttl = msg_ttl(hdr)
+                            except ValueError:
+                                ttl = 0
+                            if ttl:
+                                ttls.append((seq, ts, ttl))
                 expected = seq + 1
                 if seq >= max_seq:
                     max_seq, max_ts = seq, ts
@@ -154,7 +157,7 @@ def read_tombstones(data: bytes, singles: list[int], ranges: list[tuple[int, int
     size = len(data)
     while pos < size:
         v = check_record(data, pos, size)
-        if isinstance(v, str):
+        if v is None:
             nxt = find_next_record(data, pos, size)
             if nxt is None:
                 return

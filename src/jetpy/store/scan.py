@@ -239,7 +239,7 @@ def scan_block(data: bytes) -> Iterator[Record | BadRegion]:
     size = len(data)
     pos = BLOCK_HEADER_SIZE
     while pos < size:
-        v = check_record(data, pos, size)
+        v = check_record(data, pos, size, explain=True)
         if isinstance(v, str):
             nxt = find_next_record(data, pos, size)
             stop = size if nxt is None else nxt
