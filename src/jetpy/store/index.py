@@ -28,7 +28,7 @@ from .base import SimpleState
 from .recovery import MAX_LOST_REPORTED, Recovered
 from .segment import NO_SID, Block, SubjectInfo
 
-__all__ = ["StoreIndex", "array_of"]
+__all__ = ["StoreIndex"]
 
 _SMALL_MATCH: Final = 8
 """Up to this many subjects match a filter: search each subject's column with ``array.index``
@@ -421,8 +421,8 @@ class StoreIndex:
             counts.pop(NO_SID, None)
             nbytes = sum(blk.lens[:k])
             dead = sum(counts.values())
-            blk.sids[:k] = array_of(NO_SID, k)
-            blk.lens[:k] = array_of(0, k)
+            blk.sids[:k] = _column(NO_SID, k)
+            blk.lens[:k] = _column(0, k)
             blk.live -= dead
             self.msgs -= dead
             self.bytes -= nbytes
@@ -442,8 +442,8 @@ class StoreIndex:
         """Delete every entry (of the active block: the caller drops the others first)."""
         n = self.msgs
         a = self.active
-        a.sids = array_of(NO_SID, len(a.sids))
-        a.lens = array_of(0, len(a.lens))
+        a.sids = _column(NO_SID, len(a.sids))
+        a.lens = _column(0, len(a.lens))
         a.live = 0
         self.subjects.clear()
         self.by_sid.clear()
@@ -495,6 +495,6 @@ class StoreIndex:
         self.active = kept[-1]
 
 
-def array_of(value: int, n: int) -> array[int]:
+def _column(value: int, n: int) -> array[int]:
     """A column of ``n`` copies of ``value``."""
     return array("I", [value]) * n
