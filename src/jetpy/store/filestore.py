@@ -11,9 +11,10 @@ open-time scan in ``recovery.py``, one block and its columns in ``segment.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Hot paths: ``store_msg``, ``load_msg``, ``load_next_msg`` and ``load_next_batch`` make no more
-calls per message than one class did. What they use is bound once in ``_bind``: the parts'
-methods they call and the containers that are never replaced (the subject table, the write
-buffer); the counters are read and bumped on the index through one local.
+calls per message than when the store was one class, but for the append's one call to the codec
+(``record.append_record``). What they use is bound once in ``_bind``: the parts' methods they
+call and the containers that are never replaced (the subject table, the write buffer); the
+counters are read and bumped on the index through one local.
 
 Threading: every method runs on the owning (event loop) thread except ``sync``, which may run on
 one worker thread at a time (see writer.py for what its lock guards).
