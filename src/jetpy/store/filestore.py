@@ -226,27 +226,30 @@ class FileStore:
             raise ErrMsgTooLarge()
         if info is None:
             enc = subject.encode()
-            if len(enc) > MAX_SUBJECT_BYTES:
+            sl = len(enc)
+            if sl > MAX_SUBJECT_BYTES:
                 raise ErrMsgTooLarge("subject too long")
         else:
             enc = info.enc
+            sl = info.slen
         ix = self._ix
         if self._discard_new:
             check_discard_new(
                 self._lim, ix.msgs, ix.bytes, info.count if info is not None else None,
                 lambda: ix.size_of(self._subj_first(info)) if info is not None else 0, pl, True,
             )
-        sl = len(enc)
         rec_len = RECORD_OVERHEAD + sl + pl  # the record's length (record.py)
         seq = ix.last_seq + 1
         if ts is None:
             ts = _time_ns()
         blk = ix.active
         off = blk.size
-        if off + rec_len > self._block_size and off > BLOCK_HEADER_SIZE:
+        end = off + rec_len
+        if end > self._block_size and off > BLOCK_HEADER_SIZE:
             self._roll(seq, seq - 1)
             blk = ix.active
             off = blk.size
+            end = off + rec_len
         if info is None:
             info = self._new_subject(subject, enc, seq)
         buf = self._wbuf
@@ -254,7 +257,7 @@ class FileStore:
         blk.offs.append(off)
         blk.lens.append(acct)
         blk.sids.append(info.sid)
-        blk.size = off + rec_len
+        blk.size = end
         blk.live += 1
         info.count += 1
         info.last = seq

@@ -49,11 +49,12 @@ def list_blocks(msgdir: Path) -> list[tuple[int, Path]]:
 class SubjectInfo:
     """Live-message bookkeeping for one subject. ``first`` is a lower bound, validated on use."""
 
-    __slots__ = ("count", "enc", "first", "last", "name", "sid")
+    __slots__ = ("count", "enc", "first", "last", "name", "sid", "slen")
 
     def __init__(self, name: str, enc: bytes, sid: int, seq: int) -> None:
         self.name = name
         self.enc = enc
+        self.slen = len(enc)  # the append path needs it for every message
         self.sid = sid
         self.count = 0
         self.first = seq
