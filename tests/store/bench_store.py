@@ -20,6 +20,16 @@ def rate(n: int, seconds: float) -> str:
     return f"{n / seconds:>12,.0f}/s"
 
 
+def drain(s: FileStore, flt: str, batch: int) -> int:
+    """Read the whole stream with ``load_next_batch`` (the consumers' bulk read); returns the count."""
+    seq = 0
+    count = 0
+    while ms := s.load_next_batch(flt, seq, batch):
+        seq = ms[-1].seq + 1
+        count += len(ms)
+    return count
+
+
 def main(n: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="jetpy-bench-", dir="/var/tmp"))
     try:
@@ -49,6 +59,11 @@ def main(n: int) -> None:
             seq = m.seq + 1
             count += 1
         print(f"file load_next wildcard{rate(count, time.perf_counter() - t0)}")
+
+        for label, flt in (("load_next_batch   ", ""), ("batch, filtered   ", "orders.us.east")):
+            t0 = time.perf_counter()
+            count = drain(s, flt, 500)
+            print(f"file {label}{rate(count, time.perf_counter() - t0)}  (500 per call)")
         s.stop()
 
         t0 = time.perf_counter()

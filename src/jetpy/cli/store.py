@@ -1,11 +1,13 @@
 """`jetpy store check DIR` and `jetpy store dump DIR STREAM`: offline tools for a stopped server's
 file store (like Kafka's DumpLogSegments).
 
-Owns: the two commands, what they print, and their exit codes: 0 every checked byte is valid,
-1 damage was found (damaged or torn records, bad block headers, unreadable metadata or consumer
-state), 2 no store at DIR (usage). The reading itself is ``storescan``, imported when a command
-runs: it never writes, truncates or fsyncs anything, so both commands are safe on a stopped
-server's directory and on read-only media.
+Owns: the two commands, what they print (the JSON report's shape included), decoding the stream
+metadata's JSON, and their exit codes: 0 every checked byte is valid, 1 damage was found
+(damaged or torn records, bad block headers, unreadable metadata or consumer state), 2 no store
+at DIR (usage). The reading itself is the store layer's offline scanner (``jetpy.store.scan``,
+the CLI's one allowed import of the store, in the import-linter contract), imported when a
+command runs: it never writes, truncates or fsyncs anything, so both commands are safe on a
+stopped server's directory and on read-only media.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from jetpy.cli import values as V
 from jetpy.cli.output import EXIT_API, CliError, emit_json, info, print_table, reader_gone, usage
+
+if TYPE_CHECKING:
+    from jetpy.store.scan import ConsumerReport, StreamReport
 
 __all__ = ["app"]
 
@@ -27,13 +33,68 @@ app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": [
 DirArg = Annotated[Path, typer.Argument(help="The server's store dir (-sd), or one stream's dir.", show_default=False)]
 
 
-def _scan() -> Any:
-    from jetpy.cli import storescan
+def _scan() -> ModuleType:
+    from jetpy.store import scan
 
-    return storescan
+    return scan
 
 
-def _resolve(sc: Any, directory: Path) -> dict[str, Path]:
+def _meta_doc(raw: bytes | None, status: str) -> tuple[dict[str, Any] | None, str]:
+    """The stream metadata's JSON document (None if unreadable) and its status."""
+    if raw is None:
+        return None, status
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        return None, f"meta.dat: checksum ok but not JSON: {exc}"
+    return (doc if isinstance(doc, dict) else {"value": doc}), status
+
+
+def _consumer_dict(c: ConsumerReport) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": c.name, "meta": c.meta, "state": c.state}
+    if c.state == "ok":
+        out.update(delivered_stream_seq=c.delivered_stream_seq, ack_floor_stream_seq=c.ack_floor_stream_seq,
+                   pending=c.pending)
+    return out
+
+
+def _report(r: StreamReport) -> dict[str, Any]:
+    """One stream's check as printed (``--json``) and tabled."""
+    meta, meta_status = _meta_doc(r.meta, r.meta_status)
+    problems = list(r.problems)
+    if meta is None and r.meta is not None:  # readable, but not the JSON the server writes
+        problems.insert(0, meta_status)
+    config = meta.get("config") if meta is not None and isinstance(meta.get("config"), dict) else None
+    return {
+        "stream": r.name,
+        "path": str(r.path),
+        "locked": r.locked,
+        "metadata": meta_status,
+        "config": config,
+        "blocks": [
+            {"file": b.file, "base": b.base, "size": b.size, "header": b.header, "hwm": b.hwm, "floor": b.floor,
+             "msgs": b.msgs, "erased": b.erased, "tombstones": b.tombstones, "first_seq": b.first_seq,
+             "last_seq": b.last_seq,
+             "bad": [{"offset": x.offset, "length": x.length, "reason": x.reason, "tail": x.tail} for x in b.bad]}
+            for b in r.blocks
+        ],
+        "records": r.total("msgs"),
+        "msgs": len(r.live),
+        "erased": r.total("erased"),
+        "tombstones": r.total("tombstones"),
+        "bytes": sum(r.live.values()),
+        "bad_records": sum(len(b.bad) for b in r.blocks),
+        "bad_bytes": r.bad_bytes,
+        "first_seq": min(r.live, default=0),
+        "last_seq": r.last_seq,
+        "floor": r.floor,
+        "consumers": [_consumer_dict(c) for c in r.consumers],
+        "problems": problems,
+        "ok": not problems,
+    }
+
+
+def _resolve(sc: ModuleType, directory: Path) -> dict[str, Path]:
     if not directory.exists():
         usage(f"{str(directory)!r} does not exist")
     if not directory.is_dir():
@@ -57,7 +118,7 @@ def check(
         if stream not in streams:
             usage(f"no stream {stream!r} in {str(directory)!r} (found: {', '.join(streams) or 'none'})")
         streams = {stream: streams[stream]}
-    reports: list[dict[str, Any]] = [sc.check_stream(n, p) for n, p in streams.items()]
+    reports: list[dict[str, Any]] = [_report(sc.check_stream(n, p)) for n, p in streams.items()]
     for r in reports:
         if r["locked"]:
             sys.stderr.write(f"jetpy: warning: stream {r['stream']} is locked by a running server; "
@@ -123,7 +184,7 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
     if stream not in streams:
         usage(f"no stream {stream!r} in {str(directory)!r} (found: {', '.join(streams) or 'none'})")
     sdir = streams[stream]
-    meta, meta_status = sc.read_meta(sdir)
+    meta, meta_status = _meta_doc(*sc.read_meta(sdir))
     out = sys.stdout
     if not json_out:
         out.write(f"Stream {stream} at {sdir}\n  metadata: {meta_status}\n")
@@ -131,12 +192,13 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
             out.write(f"  config: {json.dumps(meta['config'], sort_keys=True)}\n")
     damaged = meta is None
     for base, path in sc.block_files(sdir):
-        data, hdr = sc.read_block(path, base)
-        damaged = damaged or hdr is None
+        data, bh = sc.read_block(path, base)
+        damaged = damaged or bh is None
+        hdr = None if bh is None else {"hwm": bh.hwm, "floor": bh.floor, "gen": bh.gen}
         if json_out:
             out.write(json.dumps({"block": path.name, "size": len(data), "header": hdr}) + "\n")
         else:
-            h = f"hwm {hdr['hwm']} floor {hdr['floor']} gen {hdr['gen']}" if hdr else "HEADER INVALID"
+            h = f"hwm {bh.hwm} floor {bh.floor} gen {bh.gen}" if bh else "HEADER INVALID"
             out.write(f"\nBlock {path.name}: {len(data)} bytes, {h}\n")
         for item in sc.scan_block(data):
             if isinstance(item, sc.BadRegion):
@@ -172,14 +234,13 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
                     line += f"\n{'':>18}payload: {_printable(item.payload, max_payload)}"
             out.write(line + "\n")
     for c in sc.read_consumers(sdir):
-        problems = c.pop("problems")
         if json_out:
-            out.write(json.dumps({"consumer": c}) + "\n")
+            out.write(json.dumps({"consumer": _consumer_dict(c)}) + "\n")
         else:
-            state = (f", delivered stream seq {c['delivered_stream_seq']}, ack floor {c['ack_floor_stream_seq']},"
-                     f" {c['pending']} pending") if c.get("state") == "ok" else ""
-            out.write(f"\nConsumer {c['name']}: metadata {c['meta']}, state {c['state']}{state}\n")
-        damaged = damaged or bool(problems)
+            state = (f", delivered stream seq {c.delivered_stream_seq}, ack floor {c.ack_floor_stream_seq},"
+                     f" {c.pending} pending") if c.state == "ok" else ""
+            out.write(f"\nConsumer {c.name}: metadata {c.meta}, state {c.state}{state}\n")
+        damaged = damaged or bool(c.problems)
     out.flush()
     if damaged:
         raise CliError(f"stream {stream} has damaged records or metadata (see above)", EXIT_API)

@@ -3,7 +3,9 @@
 Owns: what a stream store promises (sequence numbering, limits enforcement, purge/compact
 semantics, the group-commit contract) and the immutable values that cross into the JetStream
 layer. Both ``MemoryStore`` (the oracle) and ``FileStore`` implement exactly this and are held to
-it by one shared contract test suite.
+it by one shared contract test suite. The rules below that both stores apply alike are written
+once here, over each store's own primitives: ``check_discard_new``, ``payload_cap``,
+``purge_ex`` and ``stream_state`` (expiry is ``expiry.py``).
 
 Must not know: the network, the JSON API, consumers' delivery logic, clocks or timers (the caller
 passes ``now_ns`` to ``expire`` and schedules its own timer from ``next_expiry``).
@@ -50,6 +52,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from jetpy.subjects import matches_all as is_all
+
 __all__ = [
     "FILE_HDR_OVERHEAD",
     "FILE_MSG_OVERHEAD",
@@ -78,6 +82,9 @@ __all__ = [
     "StreamStore",
     "check_discard_new",
     "msg_size",
+    "payload_cap",
+    "purge_ex",
+    "stream_state",
 ]
 
 UNLIMITED = -1
@@ -291,6 +298,83 @@ def check_discard_new(
         oldest = oldest_of_subject()
         if oldest < payload or (file_rules and oldest == payload):
             raise ErrMaxBytes()
+
+
+def payload_cap(lim: StoreLimits) -> int:
+    """The most headers + payload one message may have under these limits (``MAX_PAYLOAD`` at most)."""
+    return min(lim.max_msg_size, MAX_PAYLOAD) if lim.max_msg_size > 0 else MAX_PAYLOAD
+
+
+def stream_state(
+    msgs: int,
+    nbytes: int,
+    first: int,
+    last: int,
+    last_ts: int,
+    num_subjects: int,
+    first_ts: Callable[[], int],
+    deleted: Callable[[int, int], list[int]] | None,
+    lost: list[int],
+    lost_bytes: int,
+) -> StreamState:
+    """A store's ``StreamState`` by the module's rules (what an empty store reports). ``first``
+    is the first live seq (``last + 1`` when empty); ``first_ts()`` and ``deleted(first, last)``
+    (the seqs without a message, asked only for ``deleted_details``) are called only when the
+    store has messages."""
+    if msgs == 0 and last == 0:
+        first = 0
+    listed: list[int] | None = None
+    if deleted is not None:
+        listed = deleted(first, last) if msgs else []
+    return StreamState(
+        msgs=msgs,
+        bytes=nbytes,
+        first_seq=first,
+        first_ts=first_ts() if msgs else 0,
+        last_seq=last,
+        last_ts=last_ts,
+        num_subjects=num_subjects,
+        num_deleted=(last - first + 1 - msgs) if msgs else 0,
+        deleted=listed,
+        lost=LostData(list(lost), lost_bytes) if (lost or lost_bytes) else None,
+    )
+
+
+def purge_ex(
+    subject: str,
+    seq: int,
+    keep: int,
+    *,
+    msgs: int,
+    last_seq: int,
+    purge_all: Callable[[], int],
+    compact: Callable[[int], int],
+    nth_newest: Callable[[int], int],
+    matching_seqs: Callable[[str, int], list[int]],
+    matching_count: Callable[[str], int],
+    remove: Callable[[int], object],
+) -> int:
+    """``StreamStore.purge`` (nats-server's PurgeEx) over a store's own primitives: it holds
+    ``msgs`` messages up to ``last_seq``; ``nth_newest(k)`` is the seq from which exactly ``k``
+    are live; ``matching_seqs(filter, upper)`` the live seqs up to ``upper`` on matching
+    subjects, ascending, and ``matching_count(filter)`` how many match in all."""
+    if is_all(subject):
+        if keep <= 0 and seq <= 1:
+            return purge_all()
+        if seq > 1:
+            return compact(seq)
+        if keep >= msgs:
+            return 0
+        return compact(nth_newest(keep))
+    victims = matching_seqs(subject, seq - 1 if seq > 1 else last_seq)
+    if keep > 0:
+        total = matching_count(subject)
+        if keep >= total:
+            return 0
+        victims = victims[: total - keep]
+    for s in victims:
+        remove(s)
+    return len(victims)
 
 
 @runtime_checkable

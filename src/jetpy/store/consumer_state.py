@@ -34,6 +34,7 @@ from pathlib import Path
 import msgspec
 
 from .base import ConsumerState, ErrCorrupt, ErrInvalidName, ErrStoreIO
+from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE
 
 __all__ = [
     "CONSUMER_MAGIC",
@@ -41,6 +42,7 @@ __all__ = [
     "FileConsumerStore",
     "MemoryConsumerStore",
     "fsync_dir",
+    "read_consumer_state",
     "read_framed",
     "validate_name",
     "write_framed_atomic",
@@ -133,6 +135,18 @@ def read_framed(path: Path, magic: bytes) -> bytes | None:
     return payload
 
 
+def read_consumer_state(path: Path) -> ConsumerState | None:
+    """The consumer state in a framed ``o.dat``, None if there is none; ErrCorrupt if it fails
+    its checks or does not decode."""
+    payload = read_framed(path, CONSUMER_MAGIC)
+    if payload is None:
+        return None
+    try:
+        return _STATE_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:  # valid CRC but not our encoding: a format bug
+        raise ErrCorrupt(f"{path.name}: undecodable state: {exc}") from exc
+
+
 class MemoryConsumerStore:
     """Consumer state kept in memory (memory-storage streams, tests)."""
 
@@ -165,8 +179,8 @@ class MemoryConsumerStore:
 class FileConsumerStore:
     """Consumer state in ``<stream dir>/obs/<name>/{o.dat,meta.dat}``, each replaced atomically."""
 
-    STATE_FILE = "o.dat"
-    META_FILE = "meta.dat"
+    STATE_FILE = CONSUMER_STATE_FILE
+    META_FILE = CONSUMER_META_FILE
 
     def __init__(self, obs_dir: Path, name: str) -> None:
         validate_name(name)
@@ -184,13 +198,8 @@ class FileConsumerStore:
             write_framed_atomic(self._dir / self.STATE_FILE, CONSUMER_MAGIC, payload)
 
     def load(self) -> ConsumerState:
-        payload = read_framed(self._dir / self.STATE_FILE, CONSUMER_MAGIC)
-        if payload is None:
-            return ConsumerState()
-        try:
-            return _STATE_DECODER.decode(payload)
-        except msgspec.DecodeError as exc:  # valid CRC but not our encoding: a format bug
-            raise ErrCorrupt(f"{self.STATE_FILE}: undecodable state: {exc}") from exc
+        state = read_consumer_state(self._dir / self.STATE_FILE)
+        return ConsumerState() if state is None else state
 
     def write_meta(self, meta: bytes) -> None:
         with self._lock, _io_errors(self.META_FILE):

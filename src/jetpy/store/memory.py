@@ -3,13 +3,14 @@
 Owns: messages held as Python objects in a dict keyed by sequence, per-subject bookkeeping as a
 doubly linked list threaded through the entries (so the oldest/newest message of a subject is
 O(1) to find and to remove), and the limit/purge semantics written as plainly as possible.
+The rules both stores share (purge, discard new, the state they report: ``base.py``; expiry:
+``expiry.py``) run here over this store's own primitives.
 Must not know: files, durability (``flush``/``sync`` are no-ops), the network or the JSON API.
 When this store and ``FileStore`` disagree, this one is presumed right.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 
 import msgspec
@@ -18,7 +19,6 @@ from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
 from .base import (
-    MAX_PAYLOAD,
     MAX_SUBJECT_BYTES,
     MEMORY_MSG_OVERHEAD,
     ErrMsgTooLarge,
@@ -30,9 +30,12 @@ from .base import (
     StreamState,
     check_discard_new,
     msg_size,
+    payload_cap,
+    purge_ex,
+    stream_state,
 )
 from .consumer_state import MemoryConsumerStore, validate_name
-from .ttl import is_marker, store_markers
+from .expiry import Expiry
 
 _time_ns = time.time_ns
 
@@ -79,10 +82,10 @@ class MemoryStore:
         self._closed = False
         self._consumers: dict[str, MemoryConsumerStore] = {}
         self._meta: bytes | None = None
-        # per-message TTL: (expires at, seq) for positive TTLs (stale entries are skipped when
-        # popped), and the seqs whose TTL is "never" (exempt from max_age)
-        self._ttl_heap: list[tuple[int, int]] = []
-        self._never: set[int] = set()
+        self._expiry = Expiry(
+            live=self._msgs.__contains__, head=self._head, ts_of=self._ts_of, subject_of=self._subject_of,
+            hdr_of=self._hdr_of, remove=self._remove, store_msg=self.store_msg,
+        )
 
     # ------------------------------------------------------------------ helpers
 
@@ -98,8 +101,9 @@ class MemoryStore:
         e = self._msgs.pop(seq, None)
         if e is None:
             return False
-        if self._never:
-            self._never.discard(seq)
+        never = self._expiry.never
+        if never:
+            never.discard(seq)
         self._bytes -= e.size
         subj = e.msg.subject
         ss = self._subjects[subj]
@@ -187,10 +191,7 @@ class MemoryStore:
         self._last = seq
         self._last_ts = ts
         if ttl:
-            if ttl > 0:
-                heapq.heappush(self._ttl_heap, (ts + ttl, seq))
-            else:
-                self._never.add(seq)
+            self._expiry.add(seq, ts, ttl)
         if self._enforce:
             self._enforce_subject(ss)
             self._enforce_totals()
@@ -210,37 +211,21 @@ class MemoryStore:
         self._subjects.clear()
         self._bytes = 0
         self._first = self._last + 1
-        self._ttl_heap.clear()
-        self._never.clear()
+        self._expiry.clear()
         return n
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         self._check_open()
-        if is_all(subject):
-            if keep <= 0 and seq <= 1:
-                return self._purge_all()
-            if seq > 1:
-                return self.compact(seq)
-            if keep > 0:
-                if keep >= len(self._msgs):
-                    return 0
-                newest = sorted(self._msgs)[-keep]
-                return self.compact(newest)
-            return 0
-        matching = sorted(s for s, e in self._msgs.items() if subject_matches(subject, e.msg.subject))
-        upper = seq - 1 if seq > 1 else self._last
-        quota = len(matching)
-        if keep > 0:
-            if keep >= quota:
-                return 0
-            quota -= keep
-        removed = 0
-        for s in matching:
-            if s > upper or removed >= quota:
-                break
-            self._remove(s)
-            removed += 1
-        return removed
+        return purge_ex(
+            subject, seq, keep, msgs=len(self._msgs), last_seq=self._last, purge_all=self._purge_all,
+            compact=self.compact, nth_newest=lambda k: sorted(self._msgs)[-k], matching_seqs=self._matching_seqs,
+            matching_count=lambda f: sum(ss.count for _, ss in self._matching(f)), remove=self._remove,
+        )
+
+    def _matching_seqs(self, filter_subject: str, upper: int) -> list[int]:
+        return sorted(
+            s for s, e in self._msgs.items() if s <= upper and subject_matches(filter_subject, e.msg.subject)
+        )
 
     def compact(self, seq: int) -> int:
         self._check_open()
@@ -259,7 +244,7 @@ class MemoryStore:
 
     def _set_limits(self, limits: StoreLimits) -> None:
         self._lim = limits
-        self._max_payload = min(limits.max_msg_size, MAX_PAYLOAD) if limits.max_msg_size > 0 else MAX_PAYLOAD
+        self._max_payload = payload_cap(limits)
         self._discard_new = limits.discard == "new"
         self._enforce = limits.max_msgs_per_subject > 0 or limits.max_msgs > 0 or limits.max_bytes > 0
 
@@ -273,62 +258,28 @@ class MemoryStore:
             self._enforce_subject(ss)
         self._enforce_totals()
 
+    # the primitives the shared expiry policy walks (expiry.py)
+
+    def _head(self) -> tuple[int, int]:
+        return self._first, self._last
+
+    def _ts_of(self, seq: int) -> int:
+        return self._msgs[seq].msg.ts
+
+    def _subject_of(self, seq: int) -> tuple[str, int]:
+        subject = self._msgs[seq].msg.subject
+        return subject, self._subjects[subject].count
+
+    def _hdr_of(self, seq: int) -> bytes:
+        return self._msgs[seq].msg.hdr
+
     def expire(self, now_ns: int) -> int:
         self._check_open()
-        marker_ttl = self._lim.subject_delete_marker_ttl
-        emptied: list[str] = []
-        removed = 0
-        heap = self._ttl_heap
-        while heap and heap[0][0] <= now_ns:
-            seq = heapq.heappop(heap)[1]
-            if seq in self._msgs:
-                self._expire_one(seq, marker_ttl, emptied)
-                removed += 1
-        max_age = self._lim.max_age
-        if max_age > 0:
-            cutoff = now_ns - max_age
-            msgs = self._msgs
-            if not self._never:
-                while msgs and msgs[self._first].msg.ts <= cutoff:
-                    self._expire_one(self._first, marker_ttl, emptied)
-                    removed += 1
-            else:  # step over "never" messages, as nats-server does
-                s = self._first
-                while s <= self._last:
-                    e = msgs.get(s)
-                    if e is not None:
-                        if e.msg.ts > cutoff:
-                            break
-                        if s not in self._never:
-                            self._expire_one(s, marker_ttl, emptied)
-                            removed += 1
-                    s += 1
-        store_markers(self, [s for s in emptied if s not in self._subjects], marker_ttl, now_ns)
-        return removed
-
-    def _expire_one(self, seq: int, marker_ttl: int, emptied: list[str]) -> None:
-        msg = self._msgs[seq].msg
-        if marker_ttl > 0 and self._subjects[msg.subject].count == 1 and not is_marker(msg.hdr):
-            emptied.append(msg.subject)
-        self._remove(seq)
+        return self._expiry.expire(self._lim, now_ns)
 
     def next_expiry(self) -> int | None:
         self._check_open()
-        best: int | None = None
-        heap = self._ttl_heap
-        while heap and heap[0][1] not in self._msgs:
-            heapq.heappop(heap)
-        if heap:
-            best = heap[0][0]
-        if self._lim.max_age > 0 and self._msgs:
-            s = self._first
-            if self._never:
-                while s <= self._last and (s in self._never or s not in self._msgs):
-                    s += 1
-            if s <= self._last:
-                at = self._msgs[s].msg.ts + self._lim.max_age
-                best = at if best is None else min(best, at)
-        return best
+        return self._expiry.next_at(self._lim.max_age)
 
     # ------------------------------------------------------------------ reads
 
@@ -405,24 +356,11 @@ class MemoryStore:
 
     def state(self, deleted_details: bool = False) -> StreamState:
         self._check_open()
-        n = len(self._msgs)
-        first, last = self._first, self._last
-        if n == 0 and last == 0:
-            first = 0
-        deleted: list[int] | None = None
-        if deleted_details:
-            deleted = [s for s in range(first, last + 1) if s not in self._msgs] if n else []
-        return StreamState(
-            msgs=n,
-            bytes=self._bytes,
-            first_seq=first,
-            first_ts=self._msgs[first].msg.ts if n else 0,
-            last_seq=last,
-            last_ts=self._last_ts,
-            num_subjects=len(self._subjects),
-            num_deleted=(last - first + 1 - n) if n else 0,
-            deleted=deleted,
-            lost=None,
+        return stream_state(
+            len(self._msgs), self._bytes, self._first, self._last, self._last_ts, len(self._subjects),
+            lambda: self._msgs[self._first].msg.ts,
+            (lambda a, b: [s for s in range(a, b + 1) if s not in self._msgs]) if deleted_details else None,
+            [], 0,
         )
 
     def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState:

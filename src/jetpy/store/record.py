@@ -1,8 +1,12 @@
-"""The file store's on-disk formats: message/tombstone records and the block file header.
+"""The file store's record codec: message/tombstone records and the block file header.
 
-Owns: every byte layout the file store writes into ``*.blk`` files, how to encode them, and how
-to validate and re-synchronise on them when scanning a damaged block. Must not know: the in-memory
-index, limits, sequences' meaning beyond "this record claims seq N", or file handles.
+Owns: every byte layout the file store writes into ``*.blk`` files, and every rule about those
+bytes, each written once: encoding (``append_record`` is the append path's own form), the
+well-formedness check with the reason a record fails it (``check_record``: recovery, the offline
+scanner and re-synchronisation), and the check that a record is the live message an index entry
+expects (``decode_msgs``: the single and the bulk read, one run of entries at a time).
+Must not know: what the index is beyond the columns ``decode_msgs`` is handed, limits, sequences'
+meaning beyond "this record claims seq N", or file handles.
 
 Block file ``<first seq, 20 digits>.blk``::
 
@@ -75,9 +79,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Final
+from array import array
+from collections.abc import Sequence
+from typing import Final, Literal, Protocol, overload
 
-from .base import FILE_HDR_OVERHEAD, FILE_MSG_OVERHEAD, MAX_PAYLOAD, MAX_SUBJECT_BYTES
+from .base import FILE_HDR_OVERHEAD, FILE_MSG_OVERHEAD, MAX_PAYLOAD, MAX_SUBJECT_BYTES, StoredMsg
 
 __all__ = [
     "BLOCK_HEADER_SIZE",
@@ -91,14 +97,24 @@ __all__ = [
     "RECORD_SYNC",
     "VERSION",
     "BlockHeader",
+    "RecordFields",
     "accounted_size",
+    "append_record",
+    "check_record",
     "decode_block_header",
+    "decode_msgs",
     "encode_block_header",
     "encode_erased",
     "encode_range_tombstone",
     "encode_record",
     "encode_tombstone",
     "find_next_record",
+    "index_parts",
+    "longest_record",
+    "peek_header",
+    "range_end",
+    "record_headers",
+    "split_record",
     "validate_record",
 ]
 
@@ -130,30 +146,55 @@ BLOCK_MAGIC: Final = b"JPBK"
 BLOCK_HEADER_SIZE: Final = 2 * _SLOT_SIZE
 assert _SLOT.size + _CRC.size <= _SLOT_SIZE
 
+_HDR_SIZE: Final = RECORD_HEADER.size
 _pack_hdr = RECORD_HEADER.pack
 _unpack_hdr = RECORD_HEADER.unpack_from
 _pack_crc = _CRC.pack
 _crc32 = zlib.crc32
+_join = b"".join
+# zlib.crc32 over bytes followed by their own CRC-32 (little-endian) always gives this constant,
+# so a whole record checks in one call, without unpacking its trailer
+_CRC_RESIDUE: Final = 0x2144DF1C
+
+RecordFields = tuple[int, int, int, int, int, int]
+"""``(rec_len, flags, seq, ts, subj_len, hdr_len)`` of one record."""
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def append_record(
+    buf: bytearray, seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes, subj_len: int, hdr_len: int,
+    rec_len: int,
+) -> int:
+    """Append a message record to ``buf`` and return its accounted size (``accounted_size``).
+
+    The lengths are the ones the append path has already worked out to check its limits:
+    ``len(subject)``, ``len(hdr)`` and ``RECORD_OVERHEAD + len(subject) + len(hdr) + len(data)``.
+    This is the append path's one call per message, so the accounted size is inlined here."""
+    rec = _join((_pack_hdr(MAGIC, VERSION, 0, 0, rec_len, seq, ts, subj_len, hdr_len), subject, hdr, data))
+    buf += rec
+    buf += _pack_crc(_crc32(rec))
+    return rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
 
 
 def encode_record(seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes) -> bytes:
-    """A complete message record (the hot path inlines the same two lines)."""
-    rec = b"".join(
-        (
-            _pack_hdr(MAGIC, VERSION, 0, 0, RECORD_OVERHEAD + len(subject) + len(hdr) + len(data),
-                      seq, ts, len(subject), len(hdr)),
-            subject,
-            hdr,
-            data,
-        )
-    )
-    return rec + _pack_crc(_crc32(rec))
+    """A complete message record."""
+    buf = bytearray()
+    sl, hl = len(subject), len(hdr)
+    append_record(buf, seq, ts, subject, hdr, data, sl, hl, RECORD_OVERHEAD + sl + hl + len(data))
+    return bytes(buf)
 
 
 def accounted_size(rec_len: int, hdr_len: int) -> int:
     """The bytes a message record counts in ``StreamState.bytes`` (nats-server's
     ``fileStoreMsgSize``): the record length, less the unused header-length field without headers."""
     return rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
+
+
+def longest_record(accounted: int) -> int:
+    """The longest a message record of this accounted size can be (it may be 4 bytes shorter)."""
+    return accounted + FILE_HDR_OVERHEAD
 
 
 def encode_tombstone(seq: int) -> bytes:
@@ -175,34 +216,57 @@ def encode_erased(seq: int, ts: int, rec_len: int, subj_len: int, hdr_len: int) 
     return rec + _pack_crc(_crc32(rec))
 
 
-def validate_record(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int, int, int, int, int] | None:
-    """Check the record at ``buf[pos:end]``; returns ``(rec_len, flags, seq, ts, subj_len, hdr_len)``.
+# ----------------------------------------------------------------------------- checking a record
 
-    None if anything is off: short, wrong magic/version, unknown flags, lengths that do not add
-    up, an implausible tombstone shape, or a CRC mismatch.
-    """
-    if end - pos < RECORD_OVERHEAD:
-        return None
+
+@overload
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[False] = False
+) -> RecordFields | None: ...
+@overload
+def check_record(buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[True]) -> RecordFields | str: ...
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, explain: bool = False
+) -> RecordFields | str | None:
+    """The record at ``buf[pos:end]``: its fields if it is well formed, else None, or with
+    ``explain`` why it is not (the offline checker prints that; scans only need to know).
+
+    Well formed: long enough, our magic and version, known flags and a zero reserved byte,
+    lengths that add up within ``MAX_RECORD_SIZE`` and within ``end``, a matching CRC, and the
+    shape of a tombstone exactly when flagged as one."""
+    left = end - pos
+    if left < RECORD_OVERHEAD:
+        return f"truncated: {left} bytes where a record needs at least {RECORD_OVERHEAD}" if explain else None
     magic, version, flags, reserved, rec_len, seq, ts, sl, hl = _unpack_hdr(buf, pos)
-    if magic != MAGIC or version != VERSION or reserved or flags & ~_KNOWN_FLAGS:
-        return None
-    if rec_len > MAX_RECORD_SIZE or rec_len < RECORD_OVERHEAD + sl + hl or pos + rec_len > end:
-        return None
-    if flags & FLAG_TOMBSTONE:
-        want = RECORD_OVERHEAD + (8 if flags & FLAG_RANGE else 0)
-        if sl or hl or rec_len != want or flags & FLAG_ERASED:
+    if magic != MAGIC or version != VERSION:
+        return f"not a record: magic/version {magic:#04x}/{version}" if explain else None
+    if reserved or flags & ~_KNOWN_FLAGS:
+        return f"bad header: flags {flags:#04x}, reserved {reserved}" if explain else None
+    if rec_len > MAX_RECORD_SIZE or rec_len < RECORD_OVERHEAD + sl + hl:
+        return f"bad header: record length {rec_len} with subject {sl} and headers {hl} bytes" if explain else None
+    if rec_len > left:
+        return f"truncated: record length {rec_len}, only {left} bytes left in the file" if explain else None
+    view = memoryview(buf)
+    if _crc32(view[pos : pos + rec_len]) != _CRC_RESIDUE:
+        if not explain:
             return None
-    elif flags & FLAG_RANGE:
-        return None
-    body_end = pos + rec_len - 4
-    if _crc32(memoryview(buf)[pos:body_end]) != _CRC.unpack_from(buf, body_end)[0]:
-        return None
+        body_end = pos + rec_len - 4
+        stored, computed = _CRC.unpack_from(buf, body_end)[0], _crc32(view[pos:body_end])
+        return f"checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+    if flags & FLAG_TOMBSTONE:
+        tombstone_ok = not (sl or hl or flags & FLAG_ERASED) and rec_len == RECORD_OVERHEAD + (
+            8 if flags & FLAG_RANGE else 0
+        )
+    else:
+        tombstone_ok = not flags & FLAG_RANGE
+    if not tombstone_ok:
+        return "inconsistent record (tombstone shape)" if explain else None
     return rec_len, flags, seq, ts, sl, hl
 
 
-def range_end(buf: bytes | memoryview, pos: int) -> int:
-    """The ``end`` of a validated range tombstone starting at ``pos``."""
-    return int(_U64.unpack_from(buf, pos + RECORD_HEADER.size)[0])
+def validate_record(buf: bytes | bytearray | memoryview, pos: int, end: int) -> RecordFields | None:
+    """``check_record`` without the reason: the fields, or None."""
+    return check_record(buf, pos, end)
 
 
 def find_next_record(buf: bytes | memoryview, pos: int, end: int) -> int | None:
@@ -213,9 +277,117 @@ def find_next_record(buf: bytes | memoryview, pos: int, end: int) -> int | None:
         p = data.find(RECORD_SYNC, p, end)
         if p < 0:
             return None
-        if validate_record(data, p, end) is not None:
+        if check_record(data, p, end) is not None:
             return p
         p += 1
+
+
+def range_end(buf: bytes | memoryview, pos: int) -> int:
+    """The ``end`` of a validated range tombstone starting at ``pos``."""
+    return int(_U64.unpack_from(buf, pos + _HDR_SIZE)[0])
+
+
+def peek_header(buf: bytes | bytearray | memoryview, pos: int) -> RecordFields | None:
+    """The header fields of the record at ``pos``, unchecked (a timestamp, an erase's lengths);
+    None if ``buf`` ends before the header does."""
+    if pos < 0 or pos + _HDR_SIZE > len(buf):
+        return None
+    _m, _v, flags, _r, rec_len, seq, ts, sl, hl = _unpack_hdr(buf, pos)
+    return rec_len, flags, seq, ts, sl, hl
+
+
+def split_record(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, bytes, bytes]:
+    """``(subject, headers, payload)`` of a checked message record at ``pos``."""
+    a = pos + _HDR_SIZE + fields[4]
+    b = a + fields[5]
+    return buf[pos + _HDR_SIZE : a], buf[a:b], buf[b : pos + fields[0] - 4]
+
+
+def index_parts(buf: bytes, pos: int, rec_len: int, subj_len: int, hdr_len: int) -> tuple[bytes, int]:
+    """``(subject, accounted size)`` of a checked message record at ``pos`` with these fields:
+    what recovery indexes."""
+    return buf[pos + _HDR_SIZE : pos + _HDR_SIZE + subj_len], rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
+
+
+def record_headers(buf: bytes, pos: int, subj_len: int, hdr_len: int) -> bytes:
+    """The headers of a checked message record at ``pos`` (recovery reads a TTL back from them)."""
+    a = pos + _HDR_SIZE + subj_len
+    return buf[a : a + hdr_len]
+
+
+# ----------------------------------------------------------------------------- reading messages
+
+
+class Named(Protocol):
+    """What ``decode_msgs`` needs of a subject table entry."""
+
+    @property
+    def name(self) -> str: ...
+
+
+def decode_msgs(
+    buf: bytes,
+    buf_off: int,
+    offs: array[int],
+    lens: array[int],
+    sids: array[int],
+    subjects: Sequence[Named | None],
+    base: int,
+    i: int,
+    want: int,
+    out: list[StoredMsg],
+    deleted: int,
+) -> int:
+    """Decode up to ``want`` live messages of a run of index entries into ``out``; returns the
+    entry where it stopped.
+
+    Entry ``k`` (sequence ``base + k``) has its record at file offset ``offs[k]``, the accounted
+    size ``lens[k]`` and the subject ``subjects[sids[k]]``; entries whose sid is ``deleted`` are
+    passed over. ``buf`` holds the file's bytes from offset ``buf_off``. A record is the one
+    the entry expects when it is a plain message (no flags) of that sequence and accounted size
+    whose CRC matches. Decoding stops after ``want`` messages, at the end of the columns, or at
+    the first live entry whose record is not wholly in ``buf`` or is not the one expected: the
+    caller tells those two apart by reading ``buf`` afresh from that record. The single read
+    is a run of one; the bulk read is why this is a loop and not a call per message."""
+    clen = len(buf)
+    n = len(sids)
+    stop = min(n, i + want)
+    append = out.append
+    last_sid, name = -1, ""  # consecutive messages often share a subject
+    while i < stop:
+        sid = sids[i]
+        if sid == deleted:
+            i += 1
+            if stop < n:
+                stop += 1
+            continue
+        d = offs[i] - buf_off
+        if d < 0 or d + _HDR_SIZE > clen:
+            return i
+        _m, _v, flags, _r, rec_len, seq, ts, sl, hl = _unpack_hdr(buf, d)
+        end = d + rec_len
+        if (
+            end > clen
+            or seq != base + i
+            or flags
+            or rec_len < RECORD_OVERHEAD
+            or (rec_len if hl else rec_len - FILE_HDR_OVERHEAD) != lens[i]  # accounted_size
+            or _crc32(buf[d:end]) != _CRC_RESIDUE
+        ):
+            return i
+        if sid != last_sid:
+            info = subjects[sid]
+            if info is None:
+                return i
+            name, last_sid = info.name, sid
+        a = d + _HDR_SIZE + sl
+        b = a + hl
+        append(StoredMsg(name, seq, ts, buf[a:b], buf[b : end - 4]))
+        i += 1
+    return i
+
+
+# ----------------------------------------------------------------------------- the block header
 
 
 class BlockHeader:

@@ -37,15 +37,15 @@ from .record import (
     FLAG_ERASED,
     FLAG_RANGE,
     FLAG_TOMBSTONE,
-    RECORD_HEADER,
     RECORD_OVERHEAD,
-    accounted_size,
+    check_record,
     decode_block_header,
     find_next_record,
+    index_parts,
     range_end,
-    validate_record,
+    record_headers,
 )
-from .segment import NO_SID, Block, SubjectInfo, parse_block_name
+from .segment import NO_SID, Block, SubjectInfo, list_blocks
 from .ttl import H_TTL, msg_ttl
 
 __all__ = ["MAX_LOST_REPORTED", "Recovered", "read_tombstones", "recover"]
@@ -55,8 +55,6 @@ _MISSING: Final = 0xFFFFFFFE  # scan-time marker: no record seen for this seq (y
 # A lost list longer than this is cut short (the count stays exact in ``lost_count``): a damaged
 # header claiming an absurd hwm must not make recovery allocate billions of ints.
 MAX_LOST_REPORTED: Final = 1 << 20
-
-_HDR_SIZE: Final = RECORD_HEADER.size
 
 
 @dataclass
@@ -96,7 +94,7 @@ def _scan_block(
     bad = 0
     tail: int | None = None
     while pos < size:
-        v = validate_record(data, pos, size)
+        v = check_record(data, pos, size)
         if v is None:
             nxt = find_next_record(data, pos, size)
             stop = size if nxt is None else nxt
@@ -106,7 +104,7 @@ def _scan_block(
                 break
             pos = nxt
             continue
-        rec_len, flags, seq, ts, sl, _hl = v
+        rec_len, flags, seq, ts, sl, hl = v
         if flags & FLAG_TOMBSTONE:
             blk.tombs += 1
             if flags & FLAG_RANGE:
@@ -129,17 +127,17 @@ def _scan_block(
                     lens.append(0)
                     sids.append(NO_SID)
                 else:
-                    subj = data[pos + _HDR_SIZE : pos + _HDR_SIZE + sl]
+                    subj, acct = index_parts(data, pos, rec_len, sl, hl)
                     sid = sid_of.get(subj)
                     if sid is None:
                         sid = sid_of[subj] = len(sid_of)
-                    lens.append(accounted_size(rec_len, _hl))
+                    lens.append(acct)
                     sids.append(sid)
-                    if _hl and ttls is not None:  # a TTL lives in the message's own headers
-                        hs = pos + _HDR_SIZE + sl
-                        if data.find(H_TTL, hs, hs + _hl) >= 0:
+                    if hl and ttls is not None:  # a TTL lives in the message's own headers
+                        hdr = record_headers(data, pos, sl, hl)
+                        if H_TTL in hdr:
                             try:
-                                ttl = msg_ttl(data[hs : hs + _hl])
+                                ttl = msg_ttl(hdr)
                             except ValueError:
                                 ttl = 0
                             if ttl:
@@ -158,7 +156,7 @@ def read_tombstones(data: bytes, singles: list[int], ranges: list[tuple[int, int
     pos = BLOCK_HEADER_SIZE
     size = len(data)
     while pos < size:
-        v = validate_record(data, pos, size)
+        v = check_record(data, pos, size)
         if v is None:
             nxt = find_next_record(data, pos, size)
             if nxt is None:
@@ -204,9 +202,7 @@ def _block_of(blocks: list[Block], bases: list[int], seq: int) -> Block | None:
 
 def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     """Scan ``msgdir`` and rebuild the store's in-memory state (see the module rules)."""
-    found = sorted(
-        (base, msgdir / name) for name in os.listdir(msgdir) if (base := parse_block_name(name)) is not None
-    )
+    found = list_blocks(msgdir)
     blocks: list[Block] = []
     sid_of: dict[bytes, int] = {}
     singles: list[int] = []
@@ -321,7 +317,6 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
         c.pop(NO_SID, None)
         counts.update(c)
         blk.live = len(blk.sids) - blk.sids.count(NO_SID)
-        blk.live_bytes = sum(blk.lens)
     by_sid: list[SubjectInfo | None] = [None] * len(names)
     subjects: dict[str, SubjectInfo] = {}
     first_seq = last_seq + 1
@@ -329,7 +324,7 @@ def recover(msgdir: Path, fresh_first_seq: int) -> Recovered:
     total_bytes = 0
     for blk in blocks:
         msgs += blk.live
-        total_bytes += blk.live_bytes
+        total_bytes += sum(blk.lens)
     need = set(counts)
     for blk in blocks:  # first occurrence of every subject, and the stream's first seq
         if not need and first_seq <= last_seq:

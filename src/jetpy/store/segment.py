@@ -2,10 +2,10 @@
 
 Owns: the ``Block`` object — the path and lazily opened descriptor of one ``*.blk`` file, its
 write/flush/durable offsets, and three parallel ``array('I')`` columns indexed by
-``seq - base``: record offset, record length (0 once deleted) and subject id (``NO_SID`` once
-deleted). That is 12 bytes per message and no Python object per message; payloads stay on disk.
-Also owns ``SubjectInfo``, the per-subject counters, and block file naming/creation.
-Must not know: limits, purge semantics, recovery policy, or other blocks.
+``seq - base``: record offset, accounted size (``record.accounted_size``; 0 once deleted) and
+subject id (``NO_SID`` once deleted). That is 12 bytes per message and no Python object per message; payloads stay on disk.
+Also owns ``SubjectInfo``, the per-subject counters, and block file naming, listing and creation.
+Must not know: limits, purge semantics, recovery policy, the write buffer, or other blocks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Final
 
 from .record import BLOCK_HEADER_SIZE, BlockHeader, encode_block_header
 
-__all__ = ["BLOCK_SUFFIX", "NO_SID", "Block", "SubjectInfo", "block_name", "parse_block_name"]
+__all__ = ["BLOCK_SUFFIX", "NO_SID", "Block", "SubjectInfo", "block_name", "list_blocks", "parse_block_name"]
 
 NO_SID: Final = 0xFFFFFFFF  # subject id of a deleted (or never written) sequence
 BLOCK_SUFFIX: Final = ".blk"
@@ -39,14 +39,22 @@ def parse_block_name(name: str) -> int | None:
     return int(stem)
 
 
+def list_blocks(msgdir: Path) -> list[tuple[int, Path]]:
+    """``(base, path)`` of every block file in ``msgdir``, oldest first (other names ignored)."""
+    return sorted(
+        (base, msgdir / name) for name in os.listdir(msgdir) if (base := parse_block_name(name)) is not None
+    )
+
+
 class SubjectInfo:
     """Live-message bookkeeping for one subject. ``first`` is a lower bound, validated on use."""
 
-    __slots__ = ("count", "enc", "first", "last", "name", "sid")
+    __slots__ = ("count", "enc", "first", "last", "name", "sid", "slen")
 
     def __init__(self, name: str, enc: bytes, sid: int, seq: int) -> None:
         self.name = name
         self.enc = enc
+        self.slen = len(enc)  # the append path needs it for every message
         self.sid = sid
         self.count = 0
         self.first = seq
@@ -64,7 +72,6 @@ class Block:
         "hdr_gen",
         "lens",
         "live",
-        "live_bytes",
         "offs",
         "path",
         "sids",
@@ -80,8 +87,7 @@ class Block:
         self.offs = array("I")
         self.lens = array("I")
         self.sids = array("I")
-        self.live = 0
-        self.live_bytes = 0
+        self.live = 0  # entries whose sid is not NO_SID
         self.tombs = 0  # tombstone records in this file (only these force a read on deletion)
         self.size = BLOCK_HEADER_SIZE  # logical end, including bytes still in the write buffer
         self.flushed = BLOCK_HEADER_SIZE  # bytes handed to the OS

@@ -4,19 +4,18 @@ Owns: parsing a ``Nats-TTL`` value exactly as nats-server does (``never``; a Go 
 least one second, truncated to whole seconds; or a plain number of seconds), formatting a TTL
 back as a Go duration, the headers of the delete marker a store leaves when expiry removes the
 last message of a subject, and the rule telling which messages are themselves markers.
-Must not know: streams, the API, clocks. Both stores use it (the file store also at recovery,
-where a message's TTL is read back from its own stored headers), and so does the stream's
-publish path (to refuse bad values with 10165/10166).
+Must not know: streams, the API, clocks, when messages expire (``expiry.py`` is that policy).
+The stores use it through ``expiry.py`` (the file store also at recovery, where a message's TTL
+is read back from its own stored headers), and so does the stream's publish path (to refuse bad
+values with 10165/10166).
 """
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from typing import Final
 
 from jetpy.gotime import NS_PER_SECOND, go_duration, parse_go_duration
 from jetpy.protocol.headers import get_header
-
-from .base import ErrMaxBytes, ErrMaxMsgs, ErrMaxMsgsPerSubject
 
 __all__ = [
     "H_MARKER_REASON",
@@ -27,7 +26,6 @@ __all__ = [
     "marker_headers",
     "msg_ttl",
     "parse_ttl",
-    "store_markers",
 ]
 
 H_TTL: Final = b"Nats-TTL"
@@ -73,19 +71,6 @@ def marker_headers(ttl_ns: int, reason: str = MARKER_REASON_MAX_AGE) -> bytes:
     """The headers of a subject delete marker: why the subject is empty, and the marker's own TTL
     (so markers clean themselves up). The payload is empty."""
     return f"NATS/1.0\r\nNats-Marker-Reason: {reason}\r\nNats-TTL: {go_duration(ttl_ns // _S * _S)}\r\n\r\n".encode()
-
-
-class _MarkerTarget(Protocol):
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0) -> tuple[int, int]: ...
-
-
-def store_markers(store: _MarkerTarget, subjects: list[str], ttl_ns: int, now_ns: int) -> None:
-    """Append a delete marker (with its own TTL) on each subject that expiry just emptied."""
-    for subject in subjects:
-        try:
-            store.store_msg(subject, marker_headers(ttl_ns), b"", now_ns, ttl_ns)
-        except (ErrMaxMsgs, ErrMaxBytes, ErrMaxMsgsPerSubject):
-            pass  # a full discard-new stream has no room for the marker
 
 
 def is_marker(hdr: bytes) -> bool:

@@ -1,0 +1,332 @@
+"""Reading a stopped server's file store offline (``jetpy store check`` / ``jetpy store dump``).
+
+Owns: finding stream directories under a store dir (``<dir>/jetstream/$G/streams/<name>``, a
+``jetstream`` dir, or one stream's dir), scanning every block file record by record with the
+store's own codec (``record.check_record``, so a damaged record is reported with the reason the
+store itself rejects it), the per-block and per-stream reports (messages, erased messages,
+tombstones, block headers, every damaged region with its offset and reason, torn tails, and
+which messages are live by the store's rules: the durable floor and the tombstones), and reading
+the framed metadata and consumer state files. Like Kafka's DumpLogSegments.
+Must not know: what the metadata bytes mean (the JetStream layer's JSON, decoded by the CLI), or
+how anything is printed.
+
+Read-only by construction: files are opened ``O_RDONLY`` and nothing is ever written, truncated or
+fsynced, so it is safe on a stopped server's directory and on read-only media. It does not open a
+``FileStore`` (whose recovery cuts torn tails); it only reports. If a running server holds a
+stream's lock, the results may be mid-write: ``StreamReport.locked`` says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from .base import StoreError
+from .consumer_state import META_MAGIC, read_consumer_state, read_framed
+from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE, META_FILE, MSGS_DIR, OBS_DIR, is_locked
+from .record import (
+    BLOCK_HEADER_SIZE,
+    FLAG_ERASED,
+    FLAG_RANGE,
+    FLAG_TOMBSTONE,
+    BlockHeader,
+    check_record,
+    decode_block_header,
+    find_next_record,
+    range_end,
+    split_record,
+)
+from .segment import list_blocks
+
+__all__ = [
+    "ACCOUNT",
+    "BadRegion",
+    "BlockReport",
+    "ConsumerReport",
+    "Record",
+    "StreamReport",
+    "block_files",
+    "check_stream",
+    "find_streams",
+    "read_block",
+    "read_consumers",
+    "read_meta",
+    "scan_block",
+]
+
+ACCOUNT: Final = "$G"
+"""The account whose streams a server keeps in ``<store dir>/jetstream/$G/streams/`` (nats-server's
+layout, which jetpy's server follows)."""
+
+
+@dataclass(slots=True)
+class Record:
+    """One valid record of a block file."""
+
+    offset: int
+    length: int
+    kind: str  # "msg", "erased", "tombstone", "range"
+    seq: int
+    ts: int
+    subject: str = ""
+    hdr: bytes = b""
+    payload: bytes = b""
+    end_seq: int = 0  # range tombstones: the last sequence covered
+
+
+@dataclass(slots=True)
+class BadRegion:
+    offset: int
+    length: int
+    reason: str
+    tail: bool  # nothing valid follows in this file
+
+
+@dataclass
+class BlockReport:
+    file: str
+    base: int
+    size: int
+    header: str  # "ok" or why not
+    slot: BlockHeader | None = None  # the winning header slot
+    msgs: int = 0
+    erased: int = 0
+    tombstones: int = 0
+    first_seq: int = 0
+    last_seq: int = 0
+    bad: list[BadRegion] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    live: dict[int, int] = field(default_factory=dict)  # message seq -> record length
+    deleted: set[int] = field(default_factory=set)  # seqs named by single tombstones
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # range tombstones
+
+    @property
+    def hwm(self) -> int:
+        return self.slot.hwm if self.slot is not None else 0
+
+    @property
+    def floor(self) -> int:
+        return self.slot.floor if self.slot is not None else 0
+
+
+@dataclass
+class ConsumerReport:
+    name: str
+    meta: str  # "ok", "missing" or what is wrong
+    state: str  # likewise
+    delivered_stream_seq: int = 0
+    ack_floor_stream_seq: int = 0
+    pending: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamReport:
+    """What ``check_stream`` found. ``live`` holds the messages as the store would count them:
+    message records at or above the floor named by no tombstone (seq -> record length)."""
+
+    name: str
+    path: Path
+    locked: bool
+    meta: bytes | None = None
+    meta_status: str = ""
+    blocks: list[BlockReport] = field(default_factory=list)
+    consumers: list[ConsumerReport] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    live: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def floor(self) -> int:
+        return max((b.floor for b in self.blocks), default=0)
+
+    @property
+    def last_seq(self) -> int:
+        return max([b.last_seq for b in self.blocks] + [b.hwm for b in self.blocks] + [0])
+
+    def total(self, what: Literal["msgs", "erased", "tombstones"]) -> int:
+        """The sum over blocks of a ``BlockReport`` count: "msgs" (records), "erased", "tombstones"."""
+        return sum(getattr(b, what) for b in self.blocks)
+
+    @property
+    def bad_bytes(self) -> int:
+        return sum(r.length for b in self.blocks for r in b.bad)
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _read_file(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def find_streams(root: Path) -> dict[str, Path]:
+    """Stream name -> stream directory for a store dir, its ``jetstream`` dir, or one stream dir."""
+    if (root / MSGS_DIR).is_dir() or (root / META_FILE).is_file():
+        return {root.name: root}
+    for streams in (root / "jetstream" / ACCOUNT / "streams", root / ACCOUNT / "streams", root / "streams"):
+        if streams.is_dir():
+            return {p.name: p for p in sorted(streams.iterdir()) if p.is_dir()}
+    return {}
+
+
+def block_files(stream_dir: Path) -> list[tuple[int, Path]]:
+    """``(base, path)`` of every block file of a stream, oldest first."""
+    msgdir = stream_dir / MSGS_DIR
+    return list_blocks(msgdir) if msgdir.is_dir() else []
+
+
+def read_block(path: Path, base: int) -> tuple[bytes, BlockHeader | None]:
+    """A block file's bytes and its winning header slot (None if neither slot is valid)."""
+    data = _read_file(path)
+    hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base) if len(data) >= BLOCK_HEADER_SIZE else None
+    return data, hdr
+
+
+def read_meta(stream_dir: Path) -> tuple[bytes | None, str]:
+    """The stream's metadata bytes (None if unreadable) and "ok" or what is wrong."""
+    try:
+        raw = read_framed(stream_dir / META_FILE, META_MAGIC)
+    except StoreError as exc:
+        return None, f"{META_FILE}: {exc}"
+    if raw is None:
+        return None, f"{META_FILE} is missing"
+    return raw, "ok"
+
+
+def read_consumers(stream_dir: Path) -> list[ConsumerReport]:
+    out: list[ConsumerReport] = []
+    obs = stream_dir / OBS_DIR
+    if not obs.is_dir():
+        return out
+    for cdir in sorted(p for p in obs.iterdir() if p.is_dir()):
+        rep = ConsumerReport(cdir.name, "missing", "missing")
+        try:
+            if read_framed(cdir / CONSUMER_META_FILE, META_MAGIC) is not None:
+                rep.meta = "ok"
+        except StoreError as exc:
+            rep.meta = str(exc)
+            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_META_FILE}: {exc}")
+        try:
+            st = read_consumer_state(cdir / CONSUMER_STATE_FILE)
+        except StoreError as exc:
+            rep.state = str(exc)
+            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_STATE_FILE}: {exc}")
+        else:
+            if st is not None:
+                rep.state = "ok"
+                rep.delivered_stream_seq = st.delivered_stream_seq
+                rep.ack_floor_stream_seq = st.ack_floor_stream_seq
+                rep.pending = len(st.pending)
+        out.append(rep)
+    return out
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+def scan_block(data: bytes) -> Iterator[Record | BadRegion]:
+    """Every valid record and every damaged region of one block file's bytes, in file order."""
+    size = len(data)
+    pos = BLOCK_HEADER_SIZE
+    while pos < size:
+        v = check_record(data, pos, size, explain=True)
+        if isinstance(v, str):
+            nxt = find_next_record(data, pos, size)
+            stop = size if nxt is None else nxt
+            yield BadRegion(pos, stop - pos, v, nxt is None)
+            pos = stop
+            continue
+        rec_len, flags, seq, ts, _sl, _hl = v
+        if flags & FLAG_TOMBSTONE:
+            if flags & FLAG_RANGE:
+                yield Record(pos, rec_len, "range", seq, ts, end_seq=range_end(data, pos))
+            else:
+                yield Record(pos, rec_len, "tombstone", seq, ts)
+        elif flags & FLAG_ERASED:
+            yield Record(pos, rec_len, "erased", seq, ts)
+        else:
+            subject, hdr, payload = split_record(data, pos, v)
+            yield Record(pos, rec_len, "msg", seq, ts, subject.decode("utf-8", "replace"), hdr, payload)
+        pos += rec_len
+
+
+def check_block(path: Path, base: int, data: bytes) -> BlockReport:
+    rep = BlockReport(path.name, base, len(data), "ok")
+    if len(data) < BLOCK_HEADER_SIZE:
+        rep.header = f"file is {len(data)} bytes, shorter than the {BLOCK_HEADER_SIZE}-byte header"
+        rep.problems.append(rep.header)
+        return rep
+    hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base)
+    if hdr is None:
+        rep.header = "no valid header slot (both fail their checksum or name another base)"
+        rep.problems.append(rep.header)
+    rep.slot = hdr
+    expected = base
+    for item in scan_block(data):
+        if isinstance(item, BadRegion):
+            rep.bad.append(item)
+            what = "torn tail" if item.tail else "damaged region"
+            rep.problems.append(f"{path.name}: {what} at offset {item.offset} ({item.length} bytes): {item.reason}")
+            continue
+        if item.kind == "tombstone":
+            rep.tombstones += 1
+            rep.deleted.add(item.seq)
+            continue
+        if item.kind == "range":
+            rep.tombstones += 1
+            rep.ranges.append((item.seq, item.end_seq))
+            continue
+        if item.seq < expected:
+            rep.problems.append(
+                f"{path.name}: sequence {item.seq} at offset {item.offset} is out of order (expected {expected} or more)"
+            )
+        expected = max(expected, item.seq + 1)
+        rep.first_seq = rep.first_seq or item.seq
+        rep.last_seq = max(rep.last_seq, item.seq)
+        if item.kind == "erased":
+            rep.erased += 1
+        else:
+            rep.msgs += 1
+            rep.live[item.seq] = item.length
+    return rep
+
+
+def check_stream(name: str, stream_dir: Path) -> StreamReport:
+    """Check every file of one stream directory (see ``StreamReport``)."""
+    rep = StreamReport(name, stream_dir, is_locked(stream_dir))
+    rep.meta, rep.meta_status = read_meta(stream_dir)
+    if rep.meta is None:
+        rep.problems.append(rep.meta_status)
+    if (stream_dir / MSGS_DIR).is_dir():
+        for base, path in block_files(stream_dir):
+            try:
+                data = _read_file(path)
+            except OSError as exc:
+                rep.problems.append(f"{path.name}: cannot read: {exc.strerror or exc}")
+                continue
+            block = check_block(path, base, data)
+            rep.blocks.append(block)
+            rep.problems.extend(block.problems)
+    else:
+        rep.problems.append(f"{MSGS_DIR}/ is missing")
+    rep.consumers = read_consumers(stream_dir)
+    for c in rep.consumers:
+        rep.problems.extend(c.problems)
+    floor = rep.floor
+    deleted = set().union(*(b.deleted for b in rep.blocks))
+    ranges = [r for b in rep.blocks for r in b.ranges]
+    rep.live = {
+        seq: n for b in rep.blocks for seq, n in b.live.items()
+        if seq >= floor and seq not in deleted and not any(lo <= seq <= hi for lo, hi in ranges)
+    }
+    return rep

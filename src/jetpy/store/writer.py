@@ -1,0 +1,442 @@
+"""Group commit for the file store: write buffer -> OS -> stable storage, and rollback.
+
+Owns: the write buffer (records appended by ``FileStore.store_msg`` through the codec, and the
+tombstones appended here), ``flush`` (one ``pwrite`` of the buffer plus a rewrite of the active
+block's older header slot when hwm/floor/last_ts changed), ``sync`` (``fdatasync`` of every dirty
+block and of the directory, safe on a worker thread), creating the next block when the active
+one is full, retiring dead blocks (unlinked once what covers them is durable), in-place
+rewrites (erase), the rollback after a failed write or fsync, and the bounded pool of block
+descriptors. Must not know: limits, purge semantics, queries, record decoding, recovery.
+
+What ``self.lock`` protects (shared with the sync thread): the dirty set, every block's
+``flushed``/``durable``/``wseq``, the index's ``active`` block, ``flushed_seq``/``durable_seq``,
+the pending-unlink lists, the flushed part of the tombstone log, the epoch, ``fail``, the
+sync-busy flag and deferred closes. It is never held across ``fdatasync``. The epoch changes on
+every rollback, so a sync that was in flight when one happened knows its result is void.
+
+The guard: ``guard`` is true exactly when the owning thread must look before writing (the store
+is closed, a sync failed on the worker thread, or the next append must start a new block), so
+the append path tests one attribute.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from .base import ErrStoreIO
+from .consumer_state import fsync_dir
+from .index import StoreIndex
+from .record import (
+    BLOCK_HEADER_SIZE,
+    RECORD_OVERHEAD,
+    BlockHeader,
+    encode_block_header,
+    encode_range_tombstone,
+    encode_tombstone,
+)
+from .segment import Block
+
+__all__ = ["MAX_OPEN_SEALED", "GroupCommit"]
+
+MAX_OPEN_SEALED: Final = 64
+"""Descriptors kept open for sealed (non-active) blocks, least recently used evicted: a terabyte
+stream has ~100k blocks and must not need as many descriptors."""
+
+
+class GroupCommit:
+    """The write side of one file store; see the module docstring."""
+
+    __slots__ = (
+        "_await_flush",
+        "_await_sync",
+        "_deferred_close",
+        "_dir_dirty",
+        "_dirty",
+        "_dlog_a",
+        "_dlog_b",
+        "_dlog_flushed",
+        "_epoch",
+        "_forget_reads",
+        "_hdr_written",
+        "_ix",
+        "_lru",
+        "_msgdir",
+        "_sync_busy",
+        "closed",
+        "durable_seq",
+        "fail",
+        "flushed_seq",
+        "guard",
+        "lock",
+        "roll_pending",
+        "sync_mutex",
+        "wbuf",
+    )
+
+    def __init__(self, index: StoreIndex, msgdir: Path, forget_reads: Callable[[Block | None], None]) -> None:
+        """``forget_reads(blk)`` is called whenever bytes a reader may have cached are rewritten
+        or their file goes away (None: any block's)."""
+        self._ix = index
+        self._msgdir = msgdir
+        self._forget_reads = forget_reads
+        self.wbuf: Final = bytearray()  # records not yet handed to the OS, all for the active block
+        self.lock: Final = threading.Lock()
+        self.sync_mutex: Final = threading.Lock()  # one sync at a time; the owning thread never takes it
+        self._lru: OrderedDict[Block, None] = OrderedDict()
+        self.flushed_seq = index.last_seq
+        self.durable_seq = index.last_seq
+        self._hdr_written: tuple[int, int, int] | None = None  # (hwm, floor, last_ts) in the active header
+        self._dirty: set[Block] = set()  # blocks written since their last fdatasync
+        self._dir_dirty = False
+        self._await_flush: list[Block] = []  # retired blocks whose covering tombstones are buffered
+        self._await_sync: list[Block] = []  # ... flushed; unlink after the next successful sync
+        # Tombstones (first, last) written since the last sync, re-appended if a rollback cuts them
+        # off; two u64 columns so a long stretch without sync costs 16 bytes per delete.
+        self._dlog_a = array("Q")
+        self._dlog_b = array("Q")
+        self._dlog_flushed = 0
+        self._epoch = 0
+        self.fail: OSError | None = None  # a failed sync, applied (rolled back) by the owning thread
+        self._sync_busy = False
+        self._deferred_close: list[int] = []
+        self.closed = False
+        self.roll_pending = False  # the next append must start a new block
+        self.guard = False
+
+    def _reguard_locked(self) -> None:
+        self.guard = self.closed or self.fail is not None or self.roll_pending
+
+    def set_roll_pending(self) -> None:
+        """Never append to the active block again (a torn tail or rolled-back seqs end it)."""
+        with self.lock:
+            self.roll_pending = True
+            self._reguard_locked()
+
+    # ------------------------------------------------------------------ appending
+
+    def tombstone(self, seq: int) -> None:
+        buf = self.wbuf
+        buf += encode_tombstone(seq)
+        active = self._ix.active
+        active.size += RECORD_OVERHEAD
+        active.tombs += 1
+        self._dlog_a.append(seq)
+        self._dlog_b.append(seq)
+
+    def range_tombstone(self, first: int, last: int) -> None:
+        rec = encode_range_tombstone(first, last)
+        buf = self.wbuf
+        buf += rec
+        active = self._ix.active
+        active.size += len(rec)
+        active.tombs += 1
+        self._dlog_a.append(first)
+        self._dlog_b.append(last)
+
+    def overwrite(self, blk: Block, off: int, data: bytes) -> None:
+        """Replace the bytes at ``off`` of ``blk`` in place (an erase), wherever they are now."""
+        if off >= blk.flushed:
+            start = off - blk.flushed
+            self.wbuf[start : start + len(data)] = data
+            return
+        try:
+            if os.pwrite(self.fd(blk), data, off) != len(data):
+                raise OSError(_errno.EIO, "short write while erasing")
+        except OSError as exc:
+            raise self.rollback(exc) from exc
+        with self.lock:
+            blk.wseq += 1
+            self._dirty.add(blk)
+        self._forget_reads(None)
+
+    # ------------------------------------------------------------------ blocks
+
+    def created(self, blk: Block) -> None:
+        """``blk`` was just created (its file and its directory entry are not durable yet)."""
+        with self.lock:
+            self._dirty.add(blk)
+            self._dir_dirty = True
+
+    def roll(self, base: int, hwm: int) -> Block:
+        """Seal the active block and start ``<base>.blk`` (base > every seq handed out so far)
+        with high-water mark ``hwm``; returns the sealed block, whose descriptor stays in the
+        pool if it still has messages."""
+        self.write_out()
+        ix = self._ix
+        floor = ix.first_seq if ix.msgs else base
+        try:
+            blk = Block.create(self._msgdir, BlockHeader(base, hwm, floor, ix.last_ts, 1))
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"creating block {base}: {exc}") from exc
+        old = ix.active
+        self._hdr_written = None
+        with self.lock:
+            ix.add_block(blk)
+            self._dirty.add(blk)
+            self._dir_dirty = True
+            self.roll_pending = False
+            self._reguard_locked()
+        if old.live and old.fd >= 0:
+            self._lru[old] = None
+            self._evict_fds()
+        return old
+
+    def retire(self, blk: Block) -> None:
+        """Forget a block the index no longer has: close it, unlink it after the next sync."""
+        self._lru.pop(blk, None)
+        self._forget_reads(blk)
+        with self.lock:
+            self._dirty.discard(blk)
+            self._await_flush.append(blk)
+            self._close_fd_locked(blk)
+
+    # ------------------------------------------------------------------ flush and sync
+
+    def write_out(self) -> None:
+        """Hand the write buffer to the OS (pwrite at the active block's flushed offset)."""
+        buf = self.wbuf
+        if not buf:
+            return
+        blk = self._ix.active
+        total = len(buf)
+        try:
+            done = os.pwrite(blk.fd, buf, blk.flushed)
+            while done < total:
+                n = os.pwrite(blk.fd, memoryview(buf)[done:], blk.flushed + done)
+                if n <= 0:
+                    raise OSError(_errno.ENOSPC, "no progress writing block")
+                done += n
+        except OSError as exc:
+            raise self.rollback(exc) from exc
+        with self.lock:
+            blk.flushed += total
+            blk.wseq += 1
+            self._dirty.add(blk)
+        buf.clear()
+
+    def _write_header(self, vals: tuple[int, int, int]) -> None:
+        """Rewrite the active block's older header slot with (hwm, floor, last_ts).
+
+        Done on every flush that changed them, so that a process crash (page cache intact)
+        keeps head deletions and the high-water mark; ``sync`` makes it durable with the
+        records because it fdatasyncs the same file."""
+        blk = self._ix.active
+        gen = blk.hdr_gen + 1
+        off, slot = encode_block_header(BlockHeader(blk.base, *vals, gen))
+        try:
+            if os.pwrite(blk.fd, slot, off) != len(slot):
+                raise OSError(_errno.EIO, "short write of block header")
+        except OSError as exc:
+            raise self.rollback(exc) from exc
+        blk.hdr_gen = gen
+        self._hdr_written = vals
+        with self.lock:
+            blk.wseq += 1
+            self._dirty.add(blk)
+
+    def flush(self) -> int:
+        """Write buffered records to the OS; returns the highest sequence now written."""
+        self.write_out()
+        ix = self._ix
+        vals = (ix.last_seq, ix.first_seq, ix.last_ts)
+        if vals != self._hdr_written:
+            self._write_header(vals)
+        with self.lock:
+            self.flushed_seq = ix.last_seq
+            self._await_sync.extend(self._await_flush)
+            self._await_flush.clear()
+            self._dlog_flushed = len(self._dlog_a)
+        return self.flushed_seq
+
+    def sync(self) -> None:
+        """fdatasync everything flushed before this call; safe on a worker thread (see module doc)."""
+        with self.sync_mutex:
+            with self.lock:
+                if self.closed:
+                    return
+                fail = self.fail
+                if fail is not None:
+                    raise ErrStoreIO(
+                        fail.errno or _errno.EIO,
+                        range(self.durable_seq + 1, self.flushed_seq + 1),
+                        "an earlier sync failed",
+                    )
+                epoch = self._epoch
+                self._dirty = {b for b in self._dirty if b.fd >= 0}  # no descriptor, nothing unsynced
+                targets = [(b, b.fd, b.flushed, b.wseq) for b in self._dirty]
+                unlinks = list(self._await_sync)
+                dir_dirty = self._dir_dirty
+                if not targets and not unlinks and not dir_dirty:
+                    return
+                self._dir_dirty = False
+                dlog_n = self._dlog_flushed
+                target_seq = self.flushed_seq
+                prev_durable = self.durable_seq
+                self._sync_busy = True
+            try:
+                fds: list[int] = []
+                for _b, fd, _off, _w in targets:
+                    if fd not in fds:
+                        fds.append(fd)
+                for fd in fds:
+                    os.fdatasync(fd)
+                if dir_dirty:
+                    fsync_dir(self._msgdir)
+            except OSError as exc:
+                with self.lock:
+                    self._sync_busy = False
+                    self._dir_dirty = self._dir_dirty or dir_dirty
+                    if epoch == self._epoch and self.fail is None:
+                        self.fail = exc
+                        self._reguard_locked()
+                    self._close_deferred_locked()
+                raise ErrStoreIO(exc.errno or _errno.EIO, range(prev_durable + 1, target_seq + 1), "sync") from exc
+            with self.lock:
+                self._sync_busy = False
+                if epoch != self._epoch:
+                    self._close_deferred_locked()
+                    raise ErrStoreIO(_errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync")
+                for b, _fd, off, ws in targets:
+                    if off > b.durable:
+                        b.durable = off
+                    if b.wseq == ws:
+                        self._dirty.discard(b)
+                if target_seq > self.durable_seq:
+                    self.durable_seq = target_seq
+                del self._dlog_a[:dlog_n]
+                del self._dlog_b[:dlog_n]
+                self._dlog_flushed -= dlog_n
+                for b in unlinks:
+                    self._await_sync.remove(b)
+                self._close_deferred_locked()
+            if unlinks:
+                for b in unlinks:
+                    try:
+                        os.unlink(b.path)
+                    except OSError:
+                        pass  # already gone, or unremovable: recovery treats it as dead anyway
+                try:
+                    fsync_dir(self._msgdir)
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ rollback
+
+    def rollback(self, exc: OSError) -> ErrStoreIO:
+        """Undo everything not yet durable after a failed write/fsync; returns the error to raise.
+
+        Runs on the owning thread. Drops index entries above the durable sequence, truncates
+        every block to its durable size, re-appends the tombstones that were lost with the
+        buffer, and arranges for the next message to start a fresh block so the rolled-back
+        sequences are never handed out again.
+        """
+        with self.lock:
+            self._epoch += 1
+            self.fail = None
+            durable_seq = self.durable_seq
+            self._await_flush.extend(self._await_sync)
+            self._await_sync.clear()
+            self._dlog_flushed = 0
+        self.wbuf.clear()
+        self._forget_reads(None)
+        ix = self._ix
+        ix.forget_after(durable_seq)
+        kept: list[Block] = []
+        last = ix.blocks[-1]
+        for blk in ix.blocks:
+            if blk.base > durable_seq and blk is not last:
+                self._lru.pop(blk, None)
+                with self.lock:
+                    self._dirty.discard(blk)
+                    self._close_fd_locked(blk)
+                try:
+                    os.unlink(blk.path)
+                except OSError:
+                    pass
+                continue
+            if blk.size > blk.durable or blk.flushed > blk.durable:
+                keep = max(blk.durable, BLOCK_HEADER_SIZE)
+                try:
+                    os.ftruncate(self.fd(blk), keep)
+                except OSError:
+                    pass  # later appends overwrite from ``keep``; recovery ignores stale bytes
+                blk.size = blk.flushed = keep
+                with self.lock:
+                    blk.wseq += 1
+                    self._dirty.add(blk)
+            kept.append(blk)
+        self._hdr_written = None
+        with self.lock:
+            ix.keep_blocks(kept)
+            self._lru.pop(ix.active, None)
+            ix.active.open()
+            self.flushed_seq = durable_seq
+            self.roll_pending = ix.active.end_seq <= ix.last_seq
+            self._reguard_locked()
+        pending = list(zip(self._dlog_a, self._dlog_b, strict=True))
+        del self._dlog_a[:]
+        del self._dlog_b[:]
+        for a, b in pending:
+            if a == b:
+                if a <= durable_seq:
+                    self.tombstone(a)
+            else:
+                self.range_tombstone(a, b)
+        return ErrStoreIO(exc.errno or _errno.EIO, range(durable_seq + 1, ix.last_seq + 1), str(exc))
+
+    # ------------------------------------------------------------------ descriptors
+
+    def fd(self, blk: Block) -> int:
+        """``blk``'s descriptor, opened if needed; sealed blocks share a bounded LRU pool."""
+        fd = blk.fd
+        if fd >= 0:
+            if blk in self._lru:
+                self._lru.move_to_end(blk)
+            return fd
+        fd = blk.open()
+        if blk is not self._ix.active:
+            self._lru[blk] = None
+            self._evict_fds()
+        return fd
+
+    def _evict_fds(self) -> None:
+        while len(self._lru) > MAX_OPEN_SEALED:
+            victim = next((b for b in self._lru if b not in self._dirty), None)
+            if victim is None:
+                return
+            del self._lru[victim]
+            with self.lock:
+                self._close_fd_locked(victim)
+
+    def _close_fd_locked(self, blk: Block) -> None:
+        if blk.fd >= 0:
+            if self._sync_busy:
+                self._deferred_close.append(blk.fd)  # the sync thread may be fdatasync-ing it
+            else:
+                os.close(blk.fd)
+            blk.fd = -1
+
+    def _close_deferred_locked(self) -> None:
+        for fd in self._deferred_close:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._deferred_close.clear()
+
+    def close(self) -> None:
+        """Close every descriptor and refuse further writes; nothing is flushed or synced here."""
+        with self.sync_mutex, self.lock:
+            self.closed = True
+            self._reguard_locked()
+            for blk in [*self._ix.blocks, *self._await_flush, *self._await_sync]:
+                self._close_fd_locked(blk)
+            self._close_deferred_locked()
+            self._lru.clear()
