@@ -14,8 +14,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from jetpy.version import VERSION
+
 __all__ = ["Server", "__version__"]
-__version__ = "0.1.0"
+__version__ = VERSION
 
 if TYPE_CHECKING:
     from jetpy.server.app import Server

@@ -13,8 +13,8 @@ import platform
 import secrets
 from typing import Any, Final
 
-import jetpy
 from jetpy.protocol import encode as enc
+from jetpy.version import VERSION
 
 __all__ = [
     "JETPY_VERSION",
@@ -29,7 +29,7 @@ __all__ = [
 # The nats-server version whose protocol and JetStream API we implement. Clients gate features on
 # INFO's "version", so this is what they must see; jetpy's own version is in "go".
 NATS_COMPAT_VERSION: Final = "2.10.0"
-JETPY_VERSION: Final = jetpy.__version__  # jetpy's own release
+JETPY_VERSION: Final = VERSION  # jetpy's own release
 PROTO: Final = 1  # the server protocol level INFO and /varz announce (nats-server's PROTO)
 SERVER_ID_LENGTH: Final = 56  # nats-server ids are public nkeys: 56 characters of base32
 
