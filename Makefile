@@ -22,7 +22,8 @@ reference:
 	@bash scripts/install-reference.sh || true
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests scripts examples
+	$(BIN)/ruff format --check src tests scripts examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

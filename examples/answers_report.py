@@ -32,7 +32,9 @@ def session(master: str, app: str) -> SparkSession:
 
 def report(spark: SparkSession, servers: str) -> list[dict[str, Any]]:
     answers = spark.read.format("jetstream").option("servers", servers).option("stream", "answers").load()
-    body = F.from_json(F.col("data").cast("string"), "service string, op string, a double, b double, value double")
+    body = F.from_json(
+        F.col("data").cast("string"), "service string, op string, a double, b double, value double"
+    )
     rows = (
         answers.select("subject", body.alias("m"))
         .groupBy("subject")

@@ -46,7 +46,9 @@ class EmbeddedServer:
         self._stop = asyncio.Event()
         self._ready = threading.Event()
         self._store = store_dir
-        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._serve(),), daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self._serve(),), daemon=True
+        )
         self.thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("embedded server did not start")
@@ -117,7 +119,9 @@ def main() -> int:
             spark.stop()
             more = srv.run(shipping(args.lines // 2, 2))
             sent.update(more)
-            print(f"shipped {sum(more.values())} more lines; restarting the job in a new process (same checkpoint)")
+            print(
+                f"shipped {sum(more.values())} more lines; restarting the job in a new process (same checkpoint)"
+            )
             subprocess.run(
                 [sys.executable, str(HERE / "log_levels.py"), "--servers", srv.url, "--checkpoint", ckpt],
                 check=True,
@@ -138,7 +142,14 @@ def main() -> int:
                 with standalone_cluster(Path(tmp) / "cluster") as master:
                     print(f"master {master}")
                     out = subprocess.run(
-                        [sys.executable, str(HERE / "answers_report.py"), "--servers", srv.url, "--master", master],
+                        [
+                            sys.executable,
+                            str(HERE / "answers_report.py"),
+                            "--servers",
+                            srv.url,
+                            "--master",
+                            master,
+                        ],
                         check=True,
                         cwd=HERE,
                         capture_output=True,

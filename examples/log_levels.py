@@ -65,7 +65,13 @@ def run_job(spark: SparkSession, servers: str, checkpoint: str, available_now: b
         )
 
     trigger = {"availableNow": True} if available_now else {"processingTime": "1 second"}
-    q = counts.writeStream.outputMode("update").foreachBatch(to_kv).option("checkpointLocation", checkpoint).trigger(**trigger).start()
+    q = (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(to_kv)
+        .option("checkpointLocation", checkpoint)
+        .trigger(**trigger)
+        .start()
+    )
     if available_now:
         q.awaitTermination()
 

@@ -60,7 +60,10 @@ async def run_requester(nc: Client, rounds: int, seed: int = 0) -> Counter[str]:
     for r in range(rounds):
         a, b = rnd.randint(0, 10), rnd.randint(0, 10)
         replies = await asyncio.gather(
-            *(nc.request(f"math.{op}", json.dumps({"a": a, "b": b, "round": r}).encode(), timeout=5) for op in OPS)
+            *(
+                nc.request(f"math.{op}", json.dumps({"a": a, "b": b, "round": r}).encode(), timeout=5)
+                for op in OPS
+            )
         )
         for rep in replies:
             value = json.loads(rep.data)["value"]

@@ -33,7 +33,9 @@ def _spark_class() -> str:
 def _start(args: list[str], log: Path, ready: str, timeout: float = 90.0) -> subprocess.Popen[bytes]:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     with open(log, "wb") as f:
-        p = subprocess.Popen([_spark_class(), *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        p = subprocess.Popen(
+            [_spark_class(), *args], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready in log.read_text(errors="replace"):
@@ -62,15 +64,33 @@ def standalone_cluster(workdir: Path, cores: int = 2, memory: str = "1g") -> Ite
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
     master = _start(
-        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())],
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        ],
         workdir / "master.log",
         "I have been elected leader",
     )
     try:
         worker = _start(
             [
-                "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", str(cores),
-                "--memory", memory, "--webui-port", str(_free_port()), "--work-dir", str(workdir / "work"),
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(cores),
+                "--memory",
+                memory,
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(workdir / "work"),
             ],
             workdir / "worker.log",
             "Successfully registered with master",

@@ -539,7 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     commands = {NATS: [nats_server], JETPY: jetpy_command(args.jetpy_cmd)}
     print(f"natsbench: {natsbench}")
-    version = subprocess.run([nats_server, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    version = subprocess.run(
+        [nats_server, "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     print(f"reference: {version or nats_server}")
     print(f"{NATS}: {' '.join(commands[NATS])}   {JETPY}: {' '.join(commands[JETPY])}")
     print(f"scenarios: {','.join(args.scenarios)}  rounds: {args.rounds}  size: {args.size} B", flush=True)

@@ -32,7 +32,18 @@ def start_jetpy(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     log = tmp / "jetpy.log"
     with open(log, "wb") as f:
         p = subprocess.Popen(
-            [sys.executable, "-m", "jetpy.server", "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp / "js")],
+            [
+                sys.executable,
+                "-m",
+                "jetpy.server",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                "-1",
+                "-js",
+                "-sd",
+                str(tmp / "js"),
+            ],
             stdout=f,
             stderr=subprocess.STDOUT,
         )
@@ -70,7 +81,9 @@ async def pull_baseline(url: str, n: int, batch: int = 500, limit_s: float = 120
     nc = await nats.connect(url)
     js = nc.jetstream()
     sub = await js.pull_subscribe(
-        "bench.>", stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        "bench.>",
+        stream=STREAM,
+        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL),
     )
     got = 0
     t = time.perf_counter()
@@ -121,9 +134,16 @@ def spark_runs(url: str, n: int, tmp: Path, master: str) -> dict[str, float]:
     out["parquet_warm"] = n / min(ptimes[1:])
     ckpt = tempfile.mkdtemp(dir=tmp)
     q = (
-        spark.readStream.format("jetstream").option("servers", url).option("stream", STREAM)
-        .option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "100000").load()
-        .writeStream.format("noop").option("checkpointLocation", ckpt).trigger(availableNow=True).start()
+        spark.readStream.format("jetstream")
+        .option("servers", url)
+        .option("stream", STREAM)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "100000")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", ckpt)
+        .trigger(availableNow=True)
+        .start()
     )
     t = time.perf_counter()
     q.awaitTermination()
@@ -157,17 +177,25 @@ def main() -> int:
         if not args.skip_baseline:
             try:
                 base, got = asyncio.run(pull_baseline(url, args.msgs))
-                print(f"  nats-py pull consumer (fetch 500, AckNone): {base:,.0f} msg/s ({got:,} read)", flush=True)
+                print(
+                    f"  nats-py pull consumer (fetch 500, AckNone): {base:,.0f} msg/s ({got:,} read)",
+                    flush=True,
+                )
             except Exception as e:  # consumers may not exist on this server yet
-                print(f"  nats-py pull consumer: not available on this server ({type(e).__name__}: {e})", flush=True)
+                print(
+                    f"  nats-py pull consumer: not available on this server ({type(e).__name__}: {e})",
+                    flush=True,
+                )
         res = spark_runs(url, args.msgs, tmp, args.master)
         print(f"  Spark batch read ({args.master}), first query: {res['spark_cold']:,.0f} msg/s")
         print(f"  Spark batch read ({args.master}), warm: {res['spark_warm']:,.0f} msg/s")
         if base:
             print(f"  ratio Spark warm / nats-py pull: {res['spark_warm'] / base:.1f}x (bar: >= 5x)")
         print(f"  Spark reading the same rows from Parquet, warm: {res['parquet_warm']:,.0f} rows/s")
-        print(f"  Spark streaming (AvailableNow, 100k per trigger, noop sink): {res['streaming']:,.0f} msg/s "
-              f"in {res['streaming_batches']:.0f} micro-batches")
+        print(
+            f"  Spark streaming (AvailableNow, 100k per trigger, noop sink): {res['streaming']:,.0f} msg/s "
+            f"in {res['streaming_batches']:.0f} micro-batches"
+        )
         return 0
     finally:
         if proc is not None:

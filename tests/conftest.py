@@ -107,7 +107,10 @@ def start_process(cmd: list[str], log_path: Path, want_http: bool = False) -> Pr
 @pytest.fixture
 def jetpy_proc(tmp_path: Path) -> Iterator[Proc]:
     """jetpy-server as a subprocess with JetStream on a temporary store."""
-    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp_path / "jp")], tmp_path / "jetpy.log")
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp_path / "jp")],
+        tmp_path / "jetpy.log",
+    )
     yield p
     p.stop(signal.SIGKILL)
 

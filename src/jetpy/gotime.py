@@ -12,8 +12,16 @@ __all__ = ["NS_PER_SECOND", "go_duration", "parse_go_duration"]
 
 NS_PER_SECOND = 1_000_000_000
 _S: Final = NS_PER_SECOND
-_UNITS: Final = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": _S, "m": 60 * _S,
-                 "h": 3600 * _S}
+_UNITS: Final = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": _S,
+    "m": 60 * _S,
+    "h": 3600 * _S,
+}
 _COMPONENT: Final = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|µs|μs|ms|s|m|h)")
 
 

@@ -54,8 +54,13 @@ def run_cli(url: str | None, *args: str, input: bytes | None = None, timeout: fl
 def run_many(url: str | None, *commands: list[str], timeout: float = CLI_TIMEOUT) -> list[Result]:
     """Run independent CLI invocations concurrently (the machine has cores to spare; CLIs start slowly)."""
     procs = [
-        subprocess.Popen([*CLI, *(["-s", url] if url else []), *args], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+        subprocess.Popen(
+            [*CLI, *(["-s", url] if url else []), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=cli_env(),
+        )
         for args in commands
     ]
     return [finish(p, timeout) for p in procs]
@@ -64,7 +69,10 @@ def run_many(url: str | None, *commands: list[str], timeout: float = CLI_TIMEOUT
 def start_cli(url: str, *args: str) -> subprocess.Popen[bytes]:
     """Start a long-running CLI (sub, reply, kv watch) in the background."""
     return subprocess.Popen(
-        [*CLI, "-s", url, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [*CLI, "-s", url, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=cli_env(),
     )
 
@@ -114,7 +122,9 @@ async def js_publish(url: str, *msgs: tuple[str, bytes]) -> None:
 
 
 def _start_jetpy(store: Path, log: Path, *extra: str) -> Proc:
-    return start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store), *extra], log)
+    return start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store), *extra], log
+    )
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +142,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     if REFERENCE is None:
         pytest.skip("Debian's nats-server is not installed (make test installs it with apt when it can)")
     d = tmp_path_factory.mktemp("ref")
-    p = start_process([REFERENCE, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "store")], d / "ref.log")
+    p = start_process(
+        [REFERENCE, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "store")], d / "ref.log"
+    )
     yield p
     p.stop(signal.SIGKILL)
 

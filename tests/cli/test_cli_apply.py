@@ -38,8 +38,15 @@ async def test_apply_plan_dry_run_converge_and_update(jetpy: Proc, tmp_path: Pat
     spec.write_text(SPEC)
     dry = run_cli(url, "apply", "-f", str(spec), "--dry-run")
     assert dry.code == 0, dry
-    for line in ("+ stream APPLIED", "    max_age: 7d", "+ kv APPSETTINGS", "+ consumer APPLIED > PROCESSOR",
-                 "+ consumer APPLIED > AUDIT", "Plan: 4 to create, 0 to update, 0 unchanged", "Dry run"):
+    for line in (
+        "+ stream APPLIED",
+        "    max_age: 7d",
+        "+ kv APPSETTINGS",
+        "+ consumer APPLIED > PROCESSOR",
+        "+ consumer APPLIED > AUDIT",
+        "Plan: 4 to create, 0 to update, 0 unchanged",
+        "Dry run",
+    ):
         assert line in dry.out, dry
     assert not {"APPLIED", "KV_APPSETTINGS"} & set((await api(url, "STREAM.NAMES"))["streams"] or [])
 
@@ -48,9 +55,17 @@ async def test_apply_plan_dry_run_converge_and_update(jetpy: Proc, tmp_path: Pat
     orders = (await api(url, "STREAM.INFO.APPLIED"))["config"]
     assert (orders["max_age"], orders["max_bytes"]) == (7 * 86400 * 10**9, 1024**3)
     kv = (await api(url, "STREAM.INFO.KV_APPSETTINGS"))["config"]
-    assert (kv["max_msgs_per_subject"], kv["max_age"], kv["subjects"]) == (3, 3600 * 10**9, ["$KV.APPSETTINGS.>"])
+    assert (kv["max_msgs_per_subject"], kv["max_age"], kv["subjects"]) == (
+        3,
+        3600 * 10**9,
+        ["$KV.APPSETTINGS.>"],
+    )
     proc = (await api(url, "CONSUMER.INFO.APPLIED.PROCESSOR"))["config"]
-    assert (proc["filter_subject"], proc["ack_wait"], proc["durable_name"]) == ("applied.new", 30 * 10**9, "PROCESSOR")
+    assert (proc["filter_subject"], proc["ack_wait"], proc["durable_name"]) == (
+        "applied.new",
+        30 * 10**9,
+        "PROCESSOR",
+    )
     assert (await api(url, "CONSUMER.INFO.APPLIED.AUDIT"))["config"]["ack_policy"] == "none"
 
     again = run_cli(url, "apply", "-f", str(spec), "--json")
@@ -63,7 +78,9 @@ async def test_apply_plan_dry_run_converge_and_update(jetpy: Proc, tmp_path: Pat
     assert "~ kv APPSETTINGS\n    max_msgs_per_subject: 3 -> 10" in dry.out
     assert (await api(url, "STREAM.INFO.APPLIED"))["config"]["max_age"] == 7 * 86400 * 10**9
     real = run_cli(url, "apply", "-f", str(spec))
-    assert real.code == 0 and "Updated stream APPLIED" in real.out and "Updated kv APPSETTINGS" in real.out, real
+    assert real.code == 0 and "Updated stream APPLIED" in real.out and "Updated kv APPSETTINGS" in real.out, (
+        real
+    )
     assert (await api(url, "STREAM.INFO.APPLIED"))["config"]["max_age"] == 14 * 86400 * 10**9
     assert (await api(url, "STREAM.INFO.KV_APPSETTINGS"))["config"]["max_msgs_per_subject"] == 10
 
@@ -71,8 +88,14 @@ async def test_apply_plan_dry_run_converge_and_update(jetpy: Proc, tmp_path: Pat
 async def test_invalid_files_are_usage_errors_and_change_nothing(jetpy: Proc, tmp_path: Path) -> None:
     url = jetpy.url
     files = {
-        "typo.yaml": ("streams:\n  - name: TYPO\n    subjects: [typo.>]\n    max_msg: 10\n", "unknown field max_msg"),
-        "enum.yaml": ("streams:\n  - name: ENUM\n    retention: sometimes\n", "retention: 'sometimes' is not one of"),
+        "typo.yaml": (
+            "streams:\n  - name: TYPO\n    subjects: [typo.>]\n    max_msg: 10\n",
+            "unknown field max_msg",
+        ),
+        "enum.yaml": (
+            "streams:\n  - name: ENUM\n    retention: sometimes\n",
+            "retention: 'sometimes' is not one of",
+        ),
         "dur.yaml": ("streams:\n  - name: DUR\n    max_age: soon\n", "invalid duration 'soon'"),
         "yaml.yaml": ("streams: [\n  - name: X\n", "not valid YAML"),
         "bucket.yaml": ("streams:\n  - name: OK1\nkv:\n  - bucket: bad.bucket\n", "invalid bucket name"),

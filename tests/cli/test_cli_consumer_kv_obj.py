@@ -14,8 +14,24 @@ async def test_consumer_add_ls_info_next_rm(any_server: Proc) -> None:
     url = any_server.url
     await api(url, "STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.*"]})
     await js_publish(url, *[(f"orders.{s}", f"order {i}".encode()) for i, s in enumerate("nnxnn", 1)])
-    add = run_cli(url, "consumer", "add", "ORDERS", "NEW", "--pull", "--filter", "orders.n", "--ack", "explicit",
-                  "--deliver", "all", "--wait", "10s", "--max-deliver", "5")
+    add = run_cli(
+        url,
+        "consumer",
+        "add",
+        "ORDERS",
+        "NEW",
+        "--pull",
+        "--filter",
+        "orders.n",
+        "--ack",
+        "explicit",
+        "--deliver",
+        "all",
+        "--wait",
+        "10s",
+        "--max-deliver",
+        "5",
+    )
     assert add.code == 0, add
     assert "Consumer ORDERS > NEW was created" in add.out and "Unprocessed Messages: 4" in add.out
     ls, info = run_many(url, ["consumer", "ls", "ORDERS"], ["consumer", "info", "ORDERS", "NEW", "--json"])
@@ -23,7 +39,11 @@ async def test_consumer_add_ls_info_next_rm(any_server: Proc) -> None:
     assert "pull" in row and "orders.n" in row
     cfg = json.loads(info.out)["config"]
     assert (cfg["ack_policy"], cfg["filter_subject"], cfg["ack_wait"], cfg["max_deliver"]) == (
-        "explicit", "orders.n", 10 * 10**9, 5)
+        "explicit",
+        "orders.n",
+        10 * 10**9,
+        5,
+    )
 
     nxt = run_cli(url, "consumer", "next", "ORDERS", "NEW", "--count", "3", "--json")
     assert nxt.code == 0, nxt
@@ -48,9 +68,16 @@ async def test_kv_verbs(any_server: Proc) -> None:
     add = run_cli(url, "kv", "add", "CONFIG", "--history", "5", "--ttl", "1h")
     assert add.code == 0 and "History: 5" in add.out, add
     cfg = (await api(url, "STREAM.INFO.KV_CONFIG"))["config"]
-    assert (cfg["subjects"], cfg["max_msgs_per_subject"], cfg["max_age"]) == (["$KV.CONFIG.>"], 5, 3600 * 10**9)
+    assert (cfg["subjects"], cfg["max_msgs_per_subject"], cfg["max_age"]) == (
+        ["$KV.CONFIG.>"],
+        5,
+        3600 * 10**9,
+    )
     assert cfg["allow_rollup_hdrs"] and cfg["deny_delete"] and cfg["discard"] == "new"
-    assert [run_cli(url, "kv", "put", "CONFIG", "app.color", v).out for v in ("blue", "red")] == ["1\n", "2\n"]
+    assert [run_cli(url, "kv", "put", "CONFIG", "app.color", v).out for v in ("blue", "red")] == [
+        "1\n",
+        "2\n",
+    ]
     assert run_cli(url, "kv", "put", "CONFIG", "app.name", input=b"piped value").out == "3\n"
     watch = start_cli(url, "kv", "watch", "CONFIG", "app.*", "--count", "3", "--json", "--wait", "30s")
     wait_ready(watch, b"Watching bucket CONFIG")
@@ -68,7 +95,9 @@ async def test_kv_verbs(any_server: Proc) -> None:
     assert raw.out == "piped value"
     assert json.loads(rev1.out)["value"] == "blue"
     assert [(h["revision"], h["value"], h["operation"]) for h in json.loads(hist.out)] == [
-        (1, "blue", "PUT"), (2, "red", "PUT")]
+        (1, "blue", "PUT"),
+        (2, "red", "PUT"),
+    ]
     assert keys.out.split() == ["app.color", "app.name"]
     assert "│ CONFIG " in buckets.out
     assert missing.code == 1 and "key 'app.none' not found" in missing.err
@@ -77,8 +106,11 @@ async def test_kv_verbs(any_server: Proc) -> None:
     assert seen.code == 0, seen
     updates = [json.loads(x) for x in seen.out.splitlines()]
     # the current values first, then the delete as it happens
-    assert [(u["key"], u["operation"]) for u in updates] == [("app.color", "PUT"), ("app.name", "PUT"),
-                                                             ("app.name", "DEL")]
+    assert [(u["key"], u["operation"]) for u in updates] == [
+        ("app.color", "PUT"),
+        ("app.name", "PUT"),
+        ("app.name", "DEL"),
+    ]
     deleted = run_cli(url, "kv", "get", "CONFIG", "app.name")
     assert deleted.code == 1 and "(deleted)" in deleted.err
     refused = run_cli(url, "kv", "del", "CONFIG")
@@ -105,8 +137,10 @@ async def test_object_verbs(any_server: Proc, tmp_path: Path) -> None:
         ["object", "get", "FILES", "blob.bin", "-O", str(out)],
         ["object", "get", "FILES", "notes/readme.txt", "-O", "-"],
     )
-    assert {(o["name"], o["size"]) for o in json.loads(ls.out)} == {("blob.bin", 307200),
-                                                                   ("notes/readme.txt", 13)}
+    assert {(o["name"], o["size"]) for o in json.loads(ls.out)} == {
+        ("blob.bin", 307200),
+        ("notes/readme.txt", 13),
+    }
     assert "│ FILES " in buckets.out and "test files" in buckets.out
     assert get.code == 0 and out.read_bytes() == blob.read_bytes(), get
     assert to_stdout.out == "hello objects"

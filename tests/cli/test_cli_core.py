@@ -40,14 +40,19 @@ def test_sub_text_output_stdin_body_and_queue_groups(jetpy: Proc) -> None:
 def test_sub_wait_with_too_few_messages_fails(jetpy: Proc) -> None:
     r = run_cli(jetpy.url, "sub", "quiet.subject", "--count", "1", "--wait", "300ms")
     assert r.code == 1
-    assert r.err.strip().splitlines()[-1] == "jetpy: error: received 0 of 1 messages on 'quiet.subject' within 300ms"
+    assert (
+        r.err.strip().splitlines()[-1]
+        == "jetpy: error: received 0 of 1 messages on 'quiet.subject' within 300ms"
+    )
 
 
 def test_request_and_reply(jetpy: Proc) -> None:
     url = jetpy.url
     rep = start_cli(url, "reply", "svc.time", "pong {{Count}}: {{Request}}", "--count", "2", "--wait", "20s")
     wait_ready(rep, b"Listening on")
-    one, two = run_many(url, ["request", "svc.time", "ping", "--raw"], ["request", "svc.time", "hello", "--json"])
+    one, two = run_many(
+        url, ["request", "svc.time", "ping", "--raw"], ["request", "svc.time", "hello", "--json"]
+    )
     assert one.code == 0 and two.code == 0, (one, two)
     bodies = {one.out.strip(), json.loads(two.out)["data"]}
     assert bodies in ({"pong 1: ping", "pong 2: hello"}, {"pong 2: ping", "pong 1: hello"})

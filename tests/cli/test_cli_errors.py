@@ -29,8 +29,10 @@ def one_line(r: Result) -> str:
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     """jetpy with a user and password and without JetStream."""
     d = tmp_path_factory.mktemp("guarded")
-    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "--user", "admin", "--pass", "s3cret"],
-                      d / "guarded.log")
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "--user", "admin", "--pass", "s3cret"],
+        d / "guarded.log",
+    )
     yield p
     p.stop(signal.SIGKILL)
 
@@ -53,10 +55,21 @@ async def test_usage_errors_are_one_line_exit_2_and_create_nothing(jetpy: Proc) 
         ["pub", "a.*", "x"],
         ["nosuchverb"],
     )
-    expect = ["No such option: --bogus", "invalid duration '1q'", "'--max-msgs'", "invalid stream name 'BAD.NAME'",
-              "invalid subject 'new4 .x'", "invalid value 'forever'", "invalid bucket name 'my bucket'",
-              "invalid key 'bad key!'", "invalid key '.hidden'", "invalid bucket name 'a.b'",
-              "invalid consumer name 'C.1'", "cannot publish to a wildcard subject", "No such command 'nosuchverb'"]
+    expect = [
+        "No such option: --bogus",
+        "invalid duration '1q'",
+        "'--max-msgs'",
+        "invalid stream name 'BAD.NAME'",
+        "invalid subject 'new4 .x'",
+        "invalid value 'forever'",
+        "invalid bucket name 'my bucket'",
+        "invalid key 'bad key!'",
+        "invalid key '.hidden'",
+        "invalid bucket name 'a.b'",
+        "invalid consumer name 'C.1'",
+        "cannot publish to a wildcard subject",
+        "No such command 'nosuchverb'",
+    ]
     for r, text in zip(results, expect, strict=True):
         assert r.code == 2, r
         assert text in one_line(r), r
@@ -92,8 +105,12 @@ def test_credentials(guarded: Proc, tmp_path: Path) -> None:
 def test_the_jetpy_command_routes_cli_verbs_to_the_cli(jetpy: Proc) -> None:
     import subprocess
 
-    p = subprocess.run([sys.executable, "-m", "jetpy.entry", "-s", jetpy.url, "stream", "ls", "--names"],
-                       capture_output=True, env=cli_env(), timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "jetpy.entry", "-s", jetpy.url, "stream", "ls", "--names"],
+        capture_output=True,
+        env=cli_env(),
+        timeout=60,
+    )
     assert p.returncode == 0, p
     h = subprocess.run([*CLI, "--help"], capture_output=True, env=cli_env(), timeout=60)
     assert h.returncode == 0 and b"stream" in h.stdout and b"kv" in h.stdout

@@ -27,11 +27,18 @@ async def test_server_info_and_check(any_server: Proc) -> None:
     assert doc["jetstream"]["streams"] >= 1 and "Enabled: yes" in info.out
 
     assert ok.code == 0, ok
-    assert [line.split(":")[0] for line in ok.out.splitlines()] == ["OK   connection", "OK   jetstream",
-                                                                     "OK   stream"]
+    assert [line.split(":")[0] for line in ok.out.splitlines()] == [
+        "OK   connection",
+        "OK   jetstream",
+        "OK   stream",
+    ]
     report = json.loads(too_few.out)
     assert too_few.code == 1 and report["ok"] is False
-    assert report["checks"][-1] == {"check": "stream", "ok": False, "detail": "stream HEALTH: 0 messages, fewer than 1"}
+    assert report["checks"][-1] == {
+        "check": "stream",
+        "ok": False,
+        "detail": "stream HEALTH: 0 messages, fewer than 1",
+    }
     assert missing.code == 1 and "FAIL stream: stream NOPE: stream not found" in missing.out
     assert missing.err.strip() == "jetpy: error: check failed: stream"
     assert no_consumer.code == 1 and "FAIL consumer" in no_consumer.out

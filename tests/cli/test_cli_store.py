@@ -15,13 +15,19 @@ from conftest import JETPY_SERVER, start_process
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
 
 
 async def make_store(tmp_path: Path) -> Path:
     """A stopped server's store: stream EVENTS (messages, a deleted one, a consumer) and KV_CFG."""
     store = tmp_path / "store"
-    proc = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "s.log")
+    proc = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "s.log"
+    )
     try:
         url = proc.url
         await api(url, "STREAM.CREATE.EVENTS", {"name": "EVENTS", "subjects": ["events.*"]})
@@ -31,8 +37,14 @@ async def make_store(tmp_path: Path) -> Path:
         await js.publish("events.h", b"with headers", headers={"X-Kind": "test"})
         await nc.close()
         await api(url, "STREAM.MSG.DELETE.EVENTS", {"seq": 3, "no_erase": True})
-        await api(url, "CONSUMER.CREATE.EVENTS.READER", {"stream_name": "EVENTS", "config": {
-            "name": "READER", "durable_name": "READER", "ack_policy": "explicit"}})
+        await api(
+            url,
+            "CONSUMER.CREATE.EVENTS.READER",
+            {
+                "stream_name": "EVENTS",
+                "config": {"name": "READER", "durable_name": "READER", "ack_policy": "explicit"},
+            },
+        )
         await api(url, "STREAM.CREATE.KV_CFG", {"name": "KV_CFG", "subjects": ["$KV.CFG.>"]})
         await js_publish(url, ("$KV.CFG.a", b"1"))
         running = run_cli(None, "store", "check", str(store))
@@ -58,7 +70,13 @@ async def test_check_and_dump_a_clean_store_read_only(tmp_path: Path) -> None:
     report = json.loads(check_json.out)
     assert report["ok"] is True
     ev = next(s for s in report["streams"] if s["stream"] == "EVENTS")
-    assert (ev["msgs"], ev["tombstones"], ev["first_seq"], ev["last_seq"], ev["bad_records"]) == (5, 1, 1, 6, 0)
+    assert (ev["msgs"], ev["tombstones"], ev["first_seq"], ev["last_seq"], ev["bad_records"]) == (
+        5,
+        1,
+        1,
+        6,
+        0,
+    )
     assert ev["config"]["subjects"] == ["events.*"]
     assert [c["name"] for c in ev["consumers"]] == ["READER"] and ev["consumers"][0]["meta"] == "ok"
     assert {s["stream"] for s in report["streams"]} == {"EVENTS", "KV_CFG"}
@@ -70,7 +88,13 @@ async def test_check_and_dump_a_clean_store_read_only(tmp_path: Path) -> None:
     records = [json.loads(x) for x in dump_json.out.splitlines()]
     msgs = [r for r in records if r.get("kind") == "msg"]
     assert [(m["seq"], m["subject"]) for m in msgs] == [
-        (1, "events.a"), (2, "events.b"), (3, "events.c"), (4, "events.a"), (5, "events.b"), (6, "events.h")]
+        (1, "events.a"),
+        (2, "events.b"),
+        (3, "events.c"),
+        (4, "events.a"),
+        (5, "events.b"),
+        (6, "events.h"),
+    ]
     assert [r["seq"] for r in records if r.get("kind") == "tombstone"] == [3]
     assert snapshot(store) == before  # nothing written, truncated or touched
 
@@ -79,7 +103,9 @@ async def test_damage_is_reported_not_repaired(tmp_path: Path) -> None:
     store = await make_store(tmp_path)
     sdir = store / "jetstream" / "$G" / "streams" / "EVENTS"
     block = next((sdir / "msgs").glob("*.blk"))
-    records = [json.loads(x) for x in run_cli(None, "store", "dump", str(store), "EVENTS", "--json").out.splitlines()]
+    records = [
+        json.loads(x) for x in run_cli(None, "store", "dump", str(store), "EVENTS", "--json").out.splitlines()
+    ]
     second = next(r for r in records if r.get("seq") == 2 and r.get("kind") == "msg")
     data = bytearray(block.read_bytes())
     data[second["offset"] + second["length"] - 6] ^= 0xFF  # a flipped bit in seq 2's payload
@@ -91,10 +117,15 @@ async def test_damage_is_reported_not_repaired(tmp_path: Path) -> None:
     check, dump = run_many(None, ["store", "check", str(store)], ["store", "dump", str(store), "EVENTS"])
     assert check.code == 1, check
     assert "DAMAGED" in next(x for x in check.out.splitlines() if "│ EVENTS " in x)
-    assert f"damaged region at offset {second['offset']} ({second['length']} bytes): checksum mismatch" in check.out
+    assert (
+        f"damaged region at offset {second['offset']} ({second['length']} bytes): checksum mismatch"
+        in check.out
+    )
     assert f"torn tail at offset {len(data) - 6} (6 bytes)" in check.out
     assert "consumer READER: meta.dat" in check.out
-    assert check.err.strip().splitlines()[-1].startswith("jetpy: error: damage found in 1 of 2 streams: EVENTS")
+    assert (
+        check.err.strip().splitlines()[-1].startswith("jetpy: error: damage found in 1 of 2 streams: EVENTS")
+    )
     assert dump.code == 1
     assert f"offset {second['offset']:>10} CORRUPT length {second['length']}: checksum mismatch" in dump.out
     assert "seq 4 " in dump.out and "seq 6 " in dump.out  # the scan re-synchronised past the damage

@@ -15,8 +15,18 @@ from cli.conftest import Result, api, js_publish, run_cli, run_many
 from conftest import Proc
 
 DAY_NS = 86400 * 1_000_000_000
-SEED_ADD = ["--subjects", "logs.>", "--storage", "file", "--retention", "limits", "--max-msgs=-1",
-            "--max-bytes=-1", "--max-age", "1d"]
+SEED_ADD = [
+    "--subjects",
+    "logs.>",
+    "--storage",
+    "file",
+    "--retention",
+    "limits",
+    "--max-msgs=-1",
+    "--max-bytes=-1",
+    "--max-age",
+    "1d",
+]
 
 
 def one_error_line(r: Result) -> str:
@@ -43,8 +53,11 @@ async def test_seed_stream_add_with_nats_cli_flags(any_server: Proc) -> None:
     assert (cfg["storage"], cfg["retention"]) == ("file", "limits")
     assert (cfg["max_msgs"], cfg["max_bytes"], cfg["max_age"]) == (-1, -1, DAY_NS)
     # the same command again is fine (same config); a different config is the server's 10058
-    again, clash = run_many(url, ["stream", "add", "LOGS", *SEED_ADD],
-                            ["stream", "add", "LOGS", "--subjects", "logs.>", "--max-age", "2d"])
+    again, clash = run_many(
+        url,
+        ["stream", "add", "LOGS", *SEED_ADD],
+        ["stream", "add", "LOGS", "--subjects", "logs.>", "--max-age", "2d"],
+    )
     assert again.code == 0, again
     assert clash.code == 1, clash
     assert "10058" in one_error_line(clash)
@@ -53,11 +66,26 @@ async def test_seed_stream_add_with_nats_cli_flags(any_server: Proc) -> None:
 
 async def test_seed_subjects_counts_and_listing(any_server: Proc) -> None:
     url = any_server.url
-    r = run_cli(url, "stream", "add", "answers", "--subjects", "answers.significant,answers.throwaway",
-                "--max-msgs", "1000", "--max-bytes", "1MB", "--max-age", "5d")
+    r = run_cli(
+        url,
+        "stream",
+        "add",
+        "answers",
+        "--subjects",
+        "answers.significant,answers.throwaway",
+        "--max-msgs",
+        "1000",
+        "--max-bytes",
+        "1MB",
+        "--max-age",
+        "5d",
+    )
     assert r.code == 0, r
-    sig, thr = run_many(url, ["pub", "answers.significant", "{{Count}}", "--count", "308", "-J", "-q"],
-                        ["pub", "answers.throwaway", "{{Count}}", "--count", "92", "-J", "-q"])
+    sig, thr = run_many(
+        url,
+        ["pub", "answers.significant", "{{Count}}", "--count", "308", "-J", "-q"],
+        ["pub", "answers.throwaway", "{{Count}}", "--count", "92", "-J", "-q"],
+    )
     assert sig.code == 0 and thr.code == 0, (sig, thr)
     table, as_json, by_count, filtered, ls, ls_json = run_many(
         url,
@@ -69,8 +97,11 @@ async def test_seed_subjects_counts_and_listing(any_server: Proc) -> None:
         ["stream", "ls", "--json"],
     )
     assert table.code == 0, table
-    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in table.out.splitlines()
-            if line.count("│") == 3 and "answers." in line}
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in table.out.splitlines()
+        if line.count("│") == 3 and "answers." in line
+    }
     assert rows == {"answers.significant": "308", "answers.throwaway": "92"}
     assert "Total: 400 messages in 2 subjects" in table.out
     assert json.loads(as_json.out) == {"answers.significant": 308, "answers.throwaway": 92}
@@ -123,8 +154,12 @@ async def test_edit_shows_the_diff_and_dry_run_changes_nothing(jetpy: Proc, tmp_
     assert (cfg["max_msgs"], cfg["max_age"]) == (20, 3600 * 10**9)
     to_memory = tmp_path / "memory.json"
     to_memory.write_text(json.dumps({"storage": "memory", "max_msgs": 30}))
-    same, nothing, refused = run_many(url, ["stream", "edit", "EDIT", "--max-msgs", "20"], ["stream", "edit", "EDIT"],
-                                      ["stream", "edit", "EDIT", "--config", str(to_memory)])
+    same, nothing, refused = run_many(
+        url,
+        ["stream", "edit", "EDIT", "--max-msgs", "20"],
+        ["stream", "edit", "EDIT"],
+        ["stream", "edit", "EDIT", "--config", str(to_memory)],
+    )
     assert same.code == 0 and "nothing to change" in same.out, same
     assert nothing.code == 2, nothing
     assert refused.code == 1, refused  # the server refuses a storage change: its error, one line
@@ -135,8 +170,9 @@ async def test_edit_shows_the_diff_and_dry_run_changes_nothing(jetpy: Proc, tmp_
 async def test_config_file(jetpy: Proc, tmp_path: Path) -> None:
     url = jetpy.url
     cfg = tmp_path / "orders.json"
-    cfg.write_text(json.dumps({"name": "FROMFILE", "subjects": ["ff.>"], "max_msgs_per_subject": 3,
-                               "storage": "memory"}))
+    cfg.write_text(
+        json.dumps({"name": "FROMFILE", "subjects": ["ff.>"], "max_msgs_per_subject": 3, "storage": "memory"})
+    )
     r = run_cli(url, "stream", "add", "--config", str(cfg), "--max-age", "1h")
     assert r.code == 0, r
     got = await config_of(url, "FROMFILE")
@@ -145,9 +181,12 @@ async def test_config_file(jetpy: Proc, tmp_path: Path) -> None:
     exported.write_text(json.dumps(await api(url, "STREAM.INFO.FROMFILE")))
     broken = tmp_path / "broken.json"
     broken.write_text('{"name": "BROKEN", ')
-    again, mismatch, bad = run_many(url, ["stream", "add", "FROMFILE", "--config", str(exported)],
-                                    ["stream", "add", "OTHER", "--config", str(cfg)],
-                                    ["stream", "add", "--config", str(broken)])
+    again, mismatch, bad = run_many(
+        url,
+        ["stream", "add", "FROMFILE", "--config", str(exported)],
+        ["stream", "add", "OTHER", "--config", str(cfg)],
+        ["stream", "add", "--config", str(broken)],
+    )
     assert again.code == 0, again
     assert mismatch.code == 2 and "does not match" in one_error_line(mismatch)
     assert bad.code == 2 and "not valid JSON" in one_error_line(bad)

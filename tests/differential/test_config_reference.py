@@ -62,7 +62,7 @@ GOOD = {
     "block_string": "server_name: (\nmulti\nline\n)\nport: 4222\n",
     "case_insensitive": "PORT: 4222\nAuthorization { USER: a, PASSWORD: b }\n",
     "include": "include ./sub/port.conf\nserver_name: $NAME\nauthorization {\n  include users.conf\n}\n",
-    "quoted_keys": "'port': 4222\n\"server_name\": \"x\"\n",
+    "quoted_keys": '\'port\': 4222\n"server_name": "x"\n',
     "log_and_pid": "log_file: /tmp/jetpy.log\npidfile: /tmp/jetpy.pid\n",
 }
 
@@ -100,8 +100,14 @@ BAD = {
 
 def reference_accepts(path: Path, env: dict[str, str]) -> tuple[bool, str]:
     assert REFERENCE is not None
-    done = subprocess.run([REFERENCE, "-c", str(path), "-t"], capture_output=True, text=True,
-                          timeout=REFERENCE_TIMEOUT, env=env, cwd=path.parent)
+    done = subprocess.run(
+        [REFERENCE, "-c", str(path), "-t"],
+        capture_output=True,
+        text=True,
+        timeout=REFERENCE_TIMEOUT,
+        env=env,
+        cwd=path.parent,
+    )
     return done.returncode == 0, (done.stdout + done.stderr).strip()
 
 
@@ -132,4 +138,6 @@ def test_same_verdict_as_reference(conf_dir: Path, name: str, expected: bool) ->
     ref_ok, ref_out = reference_accepts(path, env)
     ours_ok, ours_out = jetpy_accepts(path)
     assert ref_ok is expected, f"the reference changed its mind about {name}: {ref_out}"
-    assert ours_ok is expected, f"jetpy disagrees with nats-server on {name}: {ours_out} (reference: {ref_out})"
+    assert ours_ok is expected, (
+        f"jetpy disagrees with nats-server on {name}: {ours_out} (reference: {ref_out})"
+    )

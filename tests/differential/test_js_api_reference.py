@@ -98,12 +98,14 @@ class Pair:
         self, subject: str, body: Any = b"", headers: dict[str, str] | None = None, wait: float = 2.0
     ) -> tuple[Any, Any]:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        ref, jp = await asyncio.gather(self._one(self.ref, subject, raw, headers, wait),
-                                       self._one(self.jp, subject, raw, headers, wait))
+        ref, jp = await asyncio.gather(
+            self._one(self.ref, subject, raw, headers, wait), self._one(self.jp, subject, raw, headers, wait)
+        )
         return _norm(ref), _norm(jp)
 
-    async def same(self, subject: str, body: Any = b"", headers: dict[str, str] | None = None,
-                   wait: float = 2.0) -> Any:
+    async def same(
+        self, subject: str, body: Any = b"", headers: dict[str, str] | None = None, wait: float = 2.0
+    ) -> Any:
         """Send to both, assert equal replies, return the reference's."""
         ref, jp = await self.req(subject, body, headers, wait)
         assert jp == ref, f"{subject} {body!r} {headers}\n  ref:   {ref}\n  jetpy: {jp}"
@@ -113,7 +115,9 @@ class Pair:
         await self.req(f"$JS.API.STREAM.DELETE.{name}")
         return await self.same(f"$JS.API.STREAM.CREATE.{name}", {"name": name, **cfg})
 
-    async def publish(self, subject: str, data: bytes, n: int = 1, hdrs: dict[str, str] | None = None) -> None:
+    async def publish(
+        self, subject: str, data: bytes, n: int = 1, hdrs: dict[str, str] | None = None
+    ) -> None:
         for _ in range(n):
             await self.same(subject, data, hdrs)
 
@@ -126,7 +130,9 @@ def procs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Proc, Proc
     d: Path = tmp_path_factory.mktemp("jsapi")
     ref = start_process(reference_cmd(d, "-js", "-sd", str(d / "ref")), d / "ref.log")
     try:
-        jp = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "jp")], d / "jp.log")
+        jp = start_process(
+            [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "jp")], d / "jp.log"
+        )
     except BaseException:
         ref.stop(signal.SIGKILL)
         raise
@@ -164,7 +170,9 @@ async def test_account_info_and_api_counters(reference_proc: Proc, jetpy_proc: P
     await p.publish("a.x", b"hello")
     await p.publish("m.x", b"hello", hdrs={"Nats-Msg-Id": "1"})
     await p.same("$JS.API.STREAM.CREATE.A", b"{bad")  # an error counts as one
-    await p.same("$JS.API.STREAM.CREATE.A.extra", {"name": "A"}, wait=NO_REPLY_WAIT)  # no handler: not counted
+    await p.same(
+        "$JS.API.STREAM.CREATE.A.extra", {"name": "A"}, wait=NO_REPLY_WAIT
+    )  # no handler: not counted
     await p.same("$JS.API.DIRECT.GET.A", {"seq": 1}, wait=NO_REPLY_WAIT)  # not allow_direct: no reply
     info = await p.same("$JS.API.INFO")
     # memStoreMsgSize: 16 + subject + headers + payload; fileStoreMsgSize: 30 + subject + payload
@@ -216,8 +224,11 @@ async def test_stream_create_rules(pair: Pair) -> None:
     # Deliberate: 2.10+ rules that 2.9.10 does not have.
     ref, jp = await pair.req("$JS.API.STREAM.CREATE.S9", {"name": "S9", "subjects": [">"]})
     assert ref["error"]["err_code"] == 10065  # 2.9 only notices that ">" overlaps S1
-    assert jp["error"] == {"code": 500, "err_code": 10052,
-                           "description": "capturing all subjects requires no-ack to be true"}
+    assert jp["error"] == {
+        "code": 500,
+        "err_code": 10052,
+        "description": "capturing all subjects requires no-ack to be true",
+    }
     ref, jp = await pair.req("$JS.API.STREAM.CREATE.S9", {"name": "S9", "max_age": -1})
     assert ref["error"]["description"] == "duplicates window can not be negative"
     assert jp["error"]["description"] == "max age can not be negative"  # 2.10+ checks it first
@@ -248,12 +259,19 @@ async def test_stream_update_rules(pair: Pair) -> None:
 
     await pair.create("R", subjects=["r"])
     # Deliberate: 2.10 allows limits <-> interest, and names workqueue in its refusal.
-    ref, jp = await pair.req("$JS.API.STREAM.UPDATE.R", {"name": "R", "subjects": ["r"], "retention": "interest"})
+    ref, jp = await pair.req(
+        "$JS.API.STREAM.UPDATE.R", {"name": "R", "subjects": ["r"], "retention": "interest"}
+    )
     assert ref["error"]["description"] == "stream configuration update can not change retention policy"
     assert "error" not in jp and jp["config"]["retention"] == "interest"
-    ref, jp = await pair.req("$JS.API.STREAM.UPDATE.R", {"name": "R", "subjects": ["r"], "retention": "workqueue"})
+    ref, jp = await pair.req(
+        "$JS.API.STREAM.UPDATE.R", {"name": "R", "subjects": ["r"], "retention": "workqueue"}
+    )
     assert ref["error"]["err_code"] == jp["error"]["err_code"] == 10052
-    assert jp["error"]["description"] == "stream configuration update can not change retention policy to/from workqueue"
+    assert (
+        jp["error"]["description"]
+        == "stream configuration update can not change retention policy to/from workqueue"
+    )
 
 
 # ------------------------------------------------------------------------------ info / names / list
@@ -285,9 +303,19 @@ async def test_stream_names_and_list(pair: Pair) -> None:
     await pair.create("N1", subjects=["n1.>"])
     await pair.create("N2", subjects=["n2.*", "shared.a"], storage="memory")
     await pair.create("N3", subjects=["n3"])
-    for body in [b"", {"subject": "n2.x"}, {"subject": "shared.*"}, {"subject": "*"}, {"subject": ">"},
-                 {"subject": "zz"}, {"subject": "bad subj"}, {"offset": 1}, {"offset": 3}, {"offset": 9},
-                 b"{bad"]:
+    for body in [
+        b"",
+        {"subject": "n2.x"},
+        {"subject": "shared.*"},
+        {"subject": "*"},
+        {"subject": ">"},
+        {"subject": "zz"},
+        {"subject": "bad subj"},
+        {"offset": 1},
+        {"offset": 3},
+        {"offset": 9},
+        b"{bad",
+    ]:
         await pair.same("$JS.API.STREAM.NAMES", body)
         await pair.same("$JS.API.STREAM.LIST", body)
     await pair.same("$JS.API.STREAM.NAMES.x", wait=NO_REPLY_WAIT)
@@ -300,11 +328,28 @@ async def test_stream_names_and_list(pair: Pair) -> None:
 # ------------------------------------------------------------------------------ purge / delete / get
 
 PURGES: list[Any] = [
-    {}, {"seq": 0}, {"seq": 1}, {"seq": 3}, {"seq": 100}, {"keep": 2}, {"keep": 10}, {"keep": 0},
-    {"filter": "p.a"}, {"filter": "p.a", "seq": 5}, {"filter": "p.a", "keep": 1}, {"filter": "p.*", "keep": 3},
-    {"filter": ">", "seq": 4}, {"filter": "p.a", "seq": 1}, {"filter": "p.a", "keep": 5}, {"filter": "zz"},
-    {"filter": "bad subj"}, {"seq": 3, "keep": 1}, {"filter": "p.a", "seq": 5, "keep": 1},
-    {"seq": -1}, {"keep": "x"}, b"{bad",
+    {},
+    {"seq": 0},
+    {"seq": 1},
+    {"seq": 3},
+    {"seq": 100},
+    {"keep": 2},
+    {"keep": 10},
+    {"keep": 0},
+    {"filter": "p.a"},
+    {"filter": "p.a", "seq": 5},
+    {"filter": "p.a", "keep": 1},
+    {"filter": "p.*", "keep": 3},
+    {"filter": ">", "seq": 4},
+    {"filter": "p.a", "seq": 1},
+    {"filter": "p.a", "keep": 5},
+    {"filter": "zz"},
+    {"filter": "bad subj"},
+    {"seq": 3, "keep": 1},
+    {"filter": "p.a", "seq": 5, "keep": 1},
+    {"seq": -1},
+    {"keep": "x"},
+    b"{bad",
 ]
 
 
@@ -334,17 +379,38 @@ async def test_msg_get_and_delete(pair: Pair, storage: str) -> None:
     for i, subj in enumerate(["a", "b", "a", "c", "a", "b"]):
         await pair.publish(f"g.{subj}", str(i).encode(), hdrs={"X-Hdr": "v"} if i == 2 else None)
     for body in [
-        {"seq": 1}, {"seq": 3}, {"seq": 0}, {"seq": 99}, {}, b"", b"{bad", {"seq": -1}, {"seq": "x"},
-        {"last_by_subj": "g.a"}, {"last_by_subj": "g.*"}, {"last_by_subj": "g.zz"},
-        {"next_by_subj": "g.a", "seq": 2}, {"next_by_subj": "g.a"}, {"next_by_subj": "g.c", "seq": 5},
-        {"seq": 3, "last_by_subj": "g.b"}, {"last_by_subj": "g.a", "next_by_subj": "g.a"},
+        {"seq": 1},
+        {"seq": 3},
+        {"seq": 0},
+        {"seq": 99},
+        {},
+        b"",
+        b"{bad",
+        {"seq": -1},
+        {"seq": "x"},
+        {"last_by_subj": "g.a"},
+        {"last_by_subj": "g.*"},
+        {"last_by_subj": "g.zz"},
+        {"next_by_subj": "g.a", "seq": 2},
+        {"next_by_subj": "g.a"},
+        {"next_by_subj": "g.c", "seq": 5},
+        {"seq": 3, "last_by_subj": "g.b"},
+        {"last_by_subj": "g.a", "next_by_subj": "g.a"},
     ]:
         await pair.same("$JS.API.STREAM.MSG.GET.G", body)
     await pair.same("$JS.API.STREAM.MSG.GET.NOPE", {"seq": 1})
     await pair.same("$JS.API.STREAM.MSG.GET.NOPE", b"")
     for body in [
-        {"seq": 2}, {"seq": 2}, {"seq": 4, "no_erase": True}, {"seq": 40}, {"seq": 1}, {"seq": 1},
-        {}, b"", b"{bad", {"seq": -1},
+        {"seq": 2},
+        {"seq": 2},
+        {"seq": 4, "no_erase": True},
+        {"seq": 40},
+        {"seq": 1},
+        {"seq": 1},
+        {},
+        b"",
+        b"{bad",
+        {"seq": -1},
     ]:
         await pair.same("$JS.API.STREAM.MSG.DELETE.G", body)
     await pair.same("$JS.API.STREAM.MSG.GET.G", {"seq": 2})  # erased: gone
@@ -415,7 +481,13 @@ async def test_publish_acks_and_expected_headers(pair: Pair, storage: str) -> No
         ("nope", b"x", None),  # not a stream subject: no responders
     ]:
         await pair.same(subject, data, hdrs)
-    upd = {"name": "H", "subjects": ["h.*"], "storage": storage, "max_msg_size": 10, "allow_rollup_hdrs": True}
+    upd = {
+        "name": "H",
+        "subjects": ["h.*"],
+        "storage": storage,
+        "max_msg_size": 10,
+        "allow_rollup_hdrs": True,
+    }
     await pair.same("$JS.API.STREAM.UPDATE.H", upd)
     await pair.same("h.a", b"r", {"Nats-Rollup": "sub"})
     await pair.info("H", subjects_filter=">")
@@ -437,8 +509,14 @@ async def test_discard_new_limits(pair: Pair, storage: str) -> None:
     await pair.create("N", subjects=["n.*"], storage=storage, max_msgs=3, discard="new")
     await pair.publish("n.a", b"1", 2)
     await pair.publish("n.b", b"3", 2)  # the 4th is refused
-    upd = {"name": "N", "subjects": ["n.*"], "storage": storage, "max_msgs": 3, "discard": "new",
-           "max_msgs_per_subject": 2}
+    upd = {
+        "name": "N",
+        "subjects": ["n.*"],
+        "storage": storage,
+        "max_msgs": 3,
+        "discard": "new",
+        "max_msgs_per_subject": 2,
+    }
     await pair.same("$JS.API.STREAM.UPDATE.N", upd)
     await pair.publish("n.a", b"5")  # at max_msgs, but replaces n.a's oldest
     await pair.publish("n.c", b"6")
@@ -454,8 +532,9 @@ async def test_discard_new_limits(pair: Pair, storage: str) -> None:
         for data in (b"x" * 10, b"x" * 10, b"x" * 10, b"x", b""):
             await pair.publish("b.a", data)
         await pair.info("B")
-    await pair.create("B", subjects=["b.*"], storage=storage, max_bytes=2 * one + 10, discard="new",
-                      max_msgs_per_subject=2)
+    await pair.create(
+        "B", subjects=["b.*"], storage=storage, max_bytes=2 * one + 10, discard="new", max_msgs_per_subject=2
+    )
     for data in (b"x" * 10, b"x" * 10, b"x" * 10, b"x" * 40, b"x" * 11):
         await pair.publish("b.a", data)  # at the subject limit: allowed if the oldest is big enough
     await pair.info("B", subjects_filter=">")
@@ -506,8 +585,9 @@ async def test_lowered_limits_apply_at_once(pair: Pair, storage: str) -> None:
     await pair.create("A", subjects=["age"], storage=storage)
     await pair.publish("age", b"old", 3)
     await asyncio.sleep(1.1)
-    await pair.same("$JS.API.STREAM.UPDATE.A", {"name": "A", "subjects": ["age"], "storage": storage,
-                                                 "max_age": 10**9})
+    await pair.same(
+        "$JS.API.STREAM.UPDATE.A", {"name": "A", "subjects": ["age"], "storage": storage, "max_age": 10**9}
+    )
     for _ in range(40):
         ref, jp = await pair.req("$JS.API.STREAM.INFO.A")
         if ref["state"]["messages"] == jp["state"]["messages"] == 0:

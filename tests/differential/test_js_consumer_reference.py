@@ -39,7 +39,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Proc
     tmp: Path = tmp_path_factory.mktemp("consumer-reference")
     ref = start_process(reference_cmd(tmp, "-js", "-sd", str(tmp / "ref")), tmp / "ref.log")
     try:
-        jp = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp / "jp")], tmp / "jp.log")
+        jp = start_process(
+            [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp / "jp")], tmp / "jp.log"
+        )
     except BaseException:
         ref.stop(signal.SIGKILL)
         raise
@@ -96,46 +98,143 @@ CREATE_CASES: list[tuple[str, Any, bool]] = [
     ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", max_deliver=4), False),
     ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="none"), False),
     ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="all"), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", deliver_policy="new"), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit",
-                                  deliver_policy="by_start_sequence", opt_start_seq=3), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", deliver_subject="dd"), False),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg("CR", durable_name="D1", ack_policy="explicit", deliver_policy="new"),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg(
+            "CR",
+            durable_name="D1",
+            ack_policy="explicit",
+            deliver_policy="by_start_sequence",
+            opt_start_seq=3,
+        ),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg("CR", durable_name="D1", ack_policy="explicit", deliver_subject="dd"),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", max_waiting=7), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", replay_policy="original"), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", filter_subject="cr.x"), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", max_ack_pending=5,
-                                  description="d", ack_wait=5_000_000_000, max_batch=3,
-                                  max_expires=1_000_000_000, max_bytes=100, headers_only=True,
-                                  sample_freq="50%"), False),
-    ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", filter_subject="zz"), False),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg("CR", durable_name="D1", ack_policy="explicit", replay_policy="original"),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg("CR", durable_name="D1", ack_policy="explicit", filter_subject="cr.x"),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg(
+            "CR",
+            durable_name="D1",
+            ack_policy="explicit",
+            max_ack_pending=5,
+            description="d",
+            ack_wait=5_000_000_000,
+            max_batch=3,
+            max_expires=1_000_000_000,
+            max_bytes=100,
+            headers_only=True,
+            sample_freq="50%",
+        ),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D1",
+        cfg("CR", durable_name="D1", ack_policy="explicit", filter_subject="zz"),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.D1", cfg("CR", durable_name="D1", ack_policy="explicit", num_replicas=3), False),
     # push consumers: config rules and immutable fields
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit",
-                                  max_waiting=3), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit",
-                                  idle_heartbeat=50_000_000), False),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit", max_waiting=3),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit", idle_heartbeat=50_000_000),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", ack_policy="explicit", flow_control=True), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", ack_policy="explicit", idle_heartbeat=1_000_000_000), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit",
-                                  flow_control=True), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit",
-                                  max_batch=3), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit",
-                                  rate_limit_bps=1000, idle_heartbeat=1_000_000_000, flow_control=True), False),
-    ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", deliver_subject="dp2", ack_policy="explicit",
-                                  rate_limit_bps=1000, idle_heartbeat=1_000_000_000, flow_control=True), False),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg("CR", durable_name="DP", ack_policy="explicit", idle_heartbeat=1_000_000_000),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit", flow_control=True),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg("CR", durable_name="DP", deliver_subject="dp", ack_policy="explicit", max_batch=3),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg(
+            "CR",
+            durable_name="DP",
+            deliver_subject="dp",
+            ack_policy="explicit",
+            rate_limit_bps=1000,
+            idle_heartbeat=1_000_000_000,
+            flow_control=True,
+        ),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DP",
+        cfg(
+            "CR",
+            durable_name="DP",
+            deliver_subject="dp2",
+            ack_policy="explicit",
+            rate_limit_bps=1000,
+            idle_heartbeat=1_000_000_000,
+            flow_control=True,
+        ),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.DP", cfg("CR", durable_name="DP", ack_policy="explicit"), False),
-    ("CONSUMER.CREATE.CR.DR", cfg("CR", durable_name="DR", ack_policy="explicit", rate_limit_bps=1000), False),
+    (
+        "CONSUMER.CREATE.CR.DR",
+        cfg("CR", durable_name="DR", ack_policy="explicit", rate_limit_bps=1000),
+        False,
+    ),
     # invalid configs
-    ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit",
-                                  deliver_policy="by_start_sequence"), False),
+    (
+        "CONSUMER.CREATE.CR.DS",
+        cfg("CR", durable_name="DS", ack_policy="explicit", deliver_policy="by_start_sequence"),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit", opt_start_seq=3), False),
-    ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit",
-                                  deliver_policy="last_per_subject"), False),
+    (
+        "CONSUMER.CREATE.CR.DS",
+        cfg("CR", durable_name="DS", ack_policy="explicit", deliver_policy="last_per_subject"),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit", sample_freq="x"), False),
-    ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit", description="x" * 5000), False),
-    ("CONSUMER.CREATE.CR.DS", cfg("CR", durable_name="DS", ack_policy="explicit", max_deliver=3,
-                                  backoff=[1_000_000_000] * 2), False),
+    (
+        "CONSUMER.CREATE.CR.DS",
+        cfg("CR", durable_name="DS", ack_policy="explicit", description="x" * 5000),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.DS",
+        cfg("CR", durable_name="DS", ack_policy="explicit", max_deliver=3, backoff=[1_000_000_000] * 2),
+        False,
+    ),
     # durable / name / subject mismatches
     ("CONSUMER.CREATE.CR.D3", cfg("CR", durable_name="X", ack_policy="explicit"), False),
     ("CONSUMER.CREATE.CR.D3", cfg("CR", name="X", ack_policy="explicit"), False),
@@ -149,8 +248,16 @@ CREATE_CASES: list[tuple[str, Any, bool]] = [
     ("CONSUMER.CREATE.CR.a/b", cfg("CR", ack_policy="explicit"), False),
     ("CONSUMER.CREATE.CR", cfg("CR", durable_name="a.b", ack_policy="explicit"), True),
     # filters in the subject
-    ("CONSUMER.CREATE.CR.D4.cr.a", cfg("CR", durable_name="D4", ack_policy="explicit", filter_subject="cr.b"), False),
-    ("CONSUMER.CREATE.CR.D4.cr.a", cfg("CR", durable_name="D4", ack_policy="explicit", filter_subject="cr.a"), False),
+    (
+        "CONSUMER.CREATE.CR.D4.cr.a",
+        cfg("CR", durable_name="D4", ack_policy="explicit", filter_subject="cr.b"),
+        False,
+    ),
+    (
+        "CONSUMER.CREATE.CR.D4.cr.a",
+        cfg("CR", durable_name="D4", ack_policy="explicit", filter_subject="cr.a"),
+        False,
+    ),
     ("CONSUMER.CREATE.CR.D4.cr.a", cfg("CR", durable_name="D4", ack_policy="explicit"), False),
     ("CONSUMER.CREATE.CR.D9.cr.*", cfg("CR", ack_policy="explicit", filter_subject="cr.*"), False),
     ("CONSUMER.CREATE.CR.DA.*", cfg("CR", ack_policy="explicit", filter_subject="*"), False),
@@ -173,22 +280,55 @@ CREATE_CASES: list[tuple[str, Any, bool]] = [
 # Cases where jetpy answers as nats-server 2.10+ does: (subject, body, what 2.9.10 answers
 # (err_code, or 0 for success), what jetpy answers, why)
 DELIBERATE: list[tuple[str, Any, int, int, str]] = [
-    ("CONSUMER.CREATE.CR.DL", {**cfg("CR", durable_name="DL", ack_policy="explicit", max_deliver=9),
-                               "action": "create"}, 0, 10148,
-     "2.10 'action': create refuses to change an existing consumer (2.9 ignores action and updates)"),
-    ("CONSUMER.CREATE.CR.DU", {**cfg("CR", ack_policy="explicit"), "action": "update"}, 0, 10149,
-     "2.10 'action': update refuses to create (2.9 ignores action and creates)"),
-    ("CONSUMER.CREATE.CR.DM.cr.a", cfg("CR", durable_name="DM", ack_policy="explicit", filter_subjects=["cr.a"]),
-     10131, 10137, "2.10 filter_subjects: refused on the filtered subject form (2.9 ignores the field)"),
-    ("CONSUMER.CREATE.CR.DN.cr", cfg("CR", ack_policy="explicit"), 0, 10131,
-     "2.9.10 ignores a one-token filter in the create subject (an off-by-one); the filter must match"),
-    ("CONSUMER.CREATE.CR.DW", cfg("CR", durable_name="DW", ack_policy="explicit", ack_wait=-1), 0, 10183,
-     "2.11 refuses a negative ack_wait (2.9 stores it)"),
-    ("CONSUMER.CREATE.CR.DB", cfg("CR", durable_name="DB", ack_policy="explicit", backoff=[1_000_000_000]),
-     10116, 0, "2.10 allows backoff with unlimited max_deliver (2.9 needs max_deliver > len(backoff))"),
-    ("CONSUMER.CREATE.CR.DC", cfg("CR", durable_name="DC", ack_policy="explicit", max_deliver=2,
-                                  backoff=[1_000_000_000] * 2), 10116, 0,
-     "2.10 allows max_deliver == len(backoff) (2.9 needs more)"),
+    (
+        "CONSUMER.CREATE.CR.DL",
+        {**cfg("CR", durable_name="DL", ack_policy="explicit", max_deliver=9), "action": "create"},
+        0,
+        10148,
+        "2.10 'action': create refuses to change an existing consumer (2.9 ignores action and updates)",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DU",
+        {**cfg("CR", ack_policy="explicit"), "action": "update"},
+        0,
+        10149,
+        "2.10 'action': update refuses to create (2.9 ignores action and creates)",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DM.cr.a",
+        cfg("CR", durable_name="DM", ack_policy="explicit", filter_subjects=["cr.a"]),
+        10131,
+        10137,
+        "2.10 filter_subjects: refused on the filtered subject form (2.9 ignores the field)",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DN.cr",
+        cfg("CR", ack_policy="explicit"),
+        0,
+        10131,
+        "2.9.10 ignores a one-token filter in the create subject (an off-by-one); the filter must match",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DW",
+        cfg("CR", durable_name="DW", ack_policy="explicit", ack_wait=-1),
+        0,
+        10183,
+        "2.11 refuses a negative ack_wait (2.9 stores it)",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DB",
+        cfg("CR", durable_name="DB", ack_policy="explicit", backoff=[1_000_000_000]),
+        10116,
+        0,
+        "2.10 allows backoff with unlimited max_deliver (2.9 needs max_deliver > len(backoff))",
+    ),
+    (
+        "CONSUMER.CREATE.CR.DC",
+        cfg("CR", durable_name="DC", ack_policy="explicit", max_deliver=2, backoff=[1_000_000_000] * 2),
+        10116,
+        0,
+        "2.10 allows max_deliver == len(backoff) (2.9 needs more)",
+    ),
 ]
 
 # jetpy answers where the reference stays silent: the legacy durable subject with a token too few
@@ -249,10 +389,16 @@ async def test_info_names_list_delete(servers: dict[str, Proc]) -> None:
     async def scenario(nc: Client) -> list[Any]:
         await api(nc, "STREAM.CREATE.IN", {"name": "IN", "subjects": ["in.>"], "storage": "file"})
         for i in range(5):
-            await api(nc, f"CONSUMER.CREATE.IN.C{i}", cfg("IN", durable_name=f"C{i}", ack_policy="explicit",
-                                                         filter_subject=f"in.{i}"))
-        await api(nc, "CONSUMER.CREATE.IN.P", cfg("IN", durable_name="P", deliver_subject="in.deliver",
-                                                 ack_policy="none"))
+            await api(
+                nc,
+                f"CONSUMER.CREATE.IN.C{i}",
+                cfg("IN", durable_name=f"C{i}", ack_policy="explicit", filter_subject=f"in.{i}"),
+            )
+        await api(
+            nc,
+            "CONSUMER.CREATE.IN.P",
+            cfg("IN", durable_name="P", deliver_subject="in.deliver", ack_policy="none"),
+        )
         out = []
         for subject, req in [
             ("CONSUMER.INFO.IN.C1", None),
@@ -274,8 +420,12 @@ async def test_info_names_list_delete(servers: dict[str, Proc]) -> None:
             out.append(normalize(await api(nc, subject, req)))
         # errors of the paged calls: compared by their error object (nats-server also writes
         # empty paging fields next to it)
-        paged: list[tuple[str, Any]] = [("CONSUMER.NAMES.NOPE", None), ("CONSUMER.LIST.NOPE", None),
-                                        ("CONSUMER.NAMES.IN", {"offset": "x"}), ("CONSUMER.NAMES.IN", b"xx")]
+        paged: list[tuple[str, Any]] = [
+            ("CONSUMER.NAMES.NOPE", None),
+            ("CONSUMER.LIST.NOPE", None),
+            ("CONSUMER.NAMES.IN", {"offset": "x"}),
+            ("CONSUMER.NAMES.IN", b"xx"),
+        ]
         for subject, req in paged:
             out.append((await api(nc, subject, req))["error"])
         return out
@@ -296,8 +446,14 @@ def _msg(m: Any, inbox: str) -> tuple[str, str, str, dict[str, str]]:
     return ("<inbox>" if m.subject == inbox else m.subject, reply, m.data.decode(), dict(m.headers or {}))
 
 
-async def pull(nc: Client, stream: str, consumer: str, req: Any, wait: float = 0.5,
-               during: Callable[[], Awaitable[None]] | None = None) -> list[Any]:
+async def pull(
+    nc: Client,
+    stream: str,
+    consumer: str,
+    req: Any,
+    wait: float = 0.5,
+    during: Callable[[], Awaitable[None]] | None = None,
+) -> list[Any]:
     """Publish a pull request with a reply inbox; collect what arrives until a terminal status
     or ``wait`` seconds."""
     inbox = nc.new_inbox()
@@ -327,15 +483,18 @@ async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
         await api(nc, "STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"], "storage": "memory"})
 
         async def make(name: str, **config: Any) -> None:
-            await api(nc, f"CONSUMER.CREATE.P.{name}", cfg("P", durable_name=name, ack_policy="explicit", **config))
+            await api(
+                nc, f"CONSUMER.CREATE.P.{name}", cfg("P", durable_name=name, ack_policy="explicit", **config)
+            )
 
         out: dict[str, Any] = {}
         await make("A")
         out["no_wait, nothing"] = await pull(nc, "P", "A", {"batch": 1, "no_wait": True})
         out["expires, nothing"] = await pull(nc, "P", "A", {"batch": 3, "expires": 200_000_000})
         out["empty body, nothing"] = await pull(nc, "P", "A", b"", wait=0.3)
-        out["bad heartbeat"] = await pull(nc, "P", "A", {"batch": 1, "expires": 1_000_000_000,
-                                                         "idle_heartbeat": 900_000_000})
+        out["bad heartbeat"] = await pull(
+            nc, "P", "A", {"batch": 1, "expires": 1_000_000_000, "idle_heartbeat": 900_000_000}
+        )
         for i in range(3):
             await nc.publish(f"p.{i}", f"m{i}".encode())
         await nc.flush()
@@ -344,8 +503,9 @@ async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
         await make("B")
         out["no_wait, 3 of 10"] = await pull(nc, "P", "B", {"batch": 10, "no_wait": True})
         await make("B2")
-        out["no_wait and expires, 3 of 10"] = await pull(nc, "P", "B2", {"batch": 10, "no_wait": True,
-                                                                        "expires": 300_000_000})
+        out["no_wait and expires, 3 of 10"] = await pull(
+            nc, "P", "B2", {"batch": 10, "no_wait": True, "expires": 300_000_000}
+        )
         await make("B3")
         out["integer body"] = await pull(nc, "P", "B3", b"2", wait=0.3)
         await make("W", max_waiting=1)
@@ -361,13 +521,16 @@ async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
         await make("MX", max_bytes=1000)
         out["max_bytes"] = await pull(nc, "P", "MX", {"batch": 1, "max_bytes": 2000})
         await make("SZ")
-        out["max_bytes below one message"] = await pull(nc, "P", "SZ", {"batch": 5, "max_bytes": 5,
-                                                                        "expires": 300_000_000})
-        out["max_bytes for one message"] = await pull(nc, "P", "SZ", {"batch": 5, "max_bytes": 60,
-                                                                      "expires": 300_000_000})
+        out["max_bytes below one message"] = await pull(
+            nc, "P", "SZ", {"batch": 5, "max_bytes": 5, "expires": 300_000_000}
+        )
+        out["max_bytes for one message"] = await pull(
+            nc, "P", "SZ", {"batch": 5, "max_bytes": 60, "expires": 300_000_000}
+        )
         await make("SZ2")
-        out["max_bytes for two, no_wait"] = await pull(nc, "P", "SZ2", {"batch": 5, "max_bytes": 100,
-                                                                        "no_wait": True})
+        out["max_bytes for two, no_wait"] = await pull(
+            nc, "P", "SZ2", {"batch": 5, "max_bytes": 100, "no_wait": True}
+        )
         await make("MAP", max_ack_pending=1)
         out["max_ack_pending, first"] = await pull(nc, "P", "MAP", {"batch": 5, "no_wait": True}, wait=0.3)
         out["max_ack_pending, no_wait"] = await pull(nc, "P", "MAP", {"batch": 5, "no_wait": True}, wait=0.3)
@@ -380,13 +543,18 @@ async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
             await asyncio.sleep(0.1)
             await api(nc, "CONSUMER.DELETE.P.DEL")
 
-        out["consumer deleted"] = await pull(nc, "P", "DEL", {"batch": 2, "expires": 2_000_000_000}, during=delete)
+        out["consumer deleted"] = await pull(
+            nc, "P", "DEL", {"batch": 2, "expires": 2_000_000_000}, during=delete
+        )
         await make("HB", deliver_policy="new")
-        out["idle heartbeats"] = await pull(nc, "P", "HB", {"batch": 2, "expires": 700_000_000,
-                                                            "idle_heartbeat": 200_000_000}, wait=1.0)
+        out["idle heartbeats"] = await pull(
+            nc, "P", "HB", {"batch": 2, "expires": 700_000_000, "idle_heartbeat": 200_000_000}, wait=1.0
+        )
         # a malformed request: 400, the text after "Bad Request - " is the JSON decoder's own
         bad = await pull(nc, "P", "B3", b"{bad")
-        out["bad json"] = [(s, r, d, {**h, "Description": h["Description"].split(" - ")[0]}) for s, r, d, h in bad]
+        out["bad json"] = [
+            (s, r, d, {**h, "Description": h["Description"].split(" - ")[0]}) for s, r, d, h in bad
+        ]
         return out
 
     ref, jp = await on_both(servers, scenario)
@@ -452,8 +620,9 @@ async def test_acks_and_consumer_info(servers: dict[str, Proc]) -> None:
         out["after +NXT"] = await info("I")
         waiting = nc.new_inbox()
         await nc.subscribe(waiting)
-        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.Q.I", body({"batch": 50, "expires": 2_000_000_000}),
-                         reply=waiting)
+        await nc.publish(
+            "$JS.API.CONSUMER.MSG.NEXT.Q.I", body({"batch": 50, "expires": 2_000_000_000}), reply=waiting
+        )
         await nc.flush()
         await asyncio.sleep(0.2)
         out["waiting request"] = await info("I")
@@ -469,7 +638,9 @@ async def test_acks_and_consumer_info(servers: dict[str, Proc]) -> None:
         await fetch("NN", 4, {"batch": 4, "no_wait": True})
         out["ack none"] = await info("NN")
 
-        await api(nc, "CONSUMER.CREATE.Q.F", cfg("Q", durable_name="F", ack_policy="explicit", filter_subject="q.1"))
+        await api(
+            nc, "CONSUMER.CREATE.Q.F", cfg("Q", durable_name="F", ack_policy="explicit", filter_subject="q.1")
+        )
         ms = await fetch("F", 2, {"batch": 2, "no_wait": True})
         out["filtered replies"] = [_msg(m, inbox)[1] for m in ms]
         await nc.request(ms[1].reply, b"+ACK", timeout=2)
@@ -500,7 +671,9 @@ async def test_advisory_fields(servers: dict[str, Proc]) -> None:
         await api(nc, "STREAM.CREATE.AD", {"name": "AD", "subjects": ["ad"], "storage": "memory"})
         for i in range(3):
             await nc.publish("ad", b"%d" % i)
-        await api(nc, "CONSUMER.CREATE.AD.C", cfg("AD", durable_name="C", ack_policy="explicit", max_deliver=1))
+        await api(
+            nc, "CONSUMER.CREATE.AD.C", cfg("AD", durable_name="C", ack_policy="explicit", max_deliver=1)
+        )
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
         await nc.publish("$JS.API.CONSUMER.MSG.NEXT.AD.C", body({"batch": 3, "no_wait": True}), reply=inbox)

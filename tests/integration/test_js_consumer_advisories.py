@@ -35,8 +35,9 @@ async def test_consumer_advisories(server: Server) -> None:
     await js.add_stream(name="A", subjects=["a"])
     for i in range(3):
         await js.publish("a", b"%d" % i)
-    await js.add_consumer("A", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT, max_deliver=2,
-                                              ack_wait=0.3))
+    await js.add_consumer(
+        "A", ConsumerConfig(durable_name="C", ack_policy=AckPolicy.EXPLICIT, max_deliver=2, ack_wait=0.3)
+    )
     sub = await js.pull_subscribe("a", durable="C", stream="A")
     m1, m2, m3 = await sub.fetch(3, timeout=2)
     await m1.nak()

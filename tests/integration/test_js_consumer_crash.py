@@ -94,7 +94,9 @@ async def test_kill9_while_acking_never_skips_a_message(tmp_path: Path) -> None:
         await js.add_stream(name="K", subjects=["k"])
         futs = [await js.publish_async("k", b"x%d" % i) for i in range(MESSAGES)]
         assert [(await f).seq for f in futs] == list(range(1, MESSAGES + 1))
-        await js.add_consumer("K", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.5))
+        await js.add_consumer(
+            "K", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT, ack_wait=0.5)
+        )
         await nc.close()
         acked: set[int] = set()
         for round_ in range(3):
@@ -123,8 +125,13 @@ async def test_clean_restart_keeps_durable_consumers_and_drops_ephemerals(tmp_pa
         for i in range(20):
             await js.publish(f"r.{i % 2}", b"%d" % i)
         cfg = ConsumerConfig(
-            durable_name="D", ack_policy=AckPolicy.EXPLICIT, filter_subject="r.1", max_deliver=5,
-            ack_wait=30, description="kept", max_ack_pending=50,
+            durable_name="D",
+            ack_policy=AckPolicy.EXPLICIT,
+            filter_subject="r.1",
+            max_deliver=5,
+            ack_wait=30,
+            description="kept",
+            max_ack_pending=50,
         )
         await js.add_consumer("R", cfg)
         eph = await js.add_consumer("R", ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, inactive_threshold=60))
@@ -146,9 +153,13 @@ async def test_clean_restart_keeps_durable_consumers_and_drops_ephemerals(tmp_pa
         assert after.config == before.config
         assert after.created == before.created
         assert (after.delivered.consumer_seq, after.delivered.stream_seq) == (
-            before.delivered.consumer_seq, before.delivered.stream_seq)
+            before.delivered.consumer_seq,
+            before.delivered.stream_seq,
+        )
         assert (after.ack_floor.consumer_seq, after.ack_floor.stream_seq) == (
-            before.ack_floor.consumer_seq, before.ack_floor.stream_seq)
+            before.ack_floor.consumer_seq,
+            before.ack_floor.stream_seq,
+        )
         assert after.num_ack_pending == before.num_ack_pending == 3
         assert after.num_pending == before.num_pending == 4
         try:

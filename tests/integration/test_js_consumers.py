@@ -218,10 +218,14 @@ async def test_deliver_policies(server: Server) -> None:
         msgs = await sub.fetch(10, timeout=0.5)
         assert [int(m.data) for m in msgs] == want, policy
     sub = await js.pull_subscribe(
-        "dp.*", durable="SEQ", config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=4)
+        "dp.*",
+        durable="SEQ",
+        config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=4),
     )
     assert [int(m.data) for m in await sub.fetch(10, timeout=0.5)] == [3, 4, 5]
-    sub = await js.pull_subscribe("dp.*", durable="NEW", config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW))
+    sub = await js.pull_subscribe(
+        "dp.*", durable="NEW", config=ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
+    )
     await js.publish("dp.1", b"6")
     assert [int(m.data) for m in await sub.fetch(10, timeout=0.5)] == [6]
     await nc.close()
@@ -232,7 +236,9 @@ async def test_filter_subjects_and_api_errors(server: Server) -> None:
     await js.add_stream(name="F", subjects=["f.>"])
     for s in ("f.a", "f.b", "f.c", "f.a"):
         await js.publish(s, s.encode())
-    await js.add_consumer("F", ConsumerConfig(durable_name="AB", filter_subjects=["f.a", "f.b"], ack_policy=AckPolicy.EXPLICIT))
+    await js.add_consumer(
+        "F", ConsumerConfig(durable_name="AB", filter_subjects=["f.a", "f.b"], ack_policy=AckPolicy.EXPLICIT)
+    )
     sub = await js.pull_subscribe_bind("AB", "F")
     assert [m.subject for m in await sub.fetch(10, timeout=0.5)] == ["f.a", "f.b", "f.a"]
     with pytest.raises(NotFoundError):
@@ -303,7 +309,9 @@ async def test_jsz_reports_consumers(tmp_path: Path) -> None:
 
     from jetpy.server.options import ServerOptions
 
-    opts = ServerOptions(host="127.0.0.1", port=0, http_port=-1, jetstream=True, store_dir=str(tmp_path / "js"))
+    opts = ServerOptions(
+        host="127.0.0.1", port=0, http_port=-1, jetstream=True, store_dir=str(tmp_path / "js")
+    )
     async with jetpy.Server(opts) as srv:
         nc, js = await _js(srv)
         await js.add_stream(name="S", subjects=["s"])
@@ -313,7 +321,9 @@ async def test_jsz_reports_consumers(tmp_path: Path) -> None:
         (m,) = await sub.fetch(1, timeout=1)
         await m.ack_sync()
         url = srv.monitor_url + "/jsz?accounts=true&streams=true&consumers=true"
-        raw = await asyncio.get_running_loop().run_in_executor(None, lambda: urllib.request.urlopen(url).read())
+        raw = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: urllib.request.urlopen(url).read()
+        )
         jsz = json.loads(raw)
         assert jsz["consumers"] == 1
         (detail,) = jsz["account_details"][0]["stream_detail"][0]["consumer_detail"]
@@ -339,7 +349,9 @@ async def test_ephemeral_cleanup_headers_only_and_update(server: Server) -> None
     assert m.data == b""
     assert m.headers is not None and m.headers["Nats-Msg-Size"] == "8" and m.headers["X-Key"] == "v"
     # update: mutable fields change, immutable ones are refused
-    new = await js.add_consumer("H", ConsumerConfig(durable_name="HO", headers_only=True, description="now described"))
+    new = await js.add_consumer(
+        "H", ConsumerConfig(durable_name="HO", headers_only=True, description="now described")
+    )
     assert new.config.description == "now described"
     with pytest.raises(ServerError) as e:
         await js.add_consumer("H", ConsumerConfig(durable_name="HO", deliver_policy=DeliverPolicy.NEW))

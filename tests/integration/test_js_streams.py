@@ -27,7 +27,11 @@ async def test_add_stream_publish_info(server: Server) -> None:
     assert si.state.messages == 10
     assert si.state.first_seq == 1
     assert si.state.last_seq == 10
-    assert (await js.stream_info("ORDERS", subjects_filter=">")).state.subjects == {"orders.0": 4, "orders.1": 3, "orders.2": 3}
+    assert (await js.stream_info("ORDERS", subjects_filter=">")).state.subjects == {
+        "orders.0": 4,
+        "orders.1": 3,
+        "orders.2": 3,
+    }
     msg = await js.get_msg("ORDERS", 4)
     assert msg.data == b"m3"
     assert msg.subject == "orders.0"

@@ -40,8 +40,14 @@ async def test_ttl_message_expires_and_leaves_a_marker(server: Server, storage: 
     nc = await nats.connect(server.client_url)
     js = nc.jetstream()
     await js.add_stream(
-        StreamConfig(name="T", subjects=["t.*"], storage=storage, allow_msg_ttl=True,  # type: ignore[arg-type]
-                     allow_rollup_hdrs=True, subject_delete_marker_ttl=1.0)
+        StreamConfig(
+            name="T",
+            subjects=["t.*"],
+            storage=storage,  # type: ignore[arg-type]
+            allow_msg_ttl=True,
+            allow_rollup_hdrs=True,
+            subject_delete_marker_ttl=1.0,
+        )
     )
     keep = await js.publish("t.keep", b"k")
     short = await js.publish("t.short", b"s", headers={"Nats-TTL": "1s"})
@@ -67,7 +73,11 @@ async def test_ttl_header_rules(server: Server) -> None:
     await js.add_stream(name="PLAIN", subjects=["plain"])
     with pytest.raises(APIError) as err:
         await js.publish("plain", b"x", headers={"Nats-TTL": "5s"})
-    assert (err.value.code, err.value.err_code, err.value.description) == (400, 10166, "per-message TTL is disabled")
+    assert (err.value.code, err.value.err_code, err.value.description) == (
+        400,
+        10166,
+        "per-message TTL is disabled",
+    )
     with pytest.raises(APIError) as err:  # a bad value on a stream without TTLs: disabled, too
         await js.publish("plain", b"x", headers={"Nats-TTL": "0"})
     assert err.value.err_code == 10166
@@ -76,7 +86,11 @@ async def test_ttl_header_rules(server: Server) -> None:
     for bad in ("0", "500ms", "abc", "1x", "-1"):
         with pytest.raises(APIError) as err:
             await js.publish("tt", b"x", headers={"Nats-TTL": bad})
-        assert (err.value.code, err.value.err_code, err.value.description) == (400, 10165, "invalid per-message TTL"), bad
+        assert (err.value.code, err.value.err_code, err.value.description) == (
+            400,
+            10165,
+            "invalid per-message TTL",
+        ), bad
     for good in ("2", "1m", "1h30m", "never", "NEVER"):
         await js.publish("tt", b"x", headers={"Nats-TTL": good})
     # checked before de-duplication: a refused TTL does not record the message id

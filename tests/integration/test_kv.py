@@ -687,7 +687,9 @@ async def test_per_key_never_outlives_bucket_ttl(target: Target) -> None:
 async def test_limit_markers_tell_watchers_about_expiry(target: Target) -> None:
     target.require_2_11("subject delete markers")
     js = await target.js()
-    await js.add_stream(kv_stream("lm", max_msgs_per_subject=5, allow_msg_ttl=True, subject_delete_marker_ttl=1.0))
+    await js.add_stream(
+        kv_stream("lm", max_msgs_per_subject=5, allow_msg_ttl=True, subject_delete_marker_ttl=1.0)
+    )
     kv = await js.key_value("lm")
     assert (await kv.status()).marker_ttl == 1.0
     w = await kv.watchall()
@@ -730,7 +732,9 @@ async def test_limit_markers_on_bucket_ttl(target: Target) -> None:
     target.require_2_11("subject delete markers")
     js = await target.js()
     await js.add_stream(
-        kv_stream("la", max_age=1.0, duplicate_window=1.0, allow_rollup_hdrs=False, subject_delete_marker_ttl=2.0)
+        kv_stream(
+            "la", max_age=1.0, duplicate_window=1.0, allow_rollup_hdrs=False, subject_delete_marker_ttl=2.0
+        )
     )
     info = await js.stream_info("KV_la")
     # markers need TTLs and rollups: the server turns both on
@@ -749,7 +753,9 @@ async def test_limit_markers_on_bucket_ttl(target: Target) -> None:
 async def test_purge_with_ttl_removes_the_key_for_good(target: Target) -> None:
     target.require_2_11("per-message TTL on purge markers")
     js = await target.js()
-    await js.add_stream(kv_stream("pt", max_msgs_per_subject=5, allow_msg_ttl=True, subject_delete_marker_ttl=1.0))
+    await js.add_stream(
+        kv_stream("pt", max_msgs_per_subject=5, allow_msg_ttl=True, subject_delete_marker_ttl=1.0)
+    )
     kv = await js.key_value("pt")
     await kv.put("k", b"1")
     await kv.put("k", b"2")

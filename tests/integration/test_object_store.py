@@ -104,7 +104,9 @@ async def test_info_list_and_delete(target: Target) -> None:
     js = await target.js()
     obs = await js.create_object_store("files")
     a = os.urandom(3 * CHUNK + 5)
-    await obs.put("a.txt", a, meta=ObjectMeta(name="a.txt", description="first", headers={"X-Kind": ["text"]}))
+    await obs.put(
+        "a.txt", a, meta=ObjectMeta(name="a.txt", description="first", headers={"X-Kind": ["text"]})
+    )
     await obs.put("dir/b.bin", b"bee")
     info = await obs.get_info("a.txt")
     assert (info.name, info.size, info.chunks, info.digest) == ("a.txt", len(a), 4, digest(a))
@@ -129,7 +131,10 @@ async def test_info_list_and_delete(target: Target) -> None:
     # the chunks were purged: two metas and b's single chunk remain
     assert (await obs.status()).stream_info.state.messages == 3
     assert [i.name for i in await obs.list(ignore_deletes=True)] == ["dir/b.bin"]
-    assert sorted((i.name, bool(i.deleted)) for i in await obs.list()) == [("a.txt", True), ("dir/b.bin", False)]
+    assert sorted((i.name, bool(i.deleted)) for i in await obs.list()) == [
+        ("a.txt", True),
+        ("dir/b.bin", False),
+    ]
 
     await obs.delete("dir/b.bin")
     with pytest.raises(NotFoundError):

@@ -33,7 +33,9 @@ def test_one_reply_reads_back(dc: int, sseq: int, cseq: int, ts: int, pending: i
     assert ack_sequences(subject.encode()) == (sseq, cseq)
 
 
-@given(n=st.integers(0, 20), first=st.integers(1, 2**40), cseq=st.integers(1, 2**40), left=st.integers(0, 2**40))
+@given(
+    n=st.integers(0, 20), first=st.integers(1, 2**40), cseq=st.integers(1, 2**40), left=st.integers(0, 2**40)
+)
 def test_a_burst_s_replies_are_each_delivery_s(n: int, first: int, cseq: int, left: int) -> None:
     prefix = ack_prefix("S", "C")
     msgs = [StoredMsg("s", first + 2 * j, 1000 + j, b"", b"") for j in range(n)]

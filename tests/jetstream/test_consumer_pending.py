@@ -188,7 +188,9 @@ def test_a_run_ignores_what_is_not_an_ack_subject() -> None:
     queued=st.lists(st.integers(1, 12), max_size=4),
     seed=st.integers(0, 2**32),
 )
-def test_a_run_of_acks_equals_acking_one_by_one(n: int, acked: list[int], queued: list[int], seed: int) -> None:
+def test_a_run_of_acks_equals_acking_one_by_one(
+    n: int, acked: list[int], queued: list[int], seed: int
+) -> None:
     """ack_run's single floor update ends where ack_one one by one does, from any floor."""
     rnd = random.Random(seed)
     seqs = sorted(rnd.sample(range(1, 40), n))

@@ -13,7 +13,11 @@ S = 1_000_000_000  # one second, ns
 
 
 def queue(
-    max_waiting: int = 0, max_batch: int = 0, max_expires: int = 0, max_bytes: int = 0, gone: set[str] | None = None,
+    max_waiting: int = 0,
+    max_batch: int = 0,
+    max_expires: int = 0,
+    max_bytes: int = 0,
+    gone: set[str] | None = None,
 ) -> tuple[WaitingRequests, Recorder]:
     rec = Recorder()
     w = WaitingRequests(rec, lambda reply: reply not in (gone or set()))

@@ -56,7 +56,9 @@ def test_flow_control_asks_after_a_window_and_stalls_at_two() -> None:
     assert p.flow_control_reply(reply)
     assert not p.stalled()
     assert p.pump(src, T0) == sent  # the next two windows
-    assert [s.reply for s in rec.sent if s.status == "100 FlowControl Request"][1] == flow_control_prefix("S", "C") + "2"
+    assert [s.reply for s in rec.sent if s.status == "100 FlowControl Request"][1] == flow_control_prefix(
+        "S", "C"
+    ) + "2"
 
 
 def test_flow_control_counts_bulk_runs_too() -> None:

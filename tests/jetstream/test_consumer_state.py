@@ -121,8 +121,12 @@ class ConsumerMachine(RuleBasedStateMachine):
             steps = max_deliver if max_deliver > 0 else 3
             backoff = [ACK_WAIT * (i + 1) for i in range(steps)]
         raw = ConsumerConfig(
-            durable_name="D", ack_policy=policy, ack_wait=ACK_WAIT, max_deliver=max_deliver,  # type: ignore[arg-type]
-            max_ack_pending=mac, backoff=backoff,
+            durable_name="D",
+            ack_policy=policy,  # type: ignore[arg-type]
+            ack_wait=ACK_WAIT,
+            max_deliver=max_deliver,
+            max_ack_pending=mac,
+            backoff=backoff,
         )
         self.cfg = check_consumer_config(scfg, raw)
         self.policy = policy
@@ -232,7 +236,9 @@ class ConsumerMachine(RuleBasedStateMachine):
         keep = []
         for r in self.waiting:
             if r.no_wait and not blocked:
-                self.expected_status.append((r.reply, 408, str(r.batch)) if r.delivered else (r.reply, 404, None))
+                self.expected_status.append(
+                    (r.reply, 408, str(r.batch)) if r.delivered else (r.reply, 404, None)
+                )
             else:
                 keep.append(r)
         self.waiting = keep
@@ -325,8 +331,14 @@ class ConsumerMachine(RuleBasedStateMachine):
         assert meta is not None
         sseq = meta.stream_seq
         reply: str | None = None
-        body = {"ack": b"+ACK", "ack_sync": b"+ACK", "nak": b"-NAK", "wpi": b"+WPI", "term": b"+TERM why",
-                "next": b"+NXT"}.get(kind, b"")
+        body = {
+            "ack": b"+ACK",
+            "ack_sync": b"+ACK",
+            "nak": b"-NAK",
+            "wpi": b"+WPI",
+            "term": b"+TERM why",
+            "next": b"+NXT",
+        }.get(kind, b"")
         delay = 0
         if kind == "nak_delay":
             delay = data.draw(st.sampled_from([1_000, 40_000]))
@@ -437,14 +449,21 @@ class ConsumerMachine(RuleBasedStateMachine):
         a, b = self.c.info("now"), other.info("now")
         for f in ("delivered", "ack_floor"):
             assert (getattr(a, f).consumer_seq, getattr(a, f).stream_seq) == (
-                getattr(b, f).consumer_seq, getattr(b, f).stream_seq)
+                getattr(b, f).consumer_seq,
+                getattr(b, f).stream_seq,
+            )
         assert (a.num_ack_pending, a.num_redelivered, a.num_pending) == (
-            b.num_ack_pending, b.num_redelivered, b.num_pending)
+            b.num_ack_pending,
+            b.num_redelivered,
+            b.num_pending,
+        )
         assert other.snapshot() == state
 
 
 ConsumerMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=40, deadline=None,
+    max_examples=300,
+    stateful_step_count=40,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestConsumerStateMachine = ConsumerMachine.TestCase

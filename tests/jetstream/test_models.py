@@ -246,7 +246,9 @@ def test_decoders_ignore_unknown_fields() -> None:
     raw = b'{"name":"S","subjects":["a"],"allow_atomic":true,"future":{"x":1},"pedantic":true}'
     assert as_stream_config(config_body(raw)) == StreamConfig(name="S", subjects=["a"])
     assert decode(raw, StreamConfig).name == "S"
-    req = decode_request(b'{"stream_name":"S","config":{"x":1},"future":2,"pedantic":true}', ConsumerCreateRequest)
+    req = decode_request(
+        b'{"stream_name":"S","config":{"x":1},"future":2,"pedantic":true}', ConsumerCreateRequest
+    )
     assert (req.stream_name, req.config, req.pedantic) == ("S", ConsumerConfig(), True)
 
 

@@ -107,7 +107,9 @@ class Both:
         self.ref = ref
         self.ours = ours
 
-    async def ask(self, subject: str, body: Body = None, headers: dict[str, str] | None = None) -> tuple[bytes, bytes]:
+    async def ask(
+        self, subject: str, body: Body = None, headers: dict[str, str] | None = None
+    ) -> tuple[bytes, bytes]:
         payload = body if isinstance(body, bytes) else json.dumps(body).encode() if body is not None else b""
         replies = []
         for nc in (self.ref, self.ours):
@@ -138,7 +140,9 @@ def assert_same_shape(ours: Any, ref: Any, path: str = "$", consumer: bool = Fal
         keys = [k for k in ours if k in ref or k not in newer]
         assert keys == list(ref), f"{path}: fields {keys} where the reference has {list(ref)}"
         for k in keys:
-            assert_same_shape(ours[k], ref[k], f"{path}.{k}", consumer=k == "config" and "stream_name" in ours)
+            assert_same_shape(
+                ours[k], ref[k], f"{path}.{k}", consumer=k == "config" and "stream_name" in ours
+            )
     elif isinstance(ours, list) and isinstance(ref, list):
         assert len(ours) == len(ref), f"{path}: {len(ours)} items where the reference has {len(ref)}"
         for i, (a, b) in enumerate(zip(ours, ref, strict=True)):
@@ -273,7 +277,9 @@ async def test_jsz_detail_is_in_the_reference_shape(tmp_path: Path) -> None:
     """/jsz's account, stream and consumer details (the typed ``jsz_models``) have the reference's
     fields in its order (the top level is the monitor's)."""
     ref = start_process(
-        reference_cmd(tmp_path, "-m", "-1", "-js", "-sd", str(tmp_path / "ref")), tmp_path / "ref.log", want_http=True
+        reference_cmd(tmp_path, "-m", "-1", "-js", "-sd", str(tmp_path / "ref")),
+        tmp_path / "ref.log",
+        want_http=True,
     )
     try:
         ours = start_process(
@@ -288,7 +294,10 @@ async def test_jsz_detail_is_in_the_reference_shape(tmp_path: Path) -> None:
         docs = []
         for proc in (ref, ours):
             nc = await nats.connect(proc.url)
-            for cfg in [{"name": "S", "subjects": ["s.>"]}, {"name": "M", "subjects": ["m.*"], "storage": "memory"}]:
+            for cfg in [
+                {"name": "S", "subjects": ["s.>"]},
+                {"name": "M", "subjects": ["m.*"], "storage": "memory"},
+            ]:
                 await nc.request(f"$JS.API.STREAM.CREATE.{cfg['name']}", json.dumps(cfg).encode(), timeout=5)
             await nc.request("s.a", b"x", timeout=5)
             await nc.request("$JS.API.STREAM.MSG.DELETE.S", b'{"seq":1}', timeout=5)
@@ -480,7 +489,11 @@ async def test_consumer_refusals_match(nc: Client) -> None:
     for i, (setup, body) in enumerate(BAD_WQ_CONSUMERS):
         name = f"WQ{i}"
         wq = created_config(
-            await api(nc, f"STREAM.CREATE.{name}", {"name": name, "subjects": [f"wq{i}.>"], "retention": "workqueue"})
+            await api(
+                nc,
+                f"STREAM.CREATE.{name}",
+                {"name": name, "subjects": [f"wq{i}.>"], "retention": "workqueue"},
+            )
         )
         others = []
         for other in setup:

@@ -27,7 +27,9 @@ T = TypeVar("T")
 @pytest.fixture(scope="session")
 def js_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     d = tmp_path_factory.mktemp("spark-js")
-    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "js")], d / "jetpy.log")
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "js")], d / "jetpy.log"
+    )
     yield p
     p.stop(signal.SIGKILL)
 
@@ -66,7 +68,9 @@ def run(coro_fn: Callable[[JetStreamContext], Awaitable[T]], url: str) -> T:
     return asyncio.run(main())
 
 
-def make_stream(url: str, name: str, subjects: list[str], n: int, subject_of: Callable[[int], str], **cfg: Any) -> None:
+def make_stream(
+    url: str, name: str, subjects: list[str], n: int, subject_of: Callable[[int], str], **cfg: Any
+) -> None:
     """A stream with ``n`` messages: message i (1-based) on ``subject_of(i)``, payload ``m<i>``."""
 
     async def go(js: JetStreamContext) -> None:
@@ -98,5 +102,3 @@ def stream_msgs(url: str, name: str) -> int:
 @pytest.fixture
 def opts(js_server: Proc) -> dict[str, str]:
     return {"servers": js_server.url}
-
-

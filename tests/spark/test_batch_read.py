@@ -31,7 +31,13 @@ def _read(spark: SparkSession, opts: dict[str, str], **more: str) -> list[dict[s
 
 
 def test_reads_every_message_with_its_columns(spark: SparkSession, opts: dict[str, str], orders: str) -> None:
-    df = spark.read.format("jetstream").options(**opts).option("stream", orders).option("includeHeaders", "true").load()
+    df = (
+        spark.read.format("jetstream")
+        .options(**opts)
+        .option("stream", orders)
+        .option("includeHeaders", "true")
+        .load()
+    )
     assert df.columns == ["stream", "subject", "seq", "ts", "data", "headers"]
     assert df.rdd.getNumPartitions() == 1
     rows = [r.asDict() for r in df.orderBy("seq").collect()]
@@ -55,17 +61,41 @@ def test_filters_bounds_and_partitions(spark: SparkSession, opts: dict[str, str]
     assert [r["seq"] for r in rows] == [i for i in range(1, N + 1) if i % 3 == 0]
     rows = _read(spark, opts, stream=orders, filterSubjects="orders.us,orders.asia")
     assert [r["seq"] for r in rows] == [i for i in range(1, N + 1) if i % 3 != 0]
-    rows = _read(spark, opts, stream=orders, filterSubject="orders.*", startingOffsets='{"ORDERS": 101}', endingOffsets='{"ORDERS": 201}')
+    rows = _read(
+        spark,
+        opts,
+        stream=orders,
+        filterSubject="orders.*",
+        startingOffsets='{"ORDERS": 101}',
+        endingOffsets='{"ORDERS": 201}',
+    )
     assert [r["seq"] for r in rows] == list(range(101, 201))
-    rows = _read(spark, opts, stream=orders, filterSubject="orders.eu", startingOffsets='{"ORDERS": 101}', endingOffsets='{"ORDERS": 201}')
+    rows = _read(
+        spark,
+        opts,
+        stream=orders,
+        filterSubject="orders.eu",
+        startingOffsets='{"ORDERS": 101}',
+        endingOffsets='{"ORDERS": 201}',
+    )
     assert [r["seq"] for r in rows] == [i for i in range(101, 201) if i % 3 == 0]
     df = (
-        spark.read.format("jetstream").options(**opts)
-        .option("stream", orders).option("minPartitions", "4").option("fetchBatch", "37").load()
+        spark.read.format("jetstream")
+        .options(**opts)
+        .option("stream", orders)
+        .option("minPartitions", "4")
+        .option("fetchBatch", "37")
+        .load()
     )
     assert df.rdd.getNumPartitions() == 4
     assert sorted(r.seq for r in df.select("seq").collect()) == list(range(1, N + 1))
-    df = spark.read.format("jetstream").options(**opts).option("stream", orders).option("maxMessagesPerPartition", "100").load()
+    df = (
+        spark.read.format("jetstream")
+        .options(**opts)
+        .option("stream", orders)
+        .option("maxMessagesPerPartition", "100")
+        .load()
+    )
     assert df.rdd.getNumPartitions() == 6
 
 

@@ -12,7 +12,9 @@ pytestmark = pytest.mark.spark
 
 
 def test_defaults_and_case_insensitive_keys() -> None:
-    o = parse_source({"stream": "ORDERS", "STARTINGOFFSETS": "earliest", "includeheaders": "TRUE"}, streaming=True)
+    o = parse_source(
+        {"stream": "ORDERS", "STARTINGOFFSETS": "earliest", "includeheaders": "TRUE"}, streaming=True
+    )
     assert o.streams == ("ORDERS",)
     assert o.conn.servers == ("nats://127.0.0.1:4222",)
     assert o.starting.kind == "earliest"
@@ -21,7 +23,9 @@ def test_defaults_and_case_insensitive_keys() -> None:
     assert o.max_per_trigger is None
     assert parse_source({"stream": "A"}, streaming=True).starting.kind == "latest"  # as Kafka
     assert parse_source({"stream": "A"}, streaming=False).starting.kind == "earliest"
-    o = parse_source({"stream": "A,B", "startingOffsets": '{"A": -2, "B": 17}', "maxOffsetsPerTrigger": "5"}, True)
+    o = parse_source(
+        {"stream": "A,B", "startingOffsets": '{"A": -2, "B": 17}', "maxOffsetsPerTrigger": "5"}, True
+    )
     assert o.starting.seqs == {"A": EARLIEST, "B": 17}
     assert o.max_per_trigger == 5
     o = parse_source({"stream": "A", "jsDomain": "hub", "startingTimestamp": "1700000000000"}, True)
@@ -40,7 +44,11 @@ def test_defaults_and_case_insensitive_keys() -> None:
         ({"stream": "A", "startingOffsets": '{"B": 1}'}, "startingOffsets", "not one of the streams"),
         ({"stream": "A", "startingOffsets": '{"A": -3}'}, "startingOffsets", "-2 = earliest"),
         ({"stream": "A", "endingOffsets": "earliest"}, "endingOffsets", "'latest' or JSON"),
-        ({"stream": "A", "startingTimestamp": "yesterday"}, "startingTimestamp", "milliseconds since the epoch"),
+        (
+            {"stream": "A", "startingTimestamp": "yesterday"},
+            "startingTimestamp",
+            "milliseconds since the epoch",
+        ),
         ({"stream": "A", "maxMessagesPerTrigger": "0"}, "maxMessagesPerTrigger", "integer >= 1"),
         ({"stream": "A", "minPartitions": "x"}, "minPartitions", "integer >= 1"),
         ({"stream": "A", "failOnDataLoss": "maybe"}, "failOnDataLoss", "'true' or 'false'"),
@@ -52,7 +60,9 @@ def test_defaults_and_case_insensitive_keys() -> None:
         ({"stream": "A", "startingOfsets": "earliest"}, "startingofsets", "source option"),
     ],
 )
-def test_source_errors_name_option_and_accepted_values(raw: dict[str, str], option: str, accepted: str) -> None:
+def test_source_errors_name_option_and_accepted_values(
+    raw: dict[str, str], option: str, accepted: str
+) -> None:
     with pytest.raises(JetStreamOptionError) as e:
         parse_source(raw, streaming=True)
     assert e.value.option == option
@@ -86,5 +96,7 @@ def test_errors_surface_through_spark(spark: SparkSession, opts: dict[str, str])
         df.load().collect()
     assert "failOnDataLoss" in str(e.value) and "'true' or 'false'" in str(e.value)
     with pytest.raises(PySparkException) as e2:
-        spark.createDataFrame([("x",)], "data string").write.format("jetstream").options(**opts).mode("append").save()
+        spark.createDataFrame([("x",)], "data string").write.format("jetstream").options(**opts).mode(
+            "append"
+        ).save()
     assert "subject" in str(e2.value)

@@ -34,7 +34,13 @@ def test_batch_write_dedups_a_rerun(spark: SparkSession, opts: dict[str, str], j
     assert stream_msgs(url, "OUT1") == 200
     df.write.format("jetstream").options(**opts).mode("append").save()  # the same ids again
     assert stream_msgs(url, "OUT1") == 200
-    back = spark.read.format("jetstream").options(**opts).option("stream", "OUT1").option("includeHeaders", "true").load()
+    back = (
+        spark.read.format("jetstream")
+        .options(**opts)
+        .option("stream", "OUT1")
+        .option("includeHeaders", "true")
+        .load()
+    )
     got = {bytes(r.data).decode(): (r.subject, r.headers) for r in back.collect()}
     assert len(got) == 200
     subject, headers = got["d3"]
@@ -45,11 +51,15 @@ def test_batch_write_dedups_a_rerun(spark: SparkSession, opts: dict[str, str], j
     # without a msg_id column, a fixed writeId makes a rerun of the same job idempotent
     plain = spark.range(50).select(F.concat(F.lit("x"), F.col("id").cast("string")).alias("data")).coalesce(2)
     for _ in range(2):
-        plain.write.format("jetstream").options(**opts).option("subject", "out1.plain").option("writeId", "job-7").mode("append").save()
+        plain.write.format("jetstream").options(**opts).option("subject", "out1.plain").option(
+            "writeId", "job-7"
+        ).mode("append").save()
     assert stream_msgs(url, "OUT1") == 250
 
 
-def test_stream_to_stream_replay_is_deduplicated(spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path) -> None:
+def test_stream_to_stream_replay_is_deduplicated(
+    spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path
+) -> None:
     url = js_server.url
     make_stream(url, "SRC", ["src.>"], 300, lambda i: f"src.{i % 3}")
     _add(url, "DST", ["dst.>"])
@@ -57,11 +67,15 @@ def test_stream_to_stream_replay_is_deduplicated(spark: SparkSession, opts: dict
 
     def run_once() -> int:
         q = (
-            spark.readStream.format("jetstream").options(**opts)
-            .option("stream", "SRC").option("startingOffsets", "earliest").option("maxMessagesPerTrigger", "100")
+            spark.readStream.format("jetstream")
+            .options(**opts)
+            .option("stream", "SRC")
+            .option("startingOffsets", "earliest")
+            .option("maxMessagesPerTrigger", "100")
             .load()
             .select(F.concat(F.lit("dst."), F.col("subject")).alias("subject"), "data")
-            .writeStream.format("jetstream").options(**opts)
+            .writeStream.format("jetstream")
+            .options(**opts)
             .option("checkpointLocation", str(ckpt))
             .trigger(availableNow=True)
             .start()
@@ -78,5 +92,7 @@ def test_stream_to_stream_replay_is_deduplicated(spark: SparkSession, opts: dict
     publish(url, "src.new", 301, 40)
     assert run_once() == 140  # batch 2 again (100 rows), then the 40 new ones
     assert stream_msgs(url, "DST") == 340  # the replayed 100 were dropped as duplicates
-    seqs = [r.seq for r in spark.read.format("jetstream").options(**opts).option("stream", "DST").load().collect()]
+    seqs = [
+        r.seq for r in spark.read.format("jetstream").options(**opts).option("stream", "DST").load().collect()
+    ]
     assert len(seqs) == 340

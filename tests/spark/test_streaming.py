@@ -25,7 +25,9 @@ from .conftest import make_stream, publish
 pytestmark = pytest.mark.spark
 
 
-def _start(spark: SparkSession, opts: dict[str, str], out: Path, ckpt: Path, trigger: dict[str, Any], **more: str) -> StreamingQuery:
+def _start(
+    spark: SparkSession, opts: dict[str, str], out: Path, ckpt: Path, trigger: dict[str, Any], **more: str
+) -> StreamingQuery:
     df = spark.readStream.format("jetstream").options(**opts).options(**more).load()
     return (
         df.select("seq", "subject", "data")
@@ -41,7 +43,9 @@ def _seqs(spark: SparkSession, out: Path) -> list[int]:
     return sorted(r.seq for r in spark.read.parquet(str(out)).select("seq").collect())
 
 
-def test_exactly_once_across_stop_and_restart(spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path) -> None:
+def test_exactly_once_across_stop_and_restart(
+    spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path
+) -> None:
     url = js_server.url
     make_stream(url, "EVENTS", ["ev.>"], 300, lambda i: "ev.a")
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
@@ -70,21 +74,31 @@ def test_exactly_once_across_stop_and_restart(spark: SparkSession, opts: dict[st
     assert _seqs(spark, out) == list(range(1, 601))
 
 
-def test_starting_offsets_latest_and_json(spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path) -> None:
+def test_starting_offsets_latest_and_json(
+    spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path
+) -> None:
     url = js_server.url
     make_stream(url, "START", ["st"], 50, lambda i: "st")
     q = _start(spark, opts, tmp_path / "o1", tmp_path / "c1", {"availableNow": True}, stream="START")
     assert q.awaitTermination(60)
     assert spark.read.parquet(str(tmp_path / "o1")).count() == 0  # latest: only new messages
     q = _start(
-        spark, opts, tmp_path / "o2", tmp_path / "c2", {"availableNow": True},
-        stream="START", startingOffsets='{"START": 41}', filterSubject="st",
+        spark,
+        opts,
+        tmp_path / "o2",
+        tmp_path / "c2",
+        {"availableNow": True},
+        stream="START",
+        startingOffsets='{"START": 41}',
+        filterSubject="st",
     )
     assert q.awaitTermination(60)
     assert _seqs(spark, tmp_path / "o2") == list(range(41, 51))
 
 
-def test_fail_on_data_loss(spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path) -> None:
+def test_fail_on_data_loss(
+    spark: SparkSession, opts: dict[str, str], js_server: Proc, tmp_path: Path
+) -> None:
     url = js_server.url
     make_stream(url, "LOSSY", ["lossy"], 50, lambda i: "lossy", max_msgs=50)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
@@ -100,7 +114,12 @@ def test_fail_on_data_loss(spark: SparkSession, opts: dict[str, str], js_server:
     assert q.awaitTermination(60)
     assert _seqs(spark, out) == list(range(1, 51)) + list(range(101, 151))
     # batch reads check the same
-    df = spark.read.format("jetstream").options(**opts).option("stream", "LOSSY").option("startingOffsets", '{"LOSSY": 1}')
+    df = (
+        spark.read.format("jetstream")
+        .options(**opts)
+        .option("stream", "LOSSY")
+        .option("startingOffsets", '{"LOSSY": 1}')
+    )
     with pytest.raises(Exception, match="failOnDataLoss"):
         df.load().collect()
     assert df.option("failOnDataLoss", "false").load().count() == 50

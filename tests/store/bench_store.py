@@ -43,7 +43,9 @@ def main(n: int) -> None:
         t2 = time.perf_counter()
         s.sync()
         t3 = time.perf_counter()
-        print(f"file append 128 B      {rate(n, t1 - t0)}  (final flush {t2 - t1:.3f}s, fsync {t3 - t2:.3f}s)")
+        print(
+            f"file append 128 B      {rate(n, t1 - t0)}  (final flush {t2 - t1:.3f}s, fsync {t3 - t2:.3f}s)"
+        )
 
         load = s.load_msg
         t0 = time.perf_counter()

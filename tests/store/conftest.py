@@ -32,8 +32,9 @@ def make_store(kind: str, tmp_path: Path) -> Iterator[MakeStore]:
     def factory(
         limits: StoreLimits | None = None, first_seq: int = 1, block_size: int = CONTRACT_BLOCK_SIZE
     ) -> StreamStore:
-        cfg = StoreConfig("test", "memory" if kind == "memory" else "file", limits or StoreLimits(),
-                          first_seq, block_size)
+        cfg = StoreConfig(
+            "test", "memory" if kind == "memory" else "file", limits or StoreLimits(), first_seq, block_size
+        )
         store: StreamStore
         store = MemoryStore(cfg) if kind == "memory" else FileStore(tmp_path / f"stream{len(opened)}", cfg)
         opened.append(store)

@@ -70,7 +70,11 @@ def test_store_and_load_round_trip(store: StreamStore) -> None:
     m = store.load_msg(1)
     assert m is not None
     assert (m.subject, m.seq, m.ts, m.hdr, m.data) == (
-        "orders.new", 1, ts, b"NATS/1.0\r\nK: v\r\n\r\n", b"\x00\xffpayload"
+        "orders.new",
+        1,
+        ts,
+        b"NATS/1.0\r\nK: v\r\n\r\n",
+        b"\x00\xffpayload",
     )
     seq2, ts2 = store.store_msg("ünïcode.subj", b"", b"", ts=42)
     assert (seq2, ts2) == (2, 42)
@@ -270,7 +274,14 @@ def test_purge_all(store: StreamStore) -> None:
     fill(store, ["a", "b"], 10)
     assert store.purge() == 10
     st = store.state()
-    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_subjects, st.last_ts) == (0, 0, 11, 10, 0, 1009)
+    assert (st.msgs, st.bytes, st.first_seq, st.last_seq, st.num_subjects, st.last_ts) == (
+        0,
+        0,
+        11,
+        10,
+        0,
+        1009,
+    )
     assert store.purge() == 0
     assert store.store_msg("a", b"", b"x")[0] == 11
     assert store.state().first_seq == 11

@@ -22,8 +22,12 @@ class Toy:
         self.markers: list[tuple[str, int, int]] = []
         self.refuse_markers = False
         self.expiry = Expiry(
-            live=self.msgs.__contains__, head=self.head, ts_of=lambda s: self.msgs[s][1],
-            subject_of=self.subject_of, hdr_of=lambda s: self.msgs[s][2], remove=self.remove,
+            live=self.msgs.__contains__,
+            head=self.head,
+            ts_of=lambda s: self.msgs[s][1],
+            subject_of=self.subject_of,
+            hdr_of=lambda s: self.msgs[s][2],
+            remove=self.remove,
             store_msg=self.store_msg,
         )
 

@@ -42,8 +42,15 @@ def make_index(*blocks: tuple[int, list[str | None]]) -> StoreIndex:
         last = base + len(entries) - 1
     live = [b.base + i for b in out for i, s in enumerate(b.sids) if s != NO_SID]
     rec = Recovered(
-        blocks=out, subjects=by_name, by_sid=by_sid, last_seq=last, last_ts=0, floor=0,
-        first_seq=live[0] if live else last + 1, msgs=len(live), bytes=SIZE * len(live),
+        blocks=out,
+        subjects=by_name,
+        by_sid=by_sid,
+        last_seq=last,
+        last_ts=0,
+        floor=0,
+        first_seq=live[0] if live else last + 1,
+        msgs=len(live),
+        bytes=SIZE * len(live),
     )
     return StoreIndex(rec)
 

@@ -31,7 +31,9 @@ class Fixture:
             target = disk if seq <= on_disk else self.wbuf
             off = len(disk) + len(self.wbuf)
             data = self.payload(seq)
-            acct = append_record(target, seq, seq * 10, b"orders", b"", data, 6, 0, RECORD_OVERHEAD + 6 + len(data))
+            acct = append_record(
+                target, seq, seq * 10, b"orders", b"", data, 6, 0, RECORD_OVERHEAD + 6 + len(data)
+            )
             self.blk.offs.append(off)
             self.blk.lens.append(acct)
             self.blk.sids.append(0)
@@ -42,10 +44,19 @@ class Fixture:
         self.blk.size = len(disk) + len(self.wbuf)
         self.blk.flushed = len(disk)
         n = on_disk + buffered
-        self.ix = StoreIndex(Recovered(
-            blocks=[self.blk], subjects={"orders": self.info}, by_sid=[self.info], last_seq=n, last_ts=n * 10,
-            floor=1, first_seq=1, msgs=n, bytes=sum(self.blk.lens),
-        ))
+        self.ix = StoreIndex(
+            Recovered(
+                blocks=[self.blk],
+                subjects={"orders": self.info},
+                by_sid=[self.info],
+                last_seq=n,
+                last_ts=n * 10,
+                floor=1,
+                first_seq=1,
+                msgs=n,
+                bytes=sum(self.blk.lens),
+            )
+        )
         self.opened = 0
         self.reader = BlockReader(self.ix, self.wbuf, self.fd_of)
 

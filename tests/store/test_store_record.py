@@ -127,7 +127,9 @@ def test_append_record_is_encode_record_and_returns_the_accounted_size() -> None
     assert append_record(buf, 7, 123456789, b"a.b", b"HD", b"body", 3, 2, MSG_OVERHEAD + 3 + 2 + 4) == 43
     assert bytes(buf) == b"prefix" + encode_record(7, 123456789, b"a.b", b"HD", b"body")
     # without headers the record keeps its 4-byte header-length field, which is not accounted
-    assert append_record(bytearray(), 1, 0, b"s", b"", b"xy", 1, 0, MSG_OVERHEAD + 1 + 2) == MSG_OVERHEAD + 3 - 4
+    assert (
+        append_record(bytearray(), 1, 0, b"s", b"", b"xy", 1, 0, MSG_OVERHEAD + 1 + 2) == MSG_OVERHEAD + 3 - 4
+    )
     assert accounted_size(MSG_OVERHEAD + 3, 0) == MSG_OVERHEAD - 1 and longest_record(33) == 37
 
 
@@ -175,8 +177,19 @@ def _run(*msgs: tuple[int, bytes, bytes]) -> tuple[bytes, array[int], array[int]
     for seq, (sid, hdr, data) in enumerate(msgs, start=100):
         subject = b"s%d" % sid
         offs.append(len(buf))
-        lens.append(append_record(buf, seq, seq, subject, hdr, data, len(subject), len(hdr),
-                                  MSG_OVERHEAD + len(subject) + len(hdr) + len(data)))
+        lens.append(
+            append_record(
+                buf,
+                seq,
+                seq,
+                subject,
+                hdr,
+                data,
+                len(subject),
+                len(hdr),
+                MSG_OVERHEAD + len(subject) + len(hdr) + len(data),
+            )
+        )
         sids.append(sid)
     return bytes(buf), offs, lens, sids
 
@@ -190,12 +203,18 @@ def test_decode_msgs_a_run_skipping_deleted_entries() -> None:
     sids[1] = DELETED
     out: list[StoredMsg] = []
     assert decode_msgs(buf, 0, offs, lens, sids, SUBJECTS, 100, 0, 10, out, DELETED) == 4
-    assert [(m.seq, m.subject, m.data) for m in out] == [(100, "s0", b"a"), (102, "s0", b"c"), (103, "s1", b"d")]
+    assert [(m.seq, m.subject, m.data) for m in out] == [
+        (100, "s0", b"a"),
+        (102, "s0", b"c"),
+        (103, "s1", b"d"),
+    ]
     out.clear()  # ``want`` counts messages, not entries: the deleted one does not use it up
     assert decode_msgs(buf, 0, offs, lens, sids, SUBJECTS, 100, 0, 2, out, DELETED) == 3
     assert [m.seq for m in out] == [100, 102]
     out.clear()  # a run of one is the single read
-    assert decode_msgs(buf, 0, offs, lens, sids, SUBJECTS, 100, 3, 1, out, DELETED) == 4 and out[0].data == b"d"
+    assert (
+        decode_msgs(buf, 0, offs, lens, sids, SUBJECTS, 100, 3, 1, out, DELETED) == 4 and out[0].data == b"d"
+    )
 
 
 def test_decode_msgs_stops_where_the_buffer_or_the_record_is_not_what_the_entry_expects() -> None:
@@ -203,7 +222,7 @@ def test_decode_msgs_stops_where_the_buffer_or_the_record_is_not_what_the_entry_
     out: list[StoredMsg] = []
     part = buf[offs[1] : offs[2] - 1]  # entry 1's record, cut short; the buffer starts at its offset
     assert decode_msgs(part, offs[1], offs, lens, sids, SUBJECTS, 100, 1, 5, out, DELETED) == 1 and not out
-    assert decode_msgs(buf[offs[1]:], offs[1], offs, lens, sids, SUBJECTS, 100, 0, 5, out, DELETED) == 0
+    assert decode_msgs(buf[offs[1] :], offs[1], offs, lens, sids, SUBJECTS, 100, 0, 5, out, DELETED) == 0
     other_size = lens[:1] + array("I", [lens[1] + 1]) + lens[2:]
     assert decode_msgs(buf, 0, offs, other_size, sids, SUBJECTS, 100, 0, 5, out, DELETED) == 1
     out.clear()

@@ -107,8 +107,7 @@ def test_middle_block_removal_survives_restart(tmp_path: Path) -> None:
     for i in range(1, 101):
         s.store_msg("keep" if i <= 20 or i > 80 else "gone", b"", payload(i), ts=i)
     s.flush()
-    doomed = [b for b in blocks(tmp_path / "s")
-              if all(21 <= r[3] <= 80 for r in records(b)) and records(b)]
+    doomed = [b for b in blocks(tmp_path / "s") if all(21 <= r[3] <= 80 for r in records(b)) and records(b)]
     assert doomed
     s.purge("gone")
     s.flush()
@@ -251,8 +250,15 @@ def test_bit_flip_in_sealed_block(tmp_path: Path, field: str) -> None:
     sealed = blocks(tmp_path / "s")[1]
     msgs = [r for r in records(sealed) if not r[2] & FLAG_TOMBSTONE]
     off, rec_len, _flags, victim = msgs[len(msgs) // 2]
-    where = {"magic": 0, "rec_len": 5, "seq": 8, "ts": 17, "subject": 31, "payload": rec_len - 8,
-             "crc": rec_len - 2}[field]
+    where = {
+        "magic": 0,
+        "rec_len": 5,
+        "seq": 8,
+        "ts": 17,
+        "subject": 31,
+        "payload": rec_len - 8,
+        "crc": rec_len - 2,
+    }[field]
     with open(sealed, "r+b") as f:
         f.seek(off + where)
         b = f.read(1)[0]
@@ -466,7 +472,9 @@ def test_bulk_read_stops_at_rot_found_after_open(tmp_path: Path) -> None:
             break
         got += [m.seq for m in batch]
         start = batch[-1].seq + 1
-    assert got == list(range(1, victim)) and all(m.data == payload(m.seq) for m in s.load_next_batch("", 1, 5))
+    assert got == list(range(1, victim)) and all(
+        m.data == payload(m.seq) for m in s.load_next_batch("", 1, 5)
+    )
     with pytest.raises(ErrCorrupt):
         s.load_next_batch("", victim, 10)
     after = s.load_next_batch("", victim + 1, 1000)

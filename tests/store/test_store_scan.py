@@ -21,14 +21,20 @@ from jetpy.store.scan import (
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
 
 
 def build(path: Path) -> FileStore:
     s = FileStore(path, StoreConfig("scan", block_size=1024))
     s.write_meta(b'{"config": {}}')
     for i in range(1, 101):
-        s.store_msg("keep" if i <= 10 or i > 60 else "gone", b"H: 1\r\n" if i % 7 == 0 else b"", b"x" * i, ts=i)
+        s.store_msg(
+            "keep" if i <= 10 or i > 60 else "gone", b"H: 1\r\n" if i % 7 == 0 else b"", b"x" * i, ts=i
+        )
     s.remove_msg(1)  # the floor moves
     s.remove_msg(80)  # a tombstone
     s.erase_msg(90)
@@ -50,7 +56,9 @@ def test_a_stopped_store_is_counted_as_the_store_counts_it(tmp_path: Path) -> No
     assert sum(rep.live.values()) == st.bytes + 4 * no_hdr
     assert rep.last_seq == st.last_seq == 100 and rep.floor == 2
     assert rep.total("erased") == 1 and rep.total("tombstones") >= 2
-    assert [(c.name, c.state, c.delivered_stream_seq, c.pending) for c in rep.consumers] == [("C", "ok", 7, 1)]
+    assert [(c.name, c.state, c.delivered_stream_seq, c.pending) for c in rep.consumers] == [
+        ("C", "ok", 7, 1)
+    ]
     assert snapshot(tmp_path) == before
 
 

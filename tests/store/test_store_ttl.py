@@ -45,8 +45,17 @@ def live(store: StreamStore) -> list[int]:
 
 @pytest.mark.parametrize(
     ("raw", "ns"),
-    [("1s", S), ("1.9s", S), ("2", 2 * S), ("1m", 60 * S), ("1h30m", 5400 * S), ("never", TTL_NEVER),
-     ("NEVER", TTL_NEVER), ("00", 0), ("90000ms", 90 * S)],
+    [
+        ("1s", S),
+        ("1.9s", S),
+        ("2", 2 * S),
+        ("1m", 60 * S),
+        ("1h30m", 5400 * S),
+        ("never", TTL_NEVER),
+        ("NEVER", TTL_NEVER),
+        ("00", 0),
+        ("90000ms", 90 * S),
+    ],
 )
 def test_parse_ttl_accepts_what_nats_server_accepts(raw: str, ns: int) -> None:
     assert parse_ttl(raw.encode()) == ns
@@ -62,7 +71,14 @@ def test_go_durations_both_ways() -> None:
     assert parse_go_duration("1h2m3.5s") == 3723 * S + S // 2
     assert parse_go_duration("-1.5m") == -90 * S
     assert parse_go_duration("0") == 0
-    assert [go_duration(n * S) for n in (1, 59, 60, 61, 3600, 3661)] == ["1s", "59s", "1m0s", "1m1s", "1h0m0s", "1h1m1s"]
+    assert [go_duration(n * S) for n in (1, 59, 60, 61, 3600, 3661)] == [
+        "1s",
+        "59s",
+        "1m0s",
+        "1m1s",
+        "1h0m0s",
+        "1h1m1s",
+    ]
     for bad in ("", "1", "1d", ".s", "1s2"):
         with pytest.raises(ValueError):
             parse_go_duration(bad)
@@ -179,8 +195,13 @@ def test_max_age_expiry_leaves_markers_too(make_store: MakeStore) -> None:
     assert m is not None and m.seq == 4 and is_marker(m.hdr)
     # a KV purge (itself a "gone" marker) expiring leaves nothing behind
     put(store, "p", T0 + 10 * S, "1s")
-    store.store_msg("q", b"NATS/1.0\r\nKV-Operation: PURGE\r\nNats-Rollup: sub\r\nNats-TTL: 1\r\n\r\n", b"",
-                    T0 + 10 * S, S)
+    store.store_msg(
+        "q",
+        b"NATS/1.0\r\nKV-Operation: PURGE\r\nNats-Rollup: sub\r\nNats-TTL: 1\r\n\r\n",
+        b"",
+        T0 + 10 * S,
+        S,
+    )
     assert store.expire(T0 + 11 * S) == 2
     assert store.load_last_msg("q") is None
     last_p = store.load_last_msg("p")

@@ -35,10 +35,19 @@ class Fixture:
         self.msgdir = msgdir
         first = Block.create(msgdir, BlockHeader(1, 0, 1, 0, 1))
         self.info = SubjectInfo("s", b"s", 0, 1)
-        self.ix = StoreIndex(Recovered(
-            blocks=[first], subjects={"s": self.info}, by_sid=[self.info], last_seq=0, last_ts=0, floor=1,
-            first_seq=1, msgs=0, bytes=0,
-        ))
+        self.ix = StoreIndex(
+            Recovered(
+                blocks=[first],
+                subjects={"s": self.info},
+                by_sid=[self.info],
+                last_seq=0,
+                last_ts=0,
+                floor=1,
+                first_seq=1,
+                msgs=0,
+                bytes=0,
+            )
+        )
         self.forgotten: list[Block | None] = []
         self.w = GroupCommit(self.ix, msgdir, self.forgotten.append)
 

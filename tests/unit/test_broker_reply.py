@@ -23,7 +23,12 @@ class Recorder:
         raise AssertionError("a reply is one message")
 
     def deliver_batch(
-        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+        self,
+        sub: Subscription,
+        subjects: list[bytes],
+        replies: list[bytes],
+        hdrs: list[bytes],
+        datas: list[bytes],
     ) -> bool:
         raise AssertionError("a reply is one message")
 
@@ -31,7 +36,9 @@ class Recorder:
         pass
 
 
-def subscribe(broker: Broker, client: Recorder, subject: bytes, sid: bytes, queue: bytes | None = None) -> None:
+def subscribe(
+    broker: Broker, client: Recorder, subject: bytes, sid: bytes, queue: bytes | None = None
+) -> None:
     broker.add(Subscription(client, subject, queue, sid))
 
 
@@ -46,7 +53,9 @@ def test_the_inbox_subscription_gets_the_reply_as_publish_internal_sends_it() ->
     assert by_reply.publish_reply(b"_INBOX.x.7", ACK) == 1
     assert by_internal.publish_internal("_INBOX.x.7", None, ACK) == 1
     assert a.got == b.got == [(b"1", b"_INBOX.x.7", None, 0, ACK, b"23\r\n" + ACK + b"\r\n")]
-    assert (by_reply.in_msgs, by_reply.in_bytes) == (by_internal.in_msgs, by_internal.in_bytes) == (1, len(ACK))
+    assert (
+        (by_reply.in_msgs, by_reply.in_bytes) == (by_internal.in_msgs, by_internal.in_bytes) == (1, len(ACK))
+    )
 
 
 def test_other_interest_takes_the_general_path() -> None:

@@ -36,9 +36,22 @@ def error_of(text: str, env: dict[str, str] | None = None) -> str:
 # -- key/value separators, terminators, comments ---------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["port: 4222", "port = 4222", "port 4222", "port:4222", "port=4222",
-                                  "  port \t:\t 4222  ", "port 4222;", "port: 4222,", "'port': 4222",
-                                  '"port" = 4222', "port\n  4222"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "port: 4222",
+        "port = 4222",
+        "port 4222",
+        "port:4222",
+        "port=4222",
+        "  port \t:\t 4222  ",
+        "port 4222;",
+        "port: 4222,",
+        "'port': 4222",
+        '"port" = 4222',
+        "port\n  4222",
+    ],
+)
 def test_separators(text: str) -> None:
     assert parse(text) == {"port": 4222}
 
@@ -47,8 +60,16 @@ def test_several_entries_per_line_with_terminators() -> None:
     assert parse("a=1;b=2, c: 3\nd 4") == {"a": 1, "b": 2, "c": 3, "d": 4}
 
 
-@pytest.mark.parametrize("text", ["# only a comment", "// only a comment", "", "\n\n  \n",
-                                  "a: 1 # trailing\n# full line\n// slashes\nb: 2 // trailing"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# only a comment",
+        "// only a comment",
+        "",
+        "\n\n  \n",
+        "a: 1 # trailing\n# full line\n// slashes\nb: 2 // trailing",
+    ],
+)
 def test_comments(text: str) -> None:
     expected = {"a": 1, "b": 2} if "a:" in text else {}
     assert parse(text) == expected
@@ -60,8 +81,11 @@ def test_double_slash_inside_an_unquoted_value_is_not_a_comment() -> None:
 
 def test_json_file() -> None:
     text = '{"port": 4222, "debug": true, "authorization": {"users": [{"user": "a", "password": "b"}]}}'
-    assert parse(text) == {"port": 4222, "debug": True,
-                           "authorization": {"users": [{"user": "a", "password": "b"}]}}
+    assert parse(text) == {
+        "port": 4222,
+        "debug": True,
+        "authorization": {"users": [{"user": "a", "password": "b"}]},
+    }
     assert parse('{\n  "port": 4222\n}\n') == {"port": 4222}
 
 
@@ -78,7 +102,7 @@ def test_empty_map_and_array() -> None:
 
 
 def test_arrays_comma_and_newline_separated() -> None:
-    text = "a: [1, 2, 3]\nb: [\n  x.y\n  z # comment\n  // another\n  \"q\",\n]\nc: [[1], {k: v}]"
+    text = 'a: [1, 2, 3]\nb: [\n  x.y\n  z # comment\n  // another\n  "q",\n]\nc: [[1], {k: v}]'
     assert parse(text) == {"a": [1, 2, 3], "b": ["x.y", "z", "q"], "c": [[1], {"k": "v"}]}
 
 
@@ -119,26 +143,59 @@ def test_block_string() -> None:
     assert parse("a: (\nline one\n  ) not the end\n)\nb: 1") == {"a": "\nline one\n  ) not the end\n", "b": 1}
 
 
-@pytest.mark.parametrize(("word", "value"), [("true", True), ("TRUE", True), ("yes", True), ("on", True),
-                                             ("false", False), ("No", False), ("off", False)])
+@pytest.mark.parametrize(
+    ("word", "value"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("on", True),
+        ("false", False),
+        ("No", False),
+        ("off", False),
+    ],
+)
 def test_booleans(word: str, value: bool) -> None:
     assert parse(f"a: {word}") == {"a": value}
 
 
 def test_quoted_boolean_words_stay_strings() -> None:
-    assert parse('a: "true"\nb: \'off\'') == {"a": "true", "b": "off"}
+    assert parse("a: \"true\"\nb: 'off'") == {"a": "true", "b": "off"}
 
 
 # -- numbers, sizes, durations, addresses, datetimes ----------------------------------------
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("42", 42), ("-7", -7), ("007", 7), ("1.5", 1.5), ("-0.25", -0.25),
-    ("1k", 1000), ("1K", 1000), ("1kb", 1024), ("1KB", 1024), ("1KiB", 1024), ("2kib", 2048),
-    ("1m", 1_000_000), ("1MB", 1024**2), ("1mib", 1024**2), ("1g", 10**9), ("1G", 10**9),
-    ("1GB", 1024**3), ("1t", 10**12), ("1TB", 1024**4), ("1p", 10**15), ("1PB", 1024**5),
-    ("1e", 10**18), ("1EB", 1024**6), ("-1K", -1000), ("64MB", 64 * 1024**2),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("42", 42),
+        ("-7", -7),
+        ("007", 7),
+        ("1.5", 1.5),
+        ("-0.25", -0.25),
+        ("1k", 1000),
+        ("1K", 1000),
+        ("1kb", 1024),
+        ("1KB", 1024),
+        ("1KiB", 1024),
+        ("2kib", 2048),
+        ("1m", 1_000_000),
+        ("1MB", 1024**2),
+        ("1mib", 1024**2),
+        ("1g", 10**9),
+        ("1G", 10**9),
+        ("1GB", 1024**3),
+        ("1t", 10**12),
+        ("1TB", 1024**4),
+        ("1p", 10**15),
+        ("1PB", 1024**5),
+        ("1e", 10**18),
+        ("1EB", 1024**6),
+        ("-1K", -1000),
+        ("64MB", 64 * 1024**2),
+    ],
+)
 def test_integers_floats_and_sizes(text: str, value: float) -> None:
     assert parse(f"a: {text}") == {"a": value}
 
@@ -163,18 +220,21 @@ def test_datetime() -> None:
     assert parse("a: 2020-01-02T03:04:05Z") == {"a": datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC)}
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("a: 99999999999999999999", "out of the 64-bit range"),
-    ("a: 9EB", "out of the 64-bit range"),
-    ("a: 5kbib", "invalid size suffix 'kbib'"),
-    ("a: 5mb7", "must end with a new line"),
-    ("a: 1.", "floats must have a digit after the '.'"),
-    ("a: .5", "floats must start with a digit"),
-    ("a: -x", "expected a digit after '-'"),
-    ("a: 2020-01", "expected a Zulu datetime"),
-    ("a: 20-01", "full Zulu form"),
-    ("a: 1.5s", "must end with a new line"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a: 99999999999999999999", "out of the 64-bit range"),
+        ("a: 9EB", "out of the 64-bit range"),
+        ("a: 5kbib", "invalid size suffix 'kbib'"),
+        ("a: 5mb7", "must end with a new line"),
+        ("a: 1.", "floats must have a digit after the '.'"),
+        ("a: .5", "floats must start with a digit"),
+        ("a: -x", "expected a digit after '-'"),
+        ("a: 2020-01", "expected a Zulu datetime"),
+        ("a: 20-01", "full Zulu form"),
+        ("a: 1.5s", "must end with a new line"),
+    ],
+)
 def test_number_errors(text: str, fragment: str) -> None:
     assert fragment in error_of(text)
 
@@ -255,12 +315,19 @@ def test_include_forms_and_relative_paths(tmp_path: Path) -> None:
     write(tmp_path / "conf" / "sub" / "nested.conf", "include ../leaf.conf\nmid: 2\n")
     write(tmp_path / "conf" / "leaf.conf", "leaf: 3\n")
     write(tmp_path / "conf" / "q.conf", "q: 4\n")
-    main = write(tmp_path / "conf" / "main.conf",
-                 "top: 1\ninclude ./sub/nested.conf\nINCLUDE 'q.conf'\n"
-                 'authorization {\n  include "sub/users.conf"\n}\n')
+    main = write(
+        tmp_path / "conf" / "main.conf",
+        "top: 1\ninclude ./sub/nested.conf\nINCLUDE 'q.conf'\n"
+        'authorization {\n  include "sub/users.conf"\n}\n',
+    )
     conf = parse_config_file(main, env=NO_ENV)
-    assert conf == {"top": 1, "leaf": 3, "mid": 2, "q": 4,
-                    "authorization": {"users": [{"user": "a", "password": "b"}]}}
+    assert conf == {
+        "top": 1,
+        "leaf": 3,
+        "mid": 2,
+        "q": 4,
+        "authorization": {"users": [{"user": "a", "password": "b"}]},
+    }
     # positions point into the file a key came from
     assert conf.position("leaf") == Position(str(tmp_path / "conf" / "leaf.conf"), 1, 1)
 
@@ -332,26 +399,29 @@ def test_missing_file() -> None:
 # -- syntax errors name file:line:column ----------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "where", "fragment"), [
-    ("a: 1 b: 2", "t.conf:1:6", "must end with a new line"),
-    ("a {\n  b: 1 c: 2\n}", "t.conf:2:8", "a map value must end"),
-    ("a: [1 2]", "t.conf:1:7", "expected ',' or ']'"),
-    ("a: [1,,2]", "t.conf:1:7", "unexpected ','"),
-    ("a: [,1]", "t.conf:1:5", "unexpected ','"),
-    ("x {\n  a: 1\n", "t.conf:3:1", "missing '}'"),
-    ("a: [1,\n2", "t.conf:2:2", "but found end of file"),
-    ("a: [1,\n", "t.conf:2:1", "end of file in the array"),
-    ('a: "abc', "t.conf:1:8", "unterminated string"),
-    ("a: 'abc", "t.conf:1:4", "unterminated single-quoted"),
-    ("a: (\nabc", "t.conf:1:4", "unterminated block string"),
-    (r'a: "\q"', "t.conf:1:6", "invalid escape character 'q'"),
-    (r'a: "\xZZ"', "t.conf:1:6", "two hexadecimal digits"),
-    ("a:\n  1", "t.conf:1:3", "expected a value for key 'a'"),
-    ("debug", "t.conf:1:1", "key 'debug' has no value"),
-    ("a { b }", "t.conf:1:7", "expected a value"),
-    ("= 1", "t.conf:1:1", "unexpected '='"),
-    ('"a: 1', "t.conf:1:1", "unterminated quoted key"),
-])
+@pytest.mark.parametrize(
+    ("text", "where", "fragment"),
+    [
+        ("a: 1 b: 2", "t.conf:1:6", "must end with a new line"),
+        ("a {\n  b: 1 c: 2\n}", "t.conf:2:8", "a map value must end"),
+        ("a: [1 2]", "t.conf:1:7", "expected ',' or ']'"),
+        ("a: [1,,2]", "t.conf:1:7", "unexpected ','"),
+        ("a: [,1]", "t.conf:1:5", "unexpected ','"),
+        ("x {\n  a: 1\n", "t.conf:3:1", "missing '}'"),
+        ("a: [1,\n2", "t.conf:2:2", "but found end of file"),
+        ("a: [1,\n", "t.conf:2:1", "end of file in the array"),
+        ('a: "abc', "t.conf:1:8", "unterminated string"),
+        ("a: 'abc", "t.conf:1:4", "unterminated single-quoted"),
+        ("a: (\nabc", "t.conf:1:4", "unterminated block string"),
+        (r'a: "\q"', "t.conf:1:6", "invalid escape character 'q'"),
+        (r'a: "\xZZ"', "t.conf:1:6", "two hexadecimal digits"),
+        ("a:\n  1", "t.conf:1:3", "expected a value for key 'a'"),
+        ("debug", "t.conf:1:1", "key 'debug' has no value"),
+        ("a { b }", "t.conf:1:7", "expected a value"),
+        ("= 1", "t.conf:1:1", "unexpected '='"),
+        ('"a: 1', "t.conf:1:1", "unterminated quoted key"),
+    ],
+)
 def test_syntax_errors(text: str, where: str, fragment: str) -> None:
     message = error_of(text)
     assert message.startswith(where + ": "), message

@@ -61,63 +61,88 @@ def test_core_options() -> None:
         log_file: /var/log/jetpy.log
         pid_file: /run/jetpy.pid
     """)
-    assert (opts.host, opts.port, opts.server_name, opts.client_advertise) == ("127.0.0.1", 4333, "alpha",
-                                                                              "example.com:4222")
+    assert (opts.host, opts.port, opts.server_name, opts.client_advertise) == (
+        "127.0.0.1",
+        4333,
+        "alpha",
+        "example.com:4222",
+    )
     assert (opts.max_payload, opts.max_pending, opts.max_connections, opts.max_control_line) == (
-        2 * 1024**2, 128 * 1024**2, 100, 8192)
-    assert (opts.ping_interval, opts.ping_max, opts.write_deadline, opts.lame_duck_duration) == (30.0, 5, 1.5, 45.0)
+        2 * 1024**2,
+        128 * 1024**2,
+        100,
+        8192,
+    )
+    assert (opts.ping_interval, opts.ping_max, opts.write_deadline, opts.lame_duck_duration) == (
+        30.0,
+        5,
+        1.5,
+        45.0,
+    )
     assert opts.no_auth_user == "nobody"
     assert (opts.debug, opts.trace, opts.logtime) == (True, True, False)
     assert (opts.log_file, opts.pid_file) == ("/var/log/jetpy.log", "/run/jetpy.pid")
 
 
-@pytest.mark.parametrize(("text", "attr", "value"), [
-    ("net: 10.0.0.1", "host", "10.0.0.1"),
-    ("max_conn: 7", "max_connections", 7),
-    ("monitor_port: 8222", "http_port", 8222),
-    ("http_port: 8223", "http_port", 8223),
-    ("logfile: x.log", "log_file", "x.log"),
-    ("pidfile: x.pid", "pid_file", "x.pid"),
-    ("storedir: /data", "store_dir", "/data"),
-    ("store_dir: /data", "store_dir", "/data"),
-    ("trace_verbose: true", "trace", True),
-    ("PORT: 5", "port", 5),
-    ("Max_Payload: 1KB", "max_payload", 1024),
-])
+@pytest.mark.parametrize(
+    ("text", "attr", "value"),
+    [
+        ("net: 10.0.0.1", "host", "10.0.0.1"),
+        ("max_conn: 7", "max_connections", 7),
+        ("monitor_port: 8222", "http_port", 8222),
+        ("http_port: 8223", "http_port", 8223),
+        ("logfile: x.log", "log_file", "x.log"),
+        ("pidfile: x.pid", "pid_file", "x.pid"),
+        ("storedir: /data", "store_dir", "/data"),
+        ("store_dir: /data", "store_dir", "/data"),
+        ("trace_verbose: true", "trace", True),
+        ("PORT: 5", "port", 5),
+        ("Max_Payload: 1KB", "max_payload", 1024),
+    ],
+)
 def test_aliases_and_case_insensitive_keys(text: str, attr: str, value: object) -> None:
     assert getattr(options(text), attr) == value
 
 
-@pytest.mark.parametrize(("value", "host", "port"), [
-    ("4333", DEFAULT_HOST, 4333),
-    ('"127.0.0.1:4333"', "127.0.0.1", 4333),
-    ("127.0.0.1:4333", "127.0.0.1", 4333),
-    ("localhost:1", "localhost", 1),
-    ('":4333"', DEFAULT_HOST, 4333),
-    ('"[::1]:4333"', "::1", 4333),
-    ('"0.0.0.0:-1"', "0.0.0.0", -1),
-])
+@pytest.mark.parametrize(
+    ("value", "host", "port"),
+    [
+        ("4333", DEFAULT_HOST, 4333),
+        ('"127.0.0.1:4333"', "127.0.0.1", 4333),
+        ("127.0.0.1:4333", "127.0.0.1", 4333),
+        ("localhost:1", "localhost", 1),
+        ('":4333"', DEFAULT_HOST, 4333),
+        ('"[::1]:4333"', "::1", 4333),
+        ('"0.0.0.0:-1"', "0.0.0.0", -1),
+    ],
+)
 def test_listen(value: str, host: str, port: int) -> None:
     opts = options(f"listen: {value}")
     assert (opts.host, opts.port) == (host, port)
 
 
-@pytest.mark.parametrize(("value", "host", "port"), [
-    ("8222", "", 8222),
-    ("127.0.0.1:8222", "127.0.0.1", 8222),
-    ('"localhost:8000"', "localhost", 8000),
-])
+@pytest.mark.parametrize(
+    ("value", "host", "port"),
+    [
+        ("8222", "", 8222),
+        ("127.0.0.1:8222", "127.0.0.1", 8222),
+        ('"localhost:8000"', "localhost", 8000),
+    ],
+)
 def test_http(value: str, host: str, port: int) -> None:
     opts = options(f"http: {value}")
     assert (opts.http_host, opts.http_port) == (host, port)
 
 
-@pytest.mark.parametrize(("value", "fragment"), [
-    ('"localhost"', 'could not parse address string "localhost"'),
-    ('"1.2.3.4:abc"', 'could not parse port "abc"'),
-    ('"::1:4222"', "could not parse address string"),
-    ("true", "expected a string"),
-])
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ('"localhost"', 'could not parse address string "localhost"'),
+        ('"1.2.3.4:abc"', 'could not parse port "abc"'),
+        ('"::1:4222"', "could not parse address string"),
+        ("true", "expected a string"),
+    ],
+)
 def test_listen_errors(value: str, fragment: str) -> None:
     message = error_of(f"listen: {value}")
     assert message.startswith("t.conf:1:1: ")
@@ -127,10 +152,23 @@ def test_listen_errors(value: str, fragment: str) -> None:
 # -- durations -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("0", 0.0), ("10s", 10.0), ("2m", 120.0), ("1h30m", 5400.0), ("250ms", 0.25), ("1.5s", 1.5),
-    ("-5s", -5.0), ("1us", 1e-6), ("1µs", 1e-6), ("100ns", 1e-7), ("+3s", 3.0), (".5s", 0.5),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("0", 0.0),
+        ("10s", 10.0),
+        ("2m", 120.0),
+        ("1h30m", 5400.0),
+        ("250ms", 0.25),
+        ("1.5s", 1.5),
+        ("-5s", -5.0),
+        ("1us", 1e-6),
+        ("1µs", 1e-6),
+        ("100ns", 1e-7),
+        ("+3s", 3.0),
+        (".5s", 0.5),
+    ],
+)
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -145,19 +183,23 @@ def test_integer_durations_are_seconds_with_nats_server_warning() -> None:
     opts, warnings = apply("ping_interval: 30\nwrite_deadline: 5")
     assert (opts.ping_interval, opts.write_deadline) == (30.0, 5.0)
     assert len(warnings) == 2
-    assert warnings[0].startswith('t.conf:1:1: invalid use of field "ping_interval": ping_interval should be '
-                                  "converted to a duration")
+    assert warnings[0].startswith(
+        't.conf:1:1: invalid use of field "ping_interval": ping_interval should be converted to a duration'
+    )
     assert warnings[1].startswith("t.conf:2:1: ")
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ('ping_interval: "abc"', 'error parsing ping_interval: invalid duration "abc"'),
-    ("ping_interval: 1.5", 'expected a duration string such as "2m", got float 1.5'),
-    ('ping_interval: "-5s"', "must be a positive duration"),
-    ('write_deadline: "0s"', "must be a positive duration"),
-    ('lame_duck_duration: "10s"', "invalid lame_duck_duration of 10s, minimum is 30 seconds"),
-    ("lame_duck_duration: 60", "expected a duration string"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('ping_interval: "abc"', 'error parsing ping_interval: invalid duration "abc"'),
+        ("ping_interval: 1.5", 'expected a duration string such as "2m", got float 1.5'),
+        ('ping_interval: "-5s"', "must be a positive duration"),
+        ('write_deadline: "0s"', "must be a positive duration"),
+        ('lame_duck_duration: "10s"', "invalid lame_duck_duration of 10s, minimum is 30 seconds"),
+        ("lame_duck_duration: 60", "expected a duration string"),
+    ],
+)
 def test_duration_errors(text: str, fragment: str) -> None:
     message = error_of(text)
     assert message.startswith("t.conf:1:1: ")
@@ -167,20 +209,23 @@ def test_duration_errors(text: str, fragment: str) -> None:
 # -- types and limits ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ('port: "abc"', 'invalid value for "port": expected an integer, got string "abc"'),
-    ("port: 1.5", "expected an integer, got float 1.5"),
-    ("port: true", "expected an integer, got boolean true"),
-    ("server_name: 5", 'invalid value for "server_name": expected a string, got integer 5'),
-    ('debug: "true"', 'invalid value for "debug": expected a boolean'),
-    ("debug: 1", "expected a boolean (true/false), got integer 1"),
-    ("max_pending: [1]", "got an array"),
-    ("server_name: {a: 1}", "got a map"),
-    ("server_name: 2020-01-02T03:04:05Z", "got datetime"),
-    ("max_payload: 2147483648", "max_payload value is too big"),
-    ("max_payload: 1T", "max_payload value is too big"),
-    ("max_control_line: 3000000000", "max_control_line value is too big"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('port: "abc"', 'invalid value for "port": expected an integer, got string "abc"'),
+        ("port: 1.5", "expected an integer, got float 1.5"),
+        ("port: true", "expected an integer, got boolean true"),
+        ("server_name: 5", 'invalid value for "server_name": expected a string, got integer 5'),
+        ('debug: "true"', 'invalid value for "debug": expected a boolean'),
+        ("debug: 1", "expected a boolean (true/false), got integer 1"),
+        ("max_pending: [1]", "got an array"),
+        ("server_name: {a: 1}", "got a map"),
+        ("server_name: 2020-01-02T03:04:05Z", "got datetime"),
+        ("max_payload: 2147483648", "max_payload value is too big"),
+        ("max_payload: 1T", "max_payload value is too big"),
+        ("max_control_line: 3000000000", "max_control_line value is too big"),
+    ],
+)
 def test_type_errors_name_the_key_and_position(text: str, fragment: str) -> None:
     message = error_of("\n" + text)
     assert message.startswith("t.conf:2:1: "), message
@@ -211,8 +256,23 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
     assert options("authorization { U = x, user: $U }").username == "x"
 
 
-@pytest.mark.parametrize("key", ["tls", "cluster", "gateway", "leafnodes", "websocket", "mqtt", "accounts",
-                                 "operator", "resolver", "system_account", "https_port", "syslog"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "tls",
+        "cluster",
+        "gateway",
+        "leafnodes",
+        "websocket",
+        "mqtt",
+        "accounts",
+        "operator",
+        "resolver",
+        "system_account",
+        "https_port",
+        "syslog",
+    ],
+)
 def test_unsupported_fields_are_errors(key: str) -> None:
     assert error_of(f"{key}: 1") == f't.conf:1:1: field "{key}" is not supported by jetpy yet'
 
@@ -221,8 +281,17 @@ def test_switching_off_an_unsupported_feature_is_fine() -> None:
     assert options("syslog: false") == ServerOptions()
 
 
-@pytest.mark.parametrize("key", ["max_traced_msg_len", "max_subscriptions", "disable_sublist_cache",
-                                 "lame_duck_grace_period", "server_tags", "no_header_support"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "max_traced_msg_len",
+        "max_subscriptions",
+        "disable_sublist_cache",
+        "lame_duck_grace_period",
+        "server_tags",
+        "no_header_support",
+    ],
+)
 def test_ignored_fields_warn(key: str) -> None:
     opts, warnings = apply(f"{key}: 1")
     assert opts == ServerOptions()
@@ -262,7 +331,9 @@ def test_users_with_permissions_normalised() -> None:
     """)
     assert opts.users == [
         User("a", "b", {"publish": {"allow": ["foo"]}, "subscribe": {"allow": ["bar", "baz.>"]}}),
-        User("c", "d", {"publish": {"allow": ["x.*"], "deny": ["x.y"]}, "responses": {"max": 1, "ttl": 120.0}}),
+        User(
+            "c", "d", {"publish": {"allow": ["x.*"], "deny": ["x.y"]}, "responses": {"max": 1, "ttl": 120.0}}
+        ),
         User("e", "", {"responses": {"max": 5, "ttl": 60.0}}),
         User("f", "g", {"subscribe": {"allow": ["_INBOX.>"]}}),
     ]
@@ -273,29 +344,53 @@ def test_default_permissions_without_users_warn() -> None:
     assert warnings == ["t.conf:1:1: default_permissions apply to the users array only; ignored"]
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("authorization { user: a, password: b, token: c }", "t.conf:1:1: Cannot have a user/pass and token"),
-    ("authorization { users: [{user: a}], user: x }", "t.conf:1:1: Can not have a single user/pass and a users array"),
-    ("authorization { token: t, users: [{user: a}] }", "t.conf:1:1: Can not have a token and a users array"),
-    ("authorization { users: [{password: a}] }", "t.conf:1:25: User entry requires a user"),
-    ("authorization { users: [{user: a}, {user: a}] }", 't.conf:1:36: Duplicate user "a" detected'),
-    ("authorization { users: {user: a} }", "t.conf:1:17: Expected users field to be an array, got a map"),
-    ('authorization { users: [ "a" ] }', 'Expected user entry to be a map/struct, got string "a"'),
-    ("authorization { users: [{user: a, foo: 1}] }", 't.conf:1:35: unknown field "foo"'),
-    ("authorization { users: [{user: a, nkey: UABC}] }", 'field "nkey" is not supported by jetpy yet'),
-    ("authorization { users: [{user: a, permissions: {bogus: 1}}] }", 'Unknown field "bogus" parsing permissions'),
-    ("authorization { users: [{user: a, permissions: 1}] }", "Expected permissions to be a map/struct"),
-    ("authorization { users: [{user: a, permissions: {publish: 1}}] }", "Expected subject permissions"),
-    ('authorization { users: [{user: a, permissions: {publish: ["a", 1]}}] }', "cannot be cast to string"),
-    ("authorization { users: [{user: a, permissions: {publish: {x: a}}}] }", "only 'allow' or 'deny'"),
-    ('authorization { users: [{user: a, permissions: {publish: "foo..bar"}}] }', '"foo..bar" is not a valid subject'),
-    ("authorization { users: [{user: a, permissions: {allow_responses: 1}}] }", "expected a boolean or a map"),
-    ("authorization { users: [{user: a, permissions: {allow_responses: {ttl: 5}}}] }", "not a duration string"),
-    ("authorization { timeout: true }", 'invalid value for "timeout"'),
-    ("authorization { timeout: -1 }", "must be a positive number of seconds"),
-    ("authorization { user: 5 }", 'invalid value for "user": expected a string, got integer 5'),
-    ("authorization: 5", 'invalid value for "authorization": expected a map'),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("authorization { user: a, password: b, token: c }", "t.conf:1:1: Cannot have a user/pass and token"),
+        (
+            "authorization { users: [{user: a}], user: x }",
+            "t.conf:1:1: Can not have a single user/pass and a users array",
+        ),
+        (
+            "authorization { token: t, users: [{user: a}] }",
+            "t.conf:1:1: Can not have a token and a users array",
+        ),
+        ("authorization { users: [{password: a}] }", "t.conf:1:25: User entry requires a user"),
+        ("authorization { users: [{user: a}, {user: a}] }", 't.conf:1:36: Duplicate user "a" detected'),
+        ("authorization { users: {user: a} }", "t.conf:1:17: Expected users field to be an array, got a map"),
+        ('authorization { users: [ "a" ] }', 'Expected user entry to be a map/struct, got string "a"'),
+        ("authorization { users: [{user: a, foo: 1}] }", 't.conf:1:35: unknown field "foo"'),
+        ("authorization { users: [{user: a, nkey: UABC}] }", 'field "nkey" is not supported by jetpy yet'),
+        (
+            "authorization { users: [{user: a, permissions: {bogus: 1}}] }",
+            'Unknown field "bogus" parsing permissions',
+        ),
+        ("authorization { users: [{user: a, permissions: 1}] }", "Expected permissions to be a map/struct"),
+        ("authorization { users: [{user: a, permissions: {publish: 1}}] }", "Expected subject permissions"),
+        (
+            'authorization { users: [{user: a, permissions: {publish: ["a", 1]}}] }',
+            "cannot be cast to string",
+        ),
+        ("authorization { users: [{user: a, permissions: {publish: {x: a}}}] }", "only 'allow' or 'deny'"),
+        (
+            'authorization { users: [{user: a, permissions: {publish: "foo..bar"}}] }',
+            '"foo..bar" is not a valid subject',
+        ),
+        (
+            "authorization { users: [{user: a, permissions: {allow_responses: 1}}] }",
+            "expected a boolean or a map",
+        ),
+        (
+            "authorization { users: [{user: a, permissions: {allow_responses: {ttl: 5}}}] }",
+            "not a duration string",
+        ),
+        ("authorization { timeout: true }", 'invalid value for "timeout"'),
+        ("authorization { timeout: -1 }", "must be a positive number of seconds"),
+        ("authorization { user: 5 }", 'invalid value for "user": expected a string, got integer 5'),
+        ("authorization: 5", 'invalid value for "authorization": expected a map'),
+    ],
+)
 def test_authorization_errors(text: str, fragment: str) -> None:
     assert fragment in error_of(text)
 
@@ -313,49 +408,74 @@ def test_include_inside_authorization(tmp_path: Path) -> None:
 # -- jetstream -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "enabled"), [
-    ("true", True), ("false", False), ("enabled", True), ("disabled", False), ('"Enable"', True),
-    ('"disable"', False), ("on", True), ("{}", True), ("{ enabled: false }", False), ("{ enable: false }", False),
-])
+@pytest.mark.parametrize(
+    ("value", "enabled"),
+    [
+        ("true", True),
+        ("false", False),
+        ("enabled", True),
+        ("disabled", False),
+        ('"Enable"', True),
+        ('"disable"', False),
+        ("on", True),
+        ("{}", True),
+        ("{ enabled: false }", False),
+        ("{ enable: false }", False),
+    ],
+)
 def test_jetstream_switch(value: str, enabled: bool) -> None:
     assert options(f"jetstream: {value}").jetstream is enabled
 
 
 def test_jetstream_block() -> None:
-    opts = options("jetstream { store_dir: /data/js, max_mem: 1G, max_file: 10GB, sync_interval: \"2m\" }")
-    assert (opts.jetstream, opts.store_dir, opts.max_memory_store, opts.max_file_store, opts.sync_interval) == (
-        True, "/data/js", 10**9, 10 * 1024**3, 120.0)
+    opts = options('jetstream { store_dir: /data/js, max_mem: 1G, max_file: 10GB, sync_interval: "2m" }')
+    assert (
+        opts.jetstream,
+        opts.store_dir,
+        opts.max_memory_store,
+        opts.max_file_store,
+        opts.sync_interval,
+    ) == (True, "/data/js", 10**9, 10 * 1024**3, 120.0)
 
 
-@pytest.mark.parametrize(("text", "attr", "value"), [
-    ("storedir: /a", "store_dir", "/a"),
-    ("store: /a", "store_dir", "/a"),
-    ("max_memory_store: 5", "max_memory_store", 5),
-    ("max_mem_store: 5", "max_memory_store", 5),
-    ('max_mem: "1G"', "max_memory_store", 1024**3),
-    ('max_file_store: "2K"', "max_file_store", 2048),
-    ('max_file: "3T"', "max_file_store", 3 * 1024**4),
-    ('max_file: ""', "max_file_store", 0),
-    ("max_file: -1", "max_file_store", -1),
-    ('sync: "always"', "sync_interval", None),
-    ('sync_interval: "10s"', "sync_interval", 10.0),
-])
+@pytest.mark.parametrize(
+    ("text", "attr", "value"),
+    [
+        ("storedir: /a", "store_dir", "/a"),
+        ("store: /a", "store_dir", "/a"),
+        ("max_memory_store: 5", "max_memory_store", 5),
+        ("max_mem_store: 5", "max_memory_store", 5),
+        ('max_mem: "1G"', "max_memory_store", 1024**3),
+        ('max_file_store: "2K"', "max_file_store", 2048),
+        ('max_file: "3T"', "max_file_store", 3 * 1024**4),
+        ('max_file: ""', "max_file_store", 0),
+        ("max_file: -1", "max_file_store", -1),
+        ('sync: "always"', "sync_interval", None),
+        ('sync_interval: "10s"', "sync_interval", 10.0),
+    ],
+)
 def test_jetstream_block_keys(text: str, attr: str, value: object) -> None:
     assert getattr(options(f"jetstream {{ {text} }}"), attr) == value
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("jetstream: foo", "Expected 'enabled' or 'disabled' for string value, got \"foo\""),
-    ("jetstream: 1", "Expected map, bool or string to define JetStream, got integer 1"),
-    ('jetstream { max_mem: "1g" }', "max_memory_store sizes defined as strings must end in K, M, G, T"),
-    ('jetstream { max_mem: "15" }', "must end in K, M, G, T"),
-    ('jetstream { max_mem: "1.5G" }', "cannot parse"),
-    ("jetstream { max_file: 1.5 }", "max_file_store must be int64 or string"),
-    ("jetstream { store_dir: 5 }", 'invalid value for "store_dir": expected a string'),
-    ('jetstream { sync_interval: "0s" }', 'must be a positive duration or "always"'),
-    ("jetstream { key: abc }", 'field "key" is not supported by jetpy yet'),
-    ("store_dir: /a\njetstream { store_dir: /b }", "Duplicate 'store_dir' configuration (first set at t.conf:1:1)"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("jetstream: foo", "Expected 'enabled' or 'disabled' for string value, got \"foo\""),
+        ("jetstream: 1", "Expected map, bool or string to define JetStream, got integer 1"),
+        ('jetstream { max_mem: "1g" }', "max_memory_store sizes defined as strings must end in K, M, G, T"),
+        ('jetstream { max_mem: "15" }', "must end in K, M, G, T"),
+        ('jetstream { max_mem: "1.5G" }', "cannot parse"),
+        ("jetstream { max_file: 1.5 }", "max_file_store must be int64 or string"),
+        ("jetstream { store_dir: 5 }", 'invalid value for "store_dir": expected a string'),
+        ('jetstream { sync_interval: "0s" }', 'must be a positive duration or "always"'),
+        ("jetstream { key: abc }", 'field "key" is not supported by jetpy yet'),
+        (
+            "store_dir: /a\njetstream { store_dir: /b }",
+            "Duplicate 'store_dir' configuration (first set at t.conf:1:1)",
+        ),
+    ],
+)
 def test_jetstream_errors(text: str, fragment: str) -> None:
     assert fragment in error_of(text)
 
@@ -390,12 +510,18 @@ def test_load_config_syntax_error_names_file(tmp_path: Path) -> None:
         load_config(str(path))
 
 
-@pytest.mark.parametrize(("opts", "fragment"), [
-    (ServerOptions(max_payload=10, max_pending=5), "max_payload (10) cannot be higher than max_pending (5)"),
-    (ServerOptions(no_auth_user="x"), 'no_auth_user: "x" present, but users are not defined'),
-    (ServerOptions(no_auth_user="x", username="x"), "users are not defined"),
-    (ServerOptions(no_auth_user="x", users=[User("y")]), 'no_auth_user: "x" not present as user'),
-])
+@pytest.mark.parametrize(
+    ("opts", "fragment"),
+    [
+        (
+            ServerOptions(max_payload=10, max_pending=5),
+            "max_payload (10) cannot be higher than max_pending (5)",
+        ),
+        (ServerOptions(no_auth_user="x"), 'no_auth_user: "x" present, but users are not defined'),
+        (ServerOptions(no_auth_user="x", username="x"), "users are not defined"),
+        (ServerOptions(no_auth_user="x", users=[User("y")]), 'no_auth_user: "x" not present as user'),
+    ],
+)
 def test_validate_options(opts: ServerOptions, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
         validate_options(opts)

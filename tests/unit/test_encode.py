@@ -73,7 +73,10 @@ def test_server_frames() -> None:
 
 
 def test_frames_are_spelled_as_nats_server_writes_them() -> None:
-    assert enc.msg(b"foo", b"1", None, 12, b"NATS/1.0\r\n\r\nhi") == b"HMSG foo 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    assert (
+        enc.msg(b"foo", b"1", None, 12, b"NATS/1.0\r\n\r\nhi")
+        == b"HMSG foo 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+    )
     assert enc.msg_prefix(b"a.b", b"7") == b"MSG a.b 7 "
     assert enc.msg_prefix(b"a.b", b"7", headers=True) == b"HMSG a.b 7 "
     # the publisher's own spelling of the sizes is echoed, as nats-server does
@@ -84,7 +87,10 @@ def test_frames_are_spelled_as_nats_server_writes_them() -> None:
 def test_the_no_responders_frame() -> None:
     assert NO_RESPONDERS == b"NATS/1.0 503\r\n\r\n"
     tail = enc.msg_tail(None, len(NO_RESPONDERS), NO_RESPONDERS)
-    assert enc.msg_prefix(b"_INBOX.a", b"1", headers=True) + tail == b"HMSG _INBOX.a 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n"
+    assert (
+        enc.msg_prefix(b"_INBOX.a", b"1", headers=True) + tail
+        == b"HMSG _INBOX.a 1 16 16\r\nNATS/1.0 503\r\n\r\n\r\n"
+    )
 
 
 @given(subjects, sids, replies, header_blocks, payloads)
@@ -104,7 +110,9 @@ def test_a_frame_is_its_prefix_then_its_tail_and_reads_back(
 
 
 @given(st.lists(payloads, min_size=1, max_size=6), subjects, sids, st.booleans())
-def test_a_run_frames_as_each_message_would(datas: list[bytes], subject: bytes, sid: bytes, exact: bool) -> None:
+def test_a_run_frames_as_each_message_would(
+    datas: list[bytes], subject: bytes, sid: bytes, exact: bool
+) -> None:
     sizes = [b"%d" % len(d) for d in datas]
     tails = enc.msg_tails(sizes, datas)
     assert tails == [enc.msg_tail(None, 0, d, s) for d, s in zip(datas, sizes, strict=True)]
@@ -116,14 +124,18 @@ def test_a_run_frames_as_each_message_would(datas: list[bytes], subject: bytes, 
 
 
 @given(
-    st.lists(st.tuples(subjects, subjects.map(lambda s: b"$JS.ACK." + s), header_blocks, payloads), max_size=6),
+    st.lists(
+        st.tuples(subjects, subjects.map(lambda s: b"$JS.ACK." + s), header_blocks, payloads), max_size=6
+    ),
     sids,
     st.booleans(),
 )
 def test_a_batch_frames_as_each_message_would(
     msgs: list[tuple[bytes, bytes, bytes, bytes]], sid: bytes, headers: bool
 ) -> None:
-    subjects_, replies_, hdrs, datas = (list(col) for col in zip(*msgs, strict=True)) if msgs else ([], [], [], [])
+    subjects_, replies_, hdrs, datas = (
+        (list(col) for col in zip(*msgs, strict=True)) if msgs else ([], [], [], [])
+    )
     framed = enc.msg_batch(subjects_, sid, replies_, hdrs, datas, headers)
     if headers:  # each with its header block
         expected = [(s, sid, r, len(h), h + d) for s, r, h, d in msgs]

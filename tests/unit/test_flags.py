@@ -28,10 +28,19 @@ def test_no_arguments_gives_defaults() -> None:
     assert parse_args([]) == ParsedArgs(ServerOptions())
 
 
-@pytest.mark.parametrize("argv", [
-    ["-p", "4333"], ["-p=4333"], ["--port", "4333"], ["--port=4333"], ["-port", "4333"], ["-p", "0x10ED"],
-    ["-p", "4_333"], ["-p", "+4333"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-p", "4333"],
+        ["-p=4333"],
+        ["--port", "4333"],
+        ["--port=4333"],
+        ["-port", "4333"],
+        ["-p", "0x10ED"],
+        ["-p", "4_333"],
+        ["-p", "+4333"],
+    ],
+)
 def test_value_flag_forms(argv: list[str]) -> None:
     assert opts_of(*argv).port == 4333
 
@@ -42,29 +51,32 @@ def test_go_integer_syntax() -> None:
     assert opts_of("-m", "0b11").http_port == 3
 
 
-@pytest.mark.parametrize(("argv", "attr", "value"), [
-    (["-a", "127.0.0.1"], "host", "127.0.0.1"),
-    (["--addr", "127.0.0.1"], "host", "127.0.0.1"),
-    (["--net=10.0.0.1"], "host", "10.0.0.1"),
-    (["-n", "alpha"], "server_name", "alpha"),
-    (["--name", "alpha"], "server_name", "alpha"),
-    (["--server_name=alpha"], "server_name", "alpha"),
-    (["-P", "/run/x.pid"], "pid_file", "/run/x.pid"),
-    (["--pid", "/run/x.pid"], "pid_file", "/run/x.pid"),
-    (["-m", "8222"], "http_port", 8222),
-    (["--http_port=8222"], "http_port", 8222),
-    (["--client_advertise", "example.com:4222"], "client_advertise", "example.com:4222"),
-    (["-l", "x.log"], "log_file", "x.log"),
-    (["--log=x.log"], "log_file", "x.log"),
-    (["-sd", "/data"], "store_dir", "/data"),
-    (["-sd=/data"], "store_dir", "/data"),
-    (["--store_dir", "/data"], "store_dir", "/data"),
-    (["--store_dir=/data"], "store_dir", "/data"),
-    (["--user", "alice"], "username", "alice"),
-    (["--pass", "secret"], "password", "secret"),
-    (["--auth", "tok"], "token", "tok"),
-    (["-sd", "-weird-dir"], "store_dir", "-weird-dir"),  # Go takes the next argument as is
-])
+@pytest.mark.parametrize(
+    ("argv", "attr", "value"),
+    [
+        (["-a", "127.0.0.1"], "host", "127.0.0.1"),
+        (["--addr", "127.0.0.1"], "host", "127.0.0.1"),
+        (["--net=10.0.0.1"], "host", "10.0.0.1"),
+        (["-n", "alpha"], "server_name", "alpha"),
+        (["--name", "alpha"], "server_name", "alpha"),
+        (["--server_name=alpha"], "server_name", "alpha"),
+        (["-P", "/run/x.pid"], "pid_file", "/run/x.pid"),
+        (["--pid", "/run/x.pid"], "pid_file", "/run/x.pid"),
+        (["-m", "8222"], "http_port", 8222),
+        (["--http_port=8222"], "http_port", 8222),
+        (["--client_advertise", "example.com:4222"], "client_advertise", "example.com:4222"),
+        (["-l", "x.log"], "log_file", "x.log"),
+        (["--log=x.log"], "log_file", "x.log"),
+        (["-sd", "/data"], "store_dir", "/data"),
+        (["-sd=/data"], "store_dir", "/data"),
+        (["--store_dir", "/data"], "store_dir", "/data"),
+        (["--store_dir=/data"], "store_dir", "/data"),
+        (["--user", "alice"], "username", "alice"),
+        (["--pass", "secret"], "password", "secret"),
+        (["--auth", "tok"], "token", "tok"),
+        (["-sd", "-weird-dir"], "store_dir", "-weird-dir"),  # Go takes the next argument as is
+    ],
+)
 def test_value_flags(argv: list[str], attr: str, value: object) -> None:
     assert getattr(opts_of(*argv), attr) == value
 
@@ -75,21 +87,40 @@ def test_no_auth_user_extension() -> None:
         parse_args(["--no_auth_user", "bob"])
 
 
-@pytest.mark.parametrize(("argv", "debug", "trace"), [
-    (["-D"], True, False), (["--debug"], True, False), (["-V"], False, True), (["--trace"], False, True),
-    (["-DV"], True, True), (["--DV"], True, True), (["-VV"], False, True), (["-DVV"], True, True),
-    (["-D", "-V"], True, True), (["-D=true"], True, False), (["-D=1"], True, False), (["-D=t"], True, False),
-    (["-DV=false"], False, False),
-])
+@pytest.mark.parametrize(
+    ("argv", "debug", "trace"),
+    [
+        (["-D"], True, False),
+        (["--debug"], True, False),
+        (["-V"], False, True),
+        (["--trace"], False, True),
+        (["-DV"], True, True),
+        (["--DV"], True, True),
+        (["-VV"], False, True),
+        (["-DVV"], True, True),
+        (["-D", "-V"], True, True),
+        (["-D=true"], True, False),
+        (["-D=1"], True, False),
+        (["-D=t"], True, False),
+        (["-DV=false"], False, False),
+    ],
+)
 def test_debug_and_trace(argv: list[str], debug: bool, trace: bool) -> None:
     opts = opts_of(*argv)
     assert (opts.debug, opts.trace) == (debug, trace)
 
 
-@pytest.mark.parametrize(("argv", "logtime"), [
-    ([], True), (["-T"], True), (["-T=false"], False), (["--logtime=false"], False), (["-T=0"], False),
-    (["--logtime=F"], False),
-])
+@pytest.mark.parametrize(
+    ("argv", "logtime"),
+    [
+        ([], True),
+        (["-T"], True),
+        (["-T=false"], False),
+        (["--logtime=false"], False),
+        (["-T=0"], False),
+        (["--logtime=F"], False),
+    ],
+)
 def test_logtime(argv: list[str], logtime: bool) -> None:
     assert opts_of(*argv).logtime is logtime
 
@@ -120,51 +151,63 @@ def test_help_text_lists_supported_flags() -> None:
     assert "not supported yet" in HELP_TEXT
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["-x"], "flag provided but not defined: -x"),
-    (["--bogus=1"], "flag provided but not defined: -bogus"),
-    (["--max_payload", "1"], "flag provided but not defined: -max_payload"),
-    (["-p"], "flag needs an argument: -p"),
-    (["-sd"], "flag needs an argument: -sd"),
-    (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
-    (["-p="], 'invalid value "" for flag -p: parse error'),
-    (["-p", "99999999999999999999"], 'invalid value "99999999999999999999" for flag -p: value out of range'),
-    (["-D=maybe"], 'invalid boolean value "maybe" for -D: parse error'),
-    (["---p", "5"], "bad flag syntax: ---p"),
-    (["-=x"], "bad flag syntax: -=x"),
-    (["-T", "false"], 'unrecognized command: "false"'),  # Go: a bool flag never takes the next argument
-    (["extra"], 'unrecognized command: "extra"'),
-    (["-t"], "must specify [-c, --config] option to check configuration file syntax"),
-    (["--", "-p", "5"], 'unrecognized command: "-p"'),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-x"], "flag provided but not defined: -x"),
+        (["--bogus=1"], "flag provided but not defined: -bogus"),
+        (["--max_payload", "1"], "flag provided but not defined: -max_payload"),
+        (["-p"], "flag needs an argument: -p"),
+        (["-sd"], "flag needs an argument: -sd"),
+        (["-p", "abc"], 'invalid value "abc" for flag -p: parse error'),
+        (["-p="], 'invalid value "" for flag -p: parse error'),
+        (
+            ["-p", "99999999999999999999"],
+            'invalid value "99999999999999999999" for flag -p: value out of range',
+        ),
+        (["-D=maybe"], 'invalid boolean value "maybe" for -D: parse error'),
+        (["---p", "5"], "bad flag syntax: ---p"),
+        (["-=x"], "bad flag syntax: -=x"),
+        (["-T", "false"], 'unrecognized command: "false"'),  # Go: a bool flag never takes the next argument
+        (["extra"], 'unrecognized command: "extra"'),
+        (["-t"], "must specify [-c, --config] option to check configuration file syntax"),
+        (["--", "-p", "5"], 'unrecognized command: "-p"'),
+    ],
+)
 def test_usage_errors(argv: list[str], message: str) -> None:
     assert str(usage_error(*argv)) == message
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--tls"], "--tls: TLS is not supported yet"),
-    (["--tlscert", "c.pem"], "--tlscert: TLS is not supported yet"),
-    (["--tlskey=k.pem"], "--tlskey: TLS is not supported yet"),
-    (["--tlscacert", "ca.pem"], "--tlscacert: TLS is not supported yet"),
-    (["--tlsverify"], "--tlsverify: TLS is not supported yet"),
-    (["--cluster", "nats://0.0.0.0:6222"], "--cluster: clustering is not supported yet"),
-    (["--cluster_name", "c"], "--cluster_name: clustering is not supported yet"),
-    (["--routes", "nats://a:6222"], "--routes: clustering is not supported yet"),
-    (["--cluster_advertise", "x"], "--cluster_advertise: clustering is not supported yet"),
-    (["--no_advertise"], "--no_advertise: clustering is not supported yet"),
-    (["--connect_retries", "3"], "--connect_retries: clustering is not supported yet"),
-    (["-ms", "8443"], "-ms: HTTPS monitoring is not supported yet"),
-    (["--https_port=8443"], "--https_port: HTTPS monitoring is not supported yet"),
-    (["-s"], "-s: syslog is not supported yet"),
-    (["--signal", "stop"], "--signal: signalling a running server (use kill) is not supported yet"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tls"], "--tls: TLS is not supported yet"),
+        (["--tlscert", "c.pem"], "--tlscert: TLS is not supported yet"),
+        (["--tlskey=k.pem"], "--tlskey: TLS is not supported yet"),
+        (["--tlscacert", "ca.pem"], "--tlscacert: TLS is not supported yet"),
+        (["--tlsverify"], "--tlsverify: TLS is not supported yet"),
+        (["--cluster", "nats://0.0.0.0:6222"], "--cluster: clustering is not supported yet"),
+        (["--cluster_name", "c"], "--cluster_name: clustering is not supported yet"),
+        (["--routes", "nats://a:6222"], "--routes: clustering is not supported yet"),
+        (["--cluster_advertise", "x"], "--cluster_advertise: clustering is not supported yet"),
+        (["--no_advertise"], "--no_advertise: clustering is not supported yet"),
+        (["--connect_retries", "3"], "--connect_retries: clustering is not supported yet"),
+        (["-ms", "8443"], "-ms: HTTPS monitoring is not supported yet"),
+        (["--https_port=8443"], "--https_port: HTTPS monitoring is not supported yet"),
+        (["-s"], "-s: syslog is not supported yet"),
+        (["--signal", "stop"], "--signal: signalling a running server (use kill) is not supported yet"),
+    ],
+)
 def test_unsupported_flags(argv: list[str], message: str) -> None:
     assert str(usage_error(*argv)) == message
 
 
 def test_unsupported_flag_still_needs_valid_syntax() -> None:
     assert str(usage_error("--tlscert")) == "flag needs an argument: -tlscert"
-    assert str(usage_error("--connect_retries", "x")) == 'invalid value "x" for flag -connect_retries: parse error'
+    assert (
+        str(usage_error("--connect_retries", "x"))
+        == 'invalid value "x" for flag -connect_retries: parse error'
+    )
 
 
 def test_turning_off_an_unsupported_feature_is_accepted() -> None:
@@ -198,18 +241,31 @@ def test_config_flag_forms(conf_file: str, form: list[str]) -> None:
     parsed = parse_args([part.format(conf_file) for part in form])
     opts = parsed.options
     assert (opts.port, opts.server_name, opts.debug, opts.jetstream, opts.store_dir) == (
-        4999, "fromconf", True, True, "/conf/js")
+        4999,
+        "fromconf",
+        True,
+        True,
+        "/conf/js",
+    )
     assert opts.users == [User("a", "b")]
     assert opts.config_file == conf_file
     assert len(parsed.warnings) == 1 and "ping_interval" in parsed.warnings[0]
 
 
 def test_flags_override_the_config_file_in_any_order(conf_file: str) -> None:
-    for argv in (["-c", conf_file, "-p", "1234", "-n", "flag", "-D=false", "-T", "-js=false", "-sd", "/flag/js"],
-                 ["-p", "1234", "-n", "flag", "-D=false", "-T", "-js=false", "-sd", "/flag/js", "-c", conf_file]):
+    for argv in (
+        ["-c", conf_file, "-p", "1234", "-n", "flag", "-D=false", "-T", "-js=false", "-sd", "/flag/js"],
+        ["-p", "1234", "-n", "flag", "-D=false", "-T", "-js=false", "-sd", "/flag/js", "-c", conf_file],
+    ):
         opts = opts_of(*argv)
         assert (opts.port, opts.server_name, opts.debug, opts.logtime, opts.jetstream, opts.store_dir) == (
-            1234, "flag", False, True, False, "/flag/js")
+            1234,
+            "flag",
+            False,
+            True,
+            False,
+            "/flag/js",
+        )
 
 
 def test_unset_flags_leave_config_values(conf_file: str) -> None:
@@ -241,5 +297,7 @@ def test_bad_config_file_raises_config_error(tmp_path: Path) -> None:
 def test_startup_checks_run_after_flags(tmp_path: Path) -> None:
     conf = tmp_path / "c.conf"
     conf.write_text("max_pending: 1000\n")
-    with pytest.raises(ConfigError, match=r"max_payload \(1048576\) cannot be higher than max_pending \(1000\)"):
+    with pytest.raises(
+        ConfigError, match=r"max_payload \(1048576\) cannot be higher than max_pending \(1000\)"
+    ):
         parse_args(["-c", str(conf)])

@@ -33,10 +33,25 @@ def test_versions() -> None:
 
 def test_info_document_has_nats_servers_field_order() -> None:
     plain = info_document(
-        server_id="NID", server_name="n", host="0.0.0.0", port=4222, auth_required=False, max_payload=1024,
+        server_id="NID",
+        server_name="n",
+        host="0.0.0.0",
+        port=4222,
+        auth_required=False,
+        max_payload=1024,
         jetstream=False,
     )
-    assert list(plain) == ["server_id", "server_name", "version", "proto", "go", "host", "port", "headers", "max_payload"]
+    assert list(plain) == [
+        "server_id",
+        "server_name",
+        "version",
+        "proto",
+        "go",
+        "host",
+        "port",
+        "headers",
+        "max_payload",
+    ]
     full = info_document(
         server_id="NID", server_name="n", host="h", port=1, auth_required=True, max_payload=8, jetstream=True
     )
@@ -46,7 +61,13 @@ def test_info_document_has_nats_servers_field_order() -> None:
 
 def test_client_info_is_the_document_with_the_clients_own_fields() -> None:
     doc = info_document(
-        server_id="NID", server_name="n", host="h", port=1, auth_required=False, max_payload=8, jetstream=False
+        server_id="NID",
+        server_name="n",
+        host="h",
+        port=1,
+        auth_required=False,
+        max_payload=8,
+        jetstream=False,
     )
     line = client_info(doc, 7, "10.0.0.1")
     assert line.startswith(b"INFO {") and line.endswith(b"} \r\n")

@@ -189,7 +189,9 @@ def test_a_streaming_publisher_s_size_path_parses_like_the_fast_path() -> None:
     expected = [pub(b"s", b"m%02d" % i, b"_INBOX.%d" % i) for i in range(6)]
     assert parse_all(reqs) == expected
     # then other sizes, other subjects, no reply, a payload that looks like a PUB, and back
-    tail = b"PUB s r 4\r\nabcd\r\nPUB t 3\r\nxyz\r\nPUB s r 3\r\n\r\nx\r\nPUB s 3\r\nPUB\r\nPUB u r 3\r\nend\r\n"
+    tail = (
+        b"PUB s r 4\r\nabcd\r\nPUB t 3\r\nxyz\r\nPUB s r 3\r\n\r\nx\r\nPUB s 3\r\nPUB\r\nPUB u r 3\r\nend\r\n"
+    )
     assert parse_all(reqs + tail) == [
         *expected,
         pub(b"s", b"abcd", b"r"),

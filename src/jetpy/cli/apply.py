@@ -42,35 +42,114 @@ from jetpy.cli.output import emit_json, info, usage
 
 __all__ = ["Change", "apply", "load_spec"]
 
-STREAM_FIELDS: Final = frozenset({
-    "name", "description", "subjects", "retention", "max_consumers", "max_msgs", "max_bytes", "max_age",
-    "max_msgs_per_subject", "max_msg_size", "discard", "discard_new_per_subject", "storage", "num_replicas",
-    "no_ack", "duplicate_window", "placement", "mirror", "sources", "sealed", "deny_delete", "deny_purge",
-    "allow_rollup_hdrs", "allow_direct", "mirror_direct", "republish", "subject_transform", "compression",
-    "first_seq", "metadata", "allow_msg_ttl", "subject_delete_marker_ttl", "consumer_limits",
-})
-CONSUMER_FIELDS: Final = frozenset({
-    "name", "durable_name", "description", "deliver_policy", "opt_start_seq", "opt_start_time", "ack_policy",
-    "ack_wait", "max_deliver", "backoff", "filter_subject", "filter_subjects", "replay_policy", "rate_limit_bps",
-    "sample_freq", "max_waiting", "max_ack_pending", "flow_control", "idle_heartbeat", "headers_only",
-    "max_batch", "max_expires", "max_bytes", "inactive_threshold", "num_replicas", "mem_storage", "metadata",
-    "deliver_subject", "deliver_group", "pause_until", "priority_policy", "priority_groups", "priority_timeout",
-})
-KV_FIELDS: Final = frozenset({
-    "bucket", "description", "history", "ttl", "max_value_size", "max_bytes", "max_bucket_size", "storage",
-    "replicas",
-})
-DURATIONS: Final = frozenset({
-    "max_age", "duplicate_window", "ack_wait", "idle_heartbeat", "inactive_threshold", "max_expires",
-    "subject_delete_marker_ttl", "priority_timeout",
-})
+STREAM_FIELDS: Final = frozenset(
+    {
+        "name",
+        "description",
+        "subjects",
+        "retention",
+        "max_consumers",
+        "max_msgs",
+        "max_bytes",
+        "max_age",
+        "max_msgs_per_subject",
+        "max_msg_size",
+        "discard",
+        "discard_new_per_subject",
+        "storage",
+        "num_replicas",
+        "no_ack",
+        "duplicate_window",
+        "placement",
+        "mirror",
+        "sources",
+        "sealed",
+        "deny_delete",
+        "deny_purge",
+        "allow_rollup_hdrs",
+        "allow_direct",
+        "mirror_direct",
+        "republish",
+        "subject_transform",
+        "compression",
+        "first_seq",
+        "metadata",
+        "allow_msg_ttl",
+        "subject_delete_marker_ttl",
+        "consumer_limits",
+    }
+)
+CONSUMER_FIELDS: Final = frozenset(
+    {
+        "name",
+        "durable_name",
+        "description",
+        "deliver_policy",
+        "opt_start_seq",
+        "opt_start_time",
+        "ack_policy",
+        "ack_wait",
+        "max_deliver",
+        "backoff",
+        "filter_subject",
+        "filter_subjects",
+        "replay_policy",
+        "rate_limit_bps",
+        "sample_freq",
+        "max_waiting",
+        "max_ack_pending",
+        "flow_control",
+        "idle_heartbeat",
+        "headers_only",
+        "max_batch",
+        "max_expires",
+        "max_bytes",
+        "inactive_threshold",
+        "num_replicas",
+        "mem_storage",
+        "metadata",
+        "deliver_subject",
+        "deliver_group",
+        "pause_until",
+        "priority_policy",
+        "priority_groups",
+        "priority_timeout",
+    }
+)
+KV_FIELDS: Final = frozenset(
+    {
+        "bucket",
+        "description",
+        "history",
+        "ttl",
+        "max_value_size",
+        "max_bytes",
+        "max_bucket_size",
+        "storage",
+        "replicas",
+    }
+)
+DURATIONS: Final = frozenset(
+    {
+        "max_age",
+        "duplicate_window",
+        "ack_wait",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "max_expires",
+        "subject_delete_marker_ttl",
+        "priority_timeout",
+    }
+)
 SIZES: Final = frozenset({"max_bytes", "max_msg_size"})
 ENUMS: Final[dict[str, frozenset[str]]] = {
     "retention": frozenset({"limits", "interest", "workqueue"}),
     "storage": frozenset({"file", "memory"}),
     "discard": frozenset({"old", "new"}),
     "ack_policy": frozenset({"none", "all", "explicit"}),
-    "deliver_policy": frozenset({"all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"}),
+    "deliver_policy": frozenset(
+        {"all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"}
+    ),
     "replay_policy": frozenset({"instant", "original"}),
     "compression": frozenset({"none", "s2"}),
 }
@@ -122,7 +201,9 @@ def _convert(where: str, key: str, value: Any) -> Any:
     return value
 
 
-def _fields(where: str, doc: Any, known: frozenset[str], extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _fields(
+    where: str, doc: Any, known: frozenset[str], extra: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(doc, dict):
         usage(f"{where}: expected a mapping of fields")
     unknown = sorted(str(k) for k in doc if k not in known and k not in extra)
@@ -172,8 +253,10 @@ def load_spec(path: Path) -> Spec:
         usage(f"{path}: expected a mapping with streams, consumers and kv")
     unknown = sorted(str(k) for k in doc if k not in ("streams", "consumers", "kv"))
     if unknown:
-        usage(f"{path}: unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-              "(expected streams, consumers, kv)")
+        usage(
+            f"{path}: unknown top-level key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            "(expected streams, consumers, kv)"
+        )
     spec = Spec()
     seen: set[str] = set()
     for i, sdoc in enumerate(_list(doc, "streams", str(path))):
@@ -231,7 +314,9 @@ def _kv(where: str, kdoc: Any, seen: set[str]) -> tuple[str, dict[str, Any]]:
         if "ttl" in kdoc:
             ttl = V.parse_duration(str(kdoc["ttl"]))
             fields["max_age"] = ttl
-            fields["duplicate_window"] = min(ttl, DEFAULT_DUPLICATE_WINDOW) if ttl else DEFAULT_DUPLICATE_WINDOW
+            fields["duplicate_window"] = (
+                min(ttl, DEFAULT_DUPLICATE_WINDOW) if ttl else DEFAULT_DUPLICATE_WINDOW
+            )
         if "max_value_size" in kdoc:
             fields["max_msg_size"] = V.parse_size(kdoc["max_value_size"])
         for key in ("max_bytes", "max_bucket_size"):
@@ -273,12 +358,21 @@ async def plan(s: Session, spec: Spec) -> list[Change]:
     changes: list[Change] = []
     created: set[str] = set()
 
-    def stream_change(kind: str, shown: str, stream: str, desired: dict[str, Any], create_cfg: dict[str, Any],
-                      cur: dict[str, Any] | None) -> None:
+    def stream_change(
+        kind: str,
+        shown: str,
+        stream: str,
+        desired: dict[str, Any],
+        create_cfg: dict[str, Any],
+        cur: dict[str, Any] | None,
+    ) -> None:
         if cur is None:
             created.add(stream)
-            changes.append(Change(kind, shown, "create", config_diff({}, create_cfg),
-                                  f"STREAM.CREATE.{stream}", create_cfg))
+            changes.append(
+                Change(
+                    kind, shown, "create", config_diff({}, create_cfg), f"STREAM.CREATE.{stream}", create_cfg
+                )
+            )
             return
         diff = config_diff(cur, desired)
         if not diff:
@@ -307,8 +401,16 @@ async def plan(s: Session, spec: Spec) -> list[Change]:
         if not diff:
             changes.append(Change("consumer", shown, "unchanged", []))
         else:
-            changes.append(Change("consumer", shown, "update", diff, subject,
-                                  {"stream_name": stream, "config": {**cur, **ccfg}}))
+            changes.append(
+                Change(
+                    "consumer",
+                    shown,
+                    "update",
+                    diff,
+                    subject,
+                    {"stream_name": stream, "config": {**cur, **ccfg}},
+                )
+            )
     return changes
 
 
@@ -344,9 +446,13 @@ def _print_plan(changes: list[Change]) -> None:
 
 def apply(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Option("--file", "-f", help="YAML (or JSON) file describing the desired state.")],
+    file: Annotated[
+        Path, typer.Option("--file", "-f", help="YAML (or JSON) file describing the desired state.")
+    ],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, change nothing.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", "-j", help="Print the plan and result as JSON.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", "-j", help="Print the plan and result as JSON.")
+    ] = False,
 ) -> None:
     """Create or update streams, consumers and KV buckets to match a file; prints the diff first."""
     spec = load_spec(file)
@@ -357,16 +463,22 @@ def apply(
         if not json_out:
             _print_plan(changes)
             counts = {a: sum(c.action == a for c in changes) for a in ("create", "update", "unchanged")}
-            info(f"\nPlan: {counts['create']} to create, {counts['update']} to update, "
-                 f"{counts['unchanged']} unchanged")
+            info(
+                f"\nPlan: {counts['create']} to create, {counts['update']} to update, "
+                f"{counts['unchanged']} unchanged"
+            )
         if dry_run:
             return changes
         for c in changes:
             if c.action == "unchanged":
                 continue
             verb = "create" if c.action == "create" else "update"
-            await s.api(c.subject, c.body, what=f"could not {verb} {c.kind} {c.name}"
-                        + (f" (already applied: {', '.join(done)})" if done else " (nothing was changed)"))
+            await s.api(
+                c.subject,
+                c.body,
+                what=f"could not {verb} {c.kind} {c.name}"
+                + (f" (already applied: {', '.join(done)})" if done else " (nothing was changed)"),
+            )
             done.append(f"{c.action}d {c.kind} {c.name}")
             if not json_out:
                 info(f"{c.action.capitalize()}d {c.kind} {c.name}")
@@ -374,11 +486,20 @@ def apply(
 
     changes = run(options(ctx), go)
     if json_out:
-        emit_json({
-            "dry_run": dry_run,
-            "changes": [{"kind": c.kind, "name": c.name, "action": c.action,
-                         "fields": {k: {"from": a, "to": b} for k, a, b in c.fields}} for c in changes],
-        })
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "changes": [
+                    {
+                        "kind": c.kind,
+                        "name": c.name,
+                        "action": c.action,
+                        "fields": {k: {"from": a, "to": b} for k, a, b in c.fields},
+                    }
+                    for c in changes
+                ],
+            }
+        )
         return
     if dry_run:
         info("Dry run: nothing was changed")

@@ -26,7 +26,9 @@ def create_bucket(
     """Create the bucket's stream from ``cfg`` and print what the server made of it."""
 
     async def go(s: Session) -> dict[str, Any]:
-        return await s.api(f"STREAM.CREATE.{cfg['name']}", cfg, what=f"could not create {label.lower()} {bucket}")
+        return await s.api(
+            f"STREAM.CREATE.{cfg['name']}", cfg, what=f"could not create {label.lower()} {bucket}"
+        )
 
     si = run(options(ctx), go)
     if json_out:

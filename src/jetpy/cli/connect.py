@@ -82,7 +82,9 @@ class Session:
             self._js = self.nc.jetstream(timeout=self.options.timeout)
         return self._js
 
-    async def api(self, subject: str, body: dict[str, Any] | None = None, *, what: str = "") -> dict[str, Any]:
+    async def api(
+        self, subject: str, body: dict[str, Any] | None = None, *, what: str = ""
+    ) -> dict[str, Any]:
         """``$JS.API.<subject>`` with a JSON body; the decoded response, or ``ApiFailure``."""
         import nats.errors
 
@@ -91,8 +93,10 @@ class Session:
         try:
             msg = await self.nc.request(full, payload, timeout=self.options.timeout)
         except nats.errors.NoRespondersError as exc:
-            raise CliError(f"{what + ': ' if what else ''}JetStream is not enabled on this server "
-                           f"(no responders for {full})") from exc
+            raise CliError(
+                f"{what + ': ' if what else ''}JetStream is not enabled on this server "
+                f"(no responders for {full})"
+            ) from exc
         except nats.errors.TimeoutError as exc:
             raise CliError(
                 f"{what + ': ' if what else ''}timed out after {self.options.timeout:g}s waiting for the "

@@ -76,7 +76,9 @@ def consumer_flags_config(
             try:
                 ago = V.parse_duration(d, allow_unlimited=False)
             except ValueError:
-                usage(f"--deliver: {deliver!r} is not all, last, new, last_per_subject, a sequence or a duration")
+                usage(
+                    f"--deliver: {deliver!r} is not all, last, new, last_per_subject, a sequence or a duration"
+                )
             start = time.time_ns() - ago
             cfg["deliver_policy"] = "by_start_time"
             secs, ns = divmod(start, 1_000_000_000)
@@ -114,11 +116,15 @@ def consumer_flags_config(
     if headers_only is not None:
         cfg["headers_only"] = headers_only
     if inactive_threshold is not None:
-        cfg["inactive_threshold"] = parse_or_usage(V.parse_duration, inactive_threshold, "--inactive-threshold")
+        cfg["inactive_threshold"] = parse_or_usage(
+            V.parse_duration, inactive_threshold, "--inactive-threshold"
+        )
     if max_waiting is not None:
         cfg["max_waiting"] = max_waiting
     if backoff is not None:
-        cfg["backoff"] = [parse_or_usage(V.parse_duration, b, "--backoff") for b in backoff.split(",") if b.strip()]
+        cfg["backoff"] = [
+            parse_or_usage(V.parse_duration, b, "--backoff") for b in backoff.split(",") if b.strip()
+        ]
     return cfg
 
 
@@ -171,10 +177,16 @@ def format_consumer_info(ci: dict[str, Any]) -> None:
     if cfg.get("inactive_threshold"):
         conf.append(("Inactive Threshold", V.format_duration(cfg["inactive_threshold"])))
     state: list[tuple[str, Any]] = [
-        ("Last Delivered Message", f"consumer sequence {delivered.get('consumer_seq', 0):,}, "
-                                   f"stream sequence {delivered.get('stream_seq', 0):,}"),
-        ("Acknowledgment Floor", f"consumer sequence {floor.get('consumer_seq', 0):,}, "
-                                 f"stream sequence {floor.get('stream_seq', 0):,}"),
+        (
+            "Last Delivered Message",
+            f"consumer sequence {delivered.get('consumer_seq', 0):,}, "
+            f"stream sequence {delivered.get('stream_seq', 0):,}",
+        ),
+        (
+            "Acknowledgment Floor",
+            f"consumer sequence {floor.get('consumer_seq', 0):,}, "
+            f"stream sequence {floor.get('stream_seq', 0):,}",
+        ),
         ("Outstanding Acks", f"{ci.get('num_ack_pending', 0):,}"),
         ("Redelivered Messages", f"{ci.get('num_redelivered', 0):,}"),
         ("Unprocessed Messages", f"{ci.get('num_pending', 0):,}"),
@@ -189,30 +201,55 @@ def add(
     ctx: typer.Context,
     stream: StreamArg,
     name: Annotated[str | None, typer.Argument(help="Consumer name (durable; or from --config).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="JSON file with the consumer configuration.")] = None,
-    ephemeral: Annotated[bool, typer.Option("--ephemeral", help="Create an ephemeral (not durable) consumer.")] = False,
-    pull: Annotated[bool, typer.Option("--pull", help="A pull consumer (the default without --target).")] = False,
-    target: Annotated[str | None, typer.Option("--target", help="Push: deliver messages to this subject.")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="JSON file with the consumer configuration.")
+    ] = None,
+    ephemeral: Annotated[
+        bool, typer.Option("--ephemeral", help="Create an ephemeral (not durable) consumer.")
+    ] = False,
+    pull: Annotated[
+        bool, typer.Option("--pull", help="A pull consumer (the default without --target).")
+    ] = False,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Push: deliver messages to this subject.")
+    ] = None,
     deliver: Annotated[
-        str | None, typer.Option("--deliver", help="all, last, new, last_per_subject, a sequence, or a duration ago.")
+        str | None,
+        typer.Option("--deliver", help="all, last, new, last_per_subject, a sequence, or a duration ago."),
     ] = None,
     ack: Annotated[str | None, typer.Option("--ack", help="Ack policy: explicit, none, all.")] = None,
-    filters: Annotated[list[str] | None, typer.Option("--filter", help="Only these subjects (repeatable).")] = None,
-    max_deliver: Annotated[int | None, typer.Option("--max-deliver", help="Deliveries per message (-1 unlimited).")] = None,
-    max_pending: Annotated[int | None, typer.Option("--max-pending", help="Maximum outstanding acks.")] = None,
+    filters: Annotated[
+        list[str] | None, typer.Option("--filter", help="Only these subjects (repeatable).")
+    ] = None,
+    max_deliver: Annotated[
+        int | None, typer.Option("--max-deliver", help="Deliveries per message (-1 unlimited).")
+    ] = None,
+    max_pending: Annotated[
+        int | None, typer.Option("--max-pending", help="Maximum outstanding acks.")
+    ] = None,
     wait: Annotated[str | None, typer.Option("--wait", help="Ack wait before redelivery: 30s.")] = None,
     replay: Annotated[str | None, typer.Option("--replay", help="instant or original.")] = None,
     description: Annotated[str | None, typer.Option("--description", help="A description.")] = None,
     deliver_group: Annotated[str | None, typer.Option("--deliver-group", help="Push: queue group.")] = None,
-    heartbeat: Annotated[str | None, typer.Option("--heartbeat", help="Push: idle heartbeat interval.")] = None,
-    flow_control: Annotated[bool | None, typer.Option("--flow-control/--no-flow-control", help="Push: flow control.")] = None,
-    headers_only: Annotated[bool | None, typer.Option("--headers-only/--no-headers-only", help="Only headers.")] = None,
+    heartbeat: Annotated[
+        str | None, typer.Option("--heartbeat", help="Push: idle heartbeat interval.")
+    ] = None,
+    flow_control: Annotated[
+        bool | None, typer.Option("--flow-control/--no-flow-control", help="Push: flow control.")
+    ] = None,
+    headers_only: Annotated[
+        bool | None, typer.Option("--headers-only/--no-headers-only", help="Only headers.")
+    ] = None,
     inactive_threshold: Annotated[
         str | None, typer.Option("--inactive-threshold", help="Remove after this long without activity.")
     ] = None,
-    max_waiting: Annotated[int | None, typer.Option("--max-waiting", help="Pull: maximum waiting requests.")] = None,
+    max_waiting: Annotated[
+        int | None, typer.Option("--max-waiting", help="Pull: maximum waiting requests.")
+    ] = None,
     backoff: Annotated[str | None, typer.Option("--backoff", help="Redelivery delays: 1s,5s,30s.")] = None,
-    defaults: Annotated[bool, typer.Option("--defaults", help="Accepted for nats CLI compatibility.")] = False,
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="Accepted for nats CLI compatibility.")
+    ] = False,
     json_out: JsonOut = False,
 ) -> None:
     """Create a consumer on a stream from flags or a JSON config file."""
@@ -228,16 +265,30 @@ def add(
     if ephemeral:
         cfg.pop("durable_name", None)
     elif not cfg.get("name"):
-        usage("a consumer name is required (argument, \"name\" in --config, or --ephemeral)")
+        usage('a consumer name is required (argument, "name" in --config, or --ephemeral)')
     if cfg.get("name"):
         parse_or_usage(V.check_consumer_name, str(cfg["name"]), "consumer")
-    cfg.update(consumer_flags_config(
-        pull=pull, target=target, deliver=deliver, ack=ack, filters=filters, max_deliver=max_deliver,
-        max_pending=max_pending, wait=wait, replay=replay, description=description,
-        deliver_group=deliver_group, heartbeat=heartbeat, flow_control=flow_control,
-        headers_only=headers_only, inactive_threshold=inactive_threshold, max_waiting=max_waiting,
-        backoff=backoff,
-    ))
+    cfg.update(
+        consumer_flags_config(
+            pull=pull,
+            target=target,
+            deliver=deliver,
+            ack=ack,
+            filters=filters,
+            max_deliver=max_deliver,
+            max_pending=max_pending,
+            wait=wait,
+            replay=replay,
+            description=description,
+            deliver_group=deliver_group,
+            heartbeat=heartbeat,
+            flow_control=flow_control,
+            headers_only=headers_only,
+            inactive_threshold=inactive_threshold,
+            max_waiting=max_waiting,
+            backoff=backoff,
+        )
+    )
     cfg.setdefault("ack_policy", "explicit")
     cfg.setdefault("deliver_policy", "all")
 
@@ -287,18 +338,23 @@ def ls(
     for ci in items:
         cfg = ci.get("config") or {}
         last = (ci.get("delivered") or {}).get("last_active")
-        rows.append((
-            ci.get("name", ""),
-            "push" if cfg.get("deliver_subject") else "pull",
-            cfg.get("filter_subject") or ", ".join(cfg.get("filter_subjects") or []) or ">",
-            V.format_time(ci.get("created")),
-            f"{ci.get('num_ack_pending', 0):,}",
-            f"{ci.get('num_pending', 0):,}",
-            V.format_time(last) if last else "never",
-        ))
-    print_table(f"Consumers on stream {stream}",
-                ["Name", "Type", "Filter", "Created", "Ack Pending", "Unprocessed", "Last Delivery"],
-                rows, right=("Ack Pending", "Unprocessed"))
+        rows.append(
+            (
+                ci.get("name", ""),
+                "push" if cfg.get("deliver_subject") else "pull",
+                cfg.get("filter_subject") or ", ".join(cfg.get("filter_subjects") or []) or ">",
+                V.format_time(ci.get("created")),
+                f"{ci.get('num_ack_pending', 0):,}",
+                f"{ci.get('num_pending', 0):,}",
+                V.format_time(last) if last else "never",
+            )
+        )
+    print_table(
+        f"Consumers on stream {stream}",
+        ["Name", "Type", "Filter", "Created", "Ack Pending", "Unprocessed", "Last Delivery"],
+        rows,
+        right=("Ack Pending", "Unprocessed"),
+    )
 
 
 @app.command("info")
@@ -308,7 +364,9 @@ def info_cmd(ctx: typer.Context, stream: StreamArg, name: ConsumerArg, json_out:
     parse_or_usage(V.check_consumer_name, name, "consumer")
 
     async def go(s: Session) -> dict[str, Any]:
-        return await s.api(f"CONSUMER.INFO.{stream}.{name}", what=f"could not load consumer {stream} > {name}")
+        return await s.api(
+            f"CONSUMER.INFO.{stream}.{name}", what=f"could not load consumer {stream} > {name}"
+        )
 
     ci = run(options(ctx), go)
     if json_out:

@@ -63,7 +63,12 @@ def msg_to_json(msg: Msg) -> dict[str, Any]:
         data: Any = msg.data.decode()
     except UnicodeDecodeError:
         data = {"base64": base64.b64encode(msg.data).decode()}
-    return {"subject": msg.subject, "reply": msg.reply or None, "headers": dict(msg.headers or {}), "data": data}
+    return {
+        "subject": msg.subject,
+        "reply": msg.reply or None,
+        "headers": dict(msg.headers or {}),
+        "data": data,
+    }
 
 
 def print_msg(msg: Msg, n: int, *, raw: bool, as_json: bool, verb: str = "Received") -> None:
@@ -96,8 +101,12 @@ class _Bar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
         )
         self._task = self._progress.add_task(description, total=total)
         self._progress.start()
@@ -118,7 +127,9 @@ def _progress(total: int, description: str) -> _Bar | None:
 def pub(
     ctx: typer.Context,
     subject: Annotated[str, typer.Argument(help="Subject to publish to.", show_default=False)],
-    body: Annotated[str | None, typer.Argument(help="Message body (templates allowed; stdin if absent).")] = None,
+    body: Annotated[
+        str | None, typer.Argument(help="Message body (templates allowed; stdin if absent).")
+    ] = None,
     count: Annotated[int, typer.Option("--count", min=1, help="Publish this many messages.")] = 1,
     sleep: Annotated[str | None, typer.Option("--sleep", help="Pause between messages: 10ms, 1s.")] = None,
     header: HeaderOpt = None,
@@ -182,9 +193,13 @@ def pub(
 
 def sub(
     ctx: typer.Context,
-    subject: Annotated[str, typer.Argument(help="Subject to subscribe to (wildcards allowed).", show_default=False)],
+    subject: Annotated[
+        str, typer.Argument(help="Subject to subscribe to (wildcards allowed).", show_default=False)
+    ],
     queue: Annotated[str | None, typer.Option("--queue", help="Join this queue group.")] = None,
-    count: Annotated[int, typer.Option("--count", min=0, help="Exit after this many messages (0: never).")] = 0,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="Exit after this many messages (0: never).")
+    ] = 0,
     wait: Annotated[
         str | None, typer.Option("--wait", help="Exit after this long; with --count, too few is an error.")
     ] = None,
@@ -231,7 +246,9 @@ def sub(
 def request(
     ctx: typer.Context,
     subject: Annotated[str, typer.Argument(help="Subject to send the request to.", show_default=False)],
-    body: Annotated[str | None, typer.Argument(help="Request body (templates allowed; stdin if absent).")] = None,
+    body: Annotated[
+        str | None, typer.Argument(help="Request body (templates allowed; stdin if absent).")
+    ] = None,
     header: HeaderOpt = None,
     raw: RawOut = False,
     json_out: JsonOut = False,
@@ -250,7 +267,9 @@ def request(
         except nats.errors.NoRespondersError as exc:
             raise CliError(f"no responders available for request on {subject!r}") from exc
         except nats.errors.TimeoutError as exc:
-            raise CliError(f"timed out after {s.options.timeout:g}s waiting for a reply on {subject!r}") from exc
+            raise CliError(
+                f"timed out after {s.options.timeout:g}s waiting for a reply on {subject!r}"
+            ) from exc
 
     msg = run(options(ctx), go)
     print_msg(msg, 1, raw=raw, as_json=json_out)
@@ -260,11 +279,16 @@ def reply(
     ctx: typer.Context,
     subject: Annotated[str, typer.Argument(help="Subject to answer requests on.", show_default=False)],
     body: Annotated[
-        str | None, typer.Argument(help="Reply body; templates allowed, {{Request}} is the request's payload.")
+        str | None,
+        typer.Argument(help="Reply body; templates allowed, {{Request}} is the request's payload."),
     ] = None,
-    echo: Annotated[bool, typer.Option("--echo", help="Reply with the request's payload and headers.")] = False,
+    echo: Annotated[
+        bool, typer.Option("--echo", help="Reply with the request's payload and headers.")
+    ] = False,
     queue: Annotated[str, typer.Option("--queue", help="Queue group (replicas share requests).")] = "jetpy",
-    count: Annotated[int, typer.Option("--count", min=0, help="Exit after this many requests (0: never).")] = 0,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="Exit after this many requests (0: never).")
+    ] = 0,
     wait: Annotated[str | None, typer.Option("--wait", help="Exit after this long.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the requests.")] = False,
 ) -> None:

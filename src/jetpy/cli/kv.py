@@ -98,7 +98,8 @@ def _when(created: Any) -> str:
         return created.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
     if isinstance(created, int | float) and created:
         return datetime.fromtimestamp(created / 1e9 if created > 1e12 else created, UTC).strftime(
-            "%Y-%m-%d %H:%M:%S")
+            "%Y-%m-%d %H:%M:%S"
+        )
     return str(created) if created else "-"
 
 
@@ -138,8 +139,12 @@ def add(
     bucket: BucketArg,
     history: Annotated[int, typer.Option("--history", help=f"Values kept per key (1-{MAX_HISTORY}).")] = 1,
     ttl: Annotated[str, typer.Option("--ttl", help="How long values live: 1h, 1d; 0 forever.")] = "0",
-    max_value_size: Annotated[str, typer.Option("--max-value-size", help="Largest value (-1 unlimited).")] = "-1",
-    max_bucket_size: Annotated[str, typer.Option("--max-bucket-size", help="Bucket size limit (-1 unlimited).")] = "-1",
+    max_value_size: Annotated[
+        str, typer.Option("--max-value-size", help="Largest value (-1 unlimited).")
+    ] = "-1",
+    max_bucket_size: Annotated[
+        str, typer.Option("--max-bucket-size", help="Bucket size limit (-1 unlimited).")
+    ] = "-1",
     storage: Annotated[str, typer.Option("--storage", help="file or memory.")] = "file",
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Replicas.")] = 1,
     description: Annotated[str | None, typer.Option("--description", help="A description.")] = None,
@@ -217,8 +222,13 @@ def get(
         except nats.js.errors.NotFoundError as exc:  # KeyNotFoundError, KeyDeletedError
             deleted = " (deleted)" if getattr(exc, "op", None) else ""
             raise CliError(f"key {key!r} not found in bucket {bucket!r}{deleted}") from exc
-        return {"bucket": bucket, "key": e.key, "revision": e.revision, "created": _when(e.created),
-                "value": e.value or b""}
+        return {
+            "bucket": bucket,
+            "key": e.key,
+            "revision": e.revision,
+            "created": _when(e.created),
+            "value": e.value or b"",
+        }
 
     e = run(options(ctx), go)
     if raw:
@@ -316,8 +326,16 @@ def history(ctx: typer.Context, bucket: BucketArg, key: KeyArg, json_out: JsonOu
             entries = await kv.history(key)
         except nats.js.errors.NoKeysError:
             return []
-        return [{"key": e.key, "revision": e.revision, "operation": _op(e.operation),
-                 "created": _when(e.created), "value": _text(e.value)} for e in entries]
+        return [
+            {
+                "key": e.key,
+                "revision": e.revision,
+                "operation": _op(e.operation),
+                "created": _when(e.created),
+                "value": _text(e.value),
+            }
+            for e in entries
+        ]
 
     rows = run(options(ctx), go)
     if json_out:
@@ -325,9 +343,15 @@ def history(ctx: typer.Context, bucket: BucketArg, key: KeyArg, json_out: JsonOu
         return
     if not rows:
         raise CliError(f"key {key!r} not found in bucket {bucket!r}")
-    print_table(f"History for {bucket} > {key}", ["Key", "Revision", "Op", "Created", "Length", "Value"],
-                [(r["key"], r["revision"], r["operation"], r["created"], len(r["value"]), r["value"][:60])
-                 for r in rows], right=("Revision", "Length"))
+    print_table(
+        f"History for {bucket} > {key}",
+        ["Key", "Revision", "Op", "Created", "Length", "Value"],
+        [
+            (r["key"], r["revision"], r["operation"], r["created"], len(r["value"]), r["value"][:60])
+            for r in rows
+        ],
+        right=("Revision", "Length"),
+    )
 
 
 @app.command("watch")
@@ -335,7 +359,9 @@ def watch(
     ctx: typer.Context,
     bucket: BucketArg,
     key: Annotated[str, typer.Argument(help="Key or pattern (wildcards * and >).")] = ">",
-    count: Annotated[int, typer.Option("--count", min=0, help="Exit after this many updates (0: never).")] = 0,
+    count: Annotated[
+        int, typer.Option("--count", min=0, help="Exit after this many updates (0: never).")
+    ] = 0,
     wait: Annotated[str | None, typer.Option("--wait", help="Exit after this long.")] = None,
     json_out: Annotated[bool, typer.Option("--json", "-j", help="One JSON object per update.")] = False,
 ) -> None:
@@ -374,11 +400,23 @@ def watch(
                     break  # the watcher stopped
                 n += 1
                 if json_out:
-                    sys.stdout.write(json.dumps({"key": e.key, "revision": e.revision, "operation": _op(e.operation),
-                                                 "created": _when(e.created), "value": _text(e.value)}) + "\n")
+                    sys.stdout.write(
+                        json.dumps(
+                            {
+                                "key": e.key,
+                                "revision": e.revision,
+                                "operation": _op(e.operation),
+                                "created": _when(e.created),
+                                "value": _text(e.value),
+                            }
+                        )
+                        + "\n"
+                    )
                 else:
-                    sys.stdout.write(f"[{_when(e.created)}] {_op(e.operation)} {bucket} > {e.key}"
-                                     f" (revision {e.revision}): {_text(e.value)}\n")
+                    sys.stdout.write(
+                        f"[{_when(e.created)}] {_op(e.operation)} {bucket} > {e.key}"
+                        f" (revision {e.revision}): {_text(e.value)}\n"
+                    )
                 sys.stdout.flush()
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
@@ -394,7 +432,9 @@ def watch(
 @app.command("ls")
 def ls(
     ctx: typer.Context,
-    bucket: Annotated[str | None, typer.Argument(help="List this bucket's keys (all buckets if absent).")] = None,
+    bucket: Annotated[
+        str | None, typer.Argument(help="List this bucket's keys (all buckets if absent).")
+    ] = None,
     json_out: JsonOut = False,
 ) -> None:
     """List buckets, or the keys of one bucket."""
@@ -422,11 +462,15 @@ def ls(
 
     async def buckets(s: Session) -> list[Any]:
         streams = await s.paged("STREAM.LIST", "streams")
-        return [si for si in streams if str((si.get("config") or {}).get("name", "")).startswith(KV_STREAM_PREFIX)]
+        return [
+            si for si in streams if str((si.get("config") or {}).get("name", "")).startswith(KV_STREAM_PREFIX)
+        ]
 
     items = sorted(run(options(ctx), buckets), key=lambda si: str(si["config"]["name"]))
     if json_out:
-        emit_json([{"bucket": si["config"]["name"][len(KV_STREAM_PREFIX):], "stream_info": si} for si in items])
+        emit_json(
+            [{"bucket": si["config"]["name"][len(KV_STREAM_PREFIX) :], "stream_info": si} for si in items]
+        )
         return
     if not items:
         info("No Key-Value buckets found")
@@ -434,8 +478,19 @@ def ls(
     rows = []
     for si in items:
         cfg, st = si["config"], si.get("state") or {}
-        rows.append((cfg["name"][len(KV_STREAM_PREFIX):], cfg.get("description") or "", V.format_time(si.get("created")),
-                     V.format_bytes(st.get("bytes", 0)), f"{st.get('messages', 0):,}",
-                     V.format_time(st.get("last_ts")) if st.get("messages") else "never"))
-    print_table("Key-Value Buckets", ["Bucket", "Description", "Created", "Size", "Values", "Last Update"], rows,
-                right=("Size", "Values"))
+        rows.append(
+            (
+                cfg["name"][len(KV_STREAM_PREFIX) :],
+                cfg.get("description") or "",
+                V.format_time(si.get("created")),
+                V.format_bytes(st.get("bytes", 0)),
+                f"{st.get('messages', 0):,}",
+                V.format_time(st.get("last_ts")) if st.get("messages") else "never",
+            )
+        )
+    print_table(
+        "Key-Value Buckets",
+        ["Bucket", "Description", "Created", "Size", "Values", "Last Update"],
+        rows,
+        right=("Size", "Values"),
+    )

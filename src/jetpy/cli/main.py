@@ -64,9 +64,12 @@ def _global_options(
         typer.Option("--server", "-s", envvar="NATS_URL", help="Server URL(s), comma separated."),
     ] = DEFAULT_SERVER,
     user: Annotated[
-        str | None, typer.Option("--user", envvar="NATS_USER", help="Username (or a token without --password).")
+        str | None,
+        typer.Option("--user", envvar="NATS_USER", help="Username (or a token without --password)."),
     ] = None,
-    password: Annotated[str | None, typer.Option("--password", envvar="NATS_PASSWORD", help="Password.")] = None,
+    password: Annotated[
+        str | None, typer.Option("--password", envvar="NATS_PASSWORD", help="Password.")
+    ] = None,
     creds: Annotated[
         Path | None,
         typer.Option("--creds", envvar="NATS_CREDS", help="User credentials file (JWT and NKey seed)."),

@@ -74,7 +74,9 @@ async def _open(s: Session, bucket: str) -> ObjectStore:
     try:
         return await s.js.object_store(bucket)
     except nats.js.errors.NotFoundError as exc:
-        raise CliError(f"object store bucket {bucket!r} not found", err_code=getattr(exc, "err_code", None)) from exc
+        raise CliError(
+            f"object store bucket {bucket!r} not found", err_code=getattr(exc, "err_code", None)
+        ) from exc
 
 
 def _status_pairs(bucket: str, si: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -96,7 +98,9 @@ def add(
     ctx: typer.Context,
     bucket: BucketArg,
     ttl: Annotated[str, typer.Option("--ttl", help="How long objects live: 1d; 0 forever.")] = "0",
-    max_bucket_size: Annotated[str, typer.Option("--max-bucket-size", help="Size limit (-1 unlimited).")] = "-1",
+    max_bucket_size: Annotated[
+        str, typer.Option("--max-bucket-size", help="Size limit (-1 unlimited).")
+    ] = "-1",
     storage: Annotated[str, typer.Option("--storage", help="file or memory.")] = "file",
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Replicas.")] = 1,
     description: Annotated[str | None, typer.Option("--description", help="A description.")] = None,
@@ -126,9 +130,16 @@ def info_cmd(ctx: typer.Context, bucket: BucketArg, json_out: JsonOut = False) -
 
 
 def _info_dict(oi: Any) -> dict[str, Any]:
-    return {"bucket": oi.bucket, "name": oi.name, "size": oi.size or 0, "chunks": oi.chunks or 0,
-            "mtime": oi.mtime or "", "digest": oi.digest or "", "deleted": bool(oi.deleted),
-            "description": oi.description or ""}
+    return {
+        "bucket": oi.bucket,
+        "name": oi.name,
+        "size": oi.size or 0,
+        "chunks": oi.chunks or 0,
+        "mtime": oi.mtime or "",
+        "digest": oi.digest or "",
+        "deleted": bool(oi.deleted),
+        "description": oi.description or "",
+    }
 
 
 @app.command("put")
@@ -136,7 +147,9 @@ def put(
     ctx: typer.Context,
     bucket: BucketArg,
     file: Annotated[Path, typer.Argument(help="File to store ('-' for stdin).", show_default=False)],
-    name: Annotated[str | None, typer.Option("--name", help="Object name (default: the file's name).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Object name (default: the file's name).")
+    ] = None,
     description: Annotated[str | None, typer.Option("--description", help="A description.")] = None,
     json_out: JsonOut = False,
 ) -> None:
@@ -166,7 +179,9 @@ def put(
     if json_out:
         emit_json(res)
     else:
-        info(f"Stored {res['name']!r} in bucket {bucket}: {V.format_bytes(res['size'])} in {res['chunks']} chunks")
+        info(
+            f"Stored {res['name']!r} in bucket {bucket}: {V.format_bytes(res['size'])} in {res['chunks']} chunks"
+        )
 
 
 @app.command("get")
@@ -175,7 +190,8 @@ def get(
     bucket: BucketArg,
     name: Annotated[str, typer.Argument(help="Object name.", show_default=False)],
     output: Annotated[
-        Path | None, typer.Option("--output", "-O", help="File to write ('-' for stdout; default: the object's name).")
+        Path | None,
+        typer.Option("--output", "-O", help="File to write ('-' for stdout; default: the object's name)."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Overwrite an existing file.")] = False,
 ) -> None:
@@ -219,7 +235,9 @@ def get(
 @app.command("ls")
 def ls(
     ctx: typer.Context,
-    bucket: Annotated[str | None, typer.Argument(help="List this bucket's objects (all buckets if absent).")] = None,
+    bucket: Annotated[
+        str | None, typer.Argument(help="List this bucket's objects (all buckets if absent).")
+    ] = None,
     json_out: JsonOut = False,
 ) -> None:
     """List Object Store buckets, or the objects in one."""
@@ -241,26 +259,48 @@ def ls(
         elif not items:
             info(f"No objects in bucket {bucket}")
         else:
-            print_table(f"Objects in bucket {bucket}", ["Name", "Size", "Chunks", "Time"],
-                        [(o["name"], V.format_bytes(o["size"]), o["chunks"], V.format_time(o["mtime"]))
-                         for o in items], right=("Size", "Chunks"))
+            print_table(
+                f"Objects in bucket {bucket}",
+                ["Name", "Size", "Chunks", "Time"],
+                [
+                    (o["name"], V.format_bytes(o["size"]), o["chunks"], V.format_time(o["mtime"]))
+                    for o in items
+                ],
+                right=("Size", "Chunks"),
+            )
         return
 
     async def buckets(s: Session) -> list[Any]:
         streams = await s.paged("STREAM.LIST", "streams")
-        return [si for si in streams if str((si.get("config") or {}).get("name", "")).startswith(OBJ_STREAM_PREFIX)]
+        return [
+            si
+            for si in streams
+            if str((si.get("config") or {}).get("name", "")).startswith(OBJ_STREAM_PREFIX)
+        ]
 
     found = sorted(run(options(ctx), buckets), key=lambda si: str(si["config"]["name"]))
     if json_out:
-        emit_json([{"bucket": si["config"]["name"][len(OBJ_STREAM_PREFIX):], "stream_info": si} for si in found])
+        emit_json(
+            [{"bucket": si["config"]["name"][len(OBJ_STREAM_PREFIX) :], "stream_info": si} for si in found]
+        )
         return
     if not found:
         info("No Object Store buckets found")
         return
-    print_table("Object Store Buckets", ["Bucket", "Description", "Created", "Size"],
-                [(si["config"]["name"][len(OBJ_STREAM_PREFIX):], si["config"].get("description") or "",
-                  V.format_time(si.get("created")), V.format_bytes((si.get("state") or {}).get("bytes", 0)))
-                 for si in found], right=("Size",))
+    print_table(
+        "Object Store Buckets",
+        ["Bucket", "Description", "Created", "Size"],
+        [
+            (
+                si["config"]["name"][len(OBJ_STREAM_PREFIX) :],
+                si["config"].get("description") or "",
+                V.format_time(si.get("created")),
+                V.format_bytes((si.get("state") or {}).get("bytes", 0)),
+            )
+            for si in found
+        ],
+        right=("Size",),
+    )
 
 
 @app.command("rm")
@@ -280,7 +320,9 @@ def rm(
                 await s.api(f"STREAM.DELETE.{OBJ_STREAM_PREFIX}{bucket}")
             except ApiFailure as exc:
                 if exc.code == 404:
-                    raise CliError(f"object store bucket {bucket!r} not found", err_code=exc.err_code) from exc
+                    raise CliError(
+                        f"object store bucket {bucket!r} not found", err_code=exc.err_code
+                    ) from exc
                 raise
 
         run(options(ctx), drop)

@@ -52,8 +52,12 @@ def info_cmd(ctx: typer.Context, json_out: JsonOut = False) -> None:
         rtt = await _rtt(s)
         srv = dict(s.nc._server_info)
         url = s.nc.connected_url
-        return {"url": url.geturl() if url is not None else "", "rtt_ms": round(rtt, 3),
-                "server": srv, "jetstream": await _account(s)}
+        return {
+            "url": url.geturl() if url is not None else "",
+            "rtt_ms": round(rtt, 3),
+            "server": srv,
+            "jetstream": await _account(s),
+        }
 
     res = run(options(ctx), go)
     if json_out:
@@ -83,17 +87,22 @@ def info_cmd(ctx: typer.Context, json_out: JsonOut = False) -> None:
     else:
         limits = js.get("limits") or {}
         api = js.get("api") or {}
-        sections.append(("JetStream", [
-            ("Enabled", "yes"),
-            ("Streams", V.format_count(js.get("streams", 0))),
-            ("Consumers", V.format_count(js.get("consumers", 0))),
-            ("Memory Used", V.format_bytes(js.get("memory", 0))),
-            ("Storage Used", V.format_bytes(js.get("storage", 0))),
-            ("Max Memory", V.format_bytes(limits.get("max_memory", -1))),
-            ("Max Storage", V.format_bytes(limits.get("max_storage", -1))),
-            ("API Requests", V.format_count(api.get("total", 0))),
-            ("API Errors", V.format_count(api.get("errors", 0))),
-        ]))
+        sections.append(
+            (
+                "JetStream",
+                [
+                    ("Enabled", "yes"),
+                    ("Streams", V.format_count(js.get("streams", 0))),
+                    ("Consumers", V.format_count(js.get("consumers", 0))),
+                    ("Memory Used", V.format_bytes(js.get("memory", 0))),
+                    ("Storage Used", V.format_bytes(js.get("storage", 0))),
+                    ("Max Memory", V.format_bytes(limits.get("max_memory", -1))),
+                    ("Max Storage", V.format_bytes(limits.get("max_storage", -1))),
+                    ("API Requests", V.format_count(api.get("total", 0))),
+                    ("API Errors", V.format_count(api.get("errors", 0))),
+                ],
+            )
+        )
     print_sections(sections)
 
 
@@ -103,7 +112,9 @@ def check(
     jetstream: Annotated[
         bool, typer.Option("--jetstream/--no-jetstream", help="Check that JetStream answers.")
     ] = True,
-    stream: Annotated[str | None, typer.Option("--stream", help="Check this stream exists and is healthy.")] = None,
+    stream: Annotated[
+        str | None, typer.Option("--stream", help="Check this stream exists and is healthy.")
+    ] = None,
     consumer: Annotated[
         str | None, typer.Option("--consumer", help="With --stream: check this consumer exists.")
     ] = None,
@@ -111,7 +122,8 @@ def check(
         int | None, typer.Option("--min-msgs", min=0, help="With --stream: fail below this many messages.")
     ] = None,
     max_pending: Annotated[
-        int | None, typer.Option("--max-pending", min=0, help="With --consumer: fail above this many pending.")
+        int | None,
+        typer.Option("--max-pending", min=0, help="With --consumer: fail above this many pending."),
     ] = None,
     max_rtt: Annotated[
         str | None, typer.Option("--max-rtt", help="Fail if the round trip takes longer: 100ms, 1s.")
@@ -145,8 +157,12 @@ def check(
         rtt = await _rtt(s)
         ok = rtt_limit is None or rtt <= rtt_limit
         limit_txt = f" (limit {rtt_limit:g} ms)" if rtt_limit is not None else ""
-        add("connection", ok, f"connected to {s.nc.connected_url.geturl() if s.nc.connected_url else '?'} "
-            f"in {connected_ms:.1f} ms, rtt {rtt:.2f} ms{limit_txt}")
+        add(
+            "connection",
+            ok,
+            f"connected to {s.nc.connected_url.geturl() if s.nc.connected_url else '?'} "
+            f"in {connected_ms:.1f} ms, rtt {rtt:.2f} ms{limit_txt}",
+        )
         if jetstream or stream:
             try:
                 acct = await _account(s)
@@ -157,8 +173,12 @@ def check(
                 if acct is None:
                     add("jetstream", False, "JetStream is not enabled")
                 else:
-                    add("jetstream", True, f"{acct.get('streams', 0)} streams, {acct.get('consumers', 0)} consumers, "
-                        f"{V.format_bytes(acct.get('storage', 0))} stored")
+                    add(
+                        "jetstream",
+                        True,
+                        f"{acct.get('streams', 0)} streams, {acct.get('consumers', 0)} consumers, "
+                        f"{V.format_bytes(acct.get('storage', 0))} stored",
+                    )
         if stream:
             try:
                 si = await s.api(f"STREAM.INFO.{stream}", what=f"stream {stream}")
@@ -173,8 +193,16 @@ def check(
                     problems.append(f"{msgs} messages, fewer than {min_msgs}")
                 if lost:
                     problems.append(f"{len(lost)} messages lost")
-                add("stream", not problems, f"stream {stream}: " + ("; ".join(problems) if problems else
-                    f"{msgs:,} messages, last sequence {st.get('last_seq', 0):,}"))
+                add(
+                    "stream",
+                    not problems,
+                    f"stream {stream}: "
+                    + (
+                        "; ".join(problems)
+                        if problems
+                        else f"{msgs:,} messages, last sequence {st.get('last_seq', 0):,}"
+                    ),
+                )
         if stream and consumer:
             try:
                 ci = await s.api(f"CONSUMER.INFO.{stream}.{consumer}", what=f"consumer {stream} > {consumer}")
@@ -184,8 +212,13 @@ def check(
                 pending = int(ci.get("num_pending", 0))
                 ack_pending = int(ci.get("num_ack_pending", 0))
                 bad = max_pending is not None and pending > max_pending
-                add("consumer", not bad, f"consumer {stream} > {consumer}: {pending:,} pending"
-                    + (f", more than {max_pending}" if bad else "") + f", {ack_pending:,} awaiting ack")
+                add(
+                    "consumer",
+                    not bad,
+                    f"consumer {stream} > {consumer}: {pending:,} pending"
+                    + (f", more than {max_pending}" if bad else "")
+                    + f", {ack_pending:,} awaiting ack",
+                )
         return results
 
     results = run(options(ctx), go)

@@ -30,7 +30,9 @@ __all__ = ["app"]
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
-DirArg = Annotated[Path, typer.Argument(help="The server's store dir (-sd), or one stream's dir.", show_default=False)]
+DirArg = Annotated[
+    Path, typer.Argument(help="The server's store dir (-sd), or one stream's dir.", show_default=False)
+]
 
 
 def _scan() -> ModuleType:
@@ -53,8 +55,11 @@ def _meta_doc(raw: bytes | None, status: str) -> tuple[dict[str, Any] | None, st
 def _consumer_dict(c: ConsumerReport) -> dict[str, Any]:
     out: dict[str, Any] = {"name": c.name, "meta": c.meta, "state": c.state}
     if c.state == "ok":
-        out.update(delivered_stream_seq=c.delivered_stream_seq, ack_floor_stream_seq=c.ack_floor_stream_seq,
-                   pending=c.pending)
+        out.update(
+            delivered_stream_seq=c.delivered_stream_seq,
+            ack_floor_stream_seq=c.ack_floor_stream_seq,
+            pending=c.pending,
+        )
     return out
 
 
@@ -72,10 +77,23 @@ def _report(r: StreamReport) -> dict[str, Any]:
         "metadata": meta_status,
         "config": config,
         "blocks": [
-            {"file": b.file, "base": b.base, "size": b.size, "header": b.header, "hwm": b.hwm, "floor": b.floor,
-             "msgs": b.msgs, "erased": b.erased, "tombstones": b.tombstones, "first_seq": b.first_seq,
-             "last_seq": b.last_seq,
-             "bad": [{"offset": x.offset, "length": x.length, "reason": x.reason, "tail": x.tail} for x in b.bad]}
+            {
+                "file": b.file,
+                "base": b.base,
+                "size": b.size,
+                "header": b.header,
+                "hwm": b.hwm,
+                "floor": b.floor,
+                "msgs": b.msgs,
+                "erased": b.erased,
+                "tombstones": b.tombstones,
+                "first_seq": b.first_seq,
+                "last_seq": b.last_seq,
+                "bad": [
+                    {"offset": x.offset, "length": x.length, "reason": x.reason, "tail": x.tail}
+                    for x in b.bad
+                ],
+            }
             for b in r.blocks
         ],
         "records": r.total("msgs"),
@@ -101,7 +119,9 @@ def _resolve(sc: ModuleType, directory: Path) -> dict[str, Path]:
         usage(f"{str(directory)!r} is not a directory")
     streams: dict[str, Path] = sc.find_streams(directory)
     if not streams:
-        usage(f"no jetpy file store found in {str(directory)!r} (expected jetstream/{sc.ACCOUNT}/streams/<name>/)")
+        usage(
+            f"no jetpy file store found in {str(directory)!r} (expected jetstream/{sc.ACCOUNT}/streams/<name>/)"
+        )
     return streams
 
 
@@ -121,22 +141,59 @@ def check(
     reports: list[dict[str, Any]] = [_report(sc.check_stream(n, p)) for n, p in streams.items()]
     for r in reports:
         if r["locked"]:
-            sys.stderr.write(f"jetpy: warning: stream {r['stream']} is locked by a running server; "
-                             "records may be changing under this check\n")
+            sys.stderr.write(
+                f"jetpy: warning: stream {r['stream']} is locked by a running server; "
+                "records may be changing under this check\n"
+            )
     damaged = [r for r in reports if not r["ok"]]
     if json_out:
         emit_json({"ok": not damaged, "streams": reports})
     else:
         print_table(
             f"File store {directory}",
-            ["Stream", "Blocks", "Records", "Messages", "Erased", "Tombstones", "First Seq", "Last Seq", "Size",
-             "Bad Records", "Consumers", "Status"],
-            [(r["stream"], len(r["blocks"]), f"{r['records']:,}", f"{r['msgs']:,}", f"{r['erased']:,}",
-              f"{r['tombstones']:,}",
-              f"{r['first_seq']:,}", f"{r['last_seq']:,}", V.format_bytes(r["bytes"]), f"{r['bad_records']:,}",
-              len(r["consumers"]), "OK" if r["ok"] else "DAMAGED") for r in reports],
-            right=("Blocks", "Records", "Messages", "Erased", "Tombstones", "First Seq", "Last Seq", "Size", "Bad Records",
-                   "Consumers"),
+            [
+                "Stream",
+                "Blocks",
+                "Records",
+                "Messages",
+                "Erased",
+                "Tombstones",
+                "First Seq",
+                "Last Seq",
+                "Size",
+                "Bad Records",
+                "Consumers",
+                "Status",
+            ],
+            [
+                (
+                    r["stream"],
+                    len(r["blocks"]),
+                    f"{r['records']:,}",
+                    f"{r['msgs']:,}",
+                    f"{r['erased']:,}",
+                    f"{r['tombstones']:,}",
+                    f"{r['first_seq']:,}",
+                    f"{r['last_seq']:,}",
+                    V.format_bytes(r["bytes"]),
+                    f"{r['bad_records']:,}",
+                    len(r["consumers"]),
+                    "OK" if r["ok"] else "DAMAGED",
+                )
+                for r in reports
+            ],
+            right=(
+                "Blocks",
+                "Records",
+                "Messages",
+                "Erased",
+                "Tombstones",
+                "First Seq",
+                "Last Seq",
+                "Size",
+                "Bad Records",
+                "Consumers",
+            ),
         )
         for r in damaged:
             for p in r["problems"]:
@@ -168,8 +225,12 @@ def dump(
     directory: DirArg,
     stream: Annotated[str, typer.Argument(help="Stream to dump.", show_default=False)],
     payload: Annotated[bool, typer.Option("--payload", "-p", help="Print payloads (and headers).")] = False,
-    max_payload: Annotated[int, typer.Option("--max-payload", min=0, help="Payload bytes shown per record.")] = 64,
-    json_out: Annotated[bool, typer.Option("--json", "-j", help="One JSON object per block and record.")] = False,
+    max_payload: Annotated[
+        int, typer.Option("--max-payload", min=0, help="Payload bytes shown per record.")
+    ] = 64,
+    json_out: Annotated[
+        bool, typer.Option("--json", "-j", help="One JSON object per block and record.")
+    ] = False,
 ) -> None:
     """Print every record of a stream's block files: offset, kind, sequence, time, subject, sizes."""
     try:
@@ -204,15 +265,33 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
             if isinstance(item, sc.BadRegion):
                 damaged = True
                 if json_out:
-                    out.write(json.dumps({"block": path.name, "offset": item.offset, "kind": "corrupt",
-                                          "length": item.length, "reason": item.reason, "tail": item.tail}) + "\n")
+                    out.write(
+                        json.dumps(
+                            {
+                                "block": path.name,
+                                "offset": item.offset,
+                                "kind": "corrupt",
+                                "length": item.length,
+                                "reason": item.reason,
+                                "tail": item.tail,
+                            }
+                        )
+                        + "\n"
+                    )
                 else:
                     what = "TORN TAIL" if item.tail else "CORRUPT"
                     out.write(f"offset {item.offset:>10} {what} length {item.length}: {item.reason}\n")
                 continue
             if json_out:
-                rec: dict[str, Any] = {"block": path.name, "offset": item.offset, "kind": item.kind,
-                                       "length": item.length, "seq": item.seq, "ts": item.ts, "crc": "ok"}
+                rec: dict[str, Any] = {
+                    "block": path.name,
+                    "offset": item.offset,
+                    "kind": item.kind,
+                    "length": item.length,
+                    "seq": item.seq,
+                    "ts": item.ts,
+                    "crc": "ok",
+                }
                 if item.kind == "range":
                     rec["end_seq"] = item.end_seq
                 if item.kind == "msg":
@@ -226,8 +305,10 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
             if item.kind == "range":
                 line += f" covers {item.seq}..{item.end_seq}"
             elif item.kind == "msg":
-                line += (f" time {_time(item.ts)} subject {item.subject}"
-                         f" hdr {len(item.hdr)} payload {len(item.payload)} crc ok")
+                line += (
+                    f" time {_time(item.ts)} subject {item.subject}"
+                    f" hdr {len(item.hdr)} payload {len(item.payload)} crc ok"
+                )
                 if payload:
                     if item.hdr:
                         line += f"\n{'':>18}headers: {_printable(item.hdr, 512)}"
@@ -237,8 +318,14 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
         if json_out:
             out.write(json.dumps({"consumer": _consumer_dict(c)}) + "\n")
         else:
-            state = (f", delivered stream seq {c.delivered_stream_seq}, ack floor {c.ack_floor_stream_seq},"
-                     f" {c.pending} pending") if c.state == "ok" else ""
+            state = (
+                (
+                    f", delivered stream seq {c.delivered_stream_seq}, ack floor {c.ack_floor_stream_seq},"
+                    f" {c.pending} pending"
+                )
+                if c.state == "ok"
+                else ""
+            )
             out.write(f"\nConsumer {c.name}: metadata {c.meta}, state {c.state}{state}\n")
         damaged = damaged or bool(c.problems)
     out.flush()

@@ -24,15 +24,22 @@ __all__ = ["app", "format_stream_info", "stream_flags_config"]
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
-_RETENTION = {"limits": "limits", "interest": "interest", "workqueue": "workqueue", "work": "workqueue",
-              "workq": "workqueue", "work_queue": "workqueue"}
+_RETENTION = {
+    "limits": "limits",
+    "interest": "interest",
+    "workqueue": "workqueue",
+    "work": "workqueue",
+    "workq": "workqueue",
+    "work_queue": "workqueue",
+}
 _STORAGE = {"file": "file", "memory": "memory", "mem": "memory"}
 _DISCARD = {"old": "old", "new": "new"}
 
 # -- shared flag declarations (add and edit) --------------------------------------------------------
 
 Subjects = Annotated[
-    list[str] | None, typer.Option("--subjects", help="Subjects the stream stores (comma separated or repeated).")
+    list[str] | None,
+    typer.Option("--subjects", help="Subjects the stream stores (comma separated or repeated)."),
 ]
 Description = Annotated[str | None, typer.Option("--description", help="A description of the stream.")]
 Storage = Annotated[str | None, typer.Option("--storage", help="file or memory.")]
@@ -44,14 +51,20 @@ MaxPerSubject = Annotated[
 ]
 MaxBytes = Annotated[str | None, typer.Option("--max-bytes", help="Maximum size: 1GB, 512MB, -1 unlimited.")]
 MaxAge = Annotated[str | None, typer.Option("--max-age", help="Maximum age: 1d, 12h, 0 unlimited.")]
-MaxMsgSize = Annotated[str | None, typer.Option("--max-msg-size", help="Largest message accepted (-1 unlimited).")]
-MaxConsumers = Annotated[int | None, typer.Option("--max-consumers", help="Maximum consumers (-1 unlimited).")]
+MaxMsgSize = Annotated[
+    str | None, typer.Option("--max-msg-size", help="Largest message accepted (-1 unlimited).")
+]
+MaxConsumers = Annotated[
+    int | None, typer.Option("--max-consumers", help="Maximum consumers (-1 unlimited).")
+]
 DupeWindow = Annotated[str | None, typer.Option("--dupe-window", help="Duplicate detection window: 2m, 1h.")]
 Replicas = Annotated[int | None, typer.Option("--replicas", min=1, help="Replicas (1 on a single server).")]
 AllowRollup = Annotated[
     bool | None, typer.Option("--allow-rollup/--no-allow-rollup", help="Allow Nats-Rollup headers.")
 ]
-DenyDelete = Annotated[bool | None, typer.Option("--deny-delete/--allow-delete", help="Deny message deletes.")]
+DenyDelete = Annotated[
+    bool | None, typer.Option("--deny-delete/--allow-delete", help="Deny message deletes.")
+]
 DenyPurge = Annotated[bool | None, typer.Option("--deny-purge/--allow-purge", help="Deny purges.")]
 AllowDirect = Annotated[
     bool | None, typer.Option("--allow-direct/--no-allow-direct", help="Allow direct get (DIRECT.GET).")
@@ -197,8 +210,12 @@ def _header_info(name: str, si: dict[str, Any]) -> None:
 @app.command("add")
 def add(
     ctx: typer.Context,
-    name: Annotated[str | None, typer.Argument(help="Stream name (or from --config).", show_default=False)] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="JSON file with the stream configuration.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="Stream name (or from --config).", show_default=False)
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="JSON file with the stream configuration.")
+    ] = None,
     subjects: Subjects = None,
     description: Description = None,
     storage: Storage = None,
@@ -217,8 +234,9 @@ def add(
     deny_purge: DenyPurge = None,
     allow_direct: AllowDirect = None,
     no_ack: NoAck = None,
-    defaults: Annotated[bool, typer.Option("--defaults", help="Accepted for nats CLI compatibility; "
-                                           "jetpy never prompts.")] = False,
+    defaults: Annotated[
+        bool, typer.Option("--defaults", help="Accepted for nats CLI compatibility; jetpy never prompts.")
+    ] = False,
     json_out: JsonOut = False,
 ) -> None:
     """Create a stream from flags (as `nats stream add`) or a JSON config file."""
@@ -228,15 +246,30 @@ def add(
             usage(f"stream name {name!r} does not match {cfg['name']!r} in {config}")
         cfg["name"] = name
     if not cfg.get("name"):
-        usage("a stream name is required (argument or \"name\" in --config)")
+        usage('a stream name is required (argument or "name" in --config)')
     parse_or_usage(V.check_stream_name, str(cfg["name"]), "stream")
-    cfg.update(stream_flags_config(
-        subjects=subjects, description=description, storage=storage, retention=retention,
-        discard=discard, max_msgs=max_msgs, max_msgs_per_subject=max_msgs_per_subject,
-        max_bytes=max_bytes, max_age=max_age, max_msg_size=max_msg_size, max_consumers=max_consumers,
-        dupe_window=dupe_window, replicas=replicas, allow_rollup=allow_rollup, deny_delete=deny_delete,
-        deny_purge=deny_purge, allow_direct=allow_direct, no_ack=no_ack,
-    ))
+    cfg.update(
+        stream_flags_config(
+            subjects=subjects,
+            description=description,
+            storage=storage,
+            retention=retention,
+            discard=discard,
+            max_msgs=max_msgs,
+            max_msgs_per_subject=max_msgs_per_subject,
+            max_bytes=max_bytes,
+            max_age=max_age,
+            max_msg_size=max_msg_size,
+            max_consumers=max_consumers,
+            dupe_window=dupe_window,
+            replicas=replicas,
+            allow_rollup=allow_rollup,
+            deny_delete=deny_delete,
+            deny_purge=deny_purge,
+            allow_direct=allow_direct,
+            no_ack=no_ack,
+        )
+    )
     stream = str(cfg["name"])
 
     async def go(s: Session) -> dict[str, Any]:
@@ -282,13 +315,26 @@ def edit(
     changes = load_json_config(config, "stream") if config is not None else {}
     if changes.get("name") not in (None, name):
         usage(f"stream name {name!r} does not match {changes['name']!r} in {config}")
-    changes.update(stream_flags_config(
-        subjects=subjects, description=description, discard=discard, max_msgs=max_msgs,
-        max_msgs_per_subject=max_msgs_per_subject, max_bytes=max_bytes, max_age=max_age,
-        max_msg_size=max_msg_size, max_consumers=max_consumers, dupe_window=dupe_window,
-        replicas=replicas, allow_rollup=allow_rollup, deny_delete=deny_delete, deny_purge=deny_purge,
-        allow_direct=allow_direct, no_ack=no_ack,
-    ))
+    changes.update(
+        stream_flags_config(
+            subjects=subjects,
+            description=description,
+            discard=discard,
+            max_msgs=max_msgs,
+            max_msgs_per_subject=max_msgs_per_subject,
+            max_bytes=max_bytes,
+            max_age=max_age,
+            max_msg_size=max_msg_size,
+            max_consumers=max_consumers,
+            dupe_window=dupe_window,
+            replicas=replicas,
+            allow_rollup=allow_rollup,
+            deny_delete=deny_delete,
+            deny_purge=deny_purge,
+            allow_direct=allow_direct,
+            no_ack=no_ack,
+        )
+    )
     changes.pop("name", None)
     if not changes:
         usage("nothing to change: give flags or --config")
@@ -340,7 +386,9 @@ def info_cmd(ctx: typer.Context, name: StreamArg, json_out: JsonOut = False) -> 
 @app.command("ls")
 def ls(
     ctx: typer.Context,
-    subject: Annotated[str | None, typer.Option("--subject", help="Only streams storing this subject.")] = None,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Only streams storing this subject.")
+    ] = None,
     names: Annotated[bool, typer.Option("--names", "-n", help="Only the names, one per line.")] = False,
     json_out: JsonOut = False,
 ) -> None:
@@ -371,16 +419,22 @@ def ls(
     rows = []
     for si in items:
         cfg, st = si.get("config") or {}, si.get("state") or {}
-        rows.append((
-            cfg.get("name", ""),
-            cfg.get("description") or "",
-            V.format_time(si.get("created")),
-            V.format_count(st.get("messages", 0)),
-            V.format_bytes(st.get("bytes", 0)),
-            V.format_time(st.get("last_ts")) if st.get("messages") else "never",
-        ))
-    print_table("Streams", ["Name", "Description", "Created", "Messages", "Size", "Last Message"], rows,
-                right=("Messages", "Size"))
+        rows.append(
+            (
+                cfg.get("name", ""),
+                cfg.get("description") or "",
+                V.format_time(si.get("created")),
+                V.format_count(st.get("messages", 0)),
+                V.format_bytes(st.get("bytes", 0)),
+                V.format_time(st.get("last_ts")) if st.get("messages") else "never",
+            )
+        )
+    print_table(
+        "Streams",
+        ["Name", "Description", "Created", "Messages", "Size", "Last Message"],
+        rows,
+        right=("Messages", "Size"),
+    )
 
 
 @app.command("subjects")
@@ -388,7 +442,9 @@ def subjects_cmd(
     ctx: typer.Context,
     name: StreamArg,
     filter_subject: Annotated[str, typer.Argument(help="Only subjects matching this filter.")] = ">",
-    sort: Annotated[str, typer.Option("--sort", help="Order by subject (name) or by messages (count).")] = "name",
+    sort: Annotated[
+        str, typer.Option("--sort", help="Order by subject (name) or by messages (count).")
+    ] = "name",
     json_out: JsonOut = False,
 ) -> None:
     """Per-subject message counts of a stream (as `nats stream subjects`)."""
@@ -400,8 +456,11 @@ def subjects_cmd(
     async def go(s: Session) -> dict[str, int]:
         counts: dict[str, int] = {}
         while True:  # nats-server pages large subject maps (total/offset/limit)
-            resp = await s.api(f"STREAM.INFO.{name}", {"subjects_filter": filter_subject, "offset": len(counts)},
-                               what=f"could not load stream {name}")
+            resp = await s.api(
+                f"STREAM.INFO.{name}",
+                {"subjects_filter": filter_subject, "offset": len(counts)},
+                what=f"could not load stream {name}",
+            )
             page = (resp.get("state") or {}).get("subjects") or {}
             new = {k: int(v) for k, v in page.items() if k not in counts}
             counts.update(new)
@@ -420,9 +479,13 @@ def subjects_cmd(
     else:
         items = sorted(counts.items())
     total = sum(counts.values())
-    print_table(f"{len(counts):,} Subjects in stream {name}", ["Subject", "Messages"],
-                [(k, f"{v:,}") for k, v in items], right=("Messages",),
-                footer=f"Total: {total:,} messages in {len(counts):,} subjects")
+    print_table(
+        f"{len(counts):,} Subjects in stream {name}",
+        ["Subject", "Messages"],
+        [(k, f"{v:,}") for k, v in items],
+        right=("Messages",),
+        footer=f"Total: {total:,} messages in {len(counts):,} subjects",
+    )
 
 
 # -- delete -----------------------------------------------------------------------------------------
@@ -446,7 +509,9 @@ def purge(
     ctx: typer.Context,
     name: StreamArg,
     subject: Annotated[str | None, typer.Option("--subject", help="Only messages on this subject.")] = None,
-    seq: Annotated[int | None, typer.Option("--seq", min=1, help="Purge up to (not including) this sequence.")] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", min=1, help="Purge up to (not including) this sequence.")
+    ] = None,
     keep: Annotated[int | None, typer.Option("--keep", min=0, help="Keep this many newest messages.")] = None,
     force: Force = False,
     json_out: JsonOut = False,
@@ -487,8 +552,13 @@ def _decode_msg(m: dict[str, Any]) -> dict[str, Any]:
         if ":" in line:
             k, v = line.split(":", 1)
             headers.setdefault(k.strip(), []).append(v.strip())
-    return {"subject": m.get("subject", ""), "seq": m.get("seq", 0), "time": m.get("time", ""),
-            "headers": headers, "data": data}
+    return {
+        "subject": m.get("subject", ""),
+        "seq": m.get("seq", 0),
+        "time": m.get("time", ""),
+        "headers": headers,
+        "data": data,
+    }
 
 
 def _print_msg(stream: str, m: dict[str, Any], raw: bool) -> None:
@@ -511,8 +581,14 @@ def _json_msg(stream: str, m: dict[str, Any]) -> dict[str, Any]:
         data: Any = m["data"].decode()
     except UnicodeDecodeError:
         data = {"base64": base64.b64encode(m["data"]).decode()}
-    return {"stream": stream, "seq": m["seq"], "subject": m["subject"], "time": m["time"],
-            "headers": m["headers"], "data": data}
+    return {
+        "stream": stream,
+        "seq": m["seq"],
+        "subject": m["subject"],
+        "time": m["time"],
+        "headers": m["headers"],
+        "data": data,
+    }
 
 
 @app.command("get")
@@ -520,7 +596,9 @@ def get(
     ctx: typer.Context,
     name: StreamArg,
     seq: Annotated[int | None, typer.Argument(min=1, help="Sequence to get.", show_default=False)] = None,
-    last_for: Annotated[str | None, typer.Option("--last-for", help="The last message on this subject.")] = None,
+    last_for: Annotated[
+        str | None, typer.Option("--last-for", help="The last message on this subject.")
+    ] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Only the payload.")] = False,
     json_out: JsonOut = False,
 ) -> None:
@@ -547,7 +625,9 @@ def view(
     name: StreamArg,
     subject: Annotated[str, typer.Option("--subject", help="Only messages on this subject (filter).")] = ">",
     since: Annotated[int, typer.Option("--since", min=1, help="Start at this sequence.")] = 1,
-    count: Annotated[int, typer.Option("--count", "-n", min=0, help="At most this many (0: to the end).")] = 0,
+    count: Annotated[
+        int, typer.Option("--count", "-n", min=0, help="At most this many (0: to the end).")
+    ] = 0,
     raw: Annotated[bool, typer.Option("--raw", help="Only the payloads, one per line.")] = False,
     json_out: JsonOut = False,
 ) -> None:
@@ -563,8 +643,11 @@ def view(
         n = 0
         while count == 0 or n < count:
             try:
-                resp = await s.api(f"STREAM.MSG.GET.{name}", {"seq": seq, "next_by_subj": subject},
-                                   what=f"could not read stream {name}")
+                resp = await s.api(
+                    f"STREAM.MSG.GET.{name}",
+                    {"seq": seq, "next_by_subj": subject},
+                    what=f"could not read stream {name}",
+                )
             except Exception as exc:
                 if getattr(exc, "err_code", None) == 10037:  # no message found: the end
                     break

@@ -24,6 +24,7 @@ class JetStreamConfig:
     sync_interval: float | None = None  # None: fsync before every ack (group commit)
     server_name: str = ""
 
+
 # (subject, reply, hdr_len, data): ``data`` holds the header block (hdr_len bytes) then the payload
 MessageHandler = Callable[[bytes, "bytes | None", int, bytes], None]
 

@@ -45,7 +45,9 @@ class RecentMessages:
         self.nbytes += len(msg.hdr) + len(msg.data) + _ENTRY_OVERHEAD
         if self.nbytes > RECENT_BYTES:
             drop = len(msgs) // 2
-            self.nbytes -= sum(len(m.hdr) + len(m.data) + _ENTRY_OVERHEAD for m in msgs[:drop] if m is not None)
+            self.nbytes -= sum(
+                len(m.hdr) + len(m.data) + _ENTRY_OVERHEAD for m in msgs[:drop] if m is not None
+            )
             del msgs[:drop]
             self.base += drop
 

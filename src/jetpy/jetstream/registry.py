@@ -63,7 +63,9 @@ def _meta_json(cfg: StreamConfig, created: int) -> bytes:
 
 
 class StreamRegistry:
-    def __init__(self, bus: MessageBus, stores: StoreProvider, committer: Committer, events: StreamEvents) -> None:
+    def __init__(
+        self, bus: MessageBus, stores: StoreProvider, committer: Committer, events: StreamEvents
+    ) -> None:
         self.bus = bus
         self.stores = stores
         self.committer = committer
@@ -93,7 +95,9 @@ class StreamRegistry:
         except (ValueError, msgspec.DecodeError) as e:  # keep the data, move it aside, say so
             store.stop()
             where = self.stores.quarantine(name, str(e))
-            log.error("stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where)
+            log.error(
+                "stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where
+            )
             return None
         stream = Stream(meta.config, store, created_ns=meta.created)
         # the store was opened without knowing its limits: apply them now
@@ -116,7 +120,9 @@ class StreamRegistry:
             s.store.stop()
 
     def create(self, cfg: StreamConfig) -> Stream:
-        store_cfg = StoreConfig(name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1)
+        store_cfg = StoreConfig(
+            name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1
+        )
         store = self.stores.create(store_cfg)
         now = time.time_ns()
         store.write_meta(_meta_json(cfg, now))

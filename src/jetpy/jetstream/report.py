@@ -78,7 +78,9 @@ class Report:
         )
         return AccountInfoResponse.of(info)
 
-    def jsz_stats(self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str) -> dict[str, Any]:
+    def jsz_stats(
+        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
+    ) -> dict[str, Any]:
         """nats-server's /jsz document (without server_id/now), measured from the streams, as
         plain JSON values (the monitor's contract)."""
         mem, sto = self.usage()

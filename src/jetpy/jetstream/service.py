@@ -67,7 +67,9 @@ class JetStream:
 
     # -- what the host reports ------------------------------------------------------------------
 
-    def jsz_stats(self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str) -> dict[str, Any]:
+    def jsz_stats(
+        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
+    ) -> dict[str, Any]:
         return self.report.jsz_stats(
             accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
         )

@@ -264,7 +264,9 @@ class Stream:
             self._trim_dedup(now)
             seen = self._dedup.get(msg_id)
             if seen is not None:
-                return PublishResult(pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0)
+                return PublishResult(
+                    pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0
+                )
         last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
         if last_seq is not None:
             st_last = self.store.state().last_seq
@@ -360,11 +362,12 @@ def limits_of(cfg: StreamConfig) -> StoreLimits:
     )
 
 
-
 def _store_never_discards(cfg: StreamConfig) -> bool:
     """Whether a recent-message cache pays and stays true for this stream: only file reads are
     slow enough to be worth it, and only the server may remove messages (no store limits)."""
-    return cfg.storage == "file" and cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
+    return (
+        cfg.storage == "file" and cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
+    )
 
 
 _NO_LIMIT = 1 << 62

@@ -92,7 +92,12 @@ def append_run(out: bytearray, prefix: bytes, tails: list[bytes]) -> None:
 
 
 def msg_batch(
-    subjects: list[bytes], sid: bytes, replies: list[bytes], hdrs: list[bytes], datas: list[bytes], headers: bool
+    subjects: list[bytes],
+    sid: bytes,
+    replies: list[bytes],
+    hdrs: list[bytes],
+    datas: list[bytes],
+    headers: bool,
 ) -> bytes:
     """The frames of a run of messages to one subscription ``sid``, each on its own subject with
     its own reply, header block ``hdrs[n]`` (empty: none) and payload ``datas[n]``: a consumer's
@@ -110,5 +115,8 @@ def msg_batch(
             ]
         )
     return b"".join(
-        [b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d) for s, r, d in zip(subjects, replies, datas, strict=True)]
+        [
+            b"MSG %b %b %b %d\r\n%b\r\n" % (s, sid, r, len(d), d)
+            for s, r, d in zip(subjects, replies, datas, strict=True)
+        ]
     )

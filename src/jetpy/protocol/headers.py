@@ -63,7 +63,9 @@ def parse_headers(block: bytes) -> Headers:
     return h
 
 
-def encode_headers(items: list[tuple[str, str]] | dict[str, str], status: int = 0, description: str = "") -> bytes:
+def encode_headers(
+    items: list[tuple[str, str]] | dict[str, str], status: int = 0, description: str = ""
+) -> bytes:
     """A header block: the status line (``NATS/1.0``, then ``status`` and ``description`` when
     given) and ``Key: Value`` lines, each ended by CRLF, then the blank line."""
     pairs = list(items.items()) if isinstance(items, dict) else items

@@ -50,7 +50,9 @@ class Server:
         self.broker = Broker()
         self.auth = Authenticator(self.options)
         self.connections: dict[int, ClientConnection] = {}
-        self.closed_connections: collections.deque[ClientConnection] = collections.deque(maxlen=MAX_CLOSED_CONNECTIONS)
+        self.closed_connections: collections.deque[ClientConnection] = collections.deque(
+            maxlen=MAX_CLOSED_CONNECTIONS
+        )
         self.total_connections = 0
         self.slow_consumers = 0
         self.auth_failures = 0
@@ -170,7 +172,12 @@ class Server:
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
-        im, om, ib, ob = self._closed_in_msgs, self._closed_out_msgs, self._closed_in_bytes, self._closed_out_bytes
+        im, om, ib, ob = (
+            self._closed_in_msgs,
+            self._closed_out_msgs,
+            self._closed_in_bytes,
+            self._closed_out_bytes,
+        )
         for c in self.connections.values():
             im += c.in_msgs
             om += c.out_msgs

@@ -63,6 +63,8 @@ class Authenticator:
         if o.username:
             if not user and o.no_auth_user == o.username:
                 return o.username
-            if hmac.compare_digest(o.username.encode(), user.encode()) and _secret_matches(o.password, password):
+            if hmac.compare_digest(o.username.encode(), user.encode()) and _secret_matches(
+                o.password, password
+            ):
                 return o.username
         return None

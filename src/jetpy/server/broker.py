@@ -40,7 +40,12 @@ class Subscriber(Protocol):
         """Deliver plain messages (no reply, no headers) in order, as ``deliver`` would each."""
 
     def deliver_batch(
-        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+        self,
+        sub: Subscription,
+        subjects: list[bytes],
+        replies: list[bytes],
+        hdrs: list[bytes],
+        datas: list[bytes],
     ) -> bool:
         """Deliver messages with their own subjects and replies in order, as ``deliver`` would
         each; False (nothing done) when this subscriber only takes them one by one."""
@@ -50,7 +55,16 @@ class Subscriber(Protocol):
 
 class Subscription:
     __slots__ = (
-        "client", "created", "delivered", "handler", "hprefix", "max_msgs", "prefix", "queue", "sid", "subject",
+        "client",
+        "created",
+        "delivered",
+        "handler",
+        "hprefix",
+        "max_msgs",
+        "prefix",
+        "queue",
+        "sid",
+        "subject",
     )
 
     def __init__(self, client: Subscriber, subject: bytes, queue: bytes | None, sid: bytes) -> None:
@@ -96,7 +110,12 @@ class InternalClient:
             handler(subject, None, 0, data)
 
     def deliver_batch(
-        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+        self,
+        sub: Subscription,
+        subjects: list[bytes],
+        replies: list[bytes],
+        hdrs: list[bytes],
+        datas: list[bytes],
     ) -> bool:
         return False  # handlers take one message per call
 
@@ -130,7 +149,9 @@ class Broker:
         if self._watchers:
             self._interest_changed(sub)
 
-    def subscribe_internal(self, subject: str, handler: InternalHandler, queue: str | None = None) -> Subscription:
+    def subscribe_internal(
+        self, subject: str, handler: InternalHandler, queue: str | None = None
+    ) -> Subscription:
         """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe."""
         sub = Subscription(self._internal, subject.encode(), queue.encode() if queue else None, b"")
         self._internal.handlers[sub] = handler
@@ -207,7 +228,12 @@ class Broker:
         return delivered
 
     def publish_run(
-        self, origin: Subscriber | None, subject: bytes, datas: list[bytes], sizes: list[bytes], echo: bool = True
+        self,
+        origin: Subscriber | None,
+        subject: bytes,
+        datas: list[bytes],
+        sizes: list[bytes],
+        echo: bool = True,
     ) -> int:
         """:meth:`publish` for a run of plain messages to one subject (no reply, no headers):
         one route lookup for the run, and one call per receiver rather than per message, when
@@ -263,7 +289,11 @@ class Broker:
         self.in_msgs += 1
         self.in_bytes += len(data)
         return self.publish(
-            None, subject.encode(), reply.encode() if reply else None, len(headers), data,
+            None,
+            subject.encode(),
+            reply.encode() if reply else None,
+            len(headers),
+            data,
             shown=shown.encode() if shown is not None and shown != subject else None,
         )
 

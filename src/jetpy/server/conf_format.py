@@ -143,7 +143,9 @@ def parse_config_file(path: str, *, env: Mapping[str, str] | None = None) -> Con
     return _parse_file(path, env=os.environ if env is None else env, chain=())
 
 
-def parse_config_text(text: str, source: str = "<string>", *, env: Mapping[str, str] | None = None) -> ConfigMap:
+def parse_config_text(
+    text: str, source: str = "<string>", *, env: Mapping[str, str] | None = None
+) -> ConfigMap:
     """Parse ``text``; ``source`` names it in errors and, if it is a path, anchors includes."""
     return _Parser(text, source, os.environ if env is None else env, chain=()).parse()
 
@@ -162,8 +164,15 @@ def _parse_file(path: str, *, env: Mapping[str, str], chain: tuple[str, ...]) ->
 class _Parser:
     """Recursive descent over the text with one cursor; the grammar needs no separate tokens."""
 
-    def __init__(self, text: str, source: str, env: Mapping[str, str], *, chain: tuple[str, ...],
-                 variable_depth: int = 0) -> None:
+    def __init__(
+        self,
+        text: str,
+        source: str,
+        env: Mapping[str, str],
+        *,
+        chain: tuple[str, ...],
+        variable_depth: int = 0,
+    ) -> None:
         self.text = text
         self.source = source
         self.env = env
@@ -234,8 +243,9 @@ class _Parser:
             if ch == "":
                 if top_level:
                     return
-                raise self.error("unexpected end of file in a map opened at "
-                                 f"{self.position(start - 1)}; missing '}}'")
+                raise self.error(
+                    f"unexpected end of file in a map opened at {self.position(start - 1)}; missing '}}'"
+                )
             if ch == "}":
                 self.pos += 1
                 if not top_level:
@@ -267,8 +277,9 @@ class _Parser:
             self.pos += 1
             return True
         where = "a top-level value" if top_level else "a map value"
-        raise self.error(f"{where} must end with a new line, ',', ';' or a comment, "
-                         f"but found {self.describe(ch)}")
+        raise self.error(
+            f"{where} must end with a new line, ',', ';' or a comment, but found {self.describe(ch)}"
+        )
 
     def parse_entry(self, target: ConfigMap) -> None:
         key_pos = self.pos
@@ -306,7 +317,7 @@ class _Parser:
         start = self.pos
         while self.peek() and not self.peek().isspace() and self.peek() not in "=:":
             self.pos += 1
-        return False, self.text[start:self.pos]
+        return False, self.text[start : self.pos]
 
     def parse_include(self, target: ConfigMap, key_pos: int) -> None:
         self.skip_spaces()
@@ -325,7 +336,7 @@ class _Parser:
             start = self.pos
             while self.peek() and not self.peek().isspace() and self.peek() not in ";}'":
                 self.pos += 1
-            path = self.text[start:self.pos]
+            path = self.text[start : self.pos]
             if self.peek() == "'":
                 self.pos += 1
         where = self.position(key_pos)
@@ -357,7 +368,7 @@ class _Parser:
             if end < 0:
                 raise self.error("unterminated single-quoted string")
             self.pos = end + 1
-            return self.text[start + 1:end]
+            return self.text[start + 1 : end]
         if ch == '"':
             self.pos += 1
             return self.parse_double_quoted()
@@ -442,13 +453,14 @@ class _Parser:
             self.pos += 1
             return ESCAPES[ch]
         if ch == "x":
-            digits = self.text[self.pos + 1:self.pos + 3]
+            digits = self.text[self.pos + 1 : self.pos + 3]
             if len(digits) == 2 and all(c in "0123456789abcdefABCDEF" for c in digits):
                 self.pos += 3
                 return chr(int(digits, 16))
             raise self.error(f"expected two hexadecimal digits after '\\x', found {digits!r}")
-        raise self.error(f"invalid escape character {self.describe(ch)}; only \\xHH, \\t, \\n, \\r, "
-                         '\\", \\\\ are allowed')
+        raise self.error(
+            f'invalid escape character {self.describe(ch)}; only \\xHH, \\t, \\n, \\r, \\", \\\\ are allowed'
+        )
 
     def parse_block_string(self) -> str:
         """``(`` ... ``)``: raw text up to a ``)`` alone at the start of a line."""
@@ -462,7 +474,7 @@ class _Parser:
             after = close + 2
             if after >= len(self.text) or self.text[after] in _NEWLINE:
                 self.pos = after
-                return self.text[start:close + 1]
+                return self.text[start : close + 1]
             i = after
 
     def parse_unquoted(self, start: int) -> Any:
@@ -504,14 +516,16 @@ class _Parser:
         if ch == ".":
             self.pos += 1
             if not self.peek().isdigit():
-                raise self.error(f"floats must have a digit after the '.', found {self.describe(self.peek())}")
+                raise self.error(
+                    f"floats must have a digit after the '.', found {self.describe(self.peek())}"
+                )
             while self.peek().isdigit():
                 self.pos += 1
             if self.peek() == ".":  # 1.2.3 or 127.0.0.1:4222: an address, kept as a string
                 while self.peek() and (self.peek().isdigit() or self.peek() in ".:-"):
                     self.pos += 1
-                return text[start:self.pos]
-            return float(text[start:self.pos])
+                return text[start : self.pos]
+            return float(text[start : self.pos])
         if ch and ch in _SIZE_LETTERS:
             digits_end = self.pos
             self.pos += 1
@@ -519,7 +533,7 @@ class _Parser:
                 self.pos += 1
             nxt = self.peek()
             if negative or nxt == "" or nxt in _NUMBER_END or nxt.isdigit():
-                return self.make_int(start, digits_end, text[digits_end:self.pos])
+                return self.make_int(start, digits_end, text[digits_end : self.pos])
             self.pos = start  # "10ms", "1h30m": a string that happens to start with digits
             return self.parse_unquoted(start)
         if negative or ch == "" or ch in _NUMBER_END:
@@ -532,11 +546,12 @@ class _Parser:
         if suffix:
             multiplier = SIZE_SUFFIXES.get(suffix.lower())
             if multiplier is None:
-                raise self.error(f"invalid size suffix {suffix!r} (use K, KB, M, MB, G, GB, T, TB, P, PB, E, EB)",
-                                 start)
+                raise self.error(
+                    f"invalid size suffix {suffix!r} (use K, KB, M, MB, G, GB, T, TB, P, PB, E, EB)", start
+                )
             value *= multiplier
         if not INT64_MIN <= value <= INT64_MAX:
-            raise self.error(f"integer {self.text[start:self.pos]!r} is out of the 64-bit range", start)
+            raise self.error(f"integer {self.text[start : self.pos]!r} is out of the 64-bit range", start)
         return value
 
     def parse_datetime(self, start: int) -> datetime:
@@ -560,15 +575,26 @@ class _Parser:
                 return scope[name]
         if name in self.env:
             return self.parse_environment_value(name, start)
-        raise self.error(f"variable reference for {name!r} can not be found "
-                         "(not defined earlier in this file, nor in the environment)", start)
+        raise self.error(
+            f"variable reference for {name!r} can not be found "
+            "(not defined earlier in this file, nor in the environment)",
+            start,
+        )
 
     def parse_environment_value(self, name: str, start: int) -> Any:
         if self.variable_depth >= MAX_VARIABLE_DEPTH:
-            raise self.error(f"environment variable {name!r} references variables more than "
-                             f"{MAX_VARIABLE_DEPTH} levels deep (a cycle?)", start)
-        sub = _Parser(f"{ENV_VALUE_KEY} = {self.env[name]}", f"environment variable {name}", self.env,
-                      chain=self.chain, variable_depth=self.variable_depth + 1)
+            raise self.error(
+                f"environment variable {name!r} references variables more than "
+                f"{MAX_VARIABLE_DEPTH} levels deep (a cycle?)",
+                start,
+            )
+        sub = _Parser(
+            f"{ENV_VALUE_KEY} = {self.env[name]}",
+            f"environment variable {name}",
+            self.env,
+            chain=self.chain,
+            variable_depth=self.variable_depth + 1,
+        )
         try:
             parsed = sub.parse()
         except ConfigError as e:

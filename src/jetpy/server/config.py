@@ -60,25 +60,79 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 
 # nats-server options jetpy cannot honour, and ignoring them would change who may connect or
 # where data flows. Refused like the matching command-line flags.
-UNSUPPORTED_FIELDS = frozenset({
-    "tls", "https", "https_port", "cluster", "gateway", "leaf", "leafnodes", "websocket", "ws",
-    "mqtt", "accounts", "operator", "operators", "root_operator", "root_operators", "trusted",
-    "trusted_keys", "resolver", "account_resolver", "accounts_resolver", "resolver_tls",
-    "resolver_preload", "resolver_pinned_accounts", "system_account", "system", "mappings", "maps",
-    "ocsp", "syslog", "remote_syslog",
-})
+UNSUPPORTED_FIELDS = frozenset(
+    {
+        "tls",
+        "https",
+        "https_port",
+        "cluster",
+        "gateway",
+        "leaf",
+        "leafnodes",
+        "websocket",
+        "ws",
+        "mqtt",
+        "accounts",
+        "operator",
+        "operators",
+        "root_operator",
+        "root_operators",
+        "trusted",
+        "trusted_keys",
+        "resolver",
+        "account_resolver",
+        "accounts_resolver",
+        "resolver_tls",
+        "resolver_preload",
+        "resolver_pinned_accounts",
+        "system_account",
+        "system",
+        "mappings",
+        "maps",
+        "ocsp",
+        "syslog",
+        "remote_syslog",
+    }
+)
 # nats-server options that are safe to ignore: tuning, diagnostics and cosmetics. Warned about.
-IGNORED_FIELDS = frozenset({
-    "disable_sublist_cache", "no_sublist_cache", "http_base_path", "logfile_size_limit",
-    "log_size_limit", "ports_file_dir", "prof_port", "max_traced_msg_len", "max_subscriptions",
-    "max_subs", "max_sub_tokens", "max_subscription_tokens", "lame_duck_grace_period",
-    "no_system_account", "no_system", "no_sys_acc", "no_header_support", "server_tags",
-    "reconnect_error_reports", "connect_error_reports", "default_js_domain",
-})
+IGNORED_FIELDS = frozenset(
+    {
+        "disable_sublist_cache",
+        "no_sublist_cache",
+        "http_base_path",
+        "logfile_size_limit",
+        "log_size_limit",
+        "ports_file_dir",
+        "prof_port",
+        "max_traced_msg_len",
+        "max_subscriptions",
+        "max_subs",
+        "max_sub_tokens",
+        "max_subscription_tokens",
+        "lame_duck_grace_period",
+        "no_system_account",
+        "no_system",
+        "no_sys_acc",
+        "no_header_support",
+        "server_tags",
+        "reconnect_error_reports",
+        "connect_error_reports",
+        "default_js_domain",
+    }
+)
 JETSTREAM_UNSUPPORTED = frozenset({"key", "ek", "encryption_key", "cipher"})  # encryption at rest: refused
 JETSTREAM_IGNORED = frozenset({"domain", "unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
 
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
 _DURATION_PART = re.compile(r"(\d*(?:\.\d*)?)(ns|us|µs|μs|ms|s|m|h)")
 _PORT_RE = re.compile(r"[+-]?\d+")
 
@@ -125,12 +179,16 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
 def validate_options(opts: ServerOptions) -> None:
     """The cross-checks nats-server makes when it starts, after config file and flags merge."""
     if opts.max_payload > opts.max_pending:
-        raise ConfigError(f"max_payload ({opts.max_payload}) cannot be higher than max_pending ({opts.max_pending})")
+        raise ConfigError(
+            f"max_payload ({opts.max_payload}) cannot be higher than max_pending ({opts.max_pending})"
+        )
     if opts.no_auth_user:
         if not opts.users:
             raise ConfigError(f"no_auth_user: {_q(opts.no_auth_user)} present, but users are not defined")
         if all(u.user != opts.no_auth_user for u in opts.users):
-            raise ConfigError(f"no_auth_user: {_q(opts.no_auth_user)} not present as user in authorization block")
+            raise ConfigError(
+                f"no_auth_user: {_q(opts.no_auth_user)} not present as user in authorization block"
+            )
 
 
 def parse_duration(text: str) -> float:
@@ -145,7 +203,9 @@ def parse_duration(text: str) -> float:
     while pos < len(s):
         m = _DURATION_PART.match(s, pos)
         if m is None or m.group(1) in ("", "."):
-            raise ValueError(f'invalid duration {json.dumps(text)} (use a number and a unit, e.g. "2m", "10s", "1h30m")')
+            raise ValueError(
+                f'invalid duration {json.dumps(text)} (use a number and a unit, e.g. "2m", "10s", "1h30m")'
+            )
         total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
         pos = m.end()
     return sign * total
@@ -247,8 +307,11 @@ def _duration_setter(attr: str) -> Handler:
 
     def handler(ctx: _Context, key: str, value: Any, pos: Position) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
-            ctx.warn(pos, f'invalid use of field "{key}": {key} should be converted to a duration '
-                             '(a quoted string such as "2m"; this integer was taken as seconds)')
+            ctx.warn(
+                pos,
+                f'invalid use of field "{key}": {key} should be converted to a duration '
+                '(a quoted string such as "2m"; this integer was taken as seconds)',
+            )
             seconds = float(value)
         else:
             seconds = _go_duration(key, value, pos)
@@ -279,7 +342,7 @@ def _host_port(key: str, value: Any, pos: Position) -> tuple[str | None, int]:
     text = _str(key, value, pos)
     if text.startswith("["):
         close = text.find("]")
-        host, rest = (text[1:close], text[close + 1:]) if close > 0 else ("", "")
+        host, rest = (text[1:close], text[close + 1 :]) if close > 0 else ("", "")
         ok = rest.startswith(":")
         port_text = rest[1:]
     else:
@@ -453,8 +516,11 @@ def _subject_permission(key: str, value: Any, pos: Position) -> dict[str, list[s
         for k, v in value.items():
             name = k.lower()
             if name not in ("allow", "deny"):
-                raise ConfigError(f"Unknown field name {_q(k)} parsing subject permissions, only 'allow' or "
-                                  "'deny' are permitted", value.position(k))
+                raise ConfigError(
+                    f"Unknown field name {_q(k)} parsing subject permissions, only 'allow' or "
+                    "'deny' are permitted",
+                    value.position(k),
+                )
             out[name] = _subjects(k, v, value.position(k))
         return out
     return {"allow": _subjects(key, value, pos)}
@@ -467,12 +533,15 @@ def _subjects(key: str, value: Any, pos: Position) -> list[str]:
         subjects = []
         for i, s in enumerate(value):
             if not isinstance(s, str):
-                raise ConfigError(f"Subject in permissions array cannot be cast to string, got {_describe(s)}",
-                                  value.positions[i])
+                raise ConfigError(
+                    f"Subject in permissions array cannot be cast to string, got {_describe(s)}",
+                    value.positions[i],
+                )
             subjects.append(s)
     else:
-        raise ConfigError(f"Expected subject permissions to be a subject, or array of subjects, got {_describe(value)}",
-                          pos)
+        raise ConfigError(
+            f"Expected subject permissions to be a subject, or array of subjects, got {_describe(value)}", pos
+        )
     for s in subjects:
         if not is_valid_subject(s):
             raise ConfigError(f"subject {_q(s)} is not a valid subject", pos)

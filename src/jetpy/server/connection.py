@@ -409,7 +409,12 @@ class ClientConnection(asyncio.Protocol):
         self._delivered(sub)
 
     def deliver_batch(
-        self, sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+        self,
+        sub: Subscription,
+        subjects: list[bytes],
+        replies: list[bytes],
+        hdrs: list[bytes],
+        datas: list[bytes],
     ) -> bool:
         if sub.max_msgs:
             return False  # UNSUB <sid> <max>: counted out one by one
@@ -452,12 +457,17 @@ class ClientConnection(asyncio.Protocol):
         t.write(out)
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
-            if t.get_write_buffer_size() > self.max_pending or blocked_for > self.server.options.write_deadline:
+            if (
+                t.get_write_buffer_size() > self.max_pending
+                or blocked_for > self.server.options.write_deadline
+            ):
                 self._slow_consumer()
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
-        log.warning("cid %d: slow consumer detected, closing (pending over %d bytes)", self.cid, self.max_pending)
+        log.warning(
+            "cid %d: slow consumer detected, closing (pending over %d bytes)", self.cid, self.max_pending
+        )
         self.out = bytearray()
         self.close("Slow Consumer (Pending Bytes)", abort=True)
 

@@ -58,7 +58,9 @@ class _Run:
     show_version: bool = False
     test_config: bool = False
     config_file: str = ""
-    overrides: list[tuple[Callable[[ServerOptions, FlagValue], None], FlagValue]] = field(default_factory=list)
+    overrides: list[tuple[Callable[[ServerOptions, FlagValue], None], FlagValue]] = field(
+        default_factory=list
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +206,7 @@ def _parse_flags(argv: list[str], run: _Run, unsupported: list[str]) -> list[str
         if len(arg) < 2 or arg[0] != "-":
             break
         if arg == "--":
-            return argv[i + 1:]
+            return argv[i + 1 :]
         dashes = 2 if arg[1] == "-" else 1
         body = arg[dashes:]
         if not body or body[0] in "-=":

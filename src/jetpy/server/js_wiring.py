@@ -58,7 +58,11 @@ class BrokerBus:
 
     def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> int:
         return self.broker.publish_batch(
-            route.encode(), [m.subject.encode() for m in msgs], replies, [m.hdr for m in msgs], [m.data for m in msgs]
+            route.encode(),
+            [m.subject.encode() for m in msgs],
+            replies,
+            [m.hdr for m in msgs],
+            [m.data for m in msgs],
         )
 
     def watch_interest(self, subject: str, callback: Callable[[], None]) -> Any:

@@ -24,8 +24,14 @@ log = logging.getLogger("jetpy.server")
 
 def setup_logging(opts: ServerOptions) -> None:
     level = logging.DEBUG if (opts.debug or opts.trace) else logging.INFO
-    fmt = "[%(process)d] %(asctime)s [%(levelname).3s] %(message)s" if opts.logtime else "[%(process)d] [%(levelname).3s] %(message)s"
-    handler: logging.Handler = logging.FileHandler(opts.log_file) if opts.log_file else logging.StreamHandler(sys.stderr)
+    fmt = (
+        "[%(process)d] %(asctime)s [%(levelname).3s] %(message)s"
+        if opts.logtime
+        else "[%(process)d] [%(levelname).3s] %(message)s"
+    )
+    handler: logging.Handler = (
+        logging.FileHandler(opts.log_file) if opts.log_file else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(logging.Formatter(fmt))
     root = logging.getLogger("jetpy")
     root.handlers[:] = [handler]

@@ -505,7 +505,9 @@ class Endpoints:
         if js is None:
             return None
         return dict(
-            js.jsz_stats(accounts=accounts, streams=streams, consumers=consumers, config=config, account=account)
+            js.jsz_stats(
+                accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
+            )
         )
 
     # -- accounts ---------------------------------------------------------------------------------
@@ -646,5 +648,3 @@ def _request_rtt(c: ClientConnection) -> None:
     """As nats-server, a real client (one that sent a lang) without an RTT yet gets a PING."""
     if c.lang and not c.closed:
         c.send_rtt_ping()
-
-

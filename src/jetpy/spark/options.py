@@ -114,7 +114,9 @@ class _Opts:
         unknown = sorted(k for k in self.raw if k not in self.used and k not in _SPARK_KEYS)
         if unknown:
             k = unknown[0]
-            raise JetStreamOptionError(k, self.raw[k], f"a {known_for} option; see the README's Spark options table")
+            raise JetStreamOptionError(
+                k, self.raw[k], f"a {known_for} option; see the README's Spark options table"
+            )
 
 
 # ----------------------------------------------------------------------------- connection
@@ -255,8 +257,15 @@ def _offsets(o: _Opts, name: str, default: str, streams: tuple[str, ...], allow_
     seqs: dict[str, int] = {}
     for k, v in obj.items():
         if k not in streams:
-            raise JetStreamOptionError(name, raw, f"{accepted}; {k!r} is not one of the streams {list(streams)}")
-        if isinstance(v, bool) or not isinstance(v, int) or v < EARLIEST or (v == EARLIEST and not allow_earliest):
+            raise JetStreamOptionError(
+                name, raw, f"{accepted}; {k!r} is not one of the streams {list(streams)}"
+            )
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, int)
+            or v < EARLIEST
+            or (v == EARLIEST and not allow_earliest)
+        ):
             raise JetStreamOptionError(name, raw, accepted)
         seqs[k] = v
     return OffsetSpec("seqs", seqs)
@@ -274,7 +283,9 @@ def parse_time_option(name: str, raw: str) -> int:
             name, raw, "milliseconds since the epoch or an RFC 3339 time like 2024-05-01T12:00:00Z"
         ) from None
     if dt.tzinfo is None:
-        raise JetStreamOptionError(name, raw, "an RFC 3339 time with a zone (Z or +hh:mm), or epoch milliseconds")
+        raise JetStreamOptionError(
+            name, raw, "an RFC 3339 time with a zone (Z or +hh:mm), or epoch milliseconds"
+        )
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
@@ -287,17 +298,25 @@ def parse_source(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
         raise JetStreamOptionError("stream", None, "a stream name, or several separated by commas")
     streams = tuple(s.strip() for s in stream_raw.split(","))
     if any(not _NAME_RE.match(s) for s in streams) or len(set(streams)) != len(streams):
-        raise JetStreamOptionError("stream", stream_raw, "stream names (no '.', '*', '>' or spaces), comma-separated")
+        raise JetStreamOptionError(
+            "stream", stream_raw, "stream names (no '.', '*', '>' or spaces), comma-separated"
+        )
     one, many = o.get("filterSubject"), o.get("filterSubjects")
     if one is not None and many is not None:
         raise JetStreamOptionError("filterSubjects", many, "either filterSubject or filterSubjects, not both")
     filters = tuple(f.strip() for f in (many or one or "").split(",") if f.strip())
     for f in filters:
         if not is_valid_subject(f):
-            raise JetStreamOptionError("filterSubject" if one else "filterSubjects", f, "valid NATS subjects (wildcards * and > allowed)")
+            raise JetStreamOptionError(
+                "filterSubject" if one else "filterSubjects",
+                f,
+                "valid NATS subjects (wildcards * and > allowed)",
+            )
     if o.has("startingTimestamp"):
         o.get("startingOffsets")
-        starting = OffsetSpec("time", time_ns=parse_time_option("startingTimestamp", o.string("startingTimestamp")))
+        starting = OffsetSpec(
+            "time", time_ns=parse_time_option("startingTimestamp", o.string("startingTimestamp"))
+        )
     else:
         starting = _offsets(o, "startingOffsets", "latest" if streaming else "earliest", streams, True)
     if o.has("endingTimestamp"):
@@ -306,10 +325,14 @@ def parse_source(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
     else:
         ending = _offsets(o, "endingOffsets", "latest", streams, False)
     if not streaming and starting.kind == "latest":
-        raise JetStreamOptionError("startingOffsets", "latest", "'earliest' or JSON for a batch read (latest would read nothing)")
+        raise JetStreamOptionError(
+            "startingOffsets", "latest", "'earliest' or JSON for a batch read (latest would read nothing)"
+        )
     a, b = o.get("maxMessagesPerTrigger"), o.get("maxOffsetsPerTrigger")
     if a is not None and b is not None:
-        raise JetStreamOptionError("maxOffsetsPerTrigger", b, "either maxMessagesPerTrigger or its alias maxOffsetsPerTrigger")
+        raise JetStreamOptionError(
+            "maxOffsetsPerTrigger", b, "either maxMessagesPerTrigger or its alias maxOffsetsPerTrigger"
+        )
     max_trigger = o.integer("maxOffsetsPerTrigger" if b is not None else "maxMessagesPerTrigger", 0)
     opts = SourceOptions(
         conn=conn,

@@ -169,13 +169,29 @@ def split(r: SeqRange, min_partitions: int, max_per_partition: int) -> list[SeqR
 
 def _replace(r: SeqRange, first: int, last: int) -> SeqRange:
     return SeqRange(
-        r.stream, first, last, r.filters, r.conn, r.include_headers, r.fetch_batch, r.fetch_max_bytes, r.fail_on_data_loss
+        r.stream,
+        first,
+        last,
+        r.filters,
+        r.conn,
+        r.include_headers,
+        r.fetch_batch,
+        r.fetch_max_bytes,
+        r.fail_on_data_loss,
     )
 
 
 def _range(o: SourceOptions, stream: str, first: int, last: int) -> SeqRange:
     return SeqRange(
-        stream, first, last, o.filters, o.conn, o.include_headers, o.fetch_batch, o.fetch_max_bytes, o.fail_on_data_loss
+        stream,
+        first,
+        last,
+        o.filters,
+        o.conn,
+        o.include_headers,
+        o.fetch_batch,
+        o.fetch_max_bytes,
+        o.fail_on_data_loss,
     )
 
 
@@ -411,7 +427,10 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             first = heads[s][0]
             if first > lo:
                 gone = min(first, hi)
-                _data_loss(o.fail_on_data_loss, f"stream {s!r}: sequences {lo}..{gone - 1} were removed before they were read")
+                _data_loss(
+                    o.fail_on_data_loss,
+                    f"stream {s!r}: sequences {lo}..{gone - 1} were removed before they were read",
+                )
                 lo = gone
             for r in split(_range(o, s, lo, hi - 1), o.min_partitions, o.max_per_partition):
                 out.append(JetStreamPartition(r))

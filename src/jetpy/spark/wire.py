@@ -398,7 +398,11 @@ class Wire:
                 r = Reply(hdr, payload)
                 code = r.status
                 if code == 204:
-                    return 204, int(r.header("Nats-Num-Pending") or 0), int(r.header("Nats-Last-Sequence") or 0)
+                    return (
+                        204,
+                        int(r.header("Nats-Num-Pending") or 0),
+                        int(r.header("Nats-Last-Sequence") or 0),
+                    )
                 if code == 404:
                     return 404, 0, 0
                 if code == 503:
@@ -407,7 +411,9 @@ class Wire:
                         "does not allow direct get (set allow_direct, e.g. `nats stream edit "
                         f"{stream} --allow-direct`)"
                     )
-                raise WireError(f"direct get on {stream!r} failed: {hdr.splitlines()[0].decode(errors='replace')}")
+                raise WireError(
+                    f"direct get on {stream!r} failed: {hdr.splitlines()[0].decode(errors='replace')}"
+                )
             i = hdr.rfind(b"Nats-Stream: ")
             tail = hdr[i:].split(b"\r\n")
             if (

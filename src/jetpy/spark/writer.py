@@ -52,12 +52,16 @@ def check_schema(schema: StructType, opts: SinkOptions) -> None:
     """The DataFrame must have ``data`` and ``subject`` (unless the ``subject`` option is set)."""
     fields = {f.name: f.dataType for f in schema.fields}
     if "data" not in fields or not isinstance(fields["data"], (BinaryType, StringType)):
-        raise JetStreamOptionError("data", sorted(fields), "a DataFrame with a 'data' column of binary or string type")
+        raise JetStreamOptionError(
+            "data", sorted(fields), "a DataFrame with a 'data' column of binary or string type"
+        )
     if opts.subject is None and not isinstance(fields.get("subject"), StringType):
         raise JetStreamOptionError("subject", None, "a 'subject' string column, or the 'subject' option")
     h = fields.get("headers")
     if h is not None and not (isinstance(h, MapType) and isinstance(h.keyType, StringType)):
-        raise JetStreamOptionError("headers", str(h), "a map<string, string> or map<string, array<string>> column")
+        raise JetStreamOptionError(
+            "headers", str(h), "a map<string, string> or map<string, array<string>> column"
+        )
     mid = fields.get(opts.msg_id_column)
     if mid is not None and not isinstance(mid, StringType):
         raise JetStreamOptionError("msgIdColumn", opts.msg_id_column, "the name of a string column")

@@ -287,7 +287,11 @@ def check_discard_new(
     (not its accounted size). ``oldest_of_subject`` gives the accounted size of that subject's
     oldest message, asked only when it decides; it must be larger than ``payload`` with
     ``file_rules`` (nats-server's filestore), at least as large without (its memstore)."""
-    asl = lim.max_msgs_per_subject > 0 and subject_count is not None and subject_count >= lim.max_msgs_per_subject
+    asl = (
+        lim.max_msgs_per_subject > 0
+        and subject_count is not None
+        and subject_count >= lim.max_msgs_per_subject
+    )
     if asl and lim.discard_new_per_subject:
         raise ErrMaxMsgsPerSubject()
     if lim.max_msgs > 0 and msgs >= lim.max_msgs and not asl:

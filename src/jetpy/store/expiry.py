@@ -28,7 +28,17 @@ _heappop = heapq.heappop
 class Expiry:
     """One store's TTL deadlines and its expiry; see the module docstring."""
 
-    __slots__ = ("_hdr_of", "_head", "_live", "_remove", "_store_msg", "_subject_of", "_ts_of", "heap", "never")
+    __slots__ = (
+        "_hdr_of",
+        "_head",
+        "_live",
+        "_remove",
+        "_store_msg",
+        "_subject_of",
+        "_ts_of",
+        "heap",
+        "never",
+    )
 
     def __init__(
         self,

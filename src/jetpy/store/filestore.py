@@ -106,8 +106,13 @@ class FileStore:
             self._w = w = GroupCommit(ix, msgdir, self._forget_reads)
             self._rd = BlockReader(ix, w.wbuf, w.fd)
             self._expiry = Expiry(
-                live=ix.live, head=ix.head, ts_of=self._rd.ts_of, subject_of=ix.subject_of,
-                hdr_of=self._hdr_of, remove=self._remove_seq, store_msg=self.store_msg,
+                live=ix.live,
+                head=ix.head,
+                ts_of=self._rd.ts_of,
+                subject_of=ix.subject_of,
+                hdr_of=self._hdr_of,
+                remove=self._remove_seq,
+                store_msg=self.store_msg,
             )
             self._bind()
             self._cfg = config
@@ -164,7 +169,9 @@ class FileStore:
 
     def _set_limits(self, lim: StoreLimits) -> None:
         self._lim = lim
-        self._cfg = StoreConfig(self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size)
+        self._cfg = StoreConfig(
+            self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size
+        )
         self._max_payload = payload_cap(lim)
         self._discard_new = lim.discard == "new"
         self._max_per = max(lim.max_msgs_per_subject, 0)
@@ -235,8 +242,13 @@ class FileStore:
         ix = self._ix
         if self._discard_new:
             check_discard_new(
-                self._lim, ix.msgs, ix.bytes, info.count if info is not None else None,
-                lambda: ix.size_of(self._subj_first(info)) if info is not None else 0, pl, True,
+                self._lim,
+                ix.msgs,
+                ix.bytes,
+                info.count if info is not None else None,
+                lambda: ix.size_of(self._subj_first(info)) if info is not None else 0,
+                pl,
+                True,
             )
         rec_len = RECORD_OVERHEAD + sl + pl  # the record's length (record.py)
         seq = ix.last_seq + 1
@@ -355,8 +367,16 @@ class FileStore:
         self._check_read()
         ix = self._ix
         return stream_state(
-            ix.msgs, ix.bytes, ix.first_seq, ix.last_seq, ix.last_ts, len(ix.subjects),
-            self._rd.first_ts, ix.deleted_list if deleted_details else None, ix.lost, ix.lost_bytes,
+            ix.msgs,
+            ix.bytes,
+            ix.first_seq,
+            ix.last_seq,
+            ix.last_ts,
+            len(ix.subjects),
+            self._rd.first_ts,
+            ix.deleted_list if deleted_details else None,
+            ix.lost,
+            ix.lost_bytes,
         )
 
     def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState:
@@ -447,9 +467,17 @@ class FileStore:
         self._check_write()
         ix = self._ix
         return purge_ex(
-            subject, seq, keep, msgs=ix.msgs, last_seq=ix.last_seq, purge_all=self._purge_all,
-            compact=self.compact, nth_newest=ix.nth_newest, matching_seqs=ix.matching_seqs,
-            matching_count=lambda s: sum(info.count for info in ix.matching(s)), remove=self._remove_seq,
+            subject,
+            seq,
+            keep,
+            msgs=ix.msgs,
+            last_seq=ix.last_seq,
+            purge_all=self._purge_all,
+            compact=self.compact,
+            nth_newest=ix.nth_newest,
+            matching_seqs=ix.matching_seqs,
+            matching_count=lambda s: sum(info.count for info in ix.matching(s)),
+            remove=self._remove_seq,
         )
 
     def _purge_all(self) -> int:

@@ -83,8 +83,13 @@ class MemoryStore:
         self._consumers: dict[str, MemoryConsumerStore] = {}
         self._meta: bytes | None = None
         self._expiry = Expiry(
-            live=self._msgs.__contains__, head=self._head, ts_of=self._ts_of, subject_of=self._subject_of,
-            hdr_of=self._hdr_of, remove=self._remove, store_msg=self.store_msg,
+            live=self._msgs.__contains__,
+            head=self._head,
+            ts_of=self._ts_of,
+            subject_of=self._subject_of,
+            hdr_of=self._hdr_of,
+            remove=self._remove,
+            store_msg=self.store_msg,
         )
 
     # ------------------------------------------------------------------ helpers
@@ -171,8 +176,13 @@ class MemoryStore:
             size = MEMORY_MSG_OVERHEAD + sl + payload
         if self._discard_new:
             check_discard_new(
-                self._lim, len(self._msgs), self._bytes, ss.count if ss is not None else None,
-                lambda: self._msgs[ss.first].size if ss is not None else 0, payload, self._file_rules,
+                self._lim,
+                len(self._msgs),
+                self._bytes,
+                ss.count if ss is not None else None,
+                lambda: self._msgs[ss.first].size if ss is not None else 0,
+                payload,
+                self._file_rules,
             )
         seq = self._last + 1
         if ts is None:
@@ -217,9 +227,17 @@ class MemoryStore:
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         self._check_open()
         return purge_ex(
-            subject, seq, keep, msgs=len(self._msgs), last_seq=self._last, purge_all=self._purge_all,
-            compact=self.compact, nth_newest=lambda k: sorted(self._msgs)[-k], matching_seqs=self._matching_seqs,
-            matching_count=lambda f: sum(ss.count for _, ss in self._matching(f)), remove=self._remove,
+            subject,
+            seq,
+            keep,
+            msgs=len(self._msgs),
+            last_seq=self._last,
+            purge_all=self._purge_all,
+            compact=self.compact,
+            nth_newest=lambda k: sorted(self._msgs)[-k],
+            matching_seqs=self._matching_seqs,
+            matching_count=lambda f: sum(ss.count for _, ss in self._matching(f)),
+            remove=self._remove,
         )
 
     def _matching_seqs(self, filter_subject: str, upper: int) -> list[int]:
@@ -357,20 +375,30 @@ class MemoryStore:
     def state(self, deleted_details: bool = False) -> StreamState:
         self._check_open()
         return stream_state(
-            len(self._msgs), self._bytes, self._first, self._last, self._last_ts, len(self._subjects),
+            len(self._msgs),
+            self._bytes,
+            self._first,
+            self._last,
+            self._last_ts,
+            len(self._subjects),
             lambda: self._msgs[self._first].msg.ts,
             (lambda a, b: [s for s in range(a, b + 1) if s not in self._msgs]) if deleted_details else None,
-            [], 0,
+            [],
+            0,
         )
 
     def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState:
         self._check_open()
         start = max(start_seq, self._first)
-        seqs = [
-            s
-            for s in range(start, self._last + 1)
-            if (e := self._msgs.get(s)) is not None and subject_matches(filter_subject, e.msg.subject)
-        ] if self._msgs else []
+        seqs = (
+            [
+                s
+                for s in range(start, self._last + 1)
+                if (e := self._msgs.get(s)) is not None and subject_matches(filter_subject, e.msg.subject)
+            ]
+            if self._msgs
+            else []
+        )
         if not seqs:
             return SimpleState()
         return SimpleState(msgs=len(seqs), first=seqs[0], last=seqs[-1])

@@ -108,7 +108,9 @@ class BlockReader:
         else:
             c = self._rc
             if c is not None and c[0] is blk:
-                decode_msgs(c[2], c[1], blk.offs, blk.lens, blk.sids, self._names, blk.base, i, 1, out, NO_SID)
+                decode_msgs(
+                    c[2], c[1], blk.offs, blk.lens, blk.sids, self._names, blk.base, i, 1, out, NO_SID
+                )
             if not out:
                 buf = self.read_at(blk, i, off, READ_AHEAD)
                 decode_msgs(buf, off, blk.offs, blk.lens, blk.sids, self._names, blk.base, i, 1, out, NO_SID)
@@ -139,7 +141,9 @@ class BlockReader:
             if rc is not None and rc[0] is blk:  # the previous bulk read often covers the start
                 chunk, coff = rc[2], rc[1]
             while True:
-                i = decode_msgs(chunk, coff, offs, lens, sids, names, base, i, max_msgs - len(out), out, NO_SID)
+                i = decode_msgs(
+                    chunk, coff, offs, lens, sids, names, base, i, max_msgs - len(out), out, NO_SID
+                )
                 if len(out) >= max_msgs:
                     return out
                 if i >= n:

@@ -164,7 +164,14 @@ RecordFields = tuple[int, int, int, int, int, int]
 
 
 def append_record(
-    buf: bytearray, seq: int, ts: int, subject: bytes, hdr: bytes, data: bytes, subj_len: int, hdr_len: int,
+    buf: bytearray,
+    seq: int,
+    ts: int,
+    subject: bytes,
+    hdr: bytes,
+    data: bytes,
+    subj_len: int,
+    hdr_len: int,
     rec_len: int,
 ) -> int:
     """Append a message record to ``buf`` and return its accounted size (``accounted_size``).
@@ -224,7 +231,9 @@ def check_record(
     buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[False] = False
 ) -> RecordFields | None: ...
 @overload
-def check_record(buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[True]) -> RecordFields | str: ...
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, explain: Literal[True]
+) -> RecordFields | str: ...
 def check_record(
     buf: bytes | bytearray | memoryview, pos: int, end: int, explain: bool = False
 ) -> RecordFields | str | None:
@@ -243,7 +252,11 @@ def check_record(
     if reserved or flags & ~_KNOWN_FLAGS:
         return f"bad header: flags {flags:#04x}, reserved {reserved}" if explain else None
     if rec_len > MAX_RECORD_SIZE or rec_len < RECORD_OVERHEAD + sl + hl:
-        return f"bad header: record length {rec_len} with subject {sl} and headers {hl} bytes" if explain else None
+        return (
+            f"bad header: record length {rec_len} with subject {sl} and headers {hl} bytes"
+            if explain
+            else None
+        )
     if rec_len > left:
         return f"truncated: record length {rec_len}, only {left} bytes left in the file" if explain else None
     view = memoryview(buf)
@@ -306,7 +319,9 @@ def split_record(buf: bytes, pos: int, fields: RecordFields) -> tuple[bytes, byt
 def index_parts(buf: bytes, pos: int, rec_len: int, subj_len: int, hdr_len: int) -> tuple[bytes, int]:
     """``(subject, accounted size)`` of a checked message record at ``pos`` with these fields:
     what recovery indexes."""
-    return buf[pos + _HDR_SIZE : pos + _HDR_SIZE + subj_len], rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
+    return buf[
+        pos + _HDR_SIZE : pos + _HDR_SIZE + subj_len
+    ], rec_len if hdr_len else rec_len - FILE_HDR_OVERHEAD
 
 
 def record_headers(buf: bytes, pos: int, subj_len: int, hdr_len: int) -> bytes:

@@ -276,7 +276,9 @@ def check_block(path: Path, base: int, data: bytes) -> BlockReport:
         if isinstance(item, BadRegion):
             rep.bad.append(item)
             what = "torn tail" if item.tail else "damaged region"
-            rep.problems.append(f"{path.name}: {what} at offset {item.offset} ({item.length} bytes): {item.reason}")
+            rep.problems.append(
+                f"{path.name}: {what} at offset {item.offset} ({item.length} bytes): {item.reason}"
+            )
             continue
         if item.kind == "tombstone":
             rep.tombstones += 1
@@ -326,7 +328,9 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
     deleted = set().union(*(b.deleted for b in rep.blocks))
     ranges = [r for b in rep.blocks for r in b.ranges]
     rep.live = {
-        seq: n for b in rep.blocks for seq, n in b.live.items()
+        seq: n
+        for b in rep.blocks
+        for seq, n in b.live.items()
         if seq >= floor and seq not in deleted and not any(lo <= seq <= hi for lo, hi in ranges)
     }
     return rep

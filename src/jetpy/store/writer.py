@@ -297,12 +297,16 @@ class GroupCommit:
                         self.fail = exc
                         self._reguard_locked()
                     self._close_deferred_locked()
-                raise ErrStoreIO(exc.errno or _errno.EIO, range(prev_durable + 1, target_seq + 1), "sync") from exc
+                raise ErrStoreIO(
+                    exc.errno or _errno.EIO, range(prev_durable + 1, target_seq + 1), "sync"
+                ) from exc
             with self.lock:
                 self._sync_busy = False
                 if epoch != self._epoch:
                     self._close_deferred_locked()
-                    raise ErrStoreIO(_errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync")
+                    raise ErrStoreIO(
+                        _errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync"
+                    )
                 for b, _fd, off, ws in targets:
                     if off > b.durable:
                         b.durable = off

@@ -85,7 +85,14 @@ class ConsumerApi:
         return self._create(args[0], name, filt, body, legacy_durable=False, new_style=len(args) > 1)
 
     def _create(
-        self, stream_name: str, name: str, filt: str, body: bytes, *, legacy_durable: bool, new_style: bool = False
+        self,
+        stream_name: str,
+        name: str,
+        filt: str,
+        body: bytes,
+        *,
+        legacy_durable: bool,
+        new_style: bool = False,
     ) -> ConsumerCreateResponse:
         # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
         # missing config is the zero config (ack none, deliver all), a config or field of the

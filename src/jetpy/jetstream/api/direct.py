@@ -129,7 +129,9 @@ def direct_get(
             except ApiError:
                 bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
                 return
-            if not any(req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "multi_last", "start_time")):
+            if not any(
+                req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "multi_last", "start_time")
+            ):
                 bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
             if req.get("batch") or req.get("multi_last"):
@@ -256,11 +258,14 @@ def _batch_get(bus: MessageBus, s: Stream, rep: str, raw: dict[str, Any]) -> Non
 
 def _batch_headers(stream: str, m: StoredMsg, pending: int, last: int) -> bytes:
     original = m.hdr[:-2] if m.hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
-    return original + (
-        f"Nats-Stream: {stream}\r\nNats-Subject: {m.subject}\r\nNats-Sequence: {m.seq}\r\n"
-        f"Nats-Time-Stamp: {format_time(m.ts)}\r\nNats-Num-Pending: {pending}\r\n"
-        f"Nats-Last-Sequence: {last}\r\n\r\n"
-    ).encode()
+    return (
+        original
+        + (
+            f"Nats-Stream: {stream}\r\nNats-Subject: {m.subject}\r\nNats-Sequence: {m.seq}\r\n"
+            f"Nats-Time-Stamp: {format_time(m.ts)}\r\nNats-Num-Pending: {pending}\r\n"
+            f"Nats-Last-Sequence: {last}\r\n\r\n"
+        ).encode()
+    )
 
 
 def _multi_last(

@@ -191,7 +191,9 @@ class StreamApi:
         msg = lookup(s, raw)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
-        stored = StoredMessage(subject=msg.subject, seq=msg.seq, hdrs=msg.hdr, data=msg.data, time=format_time(msg.ts))
+        stored = StoredMessage(
+            subject=msg.subject, seq=msg.seq, hdrs=msg.hdr, data=msg.data, time=format_time(msg.ts)
+        )
         return StreamMsgGetResponse(message=stored)
 
     def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgDeleteResponse:

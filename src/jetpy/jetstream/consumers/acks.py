@@ -91,7 +91,9 @@ def parse_ack_subject(subject: str) -> AckReply | None:
     if len(toks) != 7:
         return None
     try:
-        return AckReply(toks[0], toks[1], int(toks[2]), int(toks[3]), int(toks[4]), int(toks[5]), int(toks[6]))
+        return AckReply(
+            toks[0], toks[1], int(toks[2]), int(toks[3]), int(toks[4]), int(toks[5]), int(toks[6])
+        )
     except ValueError:
         return None
 

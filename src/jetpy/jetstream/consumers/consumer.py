@@ -91,7 +91,9 @@ class Consumer:
         self.next_stream_seq = 1  # the stream cursor: next stream sequence to look at
         self.next_consumer_seq = 1  # consumer sequence of the next delivery
         self.delivered_stream_seq = 0  # stream sequence of the last delivery
-        self._last_per_subject_starts: deque[int] | None = None  # deliver_policy last_per_subject, still to send
+        self._last_per_subject_starts: deque[int] | None = (
+            None  # deliver_policy last_per_subject, still to send
+        )
         self._num_pending: int | None = None  # messages not delivered yet; None: recount from the store
         self.last_delivered_ts = 0
         self.last_ack_ts = 0
@@ -160,7 +162,9 @@ class Consumer:
         self.next_consumer_seq = st.delivered_consumer_seq + 1
         self.delivered_stream_seq = st.delivered_stream_seq
         self.next_stream_seq = st.delivered_stream_seq + 1
-        self._pending_acks.restore(st.ack_floor_consumer_seq, st.ack_floor_stream_seq, st.pending, st.redelivered)
+        self._pending_acks.restore(
+            st.ack_floor_consumer_seq, st.ack_floor_stream_seq, st.pending, st.redelivered
+        )
 
     def snapshot(self) -> ConsumerState:
         self.drain_acks()
@@ -482,7 +486,9 @@ class Consumer:
         self.last_activity = now
         # a no_wait request finds nothing if nothing is new or queued (the queue may hold acked
         # seqs) and no redelivery is due
-        nothing = req.no_wait and self.num_pending() + self._pending_acks.num_queued() == 0 and not self._due(now)
+        nothing = (
+            req.no_wait and self.num_pending() + self._pending_acks.num_queued() == 0 and not self._due(now)
+        )
         if waiting.add(req, now, nothing):
             self.pump(now)
 
@@ -506,14 +512,20 @@ class Consumer:
             p = self.pending.get(sseq)
             if p is not None:
                 self._advise(
-                    "MSG_NAKED", "nak", now,
-                    consumer_seq=meta.consumer_seq, stream_seq=sseq, deliveries=meta.deliveries,
+                    "MSG_NAKED",
+                    "nak",
+                    now,
+                    consumer_seq=meta.consumer_seq,
+                    stream_seq=sseq,
+                    deliveries=meta.deliveries,
                 )
                 if ack.delay > 0:
                     self._pending_acks.redeliver_at(p, sseq, now + ack.delay)
                 elif 0 < self.config.max_deliver <= p.deliveries:
                     # no redelivery left: given up on now, as an expiry at max_deliver is
-                    self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=sseq, deliveries=p.deliveries)
+                    self._advise(
+                        "MAX_DELIVERIES", "max_deliver", now, stream_seq=sseq, deliveries=p.deliveries
+                    )
                     self._drop(sseq)
                 else:
                     self._pending_acks.queue_redelivery(sseq)
@@ -522,8 +534,12 @@ class Consumer:
         elif kind == "term" and sseq in self.pending:
             self._ack(sseq, meta.consumer_seq, now)
             self._advise(
-                "MSG_TERMINATED", "terminated", now,
-                consumer_seq=meta.consumer_seq, stream_seq=sseq, deliveries=meta.deliveries,
+                "MSG_TERMINATED",
+                "terminated",
+                now,
+                consumer_seq=meta.consumer_seq,
+                stream_seq=sseq,
+                deliveries=meta.deliveries,
                 reason=ack.reason,
             )
         if reply:

@@ -147,8 +147,13 @@ class ConsumerManager:
         await self._write_once()
 
     def create(
-        self, stream: Stream, name: str, cfg: ConsumerConfig, created: int | None = None,
-        state: ConsumerState | None = None, persist: bool = True,
+        self,
+        stream: Stream,
+        name: str,
+        cfg: ConsumerConfig,
+        created: int | None = None,
+        state: ConsumerState | None = None,
+        persist: bool = True,
     ) -> Consumer:
         now = time.time_ns()
         c = Consumer(stream, name, cfg, now if created is None else created, self, now, state)
@@ -216,7 +221,9 @@ class ConsumerManager:
             if m is None:
                 break
             seq = m.seq + 1
-            if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in self.consumers(stream).values()):
+            if not any(
+                c.matches(m.subject) and not c.has_acked(m.seq) for c in self.consumers(stream).values()
+            ):
                 removed |= store.remove_msg(m.seq)
         if removed:
             self.removed(stream)

@@ -54,7 +54,10 @@ class PendingAcks:
     floor goes when nothing is left pending."""
 
     def __init__(
-        self, delivered_upto: Callable[[], tuple[int, int]], ack_wait: int = 0, backoff: list[int] | None = None,
+        self,
+        delivered_upto: Callable[[], tuple[int, int]],
+        ack_wait: int = 0,
+        backoff: list[int] | None = None,
     ) -> None:
         self._delivered_upto = delivered_upto
         # pending and redeliver_queue are never rebound: a caller may keep them (read-only)
@@ -87,8 +90,11 @@ class PendingAcks:
     # -- state ----------------------------------------------------------------------------------
 
     def restore(
-        self, floor_consumer_seq: int, floor_stream_seq: int,
-        pending: Mapping[int, tuple[int, int]], redelivered: Mapping[int, int],
+        self,
+        floor_consumer_seq: int,
+        floor_stream_seq: int,
+        pending: Mapping[int, tuple[int, int]],
+        redelivered: Mapping[int, int],
     ) -> None:
         """Start from persisted state: the floor, pending ``{stream seq: (consumer seq, ts)}`` and
         ``{stream seq: redeliveries}``; every deadline is re-armed from its delivery time."""

@@ -84,7 +84,13 @@ def parse_pull_request(reply: str, body: bytes, now: int) -> PullRequest:
             req = _DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             raise RequestError(400, f"Bad Request - {e}") from None
-        batch, expires, no_wait, max_bytes, hb = req.batch, req.expires, req.no_wait, req.max_bytes, req.idle_heartbeat
+        batch, expires, no_wait, max_bytes, hb = (
+            req.batch,
+            req.expires,
+            req.no_wait,
+            req.max_bytes,
+            req.idle_heartbeat,
+        )
         if hb > 0 and (expires == 0 or hb > expires // 2):
             raise RequestError(400, "Bad Request - heartbeat value too large")
     else:
@@ -134,7 +140,9 @@ class WaitingRequests:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def _status(self, reply: str, code: int, description: str, headers: list[tuple[str, str]] | None = None) -> None:
+    def _status(
+        self, reply: str, code: int, description: str, headers: list[tuple[str, str]] | None = None
+    ) -> None:
         self._send(reply, reply, None, b"", status(code, description, headers))
 
     # -- admission ------------------------------------------------------------------------------
@@ -259,7 +267,10 @@ class WaitingRequests:
                 expired = True
                 continue
             if r.heartbeat and now - r.last_sent >= r.heartbeat:
-                hb = [("Nats-Last-Consumer", str(last_consumer_seq)), ("Nats-Last-Stream", str(last_stream_seq))]
+                hb = [
+                    ("Nats-Last-Consumer", str(last_consumer_seq)),
+                    ("Nats-Last-Stream", str(last_stream_seq)),
+                ]
                 self._status(r.reply, 100, _HEARTBEAT, hb)
                 r.last_sent = now
             keep.append(r)
