@@ -22,7 +22,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
 from jetpy.subjects import subject_matches
@@ -136,6 +136,9 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._internal = InternalClient("$SYS")
         self._watchers: dict[str, list[Callable[[], None]]] = {}
+        # receivers (their ``flow``) that the flush of a client's read left backed up: that
+        # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
+        self.backed_up: list[Any] = []
 
     # -- interest -------------------------------------------------------------------------------
 
@@ -359,6 +362,7 @@ class Broker:
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False
         self.flush_dirty()
+        self.backed_up.clear()  # no client's read caused these deliveries: nobody to stall
 
     def flush_dirty(self) -> None:
         """Write out every receiver with buffered output, now."""

@@ -45,6 +45,7 @@ from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
@@ -152,6 +153,7 @@ class ClientConnection(asyncio.Protocol):
         self._ping_timer: asyncio.TimerHandle | None = None
         self._auth_timer: asyncio.TimerHandle | None = None
         self._write_blocked_at = 0.0
+        self.flow = Flow(self)  # fast-producer stalls, both ways
         self._lost = False  # connection_lost has run: the socket is closed
         self._lost_event: asyncio.Event | None = None
 
@@ -160,6 +162,10 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast(asyncio.Transport, transport)
+        # backed up well before max_pending, so that the slow-consumer check (made once the
+        # transport is past its high-water mark) still sees max_pending
+        high = min(WRITE_HIGH_WATER, self.max_pending // 4)
+        self.transport.set_write_buffer_limits(high=high, low=min(WRITE_LOW_WATER, high // 4))
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = str(peer[0]), int(peer[1])
@@ -195,6 +201,15 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_blocked_at = 0.0
+        self.flow.drained()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -222,6 +237,10 @@ class ClientConnection(asyncio.Protocol):
                 self._handle(ops)
         finally:
             broker.end_batch()
+        backed_up = broker.backed_up
+        if backed_up:  # this read's messages backed receivers up: let them catch up first
+            broker.backed_up = []
+            self.flow.stall(backed_up)
 
     # -- ops ------------------------------------------------------------------------------------
 
@@ -462,6 +481,8 @@ class ClientConnection(asyncio.Protocol):
                 or blocked_for > self.server.options.write_deadline
             ):
                 self._slow_consumer()
+            else:
+                self.broker.backed_up.append(self.flow)
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
@@ -535,4 +556,5 @@ class ClientConnection(asyncio.Protocol):
         for sub in self.subs.values():
             self.broker.remove(sub)
         self.subs.clear()
+        self.flow.close()
         self.server.unregister(self, reason)
