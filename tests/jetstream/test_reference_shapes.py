@@ -225,13 +225,14 @@ async def test_served_responses_are_the_models_in_the_reference_shape(both: Both
         assert_served(await both.api("STREAM.MSG.DELETE.ORDERS", body), M.StreamMsgDeleteResponse)
     assert_served(await both.api("STREAM.MSG.DELETE.NOPE", {"seq": 1}), M.StreamMsgDeleteResponse)
 
+    # durable names sort before any ephemeral's random one, so that lists line up page by page
     consumers: list[tuple[str, Body]] = [
         ("CONSUMER.CREATE.ORDERS", {"stream_name": "ORDERS", "config": {"filter_subject": "orders.a"}}),
-        ("CONSUMER.DURABLE.CREATE.ORDERS.pull", {"stream_name": "ORDERS", "config": {
-            "durable_name": "pull", "ack_policy": "explicit", "backoff": [S, 2 * S], "max_deliver": 4,
+        ("CONSUMER.DURABLE.CREATE.ORDERS.-pull", {"stream_name": "ORDERS", "config": {
+            "durable_name": "-pull", "ack_policy": "explicit", "backoff": [S, 2 * S], "max_deliver": 4,
             "description": "x", "max_batch": 10, "max_expires": 5 * S, "headers_only": True}}),
-        ("CONSUMER.DURABLE.CREATE.ORDERS.push", {"stream_name": "ORDERS", "config": {
-            "durable_name": "push", "ack_policy": "all", "deliver_subject": "dl.push", "deliver_group": "g",
+        ("CONSUMER.DURABLE.CREATE.ORDERS.-push", {"stream_name": "ORDERS", "config": {
+            "durable_name": "-push", "ack_policy": "all", "deliver_subject": "dl.push", "deliver_group": "g",
             "idle_heartbeat": S, "flow_control": True, "deliver_policy": "last", "rate_limit_bps": 1000,
             "sample_freq": "50%", "replay_policy": "original"}}),
     ]  # fmt: skip
@@ -246,8 +247,8 @@ async def test_served_responses_are_the_models_in_the_reference_shape(both: Both
     ]
     for subject, body in bad_consumers:
         assert_served(await both.api(subject, body), M.ConsumerCreateResponse)
-    assert_served(await both.api("CONSUMER.INFO.ORDERS.pull"), M.ConsumerInfoResponse)
-    assert_served(await both.api("CONSUMER.INFO.ORDERS.push"), M.ConsumerInfoResponse)
+    assert_served(await both.api("CONSUMER.INFO.ORDERS.-pull"), M.ConsumerInfoResponse)
+    assert_served(await both.api("CONSUMER.INFO.ORDERS.-push"), M.ConsumerInfoResponse)
     assert_served(await both.api("CONSUMER.INFO.ORDERS.nope"), M.ConsumerInfoResponse)
     consumer_pages: list[Body] = [None, {"offset": 1}, b"{bad"]
     for body in consumer_pages:
@@ -255,8 +256,8 @@ async def test_served_responses_are_the_models_in_the_reference_shape(both: Both
         assert_served(await both.api("CONSUMER.LIST.ORDERS", body), M.ConsumerListResponse)
     assert_served(await both.api("CONSUMER.NAMES.MEM"), M.ConsumerNamesResponse)
     assert_served(await both.api("CONSUMER.LIST.NOPE"), M.ConsumerListResponse)
-    assert_served(await both.api("CONSUMER.DELETE.ORDERS.push"), M.ConsumerDeleteResponse)
-    assert_served(await both.api("CONSUMER.DELETE.ORDERS.push"), M.ConsumerDeleteResponse)
+    assert_served(await both.api("CONSUMER.DELETE.ORDERS.-push"), M.ConsumerDeleteResponse)
+    assert_served(await both.api("CONSUMER.DELETE.ORDERS.-push"), M.ConsumerDeleteResponse)
 
     purges: list[Body] = [{"filter": "orders.a"}, {"seq": 3, "keep": 1}, {"keep": 1}]
     for body in purges:
