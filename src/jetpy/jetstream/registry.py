@@ -25,8 +25,8 @@ from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
 from jetpy.jetstream.stream import Stream, limits_of
+from jetpy.patterns import PatternSet
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
-from jetpy.subjects import subjects_overlap
 
 __all__ = ["StreamEvents", "StreamRegistry", "ingest_handler"]
 
@@ -58,6 +58,16 @@ class _StreamMeta(msgspec.Struct):
     created: int
 
 
+class _Subscribed:
+    """A stream's ingest handler and its bus subscription on each of its subjects."""
+
+    __slots__ = ("handler", "handles")
+
+    def __init__(self, handler: MessageHandler) -> None:
+        self.handler = handler
+        self.handles: dict[str, Any] = {}
+
+
 def _meta_json(cfg: StreamConfig, created: int) -> bytes:
     return msgspec.json.encode(_StreamMeta(cfg, created))
 
@@ -72,7 +82,8 @@ class StreamRegistry:
         self.events = events
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
-        self._subs: dict[str, list[Any]] = {}  # stream name -> its bus subscriptions
+        self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
+        self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -114,7 +125,7 @@ class StreamRegistry:
         """Unsubscribe and stop every store (after the committer's final commit)."""
         self.expiry.cancel()
         for name in list(self._subs):
-            for h in self._subs.pop(name):
+            for h in self._subs.pop(name).handles.values():
                 self.bus.unsubscribe(h)
         for s in self.streams.values():
             s.store.stop()
@@ -136,8 +147,7 @@ class StreamRegistry:
         stream.update_config(cfg)
         stream.store.write_meta(_meta_json(cfg, stream.created_ns))
         if old_subjects != cfg.subjects:
-            self._unsubscribe(stream)
-            self._subscribe(stream)
+            self._resubscribe(stream)
         self.events.updated(stream)
         self.expiry.schedule()
 
@@ -153,12 +163,30 @@ class StreamRegistry:
         self._subscribe(stream)
 
     def _subscribe(self, stream: Stream) -> None:
-        handler = ingest_handler(stream, self)
-        self._subs[stream.name] = [self.bus.subscribe(subj, handler) for subj in stream.config.subjects]
+        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        self._resubscribe(stream)
+
+    def _resubscribe(self, stream: Stream) -> None:
+        """Subscribe the stream on its configured subjects: only the subjects that changed are
+        touched (an update of a stream with many subjects usually changes few)."""
+        subbed = self._subs[stream.name]
+        handles = subbed.handles
+        wanted = set(stream.config.subjects)
+        for subj in [s for s in handles if s not in wanted]:
+            self.bus.unsubscribe(handles.pop(subj))
+            self._subjects.discard(subj, stream.name)
+        for subj in stream.config.subjects:
+            if subj not in handles:
+                handles[subj] = self.bus.subscribe(subj, subbed.handler)
+                self._subjects.add(subj, stream.name)
 
     def _unsubscribe(self, stream: Stream) -> None:
-        for h in self._subs.pop(stream.name, []):
+        subbed = self._subs.pop(stream.name, None)
+        if subbed is None:
+            return
+        for subj, h in subbed.handles.items():
             self.bus.unsubscribe(h)
+            self._subjects.discard(subj, stream.name)
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -166,14 +194,9 @@ class StreamRegistry:
         return self.streams.get(name)
 
     def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
-        for other in self.streams.values():
-            if other.name == skip:
-                continue
-            for a in cfg.subjects:
-                for b in other.config.subjects:
-                    if subjects_overlap(a, b):
-                        return True
-        return False
+        """Does some subject of ``cfg`` overlap a subject of another stream (not ``skip``)?"""
+        index = self._subjects
+        return any(owner != skip for subj in cfg.subjects for owner in index.overlapping(subj))
 
     # -- what happened to a stream's contents ---------------------------------------------------
 

@@ -36,6 +36,7 @@ from jetpy.jetstream.models import (
     parse_time,
 )
 from jetpy.jetstream.transform import mapping_error, transform_error
+from jetpy.patterns import PatternSet, any_nested, first_overlapping_pair, overlapping_others
 from jetpy.subjects import is_literal, is_valid_subject, subject_is_subset, subjects_overlap
 
 __all__ = [
@@ -101,10 +102,6 @@ def _metadata_len(metadata: dict[str, str]) -> int:
 
 def _collide(a: str, b: str) -> bool:
     return subjects_overlap(a, b)
-
-
-def _subset_either(a: str, b: str) -> bool:
-    return subject_is_subset(a, b) or subject_is_subset(b, a)
 
 
 # ================================================================================================
@@ -266,14 +263,14 @@ def _check_mirror(cfg: StreamConfig) -> None:
         # markers would take sequence numbers the origin never had
         raise _invalid("subject delete markers forbidden on mirrors")
     transforms = mirror.subject_transforms
+    overlapping = overlapping_others([tr.src or ">" for tr in transforms])
     for i, tr in enumerate(transforms):
         if tr.src and not is_valid_subject(tr.src):
             raise _fail(E.MIRROR_INVALID_SUBJECT_FILTER, err=f"invalid subject {tr.src}")
         if (err := mapping_error(tr.src, tr.dest)) is not None:
             raise _fail(E.MIRROR_INVALID_TRANSFORM_DESTINATION, err=err)
-        for j, other in enumerate(transforms):
-            if i != j and _collide(tr.src or ">", other.src or ">"):
-                raise _fail(E.MIRROR_OVERLAPPING_SUBJECT_FILTERS)
+        if i in overlapping:
+            raise _fail(E.MIRROR_OVERLAPPING_SUBJECT_FILTERS)
     if mirror.external is None and not is_valid_name(mirror.name):
         raise _fail(E.MIRROR_INVALID_STREAM_NAME)
 
@@ -306,11 +303,8 @@ def _check_sources(sources: Sequence[StreamSource]) -> None:
                 raise _fail(E.SOURCE_INVALID_SUBJECT_FILTER, err=f"invalid subject {tr.src}")
             if (err := mapping_error(tr.src, tr.dest)) is not None:
                 raise _fail(E.SOURCE_INVALID_TRANSFORM_DESTINATION, err=err)
-        trs = src.subject_transforms
-        for i, tr in enumerate(trs):
-            for j, other in enumerate(trs):
-                if i != j and _subset_either(tr.src or ">", other.src or ">"):
-                    raise _fail(E.SOURCE_OVERLAPPING_SUBJECT_FILTERS)
+        if any_nested([tr.src or ">" for tr in src.subject_transforms]):
+            raise _fail(E.SOURCE_OVERLAPPING_SUBJECT_FILTERS)
 
 
 def _check_external_prefixes(cfg: StreamConfig) -> None:
@@ -344,10 +338,9 @@ def _check_stream_subjects(subjects: list[str], cfg: StreamConfig) -> None:
             # a stream on ">" would also capture its own acks and every API reply
             raise _invalid("capturing all subjects requires no-ack to be true")
         seen.add(subj)
-    for i, subj in enumerate(subjects):
-        for other in subjects[i + 1 :]:
-            if _collide(other, subj):
-                raise _invalid(f'subject "{subj}" overlaps with "{other}"')
+    pair = first_overlapping_pair(subjects)
+    if pair is not None:
+        raise _invalid(f'subject "{subjects[pair[0]]}" overlaps with "{subjects[pair[1]]}"')
 
 
 def _check_republish(cfg: StreamConfig, subjects: list[str], pedantic: bool) -> RePublish:
@@ -603,18 +596,18 @@ def _check_filters(stream: StreamConfig, cfg: ConsumerConfig) -> None:
     if any(not f for f in cfg.filter_subjects):
         raise _fail(E.CONSUMER_EMPTY_FILTER)
     filters = cfg.filters
+    overlapping = overlapping_others(filters)
     for i, f in enumerate(filters):
         if not is_valid_subject(f):
             raise _invalid("invalid subject")
-        for j, g in enumerate(filters):
-            if i != j and _collide(f, g):
-                raise _fail(E.CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
+        if i in overlapping:
+            raise _fail(E.CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
     # A filter must be able to match something the stream stores. Sourced and mirrored streams
     # store subjects we cannot see from here, so only a stream's own subjects are checked.
     if stream.mirror is None and not stream.sources and stream.subjects:
-        for f in filters:
-            if not any(_collide(f, subj) for subj in stream.subjects):
-                raise _fail(E.CONSUMER_FILTER_NOT_SUBSET)
+        stored = PatternSet((subj, True) for subj in stream.subjects)
+        if not all(any(stored.overlapping(f)) for f in filters):
+            raise _fail(E.CONSUMER_FILTER_NOT_SUBSET)
 
 
 def _check_deliver_policy(cfg: ConsumerConfig) -> None:
@@ -692,11 +685,11 @@ def _check_work_queue(cfg: ConsumerConfig, others: list[ConsumerConfig]) -> None
     filters = cfg.filters
     if not filters:
         raise _fail(E.CONSUMER_WQ_MULTIPLE_UNFILTERED)
-    for f in filters:
-        for other in others:
-            theirs = other.filters
-            if not theirs or any(_subset_either(f, g) for g in theirs):
-                raise _fail(E.CONSUMER_WQ_CONSUMER_NOT_UNIQUE)
+    if any(not other.filters for other in others):
+        raise _fail(E.CONSUMER_WQ_CONSUMER_NOT_UNIQUE)
+    theirs = PatternSet((g, True) for other in others for g in other.filters)
+    if any(any(theirs.within(f)) or any(theirs.covering(f)) for f in filters):
+        raise _fail(E.CONSUMER_WQ_CONSUMER_NOT_UNIQUE)
 
 
 # (field, what nats-server says when an update changes it), in nats-server's order

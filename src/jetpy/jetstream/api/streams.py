@@ -44,7 +44,7 @@ from jetpy.jetstream.info import NO_SUBJECTS, stream_info, subjects_page
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, format_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
-from jetpy.jetstream.validate import check_stream_config, check_stream_create, check_stream_update
+from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["StreamApi"]
@@ -111,7 +111,7 @@ class StreamApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
-        cfg = check_stream_update(s.config, check_stream_config(cfg0))
+        cfg = check_stream_update(s.config, cfg0)
         if self.registry.subjects_overlap(cfg, skip=s.name):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         self.registry.update(s, cfg)

@@ -33,8 +33,9 @@ from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, f
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
+from jetpy.patterns import all_covered
 from jetpy.store.base import ConsumerState, StoredMsg
-from jetpy.subjects import subject_is_subset, subject_matches
+from jetpy.subjects import subject_matches
 
 __all__ = ["Consumer", "ConsumerHost"]
 
@@ -234,9 +235,7 @@ class Consumer:
         # a filter that covers every subject the stream stores reads as "all" (the store's
         # cheapest walk); otherwise the filters are used as given
         stream_subjects = self.stream.config.subjects
-        covers = bool(stream_subjects) and all(
-            any(subject_is_subset(s, f) for f in self.filters) for s in stream_subjects
-        )
+        covers = bool(stream_subjects) and all_covered(stream_subjects, self.filters)
         self._read_filters = [""] if not self.filters or covers else self.filters
         # an explicit ack of one message that nothing else follows from (see drain_acks)
         self._plain_acks = not self.ack_none and not self.ack_all and not self._sample and not self._retains

@@ -1,0 +1,233 @@
+"""PatternSet: subject patterns with owners, and which of them overlap, cover or fall within a
+given pattern, in time near-linear in what is stored rather than pairwise.
+
+Config validation asks these questions of many patterns at once (a stream's subjects against
+each other and against every other stream's, consumer filters against the stream's subjects and
+against the other consumers' filters, subject transforms against each other); compared pair by
+pair that is quadratic, and a request with 10,000 subjects held the event loop for seconds. A
+trie over tokens answers each question by walking only the branches that can match: a literal
+token follows its own child and the ``*`` child, a ``*`` follows every single-token child, and a
+``>`` (on either side) settles the rest of the walk at once.
+
+Three relations, wildcards allowed on both sides (the rules of :mod:`jetpy.subjects`):
+
+* *overlap*: some literal subject matches both patterns (``subjects_overlap``);
+* *covering*: every subject the given pattern matches, the stored one matches too (stored ⊇ given);
+* *within*: the stored pattern is a subset of the given one (stored ⊆ given).
+
+Patterns must be valid (``is_valid_subject``); callers validate first. Pure: no I/O, no clock.
+Used on stream and consumer create/update only, never on the message path. Knows nothing of
+streams, consumers or subscriptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Final, Generic, TypeVar
+
+__all__ = [
+    "PatternSet",
+    "all_covered",
+    "any_nested",
+    "first_overlapping_pair",
+    "overlapping_others",
+]
+
+T = TypeVar("T")
+
+_OVERLAP: Final = 0
+_COVERING: Final = 1
+_WITHIN: Final = 2
+
+
+class _Node(Generic[T]):
+    __slots__ = ("kids", "owners")
+
+    def __init__(self) -> None:
+        self.kids: dict[str, _Node[T]] = {}
+        self.owners: list[T] = []  # of the patterns that end here
+
+
+class PatternSet(Generic[T]):
+    """A multiset of (pattern, owner) pairs, indexed by the pattern's tokens."""
+
+    __slots__ = ("_len", "_root")
+
+    def __init__(self, entries: Iterable[tuple[str, T]] = ()) -> None:
+        self._root: _Node[T] = _Node()
+        self._len = 0
+        for pattern, owner in entries:
+            self.add(pattern, owner)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, pattern: str, owner: T) -> None:
+        node = self._root
+        for tok in _tokens(pattern):
+            kid = node.kids.get(tok)
+            if kid is None:
+                kid = node.kids[tok] = _Node()
+            node = kid
+        node.owners.append(owner)
+        self._len += 1
+
+    def discard(self, pattern: str, owner: T) -> None:
+        """Remove one (pattern, owner) pair if present; branches left empty are pruned."""
+        path = [self._root]
+        toks = _tokens(pattern)
+        for tok in toks:
+            kid = path[-1].kids.get(tok)
+            if kid is None:
+                return
+            path.append(kid)
+        owners = path[-1].owners
+        if owner not in owners:
+            return
+        owners.remove(owner)
+        self._len -= 1
+        for i in range(len(toks), 0, -1):
+            node = path[i]
+            if node.owners or node.kids:
+                break
+            del path[i - 1].kids[toks[i - 1]]
+
+    def overlaps(self, pattern: str) -> bool:
+        """Does some stored pattern overlap ``pattern``?"""
+        return next(self._walk(_tokens(pattern), _OVERLAP), None) is not None
+
+    def overlapping(self, pattern: str) -> Iterator[T]:
+        """Owners of the stored patterns some literal subject matches together with ``pattern``."""
+        return self._owners(pattern, _OVERLAP)
+
+    def covering(self, pattern: str) -> Iterator[T]:
+        """Owners of the stored patterns that match every subject ``pattern`` matches."""
+        return self._owners(pattern, _COVERING)
+
+    def within(self, pattern: str) -> Iterator[T]:
+        """Owners of the stored patterns that match only subjects ``pattern`` matches."""
+        return self._owners(pattern, _WITHIN)
+
+    def _owners(self, pattern: str, mode: int) -> Iterator[T]:
+        for node in self._walk(_tokens(pattern), mode):
+            yield from node.owners
+
+    def _walk(self, toks: list[str], mode: int) -> Iterator[_Node[T]]:
+        """The nodes (each once) ending a stored pattern in ``mode``'s relation to ``toks``."""
+        last = len(toks)
+        stack: list[tuple[_Node[T], int]] = [(self._root, 0)]
+        pop, push = stack.pop, stack.append
+        while stack:
+            node, k = pop()
+            if k == last:
+                if node.owners:
+                    yield node
+                continue
+            kids = node.kids
+            if not kids:
+                continue
+            tok = toks[k]
+            if tok == ">":
+                if mode == _COVERING:  # only a stored ">" covers one or more of anything
+                    fwc = kids.get(">")
+                    if fwc is not None:
+                        yield fwc
+                else:  # every stored pattern with at least one more token
+                    yield from _subtree(kids.values())
+                continue
+            if mode != _WITHIN:
+                # a stored ">" takes the one or more tokens the given pattern still has
+                fwc = kids.get(">")
+                if fwc is not None:
+                    yield fwc
+            if tok == "*":
+                if mode == _COVERING:
+                    kid = kids.get("*")
+                    if kid is not None:
+                        push((kid, k + 1))
+                else:
+                    for t, kid in kids.items():
+                        if t != ">":
+                            push((kid, k + 1))
+            else:
+                kid = kids.get(tok)
+                if kid is not None:
+                    push((kid, k + 1))
+                if mode != _WITHIN:
+                    kid = kids.get("*")
+                    if kid is not None:
+                        push((kid, k + 1))
+
+
+def _tokens(pattern: str) -> list[str]:
+    """A pattern's tokens up to its first ``>``: what follows one cannot change what it matches
+    (as :func:`jetpy.subjects.subjects_overlap` reads it; valid patterns have nothing there)."""
+    toks = pattern.split(".")
+    if ">" in toks:
+        del toks[toks.index(">") + 1 :]
+    return toks
+
+
+def _subtree(roots: Iterable[_Node[T]]) -> Iterator[_Node[T]]:
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node.owners:
+            yield node
+        stack.extend(node.kids.values())
+
+
+def first_overlapping_pair(patterns: Sequence[str]) -> tuple[int, int] | None:
+    """The pair nats-server reports for patterns that overlap each other: the first ``i`` (in
+    order) that overlaps any later pattern, and the first such later ``j``; None if none do.
+
+    Patterns are taken from the last to the first, each asking whether a later one overlaps it,
+    so each is walked once through a trie. A literal can only overlap an equal literal or a
+    wildcard pattern: literals are looked up in a dict and walked through the (usually small)
+    trie of wildcard patterns only.
+    """
+    n = len(patterns)
+    wild = [_is_wild(p) for p in patterns]
+    first_wild = wild.index(True) if True in wild else n
+    later_literals: set[str] = set()
+    later_wild: PatternSet[int] = PatternSet()
+    later: PatternSet[int] = PatternSet()  # what a wildcard pattern is checked against
+    first = -1
+    for i in range(n - 1, -1, -1):
+        p = patterns[i]
+        if wild[i]:
+            if later.overlaps(p):
+                first = i
+            later_wild.add(p, i)
+        else:
+            if p in later_literals or (later_wild and later_wild.overlaps(p)):
+                first = i
+            later_literals.add(p)
+        if i > first_wild:
+            later.add(p, i)
+    if first < 0:
+        return None
+    rest: PatternSet[int] = PatternSet((patterns[j], j) for j in range(first + 1, n))
+    return first, min(rest.overlapping(patterns[first]))
+
+
+def _is_wild(pattern: str) -> bool:
+    return ("*" in pattern or ">" in pattern) and any(t == "*" or t == ">" for t in pattern.split("."))
+
+
+def all_covered(patterns: Iterable[str], by: Iterable[str]) -> bool:
+    """Is every subject the ``patterns`` match also matched by one of ``by``?"""
+    cover: PatternSet[bool] = PatternSet((f, True) for f in by)
+    return all(any(cover.covering(p)) for p in patterns)
+
+
+def overlapping_others(patterns: Sequence[str]) -> set[int]:
+    """The indices of the patterns that overlap some other pattern of ``patterns``."""
+    every: PatternSet[int] = PatternSet((p, i) for i, p in enumerate(patterns))
+    return {i for i, p in enumerate(patterns) if any(j != i for j in every.overlapping(p))}
+
+
+def any_nested(patterns: Sequence[str]) -> bool:
+    """Is some pattern of ``patterns`` a subset of another one (an equal one included)?"""
+    every: PatternSet[int] = PatternSet((p, i) for i, p in enumerate(patterns))
+    return any(any(j != i for j in every.within(p)) for i, p in enumerate(patterns))
