@@ -23,7 +23,7 @@ streams, consumers or subscriptions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 __all__ = [
     "PatternSet",
@@ -40,12 +40,12 @@ _COVERING: Final = 1
 _WITHIN: Final = 2
 
 
-class _Node(Generic[T]):
-    __slots__ = ("kids", "owners")
-
-    def __init__(self) -> None:
-        self.kids: dict[str, _Node[T]] = {}
-        self.owners: list[T] = []  # of the patterns that end here
+# A trie node is a dict: token -> child node, and under the key ``_END`` the owners (a tuple) of
+# the patterns that end at it. One plain dict per node keeps a 10,000-pattern set to ~10,000
+# small objects, most of which the garbage collector stops tracking (a leaf holds a tuple of
+# strings): long-lived indexes must not make every full collection (a loop pause) slower.
+_Trie = dict[Any, Any]
+_END: Final = None
 
 
 class PatternSet(Generic[T]):
@@ -54,7 +54,7 @@ class PatternSet(Generic[T]):
     __slots__ = ("_len", "_root")
 
     def __init__(self, entries: Iterable[tuple[str, T]] = ()) -> None:
-        self._root: _Node[T] = _Node()
+        self._root: _Trie = {}
         self._len = 0
         for pattern, owner in entries:
             self.add(pattern, owner)
@@ -65,11 +65,11 @@ class PatternSet(Generic[T]):
     def add(self, pattern: str, owner: T) -> None:
         node = self._root
         for tok in _tokens(pattern):
-            kid = node.kids.get(tok)
+            kid = node.get(tok)
             if kid is None:
-                kid = node.kids[tok] = _Node()
+                kid = node[tok] = {}
             node = kid
-        node.owners.append(owner)
+        node[_END] = (*node.get(_END, ()), owner)
         self._len += 1
 
     def discard(self, pattern: str, owner: T) -> None:
@@ -77,20 +77,23 @@ class PatternSet(Generic[T]):
         path = [self._root]
         toks = _tokens(pattern)
         for tok in toks:
-            kid = path[-1].kids.get(tok)
+            kid = path[-1].get(tok)
             if kid is None:
                 return
             path.append(kid)
-        owners = path[-1].owners
+        owners: tuple[T, ...] = path[-1].get(_END, ())
         if owner not in owners:
             return
-        owners.remove(owner)
+        i = owners.index(owner)
+        if len(owners) > 1:
+            path[-1][_END] = (*owners[:i], *owners[i + 1 :])
+        else:
+            del path[-1][_END]
         self._len -= 1
         for i in range(len(toks), 0, -1):
-            node = path[i]
-            if node.owners or node.kids:
+            if path[i]:
                 break
-            del path[i - 1].kids[toks[i - 1]]
+            del path[i - 1][toks[i - 1]]
 
     def overlaps(self, pattern: str) -> bool:
         """Does some stored pattern overlap ``pattern``?"""
@@ -109,72 +112,74 @@ class PatternSet(Generic[T]):
         return self._owners(pattern, _WITHIN)
 
     def _owners(self, pattern: str, mode: int) -> Iterator[T]:
-        for node in self._walk(_tokens(pattern), mode):
-            yield from node.owners
+        for owners in self._walk(_tokens(pattern), mode):
+            yield from owners
 
-    def _walk(self, toks: list[str], mode: int) -> Iterator[_Node[T]]:
-        """The nodes (each once) ending a stored pattern in ``mode``'s relation to ``toks``."""
+    def _walk(self, toks: list[str], mode: int) -> Iterator[tuple[T, ...]]:
+        """The owners of each stored pattern (each once) in ``mode``'s relation to ``toks``."""
         last = len(toks)
-        stack: list[tuple[_Node[T], int]] = [(self._root, 0)]
+        stack: list[tuple[_Trie, int]] = [(self._root, 0)]
         pop, push = stack.pop, stack.append
         while stack:
             node, k = pop()
             if k == last:
-                if node.owners:
-                    yield node
-                continue
-            kids = node.kids
-            if not kids:
+                owners = node.get(_END)
+                if owners:
+                    yield owners
                 continue
             tok = toks[k]
             if tok == ">":
                 if mode == _COVERING:  # only a stored ">" covers one or more of anything
-                    fwc = kids.get(">")
+                    fwc = node.get(">")
                     if fwc is not None:
-                        yield fwc
+                        yield fwc[_END]
                 else:  # every stored pattern with at least one more token
-                    yield from _subtree(kids.values())
+                    yield from _subtree(node)
                 continue
             if mode != _WITHIN:
                 # a stored ">" takes the one or more tokens the given pattern still has
-                fwc = kids.get(">")
+                fwc = node.get(">")
                 if fwc is not None:
-                    yield fwc
+                    yield fwc[_END]
             if tok == "*":
                 if mode == _COVERING:
-                    kid = kids.get("*")
+                    kid = node.get("*")
                     if kid is not None:
                         push((kid, k + 1))
                 else:
-                    for t, kid in kids.items():
-                        if t != ">":
+                    for t, kid in node.items():
+                        if t is not _END and t != ">":
                             push((kid, k + 1))
             else:
-                kid = kids.get(tok)
+                kid = node.get(tok)
                 if kid is not None:
                     push((kid, k + 1))
                 if mode != _WITHIN:
-                    kid = kids.get("*")
+                    kid = node.get("*")
                     if kid is not None:
                         push((kid, k + 1))
 
 
 def _tokens(pattern: str) -> list[str]:
     """A pattern's tokens up to its first ``>``: what follows one cannot change what it matches
-    (as :func:`jetpy.subjects.subjects_overlap` reads it; valid patterns have nothing there)."""
+    (as :func:`jetpy.subjects.subjects_overlap` reads it; valid patterns have nothing there).
+    A stored ``>`` therefore always ends its pattern."""
     toks = pattern.split(".")
     if ">" in toks:
         del toks[toks.index(">") + 1 :]
     return toks
 
 
-def _subtree(roots: Iterable[_Node[T]]) -> Iterator[_Node[T]]:
-    stack = list(roots)
+def _subtree(node: _Trie) -> Iterator[tuple[T, ...]]:
+    """The owners of every pattern below ``node`` (not those ending at it)."""
+    stack = [kid for t, kid in node.items() if t is not _END]
     while stack:
         node = stack.pop()
-        if node.owners:
-            yield node
-        stack.extend(node.kids.values())
+        for t, kid in node.items():
+            if t is _END:
+                yield kid
+            else:
+                stack.append(kid)
 
 
 def first_overlapping_pair(patterns: Sequence[str]) -> tuple[int, int] | None:
@@ -182,28 +187,23 @@ def first_overlapping_pair(patterns: Sequence[str]) -> tuple[int, int] | None:
     order) that overlaps any later pattern, and the first such later ``j``; None if none do.
 
     Patterns are taken from the last to the first, each asking whether a later one overlaps it,
-    so each is walked once through a trie. A literal can only overlap an equal literal or a
-    wildcard pattern: literals are looked up in a dict and walked through the (usually small)
-    trie of wildcard patterns only.
+    so each is walked once through a trie. A literal only overlaps an equal literal (a set
+    lookup) or a wildcard pattern: the trie holds the patterns from the first wildcard one on,
+    so a list of literals costs no trie at all.
     """
     n = len(patterns)
     wild = [_is_wild(p) for p in patterns]
     first_wild = wild.index(True) if True in wild else n
     later_literals: set[str] = set()
-    later_wild: PatternSet[int] = PatternSet()
-    later: PatternSet[int] = PatternSet()  # what a wildcard pattern is checked against
+    later: PatternSet[int] = PatternSet()  # the later patterns from the first wildcard one on
     first = -1
     for i in range(n - 1, -1, -1):
         p = patterns[i]
-        if wild[i]:
-            if later.overlaps(p):
-                first = i
-            later_wild.add(p, i)
-        else:
-            if p in later_literals or (later_wild and later_wild.overlaps(p)):
-                first = i
+        if later.overlaps(p) if wild[i] else (p in later_literals or (later and later.overlaps(p))):
+            first = i
+        if not wild[i]:
             later_literals.add(p)
-        if i > first_wild:
+        if i >= first_wild:
             later.add(p, i)
     if first < 0:
         return None

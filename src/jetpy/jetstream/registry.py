@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -24,13 +25,17 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.stream import Stream, limits_of
 from jetpy.patterns import PatternSet
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
-__all__ = ["StreamEvents", "StreamRegistry", "ingest_handler"]
+__all__ = ["SUBSCRIBE_STEP", "StreamEvents", "StreamRegistry", "ingest_handler"]
 
 log = logging.getLogger("jetpy.jetstream")
+
+SUBSCRIBE_STEP = 250
+"""Subjects (un)subscribed per step of a create or update (see ``steps``): about a millisecond."""
 
 
 class StreamEvents(Protocol):
@@ -131,6 +136,10 @@ class StreamRegistry:
             s.store.stop()
 
     def create(self, cfg: StreamConfig) -> Stream:
+        return run_steps(self.create_steps(cfg))
+
+    def create_steps(self, cfg: StreamConfig) -> Steps[Stream]:
+        """:meth:`create` in steps (one per :data:`SUBSCRIBE_STEP` subjects subscribed)."""
         store_cfg = StoreConfig(
             name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1
         )
@@ -138,55 +147,59 @@ class StreamRegistry:
         now = time.time_ns()
         store.write_meta(_meta_json(cfg, now))
         stream = Stream(cfg, store, now)
-        self._add(stream)
+        self.streams[stream.name] = stream
+        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        yield from self._subscribe_to(stream, cfg.subjects)
         self.expiry.schedule()
         return stream
 
     def update(self, stream: Stream, cfg: StreamConfig) -> None:
+        run_steps(self.update_steps(stream, cfg))
+
+    def update_steps(self, stream: Stream, cfg: StreamConfig) -> Steps[None]:
+        """:meth:`update` in steps (one per :data:`SUBSCRIBE_STEP` subjects changed)."""
         old_subjects = stream.config.subjects
         stream.update_config(cfg)
         stream.store.write_meta(_meta_json(cfg, stream.created_ns))
         if old_subjects != cfg.subjects:
-            self._resubscribe(stream)
+            yield from self._subscribe_to(stream, cfg.subjects)
         self.events.updated(stream)
         self.expiry.schedule()
 
     def delete(self, stream: Stream) -> None:
+        run_steps(self.delete_steps(stream))
+
+    def delete_steps(self, stream: Stream) -> Steps[None]:
+        """:meth:`delete` in steps (one per :data:`SUBSCRIBE_STEP` subjects unsubscribed)."""
         self.events.deleting(stream)
-        self._unsubscribe(stream)
-        self.streams.pop(stream.name, None)
+        self.streams.pop(stream.name, None)  # what still arrives on its subjects is dropped
+        if stream.name in self._subs:
+            yield from self._subscribe_to(stream, ())
+            del self._subs[stream.name]
         self.committer.forget(stream)
         stream.store.delete()
 
     def _add(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
-        self._subscribe(stream)
-
-    def _subscribe(self, stream: Stream) -> None:
         self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
-        self._resubscribe(stream)
+        run_steps(self._subscribe_to(stream, stream.config.subjects))
 
-    def _resubscribe(self, stream: Stream) -> None:
-        """Subscribe the stream on its configured subjects: only the subjects that changed are
+    def _subscribe_to(self, stream: Stream, subjects: Sequence[str]) -> Steps[None]:
+        """Make the stream's bus subscriptions exactly ``subjects``: only those that change are
         touched (an update of a stream with many subjects usually changes few)."""
         subbed = self._subs[stream.name]
         handles = subbed.handles
-        wanted = set(stream.config.subjects)
-        for subj in [s for s in handles if s not in wanted]:
+        wanted = set(subjects)
+        for i, subj in enumerate([s for s in handles if s not in wanted], 1):
             self.bus.unsubscribe(handles.pop(subj))
             self._subjects.discard(subj, stream.name)
-        for subj in stream.config.subjects:
-            if subj not in handles:
-                handles[subj] = self.bus.subscribe(subj, subbed.handler)
-                self._subjects.add(subj, stream.name)
-
-    def _unsubscribe(self, stream: Stream) -> None:
-        subbed = self._subs.pop(stream.name, None)
-        if subbed is None:
-            return
-        for subj, h in subbed.handles.items():
-            self.bus.unsubscribe(h)
-            self._subjects.discard(subj, stream.name)
+            if not i % SUBSCRIBE_STEP:
+                yield
+        for i, subj in enumerate([s for s in subjects if s not in handles], 1):
+            handles[subj] = self.bus.subscribe(subj, subbed.handler)
+            self._subjects.add(subj, stream.name)
+            if not i % SUBSCRIBE_STEP:
+                yield
 
     # -- queries --------------------------------------------------------------------------------
 

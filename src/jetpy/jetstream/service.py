@@ -57,6 +57,7 @@ class JetStream:
 
     async def stop(self) -> None:
         self.registry.expiry.cancel()
+        await self.router.stop()  # a large create or update still being worked on stops here
         # final commit: flush and sync everything, release what is parked; then consumer state
         await self.committer.stop()
         await self.consumers.stop()

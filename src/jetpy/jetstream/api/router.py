@@ -7,15 +7,23 @@ nats-server writes even in an error response), encoding it with msgspec, and the
 Handlers are registered by the parts that own them (streams, consumers, account); unknown API
 subjects get no reply, as nats-server does.
 
+A handler answers at once, or returns a coroutine for work too large to do in one go on the
+event loop (it runs as a task that may use a worker thread and yields between slices). Requests
+are answered in the order they came: while such a task runs, later requests wait in a queue of
+at most :data:`MAX_QUEUED` (past it they are dropped unanswered, with a warning, as nats-server
+drops requests past its API queue limit), so a handler never sees the streams change under it.
+
 Must not know: what any handler does, streams, consumers, stores.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import ApiResponse
@@ -23,13 +31,19 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import encode
 from jetpy.jetstream.ports import MessageBus
 
-__all__ = ["API_SUBJECTS", "ApiRouter", "ApiStats", "Route"]
+__all__ = ["API_SUBJECTS", "MAX_QUEUED", "ApiRouter", "ApiStats", "Later", "Route"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 API_SUBJECTS = "$JS.API.>"
 
+MAX_QUEUED: Final = 10_000
+"""Requests waiting behind one that is worked on off the loop (nats-server's API queue limit)."""
+
 R = TypeVar("R", bound=ApiResponse)
+
+Later: TypeAlias = R | Coroutine[Any, Any, R]
+"""A handler's result: the response, or a coroutine that produces it (see the module doc)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +53,7 @@ class Route(Generic[R]):
     response), and how many tokens follow the route key (None: the handler checks them)."""
 
     response: type[R]
-    handler: Callable[[list[str], bytes, bytes], R]
+    handler: Callable[[list[str], bytes, bytes], Later[R]]
     args: int | None = None
 
 
@@ -50,11 +64,23 @@ class ApiStats:
     inflight: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    subject: bytes
+    route: Route[ApiResponse]
+    args: list[str]
+    hdr: bytes
+    body: bytes
+    reply: bytes
+
+
 class ApiRouter:
     def __init__(self, bus: MessageBus, stats: ApiStats) -> None:
         self.bus = bus
         self.stats = stats
         self.routes: dict[str, Route[ApiResponse]] = {}
+        self._task: asyncio.Task[None] | None = None  # a request worked on off the loop
+        self._queue: deque[_Request] = deque()
 
     def add(self, routes: Mapping[str, Route[Any]]) -> None:
         self.routes.update(routes)
@@ -74,17 +100,62 @@ class ApiRouter:
                 break
         if route is None or reply is None:
             return  # unknown API subject (or no one to answer): no reply, as nats-server
+        if self._task is not None:  # keep the order: after the request being worked on
+            if len(self._queue) >= MAX_QUEUED:
+                log.warning("JetStream API queue limit reached, dropping a request for %s", subject)
+                return
+            self.stats.inflight += 1
+            self._queue.append(_Request(subject, route, args, data[:hdr_len], data[hdr_len:], reply))
+            return
+        self._dispatch(_Request(subject, route, args, data[:hdr_len], data[hdr_len:], reply))
+
+    def _dispatch(self, req: _Request) -> None:
+        try:
+            resp = req.route.handler(req.args, req.hdr, req.body)
+        except Exception as e:
+            self._answer(req, e)
+            return
+        if isinstance(resp, Coroutine):
+            self.stats.inflight += 1
+            self._task = asyncio.get_running_loop().create_task(self._later(req, resp))
+            return
+        self._answer(req, resp)
+
+    async def _later(self, req: _Request, work: Coroutine[Any, Any, ApiResponse]) -> None:
+        try:
+            result: ApiResponse | Exception = await work
+        except Exception as e:
+            result = e
+        self.stats.inflight -= 1
+        self._task = None
+        self._answer(req, result)
+        while self._queue and self._task is None:
+            self.stats.inflight -= 1
+            self._dispatch(self._queue.popleft())
+
+    def _answer(self, req: _Request, result: ApiResponse | Exception) -> None:
         stats = self.stats
         resp: ApiResponse
-        try:
-            resp = route.handler(args, data[:hdr_len], data[hdr_len:])
-        except ApiError as e:
+        if isinstance(result, ApiError):
             stats.errors += 1
-            resp = route.response.failure(e)
-        except Exception:  # a bug must not take the API down; the client gets a 500
-            log.exception("JetStream API handler failed for %s", subject)
+            resp = req.route.response.failure(result)
+        elif isinstance(result, Exception):  # a bug must not take the API down; the client gets a 500
+            log.error("JetStream API handler failed for %s", req.subject, exc_info=result)
             stats.errors += 1
-            resp = route.response.failure(ApiError.of(E.STREAM_GENERAL, err="internal error"))
+            resp = req.route.response.failure(ApiError.of(E.STREAM_GENERAL, err="internal error"))
+        else:
+            resp = result
         # counted once answered, as nats-server (an INFO reply does not include itself)
         stats.total += 1
-        self.bus.publish(reply.decode(), None, encode(resp))
+        self.bus.publish(req.reply.decode(), None, encode(resp))
+
+    async def stop(self) -> None:
+        """Stop the request being worked on, if any; drop those waiting (the server is going)."""
+        self._queue.clear()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass

@@ -9,7 +9,9 @@ reply. Must not know: dispatch, encoding and error responses (the router's), con
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable
+from typing import Any, Final
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.direct import lookup
@@ -37,17 +39,33 @@ from jetpy.jetstream.api.requests import (
     decode_request,
     is_empty_request,
 )
-from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.api.router import Later, Route
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import NO_SUBJECTS, stream_info, subjects_page
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, format_time
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, StreamConfig, format_time
 from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.steps import Steps, paced, run_steps
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["StreamApi"]
+__all__ = ["LARGE_CONFIG", "StreamApi"]
+
+LARGE_CONFIG: Final = 1000
+"""A config naming more subjects than this (its own, and those of its mirror's and sources'
+transforms) is checked in a worker thread and applied in slices (``steps``), the API answering
+other requests after it, in order: tens of milliseconds of work then never hold the event loop.
+Smaller ones take a few milliseconds at most and are answered at once."""
+
+
+def _is_large(cfg: StreamConfig) -> bool:
+    n = len(cfg.subjects) + len(cfg.sources)
+    if cfg.mirror is not None:
+        n += len(cfg.mirror.subject_transforms)
+    for src in cfg.sources:
+        n += len(src.subject_transforms)
+    return n > LARGE_CONFIG
 
 
 class StreamApi:
@@ -86,35 +104,59 @@ class StreamApi:
 
     # -- handlers -------------------------------------------------------------------------------
 
-    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> StreamCreateResponse:
+    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamCreateResponse]:
         req = config_body(body)
         cfg0 = as_stream_config(req)
         if cfg0.name != args[0]:  # a body without a name does not take it from the subject
             raise ApiError.of(E.STREAM_MISMATCH)
         if cfg0.template_owner:  # stream templates are not supported: no stream is owned by one
             raise ApiError.of(E.STREAM_CREATE, err="stream not owned by template")
+        if _is_large(cfg0):
+            return self._create_large(cfg0)
         cfg = check_stream_create(cfg0)
+        return run_steps(self._create(cfg, self.registry.subjects_overlap))
+
+    async def _create_large(self, cfg0: StreamConfig) -> StreamCreateResponse:
+        # pure checks of immutable configs, in a worker thread: the API is serialized by the
+        # router, so nothing changes the streams' subjects meanwhile
+        cfg = await asyncio.to_thread(check_stream_create, cfg0)
+        overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg)
+        return await paced(self._create(cfg, lambda _: overlap))
+
+    def _create(
+        self, cfg: StreamConfig, overlaps: Callable[[StreamConfig], bool]
+    ) -> Steps[StreamCreateResponse]:
         existing = self.registry.get(cfg.name)
         if existing is not None:
             if existing.config == cfg:
                 # nats-server (non-clustered) answers an identical create with did_create true too
                 return StreamCreateResponse.of(stream_info(existing), did_create=True)
             raise ApiError.of(E.STREAM_NAME_EXIST)
-        if self.registry.subjects_overlap(cfg):
+        if overlaps(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        s = self.registry.create(cfg)
+        s = yield from self.registry.create_steps(cfg)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
 
-    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> StreamUpdateResponse:
+    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamUpdateResponse]:
         req = config_body(body)
         cfg0 = as_stream_config(req)
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
+        if _is_large(cfg0) or _is_large(s.config):
+            return self._update_large(s, cfg0)
         cfg = check_stream_update(s.config, cfg0)
-        if self.registry.subjects_overlap(cfg, skip=s.name):
+        return run_steps(self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name)))
+
+    async def _update_large(self, s: Stream, cfg0: StreamConfig) -> StreamUpdateResponse:
+        cfg = await asyncio.to_thread(check_stream_update, s.config, cfg0)
+        overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg, s.name)
+        return await paced(self._update(s, cfg, overlap))
+
+    def _update(self, s: Stream, cfg: StreamConfig, overlap: bool) -> Steps[StreamUpdateResponse]:
+        if overlap:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        self.registry.update(s, cfg)
+        yield from self.registry.update_steps(s, cfg)
         self._persist(s)  # removals by lowered limits are durable before the reply, like purges
         return StreamUpdateResponse.of(stream_info(s))
 
@@ -159,9 +201,15 @@ class StreamApi:
             total=len(streams), offset=offset, limit=LIST_LIMIT, streams=[stream_info(s) for s in page]
         )
 
-    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> StreamDeleteResponse:
+    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamDeleteResponse]:
         s = self._stream(args)
+        if _is_large(s.config):
+            return self._delete_large(s)
         self.registry.delete(s)
+        return StreamDeleteResponse(success=True)
+
+    async def _delete_large(self, s: Stream) -> StreamDeleteResponse:
+        await paced(self.registry.delete_steps(s))
         return StreamDeleteResponse(success=True)
 
     def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> StreamPurgeResponse:

@@ -1,0 +1,119 @@
+"""No request blocks the loop: a second client is served within 100 ms while a stream with
+10,000 subjects is created, updated and deleted (jetpy as a subprocess, as operators run it).
+
+Before subject checks used a trie and large configs were worked on in slices, the create held
+every other client for 20-25 s and the update for ~50 s (pairwise overlap checks). The streams
+here are memory streams, so what is measured is the work on subjects, not disk latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+
+from conftest import Proc
+
+MAX_RTT = 0.100  # what another client's round trip may take while the big request is worked on
+PING_EVERY = 0.005
+
+
+@asynccontextmanager
+async def round_trips(nc: Client) -> AsyncIterator[list[float]]:
+    """Measure ``nc``'s round trips (PING/PONG) for as long as the block runs."""
+    rtts: list[float] = []
+    done = asyncio.Event()
+
+    async def ping() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            await nc.flush(timeout=60)
+            rtts.append(time.perf_counter() - start)
+            await asyncio.sleep(PING_EVERY)
+
+    task = asyncio.create_task(ping())
+    await asyncio.sleep(0.05)
+    try:
+        yield rtts
+    finally:
+        await asyncio.sleep(0.05)
+        done.set()
+        await task
+
+
+async def api(nc: Client, subject: str, body: Any = b"") -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return json.loads((await nc.request(subject, raw, timeout=60)).data)
+
+
+async def while_served(other: Client, work: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    async with round_trips(other) as rtts:
+        result = await work()
+    assert rtts, "the other client was never served"
+    return result, max(rtts)
+
+
+async def test_other_clients_are_served_during_a_10k_subject_create_update_delete(
+    jetpy_proc: Proc,
+) -> None:
+    nc = await nats.connect(jetpy_proc.url)
+    other = await nats.connect(jetpy_proc.url)
+    # literal subjects and wildcards on either side: both kinds of overlap check
+    subjects = [
+        f"orders.{i}.*" if i % 3 == 1 else f"events.*.{i}" if i % 3 else f"s.{i}" for i in range(10_000)
+    ]
+    cfg = {"name": "BIG", "subjects": subjects, "storage": "memory"}
+
+    created, rtt = await while_served(other, lambda: api(nc, "$JS.API.STREAM.CREATE.BIG", cfg))
+    assert "error" not in created and len(created["config"]["subjects"]) == 10_000
+    assert rtt < MAX_RTT, f"create: {rtt * 1000:.0f} ms"
+
+    updated, rtt = await while_served(
+        other,
+        lambda: api(nc, "$JS.API.STREAM.UPDATE.BIG", {**cfg, "subjects": [*subjects[1:], "new.>"]}),
+    )
+    assert "error" not in updated and updated["config"]["subjects"][-1] == "new.>"
+    assert rtt < MAX_RTT, f"update: {rtt * 1000:.0f} ms"
+    # the update took effect: the removed subject is no longer stored, the new one is
+    assert (await nc.request("new.x", b"1", timeout=5)).data == b'{"stream":"BIG", "seq":1}'
+    assert (await nc.request("events.x.2", b"2", timeout=5)).data == b'{"stream":"BIG", "seq":2}'
+    try:
+        await nc.request("s.0", b"3", timeout=0.5)
+        raise AssertionError("s.0 was removed from the stream")
+    except nats.errors.NoRespondersError:
+        pass
+
+    # a conflicting stream is still refused, naming nothing, as nats-server
+    clash = await api(nc, "$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["orders.4.x"]})
+    assert clash["error"]["err_code"] == 10065
+
+    deleted, rtt = await while_served(other, lambda: api(nc, "$JS.API.STREAM.DELETE.BIG"))
+    assert deleted == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}
+    assert rtt < MAX_RTT, f"delete: {rtt * 1000:.0f} ms"
+    await nc.close()
+    await other.close()
+
+
+async def test_requests_behind_a_large_one_are_answered_in_order(jetpy_proc: Proc) -> None:
+    nc = await nats.connect(jetpy_proc.url)
+    subjects = [f"q.{i}" for i in range(5_000)]
+    big = nc.request(
+        "$JS.API.STREAM.CREATE.Q",
+        json.dumps({"name": "Q", "subjects": subjects, "storage": "memory"}).encode(),
+        timeout=60,
+    )
+    info = nc.request("$JS.API.STREAM.INFO.Q", b"", timeout=60)  # sent after: sees the stream
+    overlapping = nc.request(
+        "$JS.API.STREAM.CREATE.R", json.dumps({"name": "R", "subjects": ["q.*"]}).encode(), timeout=60
+    )
+    created, got, refused = (json.loads(m.data) for m in await asyncio.gather(big, info, overlapping))
+    assert "error" not in created
+    assert got["config"]["name"] == "Q" and len(got["config"]["subjects"]) == 5_000
+    assert refused["error"]["err_code"] == 10065
+    await nc.close()
