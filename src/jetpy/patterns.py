@@ -28,6 +28,7 @@ from typing import Any, Final, Generic, TypeVar
 __all__ = [
     "PatternSet",
     "all_covered",
+    "all_overlap",
     "any_nested",
     "first_overlapping_pair",
     "overlapping_others",
@@ -216,15 +217,60 @@ def _is_wild(pattern: str) -> bool:
 
 
 def all_covered(patterns: Iterable[str], by: Iterable[str]) -> bool:
-    """Is every subject the ``patterns`` match also matched by one of ``by``?"""
-    cover: PatternSet[bool] = PatternSet((f, True) for f in by)
-    return all(any(cover.covering(p)) for p in patterns)
+    """Is every subject the ``patterns`` match also matched by one of ``by``?
+
+    Only a wildcard pattern of ``by`` covers more than itself: those go into the trie, the
+    literal ones into a set."""
+    exact: set[str] = set()
+    cover: PatternSet[bool] = PatternSet()
+    for f in by:
+        if _is_wild(f):
+            cover.add(f, True)
+        else:
+            exact.add(f)
+    return all((p in exact or bool(cover and any(cover.covering(p)))) for p in patterns)
+
+
+def all_overlap(patterns: Iterable[str], of: Sequence[str]) -> bool:
+    """Does every one of ``patterns`` overlap at least one pattern of ``of``?
+
+    A literal overlaps an equal literal or a wildcard pattern, so literals are checked against a
+    set and a trie of the wildcard patterns of ``of``; the trie of all of ``of`` is built only
+    if a wildcard pattern asks."""
+    exact = {p for p in of if not _is_wild(p)}
+    wild: PatternSet[bool] = PatternSet((p, True) for p in of if p not in exact)
+    every: PatternSet[bool] | None = None
+    for p in patterns:
+        if not _is_wild(p):
+            if p in exact or (wild and wild.overlaps(p)):
+                continue
+            return False
+        if every is None:
+            every = PatternSet((q, True) for q in of)
+        if not every.overlaps(p):
+            return False
+    return True
 
 
 def overlapping_others(patterns: Sequence[str]) -> set[int]:
-    """The indices of the patterns that overlap some other pattern of ``patterns``."""
+    """The indices of the patterns that overlap some other pattern of ``patterns``.
+
+    Literals overlap equal literals (counted) and wildcard patterns (a trie of those); only a
+    wildcard pattern is looked up in a trie of them all."""
+    wild = [_is_wild(p) for p in patterns]
+    seen: dict[str, int] = {}
+    for p, w in zip(patterns, wild, strict=True):
+        if not w:
+            seen[p] = seen.get(p, 0) + 1
+    found = {i for i, p in enumerate(patterns) if not wild[i] and seen[p] > 1}
+    if True not in wild:
+        return found
+    wilds: PatternSet[int] = PatternSet((p, i) for i, p in enumerate(patterns) if wild[i])
     every: PatternSet[int] = PatternSet((p, i) for i, p in enumerate(patterns))
-    return {i for i, p in enumerate(patterns) if any(j != i for j in every.overlapping(p))}
+    for i, p in enumerate(patterns):
+        if i not in found and any(j != i for j in (every if wild[i] else wilds).overlapping(p)):
+            found.add(i)
+    return found
 
 
 def any_nested(patterns: Sequence[str]) -> bool:

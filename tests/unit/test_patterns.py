@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from jetpy.patterns import (
     PatternSet,
     all_covered,
+    all_overlap,
     any_nested,
     first_overlapping_pair,
     overlapping_others,
@@ -45,6 +46,9 @@ def test_helpers_agree_with_pairwise(ps: list[str]) -> None:
     filters, subjects = ps[:3], ps[3:]
     assert all_covered(subjects, filters) == all(
         any(subject_is_subset(s, f) for f in filters) for s in subjects
+    )
+    assert all_overlap(filters, subjects) == all(
+        any(subjects_overlap(f, s) for s in subjects) for f in filters
     )
 
 

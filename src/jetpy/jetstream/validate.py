@@ -36,7 +36,7 @@ from jetpy.jetstream.models import (
     parse_time,
 )
 from jetpy.jetstream.transform import mapping_error, transform_error
-from jetpy.patterns import PatternSet, any_nested, first_overlapping_pair, overlapping_others
+from jetpy.patterns import PatternSet, all_overlap, any_nested, first_overlapping_pair, overlapping_others
 from jetpy.subjects import is_literal, is_valid_subject, subject_is_subset, subjects_overlap
 
 __all__ = [
@@ -604,10 +604,9 @@ def _check_filters(stream: StreamConfig, cfg: ConsumerConfig) -> None:
             raise _fail(E.CONSUMER_OVERLAPPING_SUBJECT_FILTERS)
     # A filter must be able to match something the stream stores. Sourced and mirrored streams
     # store subjects we cannot see from here, so only a stream's own subjects are checked.
-    if stream.mirror is None and not stream.sources and stream.subjects:
-        stored = PatternSet((subj, True) for subj in stream.subjects)
-        if not all(any(stored.overlapping(f)) for f in filters):
-            raise _fail(E.CONSUMER_FILTER_NOT_SUBSET)
+    own = stream.mirror is None and not stream.sources and stream.subjects
+    if own and not all_overlap(filters, stream.subjects):
+        raise _fail(E.CONSUMER_FILTER_NOT_SUBSET)
 
 
 def _check_deliver_policy(cfg: ConsumerConfig) -> None:
