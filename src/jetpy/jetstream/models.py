@@ -14,6 +14,9 @@ Wire conventions (nats-server 2.10/2.11, Go ``encoding/json``):
   declared with :func:`_always`, a ``default_factory`` (msgspec never omits those), so e.g.
   ``"sealed":false`` and ``"max_age":0`` are always present, as nats-server writes them.
 * Decoders ignore unknown fields (newer clients send newer fields).
+* Integer fields carry their Go type (``Int64``, ``Uint64``, ``Int32``, ``Duration``...): a
+  request whose number does not fit is refused as nats-server refuses it
+  (:func:`go_int_violation`); reading back what jetpy itself stored never is.
 * Structs are frozen: values crossing layers are immutable; use :func:`msgspec.structs.replace`.
 * The API's responses (``api/messages.py``) and the /jsz document (``jsz_models.py``) are built
   from these Structs and encoded by msgspec; nothing on the API path writes JSON by hand. PubAcks
@@ -27,8 +30,11 @@ from __future__ import annotations
 import calendar
 import re
 import time
+import types
+import typing
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 
@@ -53,7 +59,12 @@ __all__ = [
     "ConsumerInfo",
     "DeliverPolicy",
     "DiscardPolicy",
+    "Duration",
     "ExternalStream",
+    "GoInt",
+    "Int",
+    "Int32",
+    "Int64",
     "JetStreamApiStats",
     "LostStreamData",
     "Placement",
@@ -73,9 +84,11 @@ __all__ = [
     "StreamSource",
     "StreamState",
     "SubjectTransform",
+    "Uint64",
     "decode",
     "encode",
     "format_time",
+    "go_int_violation",
     "parse_time",
 ]
 
@@ -183,6 +196,94 @@ class _Wire(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
 
 
 # ------------------------------------------------------------------------------------------------
+# Go's integer types: what nats-server's JSON decoder refuses out of range (10025, invalid JSON)
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GoInt:
+    """The Go integer type a field decodes into. msgspec ignores it; :func:`go_int_violation`
+    reads it, so a request is refused as nats-server refuses it while what jetpy wrote to disk
+    itself is always read back."""
+
+    go_type: str
+    lo: int
+    hi: int
+
+
+Int64: TypeAlias = Annotated[int, GoInt("int64", -(2**63), 2**63 - 1)]
+Int: TypeAlias = Annotated[int, GoInt("int", -(2**63), 2**63 - 1)]  # a 64-bit server's int
+Int32: TypeAlias = Annotated[int, GoInt("int32", -(2**31), 2**31 - 1)]
+Uint64: TypeAlias = Annotated[int, GoInt("uint64", 0, 2**64 - 1)]
+Duration: TypeAlias = Annotated[int, GoInt("time.Duration", -(2**63), 2**63 - 1)]  # nanoseconds
+
+# What an integer field without a Go type may hold: some Go integer can (int64 .. uint64)
+_ANY_GO_INT: Final = GoInt("int", -(2**63), 2**64 - 1)
+
+# per Struct type: (attribute, wire name, what to check) for each field that can hold an integer
+_Check = tuple[str, Any]  # ("int", GoInt) | ("struct", type) | ("list", _Check)
+_CHECKS: dict[type, tuple[tuple[str, str, _Check], ...]] = {}
+
+
+def go_int_violation(value: msgspec.Struct) -> str | None:
+    """Go's decoder error for the first integer of ``value`` (nested Structs and lists
+    included) that its field's Go type cannot hold, or None if every one fits."""
+    return _violation(value, ("struct", type(value)), "")
+
+
+def _violation(value: Any, check: _Check, path: str) -> str | None:
+    kind, arg = check
+    if kind == "int":
+        if type(value) is int and not arg.lo <= value <= arg.hi:
+            return f"json: cannot unmarshal number {value} into Go struct field .{path} of type {arg.go_type}"
+        return None
+    if kind == "list":
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if (err := _violation(item, arg, f"{path}.{i}")) is not None:
+                    return err
+        return None
+    if not isinstance(value, msgspec.Struct):
+        return None
+    for attr, wire, field_check in _struct_checks(type(value)):
+        err = _violation(getattr(value, attr), field_check, f"{path}.{wire}" if path else wire)
+        if err is not None:
+            return err
+    return None
+
+
+def _struct_checks(cls: type) -> tuple[tuple[str, str, _Check], ...]:
+    checks = _CHECKS.get(cls)
+    if checks is None:
+        found = []
+        for f in msgspec.structs.fields(cls):
+            c = _check_of(f.type)
+            if c is not None:
+                found.append((f.name, f.encode_name, c))
+        checks = _CHECKS[cls] = tuple(found)
+    return checks
+
+
+def _check_of(tp: Any) -> _Check | None:
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *meta = typing.get_args(tp)
+        go = next((m for m in meta if isinstance(m, GoInt)), None)
+        return ("int", go) if go is not None else _check_of(base)
+    if origin in (types.UnionType, typing.Union):
+        checks = [c for a in typing.get_args(tp) if (c := _check_of(a)) is not None]
+        return checks[0] if len(checks) == 1 else None
+    if origin is list:
+        inner = _check_of(typing.get_args(tp)[0])
+        return ("list", inner) if inner is not None else None
+    if tp is int:
+        return ("int", _ANY_GO_INT)
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return ("struct", tp) if _struct_checks(tp) else None
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
 # Errors
 # ------------------------------------------------------------------------------------------------
 
@@ -224,7 +325,7 @@ class ExternalStream(_Wire, frozen=True):
 
 class StreamSource(_Wire, frozen=True):
     name: str = _always("")
-    opt_start_seq: int = 0
+    opt_start_seq: Uint64 = 0
     opt_start_time: str | None = None
     filter_subject: str = ""
     subject_transforms: list[SubjectTransform] = msgspec.field(default_factory=list)
@@ -238,8 +339,8 @@ class RePublish(_Wire, frozen=True):
 
 
 class StreamConsumerLimits(_Wire, frozen=True):
-    inactive_threshold: int = 0
-    max_ack_pending: int = 0
+    inactive_threshold: Duration = 0
+    max_ack_pending: Int = 0
 
 
 class StreamConfig(_Wire, frozen=True):
@@ -253,23 +354,23 @@ class StreamConfig(_Wire, frozen=True):
     description: str = ""
     subjects: list[str] = msgspec.field(default_factory=list)
     retention: RetentionPolicy = _always("limits")
-    max_consumers: int = _always(0)
-    max_msgs: int = _always(0)
-    max_bytes: int = _always(0)
-    max_age: int = _always(0)
-    max_msgs_per_subject: int = _always(0)
-    max_msg_size: int = 0
+    max_consumers: Int = _always(0)
+    max_msgs: Int64 = _always(0)
+    max_bytes: Int64 = _always(0)
+    max_age: Duration = _always(0)
+    max_msgs_per_subject: Int64 = _always(0)
+    max_msg_size: Int32 = 0
     discard: DiscardPolicy = _always("old")
     storage: StorageType = _always("file")
-    num_replicas: int = _always(0)
+    num_replicas: Int = _always(0)
     no_ack: bool = False
     template_owner: str = ""
-    duplicate_window: int = 0
+    duplicate_window: Duration = 0
     placement: Placement | None = None
     mirror: StreamSource | None = None
     sources: list[StreamSource] = msgspec.field(default_factory=list)
     compression: Compression = _always("none")
-    first_seq: int = 0
+    first_seq: Uint64 = 0
     subject_transform: SubjectTransform | None = None
     republish: RePublish | None = None
     allow_direct: bool = _always(False)
@@ -281,7 +382,7 @@ class StreamConfig(_Wire, frozen=True):
     allow_rollup_hdrs: bool = _always(False)
     consumer_limits: StreamConsumerLimits = _always(StreamConsumerLimits())
     allow_msg_ttl: bool = _always(False)
-    subject_delete_marker_ttl: int = 0
+    subject_delete_marker_ttl: Duration = 0
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
@@ -339,36 +440,36 @@ class ConsumerConfig(_Wire, frozen=True):
     name: str = ""
     description: str = ""
     deliver_policy: DeliverPolicy = _always("all")
-    opt_start_seq: int = 0
+    opt_start_seq: Uint64 = 0
     opt_start_time: str | None = None
     ack_policy: AckPolicy = _always("none")  # Go's zero value: a request without it means none
-    ack_wait: int = 0
-    max_deliver: int = 0
-    backoff: list[int] = msgspec.field(default_factory=list)
+    ack_wait: Duration = 0
+    max_deliver: Int = 0
+    backoff: list[Duration] = msgspec.field(default_factory=list)
     filter_subject: str = ""
     filter_subjects: list[str] = msgspec.field(default_factory=list)
     replay_policy: ReplayPolicy = _always("instant")
-    rate_limit_bps: int = 0
+    rate_limit_bps: Uint64 = 0
     sample_freq: str = ""
-    max_waiting: int = 0
-    max_ack_pending: int = 0
-    idle_heartbeat: int = 0
+    max_waiting: Int = 0
+    max_ack_pending: Int = 0
+    idle_heartbeat: Duration = 0
     flow_control: bool = False
     headers_only: bool = False
-    max_batch: int = 0
-    max_expires: int = 0
-    max_bytes: int = 0
+    max_batch: Int = 0
+    max_expires: Duration = 0
+    max_bytes: Int = 0
     deliver_subject: str = ""
     deliver_group: str = ""
-    inactive_threshold: int = 0
-    num_replicas: int = _always(0)
+    inactive_threshold: Duration = 0
+    num_replicas: Int = _always(0)
     mem_storage: bool = False
     direct: bool = False  # internal: mirror/source consumers
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     pause_until: str | None = None
     priority_groups: list[str] = msgspec.field(default_factory=list)
     priority_policy: PriorityPolicy = "none"
-    priority_timeout: int = 0
+    priority_timeout: Duration = 0
 
     @property
     def is_push(self) -> bool:

@@ -19,6 +19,7 @@ are flushed once per event-loop turn (``call_soon``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
 __all__ = ["Broker", "InternalClient", "Subscriber", "Subscription"]
+
+log = logging.getLogger("jetpy.server")
 
 
 class Subscriber(Protocol):
@@ -100,14 +103,20 @@ class InternalClient:
     ) -> None:
         handler = self.handlers.get(sub)
         if handler is not None:
-            handler(subject, reply, hdr_len, data)
+            try:
+                handler(subject, reply, hdr_len, data)
+            except Exception:  # a server bug; the publisher's connection must not pay for it
+                log.exception("internal subscriber %s failed on %r", self.name, subject)
 
     def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:
         for data in datas:
             handler = self.handlers.get(sub)  # looked up each time: a handler may unsubscribe
             if handler is None:
                 return
-            handler(subject, None, 0, data)
+            try:
+                handler(subject, None, 0, data)
+            except Exception:
+                log.exception("internal subscriber %s failed on %r", self.name, subject)
 
     def deliver_batch(
         self,

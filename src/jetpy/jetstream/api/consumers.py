@@ -23,7 +23,7 @@ from jetpy.jetstream.api.messages import (
     ConsumerNamesResponse,
     PagedRequest,
 )
-from jetpy.jetstream.api.requests import decode_request
+from jetpy.jetstream.api.requests import decode_request, expect_empty
 from jetpy.jetstream.api.router import Route
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
@@ -157,6 +157,7 @@ class ConsumerApi:
     # -- read -----------------------------------------------------------------------------------
 
     def info(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerInfoResponse:
+        expect_empty(body)
         return ConsumerInfoResponse.of(consumer_info(self._consumer(args)))
 
     def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
@@ -183,6 +184,7 @@ class ConsumerApi:
         )
 
     def delete(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerDeleteResponse:
+        expect_empty(body)
         c = self._consumer(args)
         self.manager.delete(c)
         return ConsumerDeleteResponse(success=True)

@@ -20,7 +20,8 @@ Batched replies, as nats-server 2.11 sends them:
 * a batch stops at ``batch`` messages, at the end of the stream, past ``up_to_seq``, or once
   ``max_bytes`` (subject + headers + payload, counted as nats-server does) has been reached.
 
-Bodies that are not JSON get ``408 Malformed Request``, bodies naming no message ``408 Empty
+Bodies Go's decoder refuses (not JSON, nested too deep, a field of the wrong type, a number its
+Go integer type cannot hold) get ``408 Malformed Request``, bodies naming no message ``408 Empty
 Request`` and conflicting fields ``408 Bad Request``, as nats-server answers them.
 
 Two deliberate differences from nats-server 2.11: a batch starting at a deleted sequence starts
@@ -34,22 +35,21 @@ whole batch in one go.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import msgspec
 
 from jetpy import subjects
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.requests import decode_body
+from jetpy.jetstream.api.requests import as_request, decode_body
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import format_time, parse_time
+from jetpy.jetstream.models import Int, Uint64, format_time, parse_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import StoredMsg, StreamStore
 
-__all__ = ["DIRECT_SUBJECTS", "DirectGet", "lookup", "seq_from_time"]
+__all__ = ["DIRECT_SUBJECTS", "DirectGet", "DirectGetRequest", "lookup", "seq_from_time"]
 
 DIRECT_SUBJECTS = "$JS.API.DIRECT.GET.>"
 
@@ -67,16 +67,13 @@ _EOB_MULTI = (
 )
 
 
-def lookup(s: Stream, req: dict[str, Any]) -> StoredMsg | None:
+def lookup(s: Stream, seq: int, last_by: str, next_by: str) -> StoredMsg | None:
     """The message a get request names: ``last_by_subj``, ``next_by_subj`` (from ``seq``) or ``seq``."""
-    seq = req.get("seq")
-    last_by = req.get("last_by_subj")
-    next_by = req.get("next_by_subj")
     if last_by:
-        return s.store.load_last_msg(str(last_by))
+        return s.store.load_last_msg(last_by)
     if next_by:
-        return s.store.load_next_msg(str(next_by), int(seq or 0))
-    if isinstance(seq, int) and seq > 0:
+        return s.store.load_next_msg(next_by, seq)
+    if seq > 0:
         return s.store.load_msg(seq)
     raise ApiError.of(E.BAD_REQUEST)
 
@@ -124,20 +121,18 @@ def direct_get(
             if not body.strip():
                 bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
-            try:
-                req = decode_body(body)
+            try:  # Go's decoder: not JSON, a wrong type or a number out of range is malformed
+                req = as_request(decode_body(body), DirectGetRequest)
             except ApiError:
                 bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
                 return
-            if not any(
-                req.get(k) for k in ("seq", "last_by_subj", "next_by_subj", "multi_last", "start_time")
-            ):
+            if not (req.seq or req.last_by_subj or req.next_by_subj or req.multi_last or req.start_time):
                 bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
-            if req.get("batch") or req.get("multi_last"):
+            if req.batch or req.multi_last:
                 _batch_get(bus, s, rep, req)
                 return
-            msg = lookup(s, req)
+            msg = lookup(s, req.seq, req.last_by_subj, req.next_by_subj)
     except ApiError:
         bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
         return
@@ -160,17 +155,17 @@ def direct_headers(stream: str, msg: StoredMsg) -> bytes:
 # ----------------------------------------------------------------------------- batched gets
 
 
-class _BatchRequest(msgspec.Struct, frozen=True):
-    """The fields of a get request the batched forms use (unknown fields are ignored)."""
+class DirectGetRequest(msgspec.Struct, frozen=True):
+    """nats-server's ``JSApiMsgGetRequest`` as a direct get reads it (unknown fields ignored)."""
 
-    seq: int = 0
+    seq: Uint64 = 0
     last_by_subj: str = ""
     next_by_subj: str = ""
-    batch: int = 0
-    max_bytes: int = 0
+    batch: Int = 0
+    max_bytes: Int = 0
     start_time: str | None = None
     multi_last: list[str] = msgspec.field(default_factory=list)
-    up_to_seq: int = 0
+    up_to_seq: Uint64 = 0
     up_to_time: str | None = None
 
 
@@ -178,17 +173,16 @@ def _status(bus: MessageBus, rep: str, code: int, text: str) -> None:
     bus.publish(rep, None, b"", encode_headers([], code, text))
 
 
-def _batch_get(bus: MessageBus, s: Stream, rep: str, raw: dict[str, Any]) -> None:
+def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest) -> None:
     try:
-        req = msgspec.convert(raw, _BatchRequest)
-        if req.seq < 0 or req.batch < 0 or req.max_bytes < 0 or req.up_to_seq < 0:
+        if req.batch < 0 or req.max_bytes < 0:
             raise ValueError("negative")
         start_ns = parse_time(req.start_time) if req.start_time is not None else None
         up_to_ns = parse_time(req.up_to_time) if req.up_to_time is not None else None
         for f in (req.next_by_subj, *req.multi_last):
             if f and not subjects.is_valid_subject(f):
                 raise ValueError("filter")
-    except (msgspec.ValidationError, ValueError, TypeError):
+    except ValueError:
         _status(bus, rep, 408, "Bad Request")
         return
     # nats-server's checks, in its order: nothing named, then conflicting fields.
@@ -269,7 +263,7 @@ def _batch_headers(stream: str, m: StoredMsg, pending: int, last: int) -> bytes:
 
 
 def _multi_last(
-    bus: MessageBus, s: Stream, rep: str, req: _BatchRequest, up_to_ns: int | None, max_bytes: int
+    bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest, up_to_ns: int | None, max_bytes: int
 ) -> None:
     """The newest message of every subject matching ``multi_last``, as of ``up_to_seq``/``up_to_time``."""
     store = s.store

@@ -18,7 +18,7 @@ unsigned integers refuse negative numbers, strings and booleans refuse other JSO
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Self
+from typing import Any, Final, Self
 
 import msgspec
 
@@ -30,12 +30,14 @@ from jetpy.jetstream.models import (
     ClusterInfo,
     ConsumerConfig,
     ConsumerInfo,
+    Int,
     JetStreamApiStats,
     SequenceInfo,
     StoredMessage,
     StreamConfig,
     StreamInfo,
     StreamState,
+    Uint64,
     _always,
     _always_list,
     _Wire,
@@ -72,12 +74,8 @@ __all__ = [
 # Requests (STREAM.CREATE/UPDATE bodies are a StreamConfig: ``requests.as_stream_config``)
 # ------------------------------------------------------------------------------------------------
 
-UInt = Annotated[int, msgspec.Meta(ge=0)]
-"""A field Go decodes into a ``uint64``: a negative number is invalid JSON (and one past 2**64 - 1,
-which ``requests.as_request`` refuses for any field)."""
-
-Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
-"""A field Go decodes into an ``int`` (64 bits): a number out of its range is invalid JSON."""
+UInt = Uint64
+"""A field Go decodes into a ``uint64``: a negative number, or one past 2**64 - 1, is invalid JSON."""
 
 
 class PagedRequest(_Wire, frozen=True):

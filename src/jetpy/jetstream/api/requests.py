@@ -2,19 +2,25 @@
 
 Owns: a body as a JSON object (empty means ``{}``; anything that is not an object is 10025,
 invalid JSON), typed requests (``api/messages``) with Go's rules (a field of the wrong JSON type,
-a negative unsigned integer: 10025; ``null``, for the body or a field, is the zero value), and a
-stream config body. Pure: no streams, no handlers.
+a number its Go integer type cannot hold: 10025; ``null``, for the body or a field, is the zero
+value), and a stream config body. Pure: no streams, no handlers.
+
+Bodies are bounded by the server's ``max_payload`` (a larger one never arrives). Nesting is
+bounded by the decoder: JSON nested deeper than about 900 levels (what Python's recursion limit
+leaves to msgspec) is refused as invalid JSON. Go reads up to 10,000 levels, but no request field
+nests more than four: a deeper body has a deep unknown field, which nats-server 2.10+ refuses as
+well (2.9 skipped it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import StreamConfig, go_int_violation
 
 __all__ = [
     "as_request",
@@ -22,10 +28,11 @@ __all__ = [
     "config_body",
     "decode_body",
     "decode_request",
+    "expect_empty",
     "is_empty_request",
 ]
 
-T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 def decode_body(data: bytes) -> dict[str, Any]:
@@ -34,34 +41,28 @@ def decode_body(data: bytes) -> dict[str, Any]:
         return {}
     try:
         obj = msgspec.json.decode(data)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:  # nested past the decoder's depth: refused
         raise ApiError.of(E.INVALID_JSON) from e
     if not isinstance(obj, dict):
         raise ApiError.of(E.INVALID_JSON)
     return obj
 
 
-_GO_INT_RANGE: Final = range(-(2**63), 2**64)
-"""What some Go integer field (``int64`` .. ``uint64``) can hold; the field's type narrows it."""
-
-
-def as_request(obj: dict[str, Any], type_: type[T]) -> T:
+def as_request(obj: dict[str, Any], type_: type[S]) -> S:
     """A decoded body as the request Struct ``type_``, by Go's rules: a field of the wrong type,
-    or a number its Go integer cannot hold, is 10025; a ``null`` field is left at its zero value."""
-    fields = {}
-    for k, v in obj.items():
-        if v is None:
-            continue
-        if type(v) is int and v not in _GO_INT_RANGE:
-            raise ApiError.of(E.INVALID_JSON)
-        fields[k] = v
+    or a number its Go integer type cannot hold (``models.GoInt``, at any depth), is 10025; a
+    ``null`` field is left at its zero value."""
+    fields = {k: v for k, v in obj.items() if v is not None}
     try:
-        return msgspec.convert(fields, type_)
+        req = msgspec.convert(fields, type_)
     except msgspec.ValidationError as e:
         raise ApiError.of(E.INVALID_JSON) from e
+    if go_int_violation(req) is not None:
+        raise ApiError.of(E.INVALID_JSON)
+    return req
 
 
-def decode_request(data: bytes, type_: type[T]) -> T:
+def decode_request(data: bytes, type_: type[S]) -> S:
     """A request body as ``type_``: empty or ``null`` is the zero request (Go leaves its struct
     alone), anything else must be a JSON object of the right field types (10025)."""
     if data.strip() == b"null":
@@ -76,9 +77,16 @@ def is_empty_request(data: bytes) -> bool:
         return True
     try:
         obj = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return False
     return isinstance(obj, dict) and not obj
+
+
+def expect_empty(body: bytes) -> None:
+    """The check of a request that takes no body (INFO/DELETE of one stream or consumer), made
+    before anything else: anything but an empty body or ``{}`` is 10038, as nats-server."""
+    if not is_empty_request(body):
+        raise ApiError.of(E.NOT_EMPTY_REQUEST)
 
 
 def config_body(body: bytes) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from jetpy.jetstream.api.requests import (
     config_body,
     decode_body,
     decode_request,
+    expect_empty,
     is_empty_request,
 )
 from jetpy.jetstream.api.router import Later, Route
@@ -202,6 +203,7 @@ class StreamApi:
         )
 
     def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamDeleteResponse]:
+        expect_empty(body)
         s = self._stream(args)
         if _is_large(s.config):
             return self._delete_large(s)
@@ -236,7 +238,7 @@ class StreamApi:
         if (seq and last_by) or (last_by and next_by) or not (seq or last_by or next_by):
             raise ApiError.of(E.BAD_REQUEST)
         s = self._stream(args)
-        msg = lookup(s, raw)
+        msg = lookup(s, seq, last_by, next_by)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
         stored = StoredMessage(

@@ -119,7 +119,7 @@ def _nak_delay(rest: bytes) -> int:
     if rest.startswith(b"{"):
         try:
             obj = msgspec.json.decode(rest)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return 0
         delay = obj.get("delay") if isinstance(obj, dict) else None
         return delay if isinstance(delay, int) and delay > 0 else 0

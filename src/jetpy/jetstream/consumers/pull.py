@@ -24,6 +24,7 @@ import msgspec
 
 from jetpy.gotime import go_duration
 from jetpy.jetstream.consumers.delivery import DeliverySource, Send
+from jetpy.jetstream.models import Duration, Int, go_int_violation
 from jetpy.protocol.headers import encode_headers
 
 __all__ = [
@@ -62,11 +63,11 @@ class PullRequest:
 
 
 class _Body(msgspec.Struct, kw_only=True):
-    batch: int = 0
-    expires: int = 0
+    batch: Int = 0
+    expires: Duration = 0
     no_wait: bool = False
-    max_bytes: int = 0
-    idle_heartbeat: int = 0
+    max_bytes: Int = 0
+    idle_heartbeat: Duration = 0
 
 
 _DECODER: Final = msgspec.json.Decoder(_Body)
@@ -84,6 +85,10 @@ def parse_pull_request(reply: str, body: bytes, now: int) -> PullRequest:
             req = _DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             raise RequestError(400, f"Bad Request - {e}") from None
+        except RecursionError:  # Go's decoder stops at 10,000 levels, msgspec near 900
+            raise RequestError(400, "Bad Request - exceeded max depth") from None
+        if (err := go_int_violation(req)) is not None:
+            raise RequestError(400, f"Bad Request - {err}")
         batch, expires, no_wait, max_bytes, hb = (
             req.batch,
             req.expires,
