@@ -394,7 +394,9 @@ class Parser:
                         raise ProtocolError(None, "HPUB header size larger than total")
                     sizes = hdb + b" " + szb if hdr else szb
                 if size > self.max_payload:
-                    raise ProtocolError(ERR_MAX_PAYLOAD)
+                    raise ProtocolError(
+                        ERR_MAX_PAYLOAD, f"maximum payload exceeded: {size} vs {self.max_payload}"
+                    )
             stop = after + size
             if stop + 2 > n:
                 if stop < n and buf[stop] != 13:

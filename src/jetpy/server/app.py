@@ -23,6 +23,7 @@ from typing import Any
 
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
+from jetpy.server.client_log import ClientLog
 from jetpy.server.connection import ClientConnection
 from jetpy.server.identity import client_info, info_document, new_server_id
 from jetpy.server.js_service import JetStreamService
@@ -56,6 +57,7 @@ class Server:
         self.total_connections = 0
         self.slow_consumers = 0
         self.auth_failures = 0
+        self.client_log = ClientLog(log)
         self.start_time = time.time()
         self.port = 0
         self.http_port = 0

@@ -45,13 +45,12 @@ from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
 __all__ = ["ClientConnection", "ConnectionHost"]
-
-log = logging.getLogger("jetpy.server")
 
 NO_RESPONDERS_STATUS: Final = 503
 NO_RESPONDERS: Final = encode_headers([], NO_RESPONDERS_STATUS)  # nats-server 2.9's: no description
@@ -81,6 +80,7 @@ class ConnectionHost(Protocol):
     auth: Authenticator
     auth_failures: int  # CONNECTs refused, for /varz
     slow_consumers: int  # clients disconnected as slow consumers, for /varz
+    client_log: ClientLog  # what clients did wrong, rate-limited
 
     def next_cid(self) -> int:
         """A fresh client id (never reused while the server runs)."""
@@ -132,6 +132,7 @@ class ClientConnection(asyncio.Protocol):
         self.lang = ""
         self.version = ""
         self.user = ""
+        self.connect_opts: ConnectOptions | None = None  # the last CONNECT (credentials for a reload)
         self.connected = False  # CONNECT processed and authorized
         self.subs: dict[bytes, Subscription] = {}
         # stats
@@ -144,6 +145,8 @@ class ClientConnection(asyncio.Protocol):
         self.out_bytes = 0
         self.host = ""
         self.port = 0
+        self.ident = ClientIdentity("", 0, self.cid)  # who this client is, for log lines
+        self.log = server.client_log
         self.rtt = 0.0
         self._start_mono = time.monotonic()
         self._last_in = self._start_mono  # last read from the client (activity delays PINGs)
@@ -169,9 +172,11 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = str(peer[0]), int(peer[1])
+            self.ident.host, self.ident.port = self.host, self.port
         server = self.server
         if not server.register(self):
             self.out += server.info_for(self)
+            self.log.error(self.ident, ERR_MAX_CONNECTIONS)
             self.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             return
         self.send(server.info_for(self))
@@ -221,10 +226,10 @@ class ClientConnection(asyncio.Protocol):
             try:
                 ops = self.parser.feed(data)
             except ProtocolError as e:
-                log.debug("cid %d: protocol error: %s", self.cid, e)
                 if e.ops:
                     self._handle(e.ops)
                 if not self.closed:
+                    self.log.error(self.ident, _log_text(e))
                     if e.err == ERR_AUTH_VIOLATION:
                         self.server.auth_failures += 1
                     reason = _CLOSE_REASONS.get(e.err, "Protocol Violation")
@@ -314,6 +319,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _login_anonymous(self) -> None:
         self.user = self.anonymous_user or ""
+        self.ident.user, self.ident.connected = self.user, True
         self.connected = True
         self._cancel_auth_timer()
 
@@ -333,18 +339,26 @@ class ClientConnection(asyncio.Protocol):
         self.lang = opts.lang
         self.version = opts.version
         # nats-server's order: credentials, then the protocol version, then no_responders
+        self.connect_opts = opts
         if self.auth_required:
             user = self.server.auth.authenticate(opts)
             if user is None:
                 self.server.auth_failures += 1
+                self.log.error(self.ident, _auth_error(opts))
                 self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
                 return False
             self.user = user
             self._cancel_auth_timer()
+        ident = self.ident
+        ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
+        ident.user = self.user if self.auth_required else None
+        ident.connected = True
         if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
+            self.log.error(ident, ERR_INVALID_PROTOCOL)
             self.close_with_error(ERR_INVALID_PROTOCOL, reason="Bad Client Protocol Version")
             return False
         if opts.no_responders and not opts.headers:
+            self.log.error(ident, ERR_NO_RESPONDERS_HEADERS)
             self.close_with_error(ERR_NO_RESPONDERS_HEADERS, reason="No Responders Requires Headers")
             return False
         self.connected = True
@@ -486,8 +500,8 @@ class ClientConnection(asyncio.Protocol):
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
-        log.warning(
-            "cid %d: slow consumer detected, closing (pending over %d bytes)", self.cid, self.max_pending
+        self.log.log(
+            logging.WARNING, self.ident, f"Slow Consumer Detected: MaxPending of {self.max_pending} Exceeded"
         )
         self.out = bytearray()
         self.close("Slow Consumer (Pending Bytes)", abort=True)
@@ -497,6 +511,7 @@ class ClientConnection(asyncio.Protocol):
     def _auth_timeout(self) -> None:
         self._auth_timer = None
         if not self.connected and not self.closed:
+            self.log.debug(self.ident, ERR_AUTH_TIMEOUT)
             self.close_with_error(ERR_AUTH_TIMEOUT, reason="Authentication Timeout")
 
     def _ping_tick(self) -> None:
@@ -510,6 +525,7 @@ class ClientConnection(asyncio.Protocol):
         need_rtt = not self.rtt or now - self._ping_sent_at > RTT_MEASUREMENT_INTERVAL
         if need_rtt or now - self._last_in >= opts.ping_interval:
             if self.pings_out + 1 > opts.ping_max:
+                self.log.debug(self.ident, "Stale Client Connection - Closing")
                 self.close_with_error(ERR_STALE_CONNECTION, reason="Stale Connection")
                 return
             self.send_rtt_ping()
@@ -558,3 +574,24 @@ class ClientConnection(asyncio.Protocol):
         self.subs.clear()
         self.flow.close()
         self.server.unregister(self, reason)
+
+
+def _log_text(e: ProtocolError) -> str:
+    """What nats-server logs for a protocol error (its own words where jetpy has them)."""
+    if e.err == ERR_AUTH_VIOLATION:  # something other than CONNECT came first
+        return "authentication error"
+    if e.err == ERR_UNKNOWN_OP:
+        return f"Client parser ERROR: {e.detail}" if e.detail else "Client parser ERROR"
+    if e.err in (ERR_MAX_PAYLOAD, ERR_MAX_CONTROL_LINE) and e.detail:
+        return e.detail
+    return e.detail or e.err or "protocol violation"
+
+
+def _auth_error(opts: ConnectOptions) -> str:
+    """nats-server 2.15's line for refused credentials: who the client claimed to be, never the
+    secret it gave."""
+    if opts.user:
+        return f'authentication error - User "{opts.user}"'
+    if opts.auth_token:
+        return 'authentication error - Token "[REDACTED]"'
+    return "authentication error"
