@@ -21,6 +21,7 @@ import logging
 import time
 from typing import Any
 
+from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientLog
@@ -34,6 +35,8 @@ from jetpy.server.options import ServerOptions
 __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
+
+_AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
@@ -131,6 +134,28 @@ class Server:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
+
+    # -- a configuration reload ---------------------------------------------------------------
+
+    def reload(self, new: ServerOptions, changed: set[str]) -> None:
+        """Take options a reload may change (``reload.diff_options`` decided which, and
+        ``reload.reload_config`` logged them) into the running server and its clients."""
+        self.options = new
+        if changed & _AUTH_OPTIONS:
+            self.auth = Authenticator(new)
+        if changed & {"max_control_line", "max_payload"}:
+            for conn in list(self.connections.values()):
+                conn.limits_changed(new.max_control_line, new.max_payload)
+        if changed & _AUTH_OPTIONS:
+            for conn in list(self.connections.values()):
+                conn.reauthorize()
+        over = len(self.connections) - new.max_connections
+        if "max_connections" in changed and new.max_connections > 0 and over > 0:
+            for conn in list(self.connections.values())[-over:]:  # the newest go first
+                conn.log.error(conn.ident, ERR_MAX_CONNECTIONS)
+                conn.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
+            log.info("Closed %d connections to fall within max_connections", over)
+        self._info_base = self._build_info()  # what new clients are told (max_payload, auth)
 
     # -- addresses ------------------------------------------------------------------------------
 

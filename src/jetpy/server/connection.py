@@ -26,7 +26,7 @@ from typing import Final, Protocol, cast
 
 from jetpy.protocol import Parser, ProtocolError
 from jetpy.protocol import encode as enc
-from jetpy.protocol.connect import ConnectOptions
+from jetpy.protocol.connect import DEFAULT_CONNECT, ConnectOptions
 from jetpy.protocol.encode import append_run, msg, msg_batch, msg_prefix, msg_tail
 from jetpy.protocol.errors import (
     ERR_AUTH_TIMEOUT,
@@ -399,6 +399,29 @@ class ClientConnection(asyncio.Protocol):
             if sub.client is self:
                 self.deliver(sub, reply, None, len(NO_RESPONDERS), NO_RESPONDERS, _NO_RESPONDERS_TAIL)
                 return
+
+    # -- a configuration reload ---------------------------------------------------------------
+
+    def limits_changed(self, max_control_line: int, max_payload: int) -> None:
+        """New protocol limits for what this client sends from now on (nats-server's reload)."""
+        self.parser.max_control_line = max_control_line
+        self.parser.max_payload = max_payload
+
+    def reauthorize(self) -> None:
+        """The server's authorization changed: a client in whose credentials no longer pass is
+        closed with ``-ERR 'Authorization Violation'``, as nats-server's reload does."""
+        if self.closed or not self.connected:
+            return
+        auth = self.server.auth
+        self.auth_required = auth.required
+        user = auth.authenticate(self.connect_opts or DEFAULT_CONNECT)
+        if user is None:
+            self.server.auth_failures += 1
+            self.log.error(self.ident, _auth_error(self.connect_opts or DEFAULT_CONNECT))
+            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            return
+        self.user = user
+        self.ident.user = user if auth.required else None
 
     # -- output ---------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ whatever their order) and the help text. Knows nothing of the config file format
 
 Differences from nats-server, on purpose: a bad flag raises ``UsageError`` meant to exit with
 status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (TLS, clusters,
-syslog, signals, profiling) are recognised and refused with "... is not supported yet" instead
+syslog, profiling) are recognised and refused with "... is not supported yet" instead
 of silently doing nothing; ``--no_auth_user`` is accepted as a jetpy extension; the merged options
 are checked as nats-server checks them at startup, so ``-t`` also catches those mistakes.
 """
@@ -22,8 +22,19 @@ from typing import Literal
 
 from jetpy.server.config import ConfigError, load_config, validate_options
 from jetpy.server.options import ServerOptions
+from jetpy.server.signals import COMMANDS as SIGNAL_COMMANDS
 
-__all__ = ["FLAGS", "HELP_TEXT", "ConfigError", "Flag", "ParsedArgs", "UsageError", "parse_args"]
+__all__ = [
+    "FLAGS",
+    "HELP_TEXT",
+    "ConfigError",
+    "Flag",
+    "Override",
+    "ParsedArgs",
+    "UsageError",
+    "load_options",
+    "parse_args",
+]
 
 USAGE_EXIT_CODE = 1  # what a command-line mistake should exit with
 INT64_MIN = -(2**63)
@@ -41,6 +52,9 @@ class UsageError(Exception):
         self.exit_code = exit_code
 
 
+Override = tuple[Callable[[ServerOptions, "FlagValue"], None], "FlagValue"]
+
+
 @dataclass(slots=True)
 class ParsedArgs:
     options: ServerOptions
@@ -48,6 +62,13 @@ class ParsedArgs:
     show_version: bool = False
     test_config: bool = False
     warnings: list[str] = field(default_factory=list)  # from the config file, "file:line:col: ..."
+    signal: str = ""  # --signal <command>[=<pid or pid file>]: signal a running server
+    overrides: list[Override] = field(default_factory=list)  # what the flags set, in order
+
+    def reload(self) -> tuple[ServerOptions, list[str]]:
+        """The options as they would be now: the ``-c`` file read again, the flags over it, as
+        nats-server's reload merges them. Raises ``ConfigError`` as :func:`parse_args` does."""
+        return load_options(self.options.config_file, self.overrides)
 
 
 @dataclass(slots=True)
@@ -58,9 +79,9 @@ class _Run:
     show_version: bool = False
     test_config: bool = False
     config_file: str = ""
-    overrides: list[tuple[Callable[[ServerOptions, FlagValue], None], FlagValue]] = field(
-        default_factory=list
-    )
+    signal: str = ""
+    signal_flag: str = ""  # as it was typed: "-sl" or "--signal"
+    overrides: list[Override] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +133,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("ms", "https_port"), "int", unsupported="HTTPS monitoring"),
     Flag(("c", "config"), "str", control=_ctl("config_file")),
     Flag(("t",), "bool", control=_ctl("test_config")),
-    Flag(("sl", "signal"), "str", unsupported="signalling a running server (use kill)"),
+    Flag(("sl", "signal"), "str", control=_ctl("signal")),
     Flag(("client_advertise",), "str", apply=_set("client_advertise")),
     Flag(("ports_file_dir",), "str", unsupported="the ports file"),
     # Logging
@@ -185,17 +206,30 @@ def parse_args(argv: list[str]) -> ParsedArgs:
         return ParsedArgs(ServerOptions(), show_help=run.show_help, show_version=run.show_version)
     if unsupported:
         raise UsageError(unsupported[0])
+    if run.signal:  # nats-server signals and exits before it reads any config
+        if run.signal.partition("=")[0] not in SIGNAL_COMMANDS:
+            # stop is SIGKILL (kill -9 does it); reopen and ldm ask for what jetpy lacks
+            raise UsageError(
+                f"{run.signal_flag}: signalling a running server (use kill) is not supported yet"
+            )
+        return ParsedArgs(ServerOptions(), signal=run.signal)
     if run.test_config and not run.config_file:
         raise UsageError("must specify [-c, --config] option to check configuration file syntax")
+    opts, warnings = load_options(run.config_file, run.overrides)
+    return ParsedArgs(opts, test_config=run.test_config, warnings=warnings, overrides=list(run.overrides))
+
+
+def load_options(config_file: str, overrides: list[Override]) -> tuple[ServerOptions, list[str]]:
+    """The ``-c`` file (if any), the flags applied over it, checked as nats-server checks them."""
     warnings: list[str] = []
-    if run.config_file:
-        opts, warnings = load_config(run.config_file)
+    if config_file:
+        opts, warnings = load_config(config_file)
     else:
         opts = ServerOptions()
-    for apply, value in run.overrides:
+    for apply, value in overrides:
         apply(opts, value)
     validate_options(opts)
-    return ParsedArgs(opts, test_config=run.test_config, warnings=warnings)
+    return opts, warnings
 
 
 def _parse_flags(argv: list[str], run: _Run, unsupported: list[str]) -> list[str]:
@@ -223,6 +257,8 @@ def _parse_flags(argv: list[str], run: _Run, unsupported: list[str]) -> list[str
         parsed = _convert(flag, name, value if (has_value or flag.kind != "bool") else None)
         if flag.control is not None:
             flag.control(run, parsed)
+            if name in ("sl", "signal"):
+                run.signal_flag = arg.partition("=")[0]
         elif flag.apply is not None:
             run.overrides.append((flag.apply, parsed))
         elif not (flag.kind == "bool" and parsed is False):  # "--tls=false" asks for nothing
@@ -266,6 +302,8 @@ Server Options:
     -m, --http_port <port>           Use port for http monitoring
     -c, --config <file>              Configuration file (nats-server format)
     -t                               Test configuration and exit
+    -sl,--signal <signal>[=<pid>]    Send signal to jetpy-server process (reload, quit, term)
+                                     <pid> can be a PID or the path to a PID file
         --client_advertise <string>  Client URL to advertise
 
 Logging Options:
@@ -295,5 +333,6 @@ Flags are nats-server's: -flag or --flag, -flag=value or -flag value; explicit f
 the configuration file. Recognised but not supported yet: HTTPS monitoring (-ms), TLS (--tls,
 --tlscert, --tlskey, --tlsverify, --tlscacert), clustering (--routes, --cluster, --cluster_name,
 --cluster_advertise, --cluster_listen, --no_advertise, --connect_retries), syslog (-s, -r),
---signal, --ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile.
+--ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile; of --signal's commands,
+stop (use kill -9), reopen (log rotation) and ldm (lame duck mode).
 """

@@ -2,7 +2,8 @@
 
 Owns process concerns only: argument handling (delegated to ``flags``), logging setup, the pid
 file, uvloop, and signals: SIGTERM/SIGINT shut down gracefully (clients flushed and closed,
-stores synced); a second signal exits at once.
+stores synced), a second one exits at once; SIGHUP reloads the ``-c`` file (``reload``);
+``--signal <command>[=<pid>]`` signals a running server instead of starting one (``signals``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from jetpy.server.app import Server
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION
 from jetpy.server.options import ServerOptions
+from jetpy.server.reload import reload_config
+from jetpy.server.signals import send_signal
+
+if TYPE_CHECKING:
+    from jetpy.server.flags import ParsedArgs
 
 __all__ = ["main"]
 
@@ -38,11 +45,17 @@ def setup_logging(opts: ServerOptions) -> None:
     root.setLevel(level)
 
 
-async def serve(opts: ServerOptions) -> int:
+async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
     server = Server(opts)
     await server.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+
+    def on_hangup() -> None:  # nats-server's SIGHUP: reload the config file
+        log.info('Trapped "hangup" signal')
+        reload_config(server, parsed.reload if parsed else lambda: (opts, []), _reconfigure)
+
+    loop.add_signal_handler(signal.SIGHUP, on_hangup)
 
     def on_signal(signame: str) -> None:
         if stopping.is_set():
@@ -57,6 +70,15 @@ async def serve(opts: ServerOptions) -> int:
     await server.shutdown()
     log.info("Server Exiting..")
     return 0
+
+
+def _reconfigure(opts: ServerOptions, changed: set[str]) -> None:
+    """The process's part of a reload: the logging options and the pid file."""
+    if changed & {"debug", "trace", "logtime", "log_file"}:
+        setup_logging(opts)
+    if "pid_file" in changed and opts.pid_file:
+        with open(opts.pid_file, "w") as f:
+            f.write(str(os.getpid()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     if parsed.show_version:
         print(f"jetpy-server: v{JETPY_VERSION} (nats-server protocol {NATS_COMPAT_VERSION})")
         return 0
+    if parsed.signal:
+        return send_signal(parsed.signal)
     opts = parsed.options
     for warning in parsed.warnings:
         print(f"jetpy-server: warning: {warning}", file=sys.stderr)
@@ -99,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         uvloop = None  # type: ignore[assignment]
     try:
         if uvloop is not None:
-            return uvloop.run(serve(opts))
-        return asyncio.run(serve(opts))
+            return uvloop.run(serve(opts, parsed))
+        return asyncio.run(serve(opts, parsed))
     except OSError as e:
         log.error("Error listening on port: %s", e)
         return 1

