@@ -7,16 +7,9 @@ import typing
 import msgspec
 import pytest
 
+from jetpy.jetstream.api import messages
 from jetpy.jetstream.api.direct import DirectGetRequest
-from jetpy.jetstream.api.messages import (
-    ConsumerCreateRequest,
-    PagedRequest,
-    StreamInfoRequest,
-    StreamListRequest,
-    StreamMsgDeleteRequest,
-    StreamMsgGetRequest,
-    StreamPurgeRequest,
-)
+from jetpy.jetstream.api.messages import ConsumerCreateRequest, StreamMsgGetRequest
 from jetpy.jetstream.api.requests import as_request, as_stream_config
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import (
@@ -28,19 +21,11 @@ from jetpy.jetstream.models import (
     go_int_violation,
 )
 
-REQUEST_TYPES = [
-    StreamConfig,
-    StreamSource,
-    StreamConsumerLimits,
-    ConsumerConfig,
-    ConsumerCreateRequest,
-    PagedRequest,
-    StreamInfoRequest,
-    StreamListRequest,
-    StreamMsgDeleteRequest,
-    StreamMsgGetRequest,
-    StreamPurgeRequest,
-    DirectGetRequest,
+# the configs, and every request document the API decodes (found by name: new ones are covered)
+REQUEST_TYPES = [StreamConfig, StreamSource, StreamConsumerLimits, ConsumerConfig, DirectGetRequest] + [
+    cls
+    for name, cls in vars(messages).items()
+    if name.endswith("Request") and isinstance(cls, type) and issubclass(cls, msgspec.Struct)
 ]
 
 

@@ -13,6 +13,7 @@ Knows nothing of what the work is. Owns the slice length.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Generator
 from typing import Final, TypeVar
@@ -30,23 +31,29 @@ one client's round trip may grow by while a large request is worked on."""
 
 def run_steps(steps: Steps[T]) -> T:
     """Run every step now; the result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+    finished = _advance(steps, math.inf)
+    assert finished is not None
+    result: T = finished.value
+    return result
 
 
 async def paced(steps: Steps[T]) -> T:
     """Run the steps in slices of :data:`SLICE` seconds, yielding to the loop in between."""
-    deadline = time.perf_counter() + SLICE
+    while True:
+        finished = _advance(steps, time.perf_counter() + SLICE)
+        if finished is not None:
+            result: T = finished.value
+            return result
+        await asyncio.sleep(0)  # the loop serves everyone else, then the next slice
+
+
+def _advance(steps: Steps[T], deadline: float) -> StopIteration | None:
+    """Run steps until they finish (their ``StopIteration``, holding the result) or ``deadline``
+    has passed (None)."""
     while True:
         try:
             next(steps)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+        except StopIteration as finished:
+            return finished
         if time.perf_counter() >= deadline:
-            await asyncio.sleep(0)
-            deadline = time.perf_counter() + SLICE
+            return None
