@@ -198,6 +198,7 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
     park = committer.park
     mark_dirty = committer.mark_dirty
     publish_reply = registry.bus.publish_reply
+    publish = registry.bus.publish
     stored_event = registry.events.stored
     expiry = registry.expiry
     recent = stream.recent  # reset in place by updates; a new stream gets a new handler
@@ -214,6 +215,9 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
                 stored_event(stream, stored)
             if res.expires:
                 expiry.schedule_before(res.expires)  # a per-message TTL ending before the timer
+            rp = res.republish
+            if rp is not None:
+                publish(rp[0], None, rp[2], rp[1])
         durable_seq = res.durable_seq
         if reply is None or stream.config.no_ack:
             if durable_seq:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
 from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
+from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.consumers.manager import ConsumerManager
@@ -40,6 +42,8 @@ class JetStream:
         self.router.add(self.report.routes())
         self.router.add(StreamApi(self.registry, self.committer).routes())
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
+        self.router.add(SnapshotApi(self.registry).routes())
+        self.router.add(single_server_routes())
         self._direct = DirectGet(self.registry.streams, bus)
         self._subs: list[Any] = []
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.direct import lookup
+from jetpy.jetstream.api.direct import BadTime, check_get, lookup, request_time
 from jetpy.jetstream.api.messages import (
     StreamCreateResponse,
     StreamDeleteResponse,
@@ -44,6 +44,7 @@ from jetpy.jetstream.info import NO_SUBJECTS, stream_info, subjects_page
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, format_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
+from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_config, check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
@@ -93,7 +94,8 @@ class StreamApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         if cfg0.template_owner:  # stream templates are not supported: no stream is owned by one
             raise ApiError.of(E.STREAM_CREATE, err="stream not owned by template")
-        cfg = check_stream_create(cfg0)
+        cfg = check_stream_create(cfg0, pedantic=_pedantic(req))
+        check_stream_built(cfg)
         existing = self.registry.get(cfg.name)
         if existing is not None:
             if existing.config == cfg:
@@ -111,7 +113,9 @@ class StreamApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
-        cfg = check_stream_update(s.config, check_stream_config(cfg0))
+        pedantic = _pedantic(req)
+        cfg = check_stream_update(s.config, check_stream_config(cfg0, pedantic=pedantic), pedantic=pedantic)
+        check_stream_built(cfg)
         if self.registry.subjects_overlap(cfg, skip=s.name):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         self.registry.update(s, cfg)
@@ -183,12 +187,14 @@ class StreamApi:
             raise ApiError.of(E.BAD_REQUEST)
         raw = {} if body.strip() == b"null" else decode_body(body)
         req = as_request(raw, StreamMsgGetRequest)
+        try:  # nats-server 2.11+: start_time names the first message at or after it
+            start_ns = request_time(raw.get("start_time"))
+        except BadTime as e:
+            raise ApiError.of(E.INVALID_JSON, err=str(e)) from None
         seq, last_by, next_by = req.seq, req.last_by_subj, req.next_by_subj
-        # exactly one way to name the message (next_by_subj takes seq as its start)
-        if (seq and last_by) or (last_by and next_by) or not (seq or last_by or next_by):
-            raise ApiError.of(E.BAD_REQUEST)
+        check_get(seq, last_by, next_by, start_ns)
         s = self._stream(args)
-        msg = lookup(s, raw)
+        msg = lookup(s, seq, last_by, next_by, start_ns)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
         stored = StoredMessage(
@@ -210,6 +216,16 @@ class StreamApi:
             raise _delete_miss(s, seq)
         self._persist(s)
         return StreamMsgDeleteResponse(success=True)
+
+
+def _pedantic(req: dict[str, Any]) -> bool:
+    """The request's ``pedantic`` flag (2.11+): refuse what would otherwise be adjusted."""
+    v = req.get("pedantic", False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise ApiError.of(E.INVALID_JSON)
+    return v
 
 
 def _delete_miss(s: Stream, seq: int) -> ApiError:
