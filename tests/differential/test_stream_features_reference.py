@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -15,7 +17,7 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from conftest import Proc
+from conftest import JETPY_SERVER, Proc, newest_cmd, start_process
 
 pytestmark = pytest.mark.differential
 
@@ -249,3 +251,50 @@ async def test_requests_a_single_server_cannot_serve_are_answered(
     answers instead of leaving the requester to time out."""
     ours, ref = await asyncio.gather(api_run(jetpy_proc.url), api_run(newest_proc.url))
     assert ours == ref
+
+
+async def limits_run(url: str) -> list[Any]:
+    nc = await nats.connect(url)
+    out: list[Any] = [(await api(nc, "INFO"))["limits"]]
+    configs: list[dict[str, Any]] = [
+        {"name": "A", "subjects": ["a"], "storage": "memory", "max_bytes": 200 * 1024},
+        {"name": "B", "subjects": ["b"], "storage": "file", "max_bytes": 300 * 1024},
+        {"name": "C", "subjects": ["c"], "storage": "memory"},
+        {"name": "D", "subjects": ["d"], "storage": "file"},
+        {"name": "E", "subjects": ["e"], "storage": "memory", "max_bytes": 90 * 1024},
+        {"name": "F", "subjects": ["f"], "storage": "memory", "max_bytes": 20 * 1024},
+    ]
+    for cfg in configs:
+        out.append((await api(nc, f"STREAM.CREATE.{cfg['name']}", cfg)).get("error"))
+    for subject, most in (("c", 200), ("d", 400)):
+        for i in range(most):
+            ack = json.loads((await nc.request(subject, b"x" * 1000, timeout=3)).data)
+            if "error" in ack:
+                out.append((subject, i, ack))
+                break
+    info = await api(nc, "INFO")
+    out.append({k: info[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage")})
+    await nc.close()
+    return out
+
+
+async def test_server_resource_limits_as_nats_server_enforces_them(tmp_path: Path) -> None:
+    """``max_memory_store``/``max_file_store``: what streams reserve with ``max_bytes`` must fit
+    (10028/10047), and publishes stop with 10023 once the streams use the limit."""
+    procs = []
+    for side, cmd in (("jetpy", JETPY_SERVER), ("ref", newest_cmd())):
+        conf = tmp_path / f"{side}.conf"
+        conf.write_text(
+            f'jetstream {{ store_dir: "{tmp_path / side}", max_memory_store: 100KB, max_file_store: 200KB }}\n'
+        )
+        base = cmd if side == "jetpy" else cmd[:1]
+        procs.append(
+            start_process([*base, "-a", "127.0.0.1", "-p", "-1", "-c", str(conf)], tmp_path / f"{side}.log")
+        )
+    try:
+        ours, ref = await asyncio.gather(limits_run(procs[0].url), limits_run(procs[1].url))
+    finally:
+        for p in procs:
+            p.stop(signal.SIGKILL)
+    assert ours == ref
+    assert ref[-2] == ("d", 199, ref[-2][2]) and "insufficient resources" in json.dumps(ref[-2][2])

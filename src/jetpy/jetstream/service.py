@@ -35,7 +35,9 @@ class JetStream:
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
         self.consumers = ConsumerManager(bus, self.committer)
-        self.registry = StreamRegistry(bus, stores, self.committer, self.consumers)
+        self.registry = StreamRegistry(
+            bus, stores, self.committer, self.consumers, config.max_memory, config.max_storage
+        )
         self.api_stats = ApiStats()
         self.report = Report(config, self.registry, self.consumers, self.api_stats)
         self.router = ApiRouter(bus, self.api_stats)
@@ -49,6 +51,8 @@ class JetStream:
 
     async def start(self) -> None:
         recovered = self.registry.recover()
+        for storage in ("memory", "file"):  # what recovered streams use counts from the start
+            self.registry.resources.recount(storage)
         self.committer.start([s.store for s in recovered if s.durable])
         for stream in recovered:
             self.consumers.recover(stream)

@@ -24,7 +24,13 @@ __all__ = ["UNBUILT_CONSUMER_FIELDS", "UNBUILT_STREAM_FIELDS", "check_consumer_b
 NOT_YET: Final = "{} is not supported by this server yet"
 
 UNBUILT_STREAM_FIELDS: Final = ("mirror", "sources", "compression")
-UNBUILT_CONSUMER_FIELDS: Final = ("pause_until", "priority_groups", "priority_policy", "priority_timeout", "direct")
+UNBUILT_CONSUMER_FIELDS: Final = (
+    "pause_until",
+    "priority_groups",
+    "priority_policy",
+    "priority_timeout",
+    "direct",
+)
 
 
 def check_stream_built(cfg: StreamConfig) -> None:

@@ -104,6 +104,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         if self.registry.subjects_overlap(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+        self.registry.resources.check_reservation(cfg)
         s = self.registry.create(cfg)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
 
@@ -118,6 +119,7 @@ class StreamApi:
         check_stream_built(cfg)
         if self.registry.subjects_overlap(cfg, skip=s.name):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+        self.registry.resources.check_reservation(cfg, skip=s.name)
         self.registry.update(s, cfg)
         self._persist(s)  # removals by lowered limits are durable before the reply, like purges
         return StreamUpdateResponse.of(stream_info(s))
