@@ -37,7 +37,17 @@ from jetpy.server.monitor_format import (
 from jetpy.server.options import ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
-__all__ = ["JSON", "Endpoints", "MonitoredServer", "Reply"]
+__all__ = [
+    "HTML",
+    "JSON",
+    "TEXT",
+    "Endpoints",
+    "MonitoredServer",
+    "Reply",
+    "json_reply",
+    "pending_bytes",
+    "text_reply",
+]
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
@@ -45,6 +55,8 @@ HTML = "text/html; charset=utf-8"
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's name for the account of clients without one
 DEFAULT_LIST_SIZE = 1024  # nats-server's default page size for /connz, /subsz and /jsz
+MAX_PAGE_SIZE = 100_000  # a larger ?limit= is clamped: one answer stays a few tens of MB at most
+MAX_OFFSET = 2**32  # a larger ?offset= is clamped (past every list; a page is simply empty)
 JS_NOT_ENABLED = "JetStream not enabled (10076)"  # nats-server's ApiError text for JSNotEnabledErr
 # /varz's jetstream.stats is /jsz's usage block (nats-server's JetStreamStats)
 JS_STATS_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets", "api")
@@ -106,7 +118,7 @@ class _Row:
             c,
             stop,
             now if stop is None else stop,
-            0 if stop is not None else _pending(c),
+            0 if stop is not None else pending_bytes(c),
             c.cid,
             len(c.subs),
             c.in_msgs,
@@ -225,6 +237,10 @@ class Endpoints:
     # -- /varz ------------------------------------------------------------------------------------
 
     async def varz(self, q: Query) -> Reply:
+        return json_reply(self.varz_doc())
+
+    def varz_doc(self) -> dict[str, Any]:
+        """/varz as a document (also what ``$SYS.REQ.SERVER.PING.VARZ`` and /metrics read)."""
         s = self.server
         o = s.options
         usage = self.usage
@@ -282,7 +298,7 @@ class Endpoints:
             http_req_stats=dict(sorted(self.req_stats.items())),
             config_load_time=go_time(s.start_time),  # the configuration is loaded before the start
         )
-        return json_reply(v)
+        return v
 
     def _varz_jetstream(self) -> dict[str, Any]:
         st = self._js_report(accounts=False, streams=False, consumers=False, config=False, account="")
@@ -305,16 +321,13 @@ class Endpoints:
         auth = q.boolean("auth")
         detail = q.get("subs").lower() == "detail"
         subs = False if detail else q.boolean("subs")
-        offset = max(0, q.integer("offset"))
-        limit = q.integer("limit")
+        offset, limit = _page(q)
         cid = q.unsigned("cid")
         state_s = q.get("state")
         state = STATES.get(state_s.lower(), "") if state_s else "open"
         if not state:
             raise QueryError(f"Error decoding state for {state_s}")
         user, acc, mqtt_client = q.get("user"), q.get("acc"), q.get("mqtt_client")
-        if limit <= 0:
-            limit = DEFAULT_LIST_SIZE
         if sort in CLOSED_ONLY_SORTS and state != "closed":
             raise QueryError(f"sort by {sort} only valid on closed connections")
         if cid:
@@ -418,10 +431,7 @@ class Endpoints:
 
     async def subsz(self, q: Query) -> Reply:
         subs = q.boolean("subs")
-        offset = max(0, q.integer("offset"))
-        limit = q.integer("limit")
-        if limit <= 0:
-            limit = DEFAULT_LIST_SIZE
+        offset, limit = _page(q)
         test = q.get("test")
         acc = q.get("acc")
         if test and not is_valid_literal_subject(test):
@@ -454,9 +464,14 @@ class Endpoints:
         q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
         q.boolean("js-enabled-only")
         q.boolean("js-server-only")  # single server: there is no meta group to be current with
+        doc = self.health()
+        return json_reply(doc, 200 if doc["status"] == "ok" else 503, indent=False)
+
+    def health(self) -> dict[str, Any]:
+        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error."""
         if self.server.options.jetstream and self.server.jetstream is None:
-            return json_reply({"status": "unavailable", "error": JS_NOT_ENABLED}, 503, indent=False)
-        return json_reply({"status": "ok"}, indent=False)
+            return {"status": "unavailable", "error": JS_NOT_ENABLED}
+        return {"status": "ok"}
 
     # -- /jsz -------------------------------------------------------------------------------------
 
@@ -465,8 +480,8 @@ class Endpoints:
         streams = q.boolean("streams")
         consumers = q.boolean("consumers")
         config = q.boolean("config")
-        offset = q.integer("offset")
-        limit = q.integer("limit") or DEFAULT_LIST_SIZE
+        offset = min(q.integer("offset"), MAX_OFFSET)
+        limit = min(q.integer("limit") or DEFAULT_LIST_SIZE, MAX_PAGE_SIZE)
         q.boolean("leader-only")  # single server: always the leader
         account = q.get("acc")
         streams = streams or consumers
@@ -601,6 +616,14 @@ _JSZ_DISABLED: dict[str, Any] = {
 # -- helpers over connections and subscriptions ------------------------------------------------
 
 
+def _page(q: Query) -> tuple[int, int]:
+    """``(offset, limit)`` of a paged list: negative offsets are 0, a missing or non-positive
+    limit is nats-server's default, and huge values are clamped (MAX_OFFSET, MAX_PAGE_SIZE)."""
+    offset = min(max(0, q.integer("offset")), MAX_OFFSET)
+    limit = q.integer("limit")
+    return offset, min(limit, MAX_PAGE_SIZE) if limit > 0 else DEFAULT_LIST_SIZE
+
+
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
@@ -619,7 +642,7 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
     return d
 
 
-def _pending(c: ClientConnection) -> int:
+def pending_bytes(c: ClientConnection) -> int:
     """Bytes waiting for the client: our buffer plus the transport's."""
     pending = len(c.out)
     t = c.transport
