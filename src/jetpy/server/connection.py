@@ -94,6 +94,10 @@ class ConnectionHost(Protocol):
         """Forget a closed connection (once; later calls do nothing)."""
         ...
 
+    def connected(self, conn: ClientConnection) -> None:
+        """The client is in: CONNECT accepted (or the no_auth_user login). For system events."""
+        ...
+
     def info_for(self, conn: ClientConnection) -> bytes:
         """The INFO line this client is greeted with."""
         ...
@@ -316,6 +320,7 @@ class ClientConnection(asyncio.Protocol):
         self.user = self.anonymous_user or ""
         self.connected = True
         self._cancel_auth_timer()
+        self.server.connected(self)
 
     def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
@@ -352,6 +357,7 @@ class ClientConnection(asyncio.Protocol):
             self.rtt = max(time.monotonic() - self._start_mono, 1e-9)
         if self.verbose:
             self.send(enc.OK)
+        self.server.connected(self)
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:

@@ -163,6 +163,11 @@ class MonitoredServer(Protocol):
     slow_consumers: int
     jetstream: JetStreamService | None  # None: not configured, or not started
 
+    @property
+    def system_subscriptions(self) -> int:
+        """How many of the broker's subscriptions are the system account's request handlers."""
+        ...
+
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
         ...
@@ -294,7 +299,7 @@ class Endpoints:
             in_bytes=in_bytes,
             out_bytes=out_bytes,
             slow_consumers=s.slow_consumers,
-            subscriptions=s.broker.subs.count,
+            subscriptions=self.subscription_count(),
             http_req_stats=dict(sorted(self.req_stats.items())),
             config_load_time=go_time(s.start_time),  # the configuration is loaded before the start
         )
@@ -414,14 +419,19 @@ class Endpoints:
 
     # -- /subsz -----------------------------------------------------------------------------------
 
+    def subscription_count(self) -> int:
+        """Subscriptions of the global account: the system request handlers (``sysevents``)
+        belong to the system account nats-server keeps apart, so they are not counted."""
+        return self.server.broker.subs.count - self.server.system_subscriptions
+
     def sublist_stats(self) -> dict[str, Any]:
         tree = self.server.broker.subs
         max_fanout, total_fanout, cached = tree.fanout_stats()
         matches = tree.matches
         return {
-            "num_subscriptions": tree.count,
+            "num_subscriptions": self.subscription_count(),
             "num_cache": tree.cache_count(),
-            "num_inserts": tree.inserts,
+            "num_inserts": tree.inserts - self.server.system_subscriptions,
             "num_removes": tree.removes,
             "num_matches": matches,
             "cache_hit_rate": go_number(tree.cache_hits / matches if matches else 0.0),
@@ -441,6 +451,7 @@ class Endpoints:
             details = [
                 _sub_detail(sub, True)
                 for subject, _queue, sub in self.server.broker.subs.items()
+                if not _is_system(sub)
                 if not test or subject_matches(_text(subject), test)
             ]
             page = details[offset : offset + limit]
@@ -542,7 +553,7 @@ class Endpoints:
                 "jetstream_enabled": s.jetstream is not None,
                 "leafnode_connections": 0,
                 "client_connections": len(s.connections),
-                "subscriptions": s.broker.subs.count,
+                "subscriptions": self.subscription_count(),
                 "sublist_stats": self.sublist_stats(),
             }
         else:
@@ -626,6 +637,11 @@ def _page(q: Query) -> tuple[int, int]:
 
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
+
+
+def _is_system(sub: Subscription) -> bool:
+    """One of the system request handlers (in-process, on ``$SYS.REQ.SERVER.``)."""
+    return sub.handler is not None and sub.subject.startswith(b"$SYS.REQ.SERVER.")
 
 
 def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
