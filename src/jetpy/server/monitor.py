@@ -20,6 +20,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
+from jetpy.server import dashboard
 from jetpy.server.loop_lag import LoopLag
 from jetpy.server.metrics import Metrics
 from jetpy.server.monitor_endpoints import JSON, Endpoints, MonitoredServer, Reply, json_reply, text_reply
@@ -156,6 +157,8 @@ class Monitor:
         self.loop_lag = LoopLag()
         self.metrics = Metrics(self.endpoints, self.loop_lag)
         self.endpoints.routes["/metrics"] = ("/metrics", self.metrics.handle)
+        for path, handler in dashboard.routes().items():
+            self.endpoints.routes[path] = ("/dashboard", handler)
         self.port = 0
         self._listener: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
@@ -305,6 +308,7 @@ class Monitor:
             f"Date: {email.utils.formatdate(usegmt=True)}",
             f"Content-Length: {len(reply.body)}",
         ]
+        lines.extend(f"{name}: {value}" for name, value in reply.headers)
         if allow:
             lines.append("Allow: GET, HEAD")
         if close:

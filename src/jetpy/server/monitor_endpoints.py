@@ -137,6 +137,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (the dashboard's CSP)
 
 
 def json_reply(doc: Any, status: int = 200, indent: bool = True) -> Reply:
@@ -226,6 +227,8 @@ class Endpoints:
                 ("/leafz", "LeafNodes"),
                 ("/gatewayz", "Gateways"),
                 ("/healthz", "Health Probe"),
+                ("/metrics", "Prometheus Metrics"),
+                ("/dashboard", "Dashboard"),
             )
         )
         page = (
