@@ -47,6 +47,7 @@ from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
+from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
 __all__ = ["ClientConnection", "ConnectionHost"]
@@ -160,6 +161,7 @@ class ClientConnection(asyncio.Protocol):
         self.flow = Flow(self)  # fast-producer stalls, both ways
         self._lost = False  # connection_lost has run: the socket is closed
         self._lost_event: asyncio.Event | None = None
+        self.trace = opts.trace  # -V: every op in and line out is logged (server.trace)
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = str(peer[0]), int(peer[1])
+        log.debug("%s:%d - cid:%d - Client connection created", self.host, self.port, self.cid)
         server = self.server
         if not server.register(self):
             self.out += server.info_for(self)
@@ -238,6 +241,8 @@ class ClientConnection(asyncio.Protocol):
                         self.close(reason)
                 return
             if ops:
+                if self.trace:
+                    trace_in(self, ops)
                 self._handle(ops)
         finally:
             broker.end_batch()
@@ -479,6 +484,8 @@ class ClientConnection(asyncio.Protocol):
             return
         out = self.out
         self.out = bytearray()
+        if self.trace:
+            trace_out(self, out)
         t.write(out)
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
@@ -555,6 +562,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed and not self.subs:
             return
         self.closed = True
+        log.debug("%s:%d - cid:%d - Client connection closed: %s", self.host, self.port, self.cid, reason)
         for timer in (self._ping_timer, self._auth_timer):
             if timer is not None:
                 timer.cancel()
