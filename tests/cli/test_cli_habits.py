@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cli.conftest import CLI, CLI_TIMEOUT, Result, api, cli_env, js_publish, run_many
 from conftest import Proc
+from jetpy.cli.reports import CONSUMER_COLUMNS, STREAM_COLUMNS
 
 
 def run_env(*args: str, env: dict[str, str]) -> Result:
@@ -89,22 +90,13 @@ async def test_report_tables(jetpy: Proc) -> None:
     )
     assert streams.code == 0, streams
     assert "Stream Report" in streams.out
-    for col in ("Stream", "Storage", "Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"):
+    for col in STREAM_COLUMNS:
         assert col in streams.out, col
     (row,) = [ln for ln in streams.out.splitlines() if " REPORTS " in ln]
     cells = [c.strip() for c in row.strip("│ ").split("│")]
     assert cells[:2] == ["REPORTS", "Memory"] and cells[3:5] == ["1", "5"] and cells[5].endswith(" B"), cells
     assert consumers.code == 0, consumers
-    for col in (
-        "Consumer",
-        "Mode",
-        "Ack Policy",
-        "Ack Wait",
-        "Ack Pending",
-        "Redelivered",
-        "Unprocessed",
-        "Ack Floor",
-    ):
+    for col in CONSUMER_COLUMNS:
         assert col in consumers.out, col
     (crow,) = [ln for ln in consumers.out.splitlines() if " WORKER " in ln]
     ccells = [c.strip() for c in crow.strip("│ ").split("│")]

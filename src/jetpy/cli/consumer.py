@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jetpy.cli import values as V
-from jetpy.cli.common import confirm, load_json_config, options, parse_or_usage
+from jetpy.cli.common import confirm, listed_elsewhere, load_json_config, options, parse_or_usage
 from jetpy.cli.connect import Session, run
 from jetpy.cli.output import CliError, emit_json, info, print_sections, print_table, usage
 from jetpy.cli.reports import consumer_report
@@ -329,11 +329,7 @@ def ls(
                 info(n)
         return
     items.sort(key=lambda ci: str(ci.get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info(f"No consumers defined on stream {stream}")
+    if listed_elsewhere(items, json_out, f"No consumers defined on stream {stream}"):
         return
     rows = []
     for ci in items:

@@ -20,14 +20,56 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
-from jetpy.cli.common import options, parse_or_usage
+from jetpy.cli.common import listed_elsewhere, options, parse_or_usage
 from jetpy.cli.connect import Session, run
-from jetpy.cli.output import CliError, emit_json, info, print_table
+from jetpy.cli.output import CliError, emit_json, print_table
 
-__all__ = ["consumer_report", "server_report_jetstream", "stream_report"]
+__all__ = [
+    "CONSUMER_COLUMNS",
+    "SERVER_JETSTREAM_COLUMNS",
+    "STREAM_COLUMNS",
+    "consumer_report",
+    "server_report_jetstream",
+    "stream_report",
+]
 
 JsonOut = Annotated[bool, typer.Option("--json", "-j", help="Print the server's JSON.")]
 SERVER_PING_JSZ = "$SYS.REQ.SERVER.PING.JSZ"
+STREAM_COLUMNS = (
+    "Stream",
+    "Storage",
+    "Placement",
+    "Consumers",
+    "Messages",
+    "Bytes",
+    "Lost",
+    "Deleted",
+    "Replicas",
+)
+CONSUMER_COLUMNS = (
+    "Consumer",
+    "Mode",
+    "Ack Policy",
+    "Ack Wait",
+    "Ack Pending",
+    "Redelivered",
+    "Unprocessed",
+    "Ack Floor",
+    "Cluster",
+)
+SERVER_JETSTREAM_COLUMNS = (
+    "Server",
+    "Cluster",
+    "Domain",
+    "Streams",
+    "Consumers",
+    "Messages",
+    "Bytes",
+    "Memory",
+    "File",
+    "API Req",
+    "API Err",
+)
 
 
 def stream_report(ctx: typer.Context, json_out: JsonOut = False) -> None:
@@ -37,11 +79,7 @@ def stream_report(ctx: typer.Context, json_out: JsonOut = False) -> None:
         return await s.paged("STREAM.LIST", "streams")
 
     items = sorted(run(options(ctx), go), key=lambda si: str((si.get("config") or {}).get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info("No streams defined")
+    if listed_elsewhere(items, json_out, "No streams defined"):
         return
     rows = []
     for si in items:
@@ -63,7 +101,7 @@ def stream_report(ctx: typer.Context, json_out: JsonOut = False) -> None:
         )
     print_table(
         "Stream Report",
-        ["Stream", "Storage", "Placement", "Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"],
+        STREAM_COLUMNS,
         rows,
         right=("Consumers", "Messages", "Bytes", "Lost", "Deleted", "Replicas"),
     )
@@ -82,11 +120,7 @@ def consumer_report(
         return await s.paged(f"CONSUMER.LIST.{stream}", "consumers")
 
     items = sorted(run(options(ctx), go), key=lambda ci: str(ci.get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info(f"No consumers defined on stream {stream}")
+    if listed_elsewhere(items, json_out, f"No consumers defined on stream {stream}"):
         return
     rows = []
     for ci in items:
@@ -111,17 +145,7 @@ def consumer_report(
         )
     print_table(
         f"Consumer report for {stream} with {len(items)} consumers",
-        [
-            "Consumer",
-            "Mode",
-            "Ack Policy",
-            "Ack Wait",
-            "Ack Pending",
-            "Redelivered",
-            "Unprocessed",
-            "Ack Floor",
-            "Cluster",
-        ],
+        CONSUMER_COLUMNS,
         rows,
         right=("Ack Pending", "Redelivered", "Unprocessed", "Ack Floor"),
     )
@@ -209,19 +233,7 @@ def server_report_jetstream(
     )
     print_table(
         "JetStream Summary",
-        [
-            "Server",
-            "Cluster",
-            "Domain",
-            "Streams",
-            "Consumers",
-            "Messages",
-            "Bytes",
-            "Memory",
-            "File",
-            "API Req",
-            "API Err",
-        ],
+        SERVER_JETSTREAM_COLUMNS,
         rows,
         right=("Streams", "Consumers", "Messages", "Bytes", "Memory", "File", "API Req", "API Err"),
     )

@@ -16,7 +16,15 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
-from jetpy.cli.common import config_diff, confirm, format_value, load_json_config, options, parse_or_usage
+from jetpy.cli.common import (
+    config_diff,
+    confirm,
+    format_value,
+    listed_elsewhere,
+    load_json_config,
+    options,
+    parse_or_usage,
+)
 from jetpy.cli.connect import Session, run
 from jetpy.cli.output import busy, emit_json, info, print_sections, print_table, usage
 from jetpy.cli.reports import stream_report
@@ -411,11 +419,7 @@ def ls(
                 info(n)
         return
     items.sort(key=lambda si: str((si.get("config") or {}).get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info("No streams defined")
+    if listed_elsewhere(items, json_out, "No streams defined"):
         return
     rows = []
     for si in items:
