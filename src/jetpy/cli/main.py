@@ -2,7 +2,8 @@
 elsewhere by ``jetpy.entry``).
 
 Owns the typer app, the global connection options (as the nats CLI: ``--server/-s`` defaulting to
-``NATS_URL``, ``--user``, ``--password``, ``--creds``, plus ``--timeout`` for API requests), the
+``NATS_URL``, ``--user``, ``--password``, ``--creds``, ``--context``, plus ``--timeout`` for API
+requests; accepted anywhere on the line, and filled from a nats CLI context, ``contexts``), the
 registration of every command group, and the single place where failures become output and an
 exit code: usage errors (unknown flags, bad values) print one line and exit 2, ``CliError`` prints
 one line and exits with its code (see ``output.EXIT_*``). Commands find the connection settings

@@ -156,8 +156,8 @@ def print_sections(sections: Sequence[tuple[str, Sequence[tuple[str, Any]]]]) ->
 
 
 def busy(what: str) -> AbstractContextManager[object]:
-    """A live spinner with the elapsed time on stderr while a long request runs (a purge of a
-    big stream), only when stderr is a terminal: scripts and pipes see nothing of it."""
+    """A live spinner on stderr while a long request runs (a purge of a big stream), only when
+    stderr is a terminal: scripts and pipes see nothing of it."""
     if not sys.stderr.isatty():
         return contextlib.nullcontext()
     from rich.console import Console
