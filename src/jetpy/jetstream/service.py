@@ -23,6 +23,7 @@ from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report
+from jetpy.meters import Histogram
 
 __all__ = ["JetStream"]
 
@@ -74,6 +75,10 @@ class JetStream:
         self.registry.stop()
 
     # -- what the host reports ------------------------------------------------------------------
+
+    @property
+    def fsync_seconds(self) -> Histogram:
+        return self.committer.fsync_seconds
 
     def jsz_stats(
         self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str

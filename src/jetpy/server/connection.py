@@ -47,6 +47,7 @@ from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
+from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
 __all__ = ["ClientConnection", "ConnectionHost"]
@@ -92,6 +93,10 @@ class ConnectionHost(Protocol):
 
     def unregister(self, conn: ClientConnection, reason: str) -> None:
         """Forget a closed connection (once; later calls do nothing)."""
+        ...
+
+    def connected(self, conn: ClientConnection) -> None:
+        """The client is in: CONNECT accepted (or the no_auth_user login). For system events."""
         ...
 
     def info_for(self, conn: ClientConnection) -> bytes:
@@ -156,6 +161,7 @@ class ClientConnection(asyncio.Protocol):
         self.flow = Flow(self)  # fast-producer stalls, both ways
         self._lost = False  # connection_lost has run: the socket is closed
         self._lost_event: asyncio.Event | None = None
+        self.trace = opts.trace  # -V: every op in and line out is logged (server.trace)
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -169,6 +175,7 @@ class ClientConnection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = str(peer[0]), int(peer[1])
+        log.debug("%s:%d - cid:%d - Client connection created", self.host, self.port, self.cid)
         server = self.server
         if not server.register(self):
             self.out += server.info_for(self)
@@ -234,6 +241,8 @@ class ClientConnection(asyncio.Protocol):
                         self.close(reason)
                 return
             if ops:
+                if self.trace:
+                    trace_in(self, ops)
                 self._handle(ops)
         finally:
             broker.end_batch()
@@ -316,6 +325,7 @@ class ClientConnection(asyncio.Protocol):
         self.user = self.anonymous_user or ""
         self.connected = True
         self._cancel_auth_timer()
+        self.server.connected(self)
 
     def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
@@ -352,6 +362,7 @@ class ClientConnection(asyncio.Protocol):
             self.rtt = max(time.monotonic() - self._start_mono, 1e-9)
         if self.verbose:
             self.send(enc.OK)
+        self.server.connected(self)
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
@@ -473,6 +484,8 @@ class ClientConnection(asyncio.Protocol):
             return
         out = self.out
         self.out = bytearray()
+        if self.trace:
+            trace_out(self, out)
         t.write(out)
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
@@ -549,6 +562,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed and not self.subs:
             return
         self.closed = True
+        log.debug("%s:%d - cid:%d - Client connection closed: %s", self.host, self.port, self.cid, reason)
         for timer in (self._ping_timer, self._auth_timer):
             if timer is not None:
                 timer.cancel()

@@ -1,6 +1,6 @@
 """`jetpy-server` (and `jetpy server`): nats-server's command line, then run until a signal.
 
-Owns process concerns only: argument handling (delegated to ``flags``), logging setup, the pid
+Owns process concerns only: argument handling (delegated to ``flags``), logging (``logs``), the pid
 file, uvloop, and signals: SIGTERM/SIGINT shut down gracefully (clients flushed and closed,
 stores synced); a second signal exits at once.
 """
@@ -15,27 +15,12 @@ import sys
 
 from jetpy.server.app import Server
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION
+from jetpy.server.logs import setup_logging
 from jetpy.server.options import ServerOptions
 
-__all__ = ["main"]
+__all__ = ["main", "setup_logging"]
 
 log = logging.getLogger("jetpy.server")
-
-
-def setup_logging(opts: ServerOptions) -> None:
-    level = logging.DEBUG if (opts.debug or opts.trace) else logging.INFO
-    fmt = (
-        "[%(process)d] %(asctime)s [%(levelname).3s] %(message)s"
-        if opts.logtime
-        else "[%(process)d] [%(levelname).3s] %(message)s"
-    )
-    handler: logging.Handler = (
-        logging.FileHandler(opts.log_file) if opts.log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter(fmt))
-    root = logging.getLogger("jetpy")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
 
 
 async def serve(opts: ServerOptions) -> int:
