@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference bench clean demo java-check
+.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ run: $(STAMP)
 reference:
 	@bash scripts/install-reference.sh || true
 
+# Debian's Chromium and chromedriver for the dashboard's browser test (skipped visibly without).
+browser:
+	@bash scripts/install-browser.sh || true
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts examples
 	$(BIN)/ruff format --check src tests scripts examples
@@ -34,7 +38,7 @@ layers: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-test: $(STAMP) reference java-check lint typecheck layers pytest
+test: $(STAMP) reference browser java-check lint typecheck layers pytest
 
 # jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
 bench: $(STAMP) reference

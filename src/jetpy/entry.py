@@ -11,9 +11,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    # `jetpy server info|check` are CLI verbs about a running server; any other `jetpy server ...`
+    # `jetpy server info|check|report` are CLI verbs about a running server; any other `jetpy server ...`
     # (no verb, or nats-server's flags) runs the server
-    if args and args[0] == "server" and args[1:2] not in (["info"], ["check"]):
+    if args and args[0] == "server" and args[1:2] not in (["info"], ["check"], ["report"]):
         from jetpy.server.main import main as server_main
 
         return server_main(args[1:])

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jetpy.meters import FSYNC_BUCKETS, Histogram
 from jetpy.server.app import Server
 from jetpy.server.monitor import MAX_HEAD_BYTES, HttpError, parse_request_head
 from jetpy.server.monitor_format import go_duration, go_time, uptime
@@ -492,6 +493,10 @@ class FakeJetStream:
                 detail["stream_detail"] = [{"name": "S", "state": {"messages": 5}}]
             doc["account_details"] = [detail]
         return doc
+
+    @property
+    def fsync_seconds(self) -> Histogram:
+        return Histogram(FSYNC_BUCKETS)
 
     async def stop(self) -> None:
         pass

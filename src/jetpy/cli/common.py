@@ -18,9 +18,17 @@ from typing import Any, TypeVar
 import typer
 
 from jetpy.cli.connect import ConnectOptions
-from jetpy.cli.output import usage
+from jetpy.cli.output import emit_json, info, usage
 
-__all__ = ["config_diff", "confirm", "format_value", "load_json_config", "options", "parse_or_usage"]
+__all__ = [
+    "config_diff",
+    "confirm",
+    "format_value",
+    "listed_elsewhere",
+    "load_json_config",
+    "options",
+    "parse_or_usage",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +43,18 @@ def parse_or_usage(parse: Callable[[str], T], value: str, flag: str) -> T:
         return parse(value)
     except ValueError as exc:
         usage(f"{flag}: {exc}")
+
+
+def listed_elsewhere(items: list[Any], json_out: bool, empty: str) -> bool:
+    """For a list command: print ``items`` as JSON (``--json``) or ``empty`` when there are none,
+    and say so (True); False when the caller is to print its table."""
+    if json_out:
+        emit_json(items)
+        return True
+    if not items:
+        info(empty)
+        return True
+    return False
 
 
 def load_json_config(path: Path, what: str) -> dict[str, Any]:

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jetpy.cli import values as V
-from jetpy.cli.common import confirm, load_json_config, options, parse_or_usage
+from jetpy.cli.common import confirm, listed_elsewhere, load_json_config, options, parse_or_usage
 from jetpy.cli.connect import Session, run
 from jetpy.cli.output import CliError, emit_json, info, print_sections, print_table, usage
+from jetpy.cli.reports import consumer_report
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -328,11 +329,7 @@ def ls(
                 info(n)
         return
     items.sort(key=lambda ci: str(ci.get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info(f"No consumers defined on stream {stream}")
+    if listed_elsewhere(items, json_out, f"No consumers defined on stream {stream}"):
         return
     rows = []
     for ci in items:
@@ -475,3 +472,6 @@ def next_cmd(
         raise CliError(f"no message received from consumer {stream} > {name} within {wait} ({reason})")
     if got < count and not raw and not json_out:
         sys.stderr.write(f"received {got} of {count} messages ({end or 'no more'})\n")
+
+
+app.command("report")(consumer_report)  # the nats CLI's `consumer report` (cli/reports.py)

@@ -2,7 +2,8 @@
 elsewhere by ``jetpy.entry``).
 
 Owns the typer app, the global connection options (as the nats CLI: ``--server/-s`` defaulting to
-``NATS_URL``, ``--user``, ``--password``, ``--creds``, plus ``--timeout`` for API requests), the
+``NATS_URL``, ``--user``, ``--password``, ``--creds``, ``--context``, plus ``--timeout`` for API
+requests; accepted anywhere on the line, and filled from a nats CLI context, ``contexts``), the
 registration of every command group, and the single place where failures become output and an
 exit code: usage errors (unknown flags, bad values) print one line and exit 2, ``CliError`` prints
 one line and exits with its code (see ``output.EXIT_*``). Commands find the connection settings
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli.connect import DEFAULT_SERVER, ConnectOptions
+from jetpy.cli.contexts import load_context
 from jetpy.cli.output import EXIT_API, EXIT_INTERRUPTED, EXIT_USAGE, CliError, ReaderGone, error_line
 
 __all__ = ["DEFAULT_SERVER", "GlobalOptions", "build_app", "main"]
@@ -54,15 +56,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("jetpy.bench.command", "bench"),
 }
 ALIASES: dict[str, str] = {"req": "request", **{a: g for g, (_, _, al) in GROUPS.items() for a in al}}
-_GLOBAL_WITH_VALUE = frozenset({"--server", "-s", "--user", "--password", "--creds", "--timeout"})
+_GLOBAL_WITH_VALUE = frozenset(
+    {"--server", "-s", "--user", "--password", "--creds", "--timeout", "--context"}
+)
+# global options a command defines for itself keep their place on its line (bench's --timeout)
+_OWN_OPTIONS: dict[str, frozenset[str]] = {"bench": frozenset({"--timeout"})}
 
 
 def _global_options(
     ctx: typer.Context,
     server_url: Annotated[
-        str,
-        typer.Option("--server", "-s", envvar="NATS_URL", help="Server URL(s), comma separated."),
-    ] = DEFAULT_SERVER,
+        str | None,
+        typer.Option(
+            "--server",
+            "-s",
+            envvar="NATS_URL",
+            help="Server URL(s), comma separated.",
+            show_default=DEFAULT_SERVER,
+        ),
+    ] = None,
     user: Annotated[
         str | None,
         typer.Option("--user", envvar="NATS_USER", help="Username (or a token without --password)."),
@@ -77,13 +89,23 @@ def _global_options(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.01, help="Seconds to wait for each server response.")
     ] = 5.0,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context", help="A nats CLI context (name or file); default: NATS_CONTEXT or the selected one."
+        ),
+    ] = None,
 ) -> None:
     """jetpy admin CLI: talk to a jetpy (or any NATS) server. `jetpy server --help` runs the server."""
+    # flags and environment variables first, then the nats context, then the defaults
+    nctx = load_context(context)
+    if nctx is not None and user is None and password is None:
+        user, password = (nctx.token, None) if nctx.token and not nctx.user else (nctx.user, nctx.password)
     ctx.obj = ConnectOptions(
-        server=server_url,
+        server=server_url or (nctx.url if nctx is not None and nctx.url else DEFAULT_SERVER),
         user=user,
         password=password,
-        creds=str(creds) if creds is not None else None,
+        creds=str(creds) if creds is not None else (nctx.creds if nctx is not None else None),
         timeout=timeout,
     )
 
@@ -126,6 +148,34 @@ def _command_of(argv: list[str]) -> tuple[int, str] | None:
     return (i, word) if word in COMMANDS or word in GROUPS else None
 
 
+def _split_globals(args: list[str], command: str) -> tuple[list[str], list[str]]:
+    """As the nats CLI, global options may follow the command (``jetpy stream ls -s URL``):
+    ``(global options with their values, the command's own words)``; ``--`` ends the search,
+    and an option the command defines itself (bench's ``--timeout``) stays the command's."""
+    own = _OWN_OPTIONS.get(command, frozenset())
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name = arg.partition("=")[0]
+        if name in _GLOBAL_WITH_VALUE and name not in own:
+            if "=" in arg and arg.startswith("--"):
+                front.append(arg)
+                i += 1
+                continue
+            if i + 1 < len(args):
+                front.extend(args[i : i + 2])
+                i += 2
+                continue
+        rest.append(arg)
+        i += 1
+    return front, rest
+
+
 def _usage_line(exc: Any) -> str:
     ctx = getattr(exc, "ctx", None)
     where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
@@ -139,6 +189,8 @@ def main(argv: list[str]) -> int:
     if found is not None:
         i, only = found
         argv = [*argv[:i], only, *argv[i + 1 :]]  # an alias becomes the name it is registered under
+        globals_, rest = _split_globals(argv[i + 1 :], only)
+        argv = [*argv[:i], *globals_, only, *rest]
     command = typer.main.get_command(build_app(only))
     try:
         rv = command.main(args=argv, prog_name="jetpy", standalone_mode=False)

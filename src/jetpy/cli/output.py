@@ -9,9 +9,11 @@ Must not know: nats-py, the JetStream API, any particular command.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 if TYPE_CHECKING:
@@ -26,6 +28,7 @@ __all__ = [
     "EXIT_USAGE",
     "CliError",
     "ReaderGone",
+    "busy",
     "console",
     "emit_json",
     "error_line",
@@ -150,3 +153,13 @@ def print_sections(sections: Sequence[tuple[str, Sequence[tuple[str, Any]]]]) ->
         out.write(f"{title}:\n\n")
         for key, value in pairs:
             out.write(f"  {key.rjust(width)}: {value}\n")
+
+
+def busy(what: str) -> AbstractContextManager[object]:
+    """A live spinner on stderr while a long request runs (a purge of a big stream), only when
+    stderr is a terminal: scripts and pipes see nothing of it."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"{what}...", spinner="dots")

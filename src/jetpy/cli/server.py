@@ -18,6 +18,7 @@ from jetpy.cli import values as V
 from jetpy.cli.common import options, parse_or_usage
 from jetpy.cli.connect import ApiFailure, Session, run
 from jetpy.cli.output import CliError, emit_json, info, print_sections
+from jetpy.cli.reports import server_report_jetstream
 
 __all__ = ["app"]
 
@@ -230,3 +231,8 @@ def check(
     failed = [r["check"] for r in results if not r["ok"]]
     if failed:
         raise CliError(f"check failed: {', '.join(failed)}")
+
+
+report_app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+report_app.command("jetstream")(server_report_jetstream)
+app.add_typer(report_app, name="report", help="Reports across servers (the nats CLI's `server report`).")

@@ -16,9 +16,18 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
-from jetpy.cli.common import config_diff, confirm, format_value, load_json_config, options, parse_or_usage
+from jetpy.cli.common import (
+    config_diff,
+    confirm,
+    format_value,
+    listed_elsewhere,
+    load_json_config,
+    options,
+    parse_or_usage,
+)
 from jetpy.cli.connect import Session, run
-from jetpy.cli.output import emit_json, info, print_sections, print_table, usage
+from jetpy.cli.output import busy, emit_json, info, print_sections, print_table, usage
+from jetpy.cli.reports import stream_report
 
 __all__ = ["app", "format_stream_info", "stream_flags_config"]
 
@@ -410,11 +419,7 @@ def ls(
                 info(n)
         return
     items.sort(key=lambda si: str((si.get("config") or {}).get("name", "")))
-    if json_out:
-        emit_json(items)
-        return
-    if not items:
-        info("No streams defined")
+    if listed_elsewhere(items, json_out, "No streams defined"):
         return
     rows = []
     for si in items:
@@ -533,7 +538,8 @@ def purge(
         resp = await s.api(f"STREAM.PURGE.{name}", body, what=f"could not purge stream {name}")
         return {"purged": int(resp.get("purged") or 0)}
 
-    res = run(options(ctx), go)
+    with busy(f"Purging stream {name}"):  # a big stream takes a while: a live spinner on a terminal
+        res = run(options(ctx), go)
     if json_out:
         emit_json(res)
     else:
@@ -664,3 +670,6 @@ def view(
     n = run(options(ctx), go)
     if n == 0 and not as_json and not raw:
         info(f"No messages in stream {name} matching {subject} from sequence {since}")
+
+
+app.command("report")(stream_report)  # the nats CLI's `stream report` (cli/reports.py)

@@ -17,6 +17,7 @@ network through ``MessageBus.publish_reply``.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import msgspec
@@ -25,6 +26,7 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.stream import Stream, pub_error
+from jetpy.meters import FSYNC_BUCKETS, Histogram
 from jetpy.store.base import ErrStoreIO, StreamStore
 
 __all__ = ["Committer"]
@@ -52,6 +54,7 @@ class Committer:
         self._syncer: asyncio.Task[None] | None = None
         self._durable_upto: dict[int, int] = {}  # id(store) -> highest synced sequence
         self.commits = 0  # fsync rounds (group commits) since start, for the benchmark notes
+        self.fsync_seconds = Histogram(FSYNC_BUCKETS)  # each round's wall time, for /metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -138,9 +141,11 @@ class Committer:
         syncing = [s for s in dirty if s not in failed]
         if syncing:
             loop = asyncio.get_running_loop()
+            started = time.perf_counter()
             results = await asyncio.gather(
                 *(loop.run_in_executor(None, s.sync) for s in syncing), return_exceptions=True
             )
+            self.fsync_seconds.observe(time.perf_counter() - started)
             for store, res in zip(syncing, results, strict=True):
                 if isinstance(res, ErrStoreIO):
                     failed[store] = res

@@ -147,6 +147,7 @@ __all__ = [
     "STREAM_CREATE",
     "STREAM_DELETE",
     "STREAM_DUPLICATE_MESSAGE_CONFLICT",
+    "STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID",
     "STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY",
     "STREAM_EXTERNAL_API_OVERLAP",
     "STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS",
@@ -413,6 +414,9 @@ STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY = _e(
     503, 10163, "expected last sequence per subject temporarily unavailable"
 )
 STREAM_WRONG_LAST_SEQUENCE_CONSTANT = _e(400, 10164, "wrong last sequence")
+STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID = _e(
+    400, 10193, "missing sequence for expected last sequence per subject"
+)
 MESSAGE_TTL_INVALID = _e(400, 10165, "invalid per-message TTL")
 MESSAGE_TTL_DISABLED = _e(400, 10166, "per-message TTL is disabled")
 STREAM_TOO_MANY_REQUESTS = _e(429, 10167, "too many requests")

@@ -21,12 +21,15 @@ from typing import Any, Protocol
 
 import msgspec
 
+from jetpy.jetstream import errors as E
 from jetpy.jetstream.commit import Committer
+from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
 from jetpy.jetstream.steps import Steps, run_steps
-from jetpy.jetstream.stream import Stream, limits_of
+from jetpy.jetstream.stream import Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
@@ -79,7 +82,13 @@ def _meta_json(cfg: StreamConfig, created: int) -> bytes:
 
 class StreamRegistry:
     def __init__(
-        self, bus: MessageBus, stores: StoreProvider, committer: Committer, events: StreamEvents
+        self,
+        bus: MessageBus,
+        stores: StoreProvider,
+        committer: Committer,
+        events: StreamEvents,
+        max_memory: int = -1,
+        max_storage: int = -1,
     ) -> None:
         self.bus = bus
         self.stores = stores
@@ -87,6 +96,7 @@ class StreamRegistry:
         self.events = events
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
+        self.resources = ResourceLimits(self.streams, max_memory, max_storage)
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
 
@@ -234,22 +244,34 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
     park = committer.park
     mark_dirty = committer.mark_dirty
     publish_reply = registry.bus.publish_reply
+    publish = registry.bus.publish
     stored_event = registry.events.stored
     expiry = registry.expiry
     recent = stream.recent  # reset in place by updates; a new stream gets a new handler
+    resources = registry.resources
+    gauge = resources.gauge(stream.config.storage)
+    exhausted = _exhausted_ack(name)
 
     def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         if name not in streams:
             return
+        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+            if reply is not None and not stream.config.no_ack:
+                publish_reply(reply, exhausted)
+            return
         res = process(subject, data[:hdr_len] if hdr_len else b"", data)
         stored = res.stored
         if stored is not None:
+            gauge.used += len(subject) + len(data) + MSG_SIZE_BOUND
             # what the listener acts on; none of it for a plain message into a memory stream
             # that nobody consumes yet, where the call is a measurable share of the cost
             if stored.hdr or recent.enabled or stream.consumer_count or stream.config.retention == "interest":
                 stored_event(stream, stored)
             if res.expires:
                 expiry.schedule_before(res.expires)  # a per-message TTL ending before the timer
+            rp = res.republish
+            if rp is not None:
+                publish(rp[0], None, rp[2], rp[1])
         durable_seq = res.durable_seq
         if reply is None or stream.config.no_ack:
             if durable_seq:
@@ -260,3 +282,8 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
             park(stream, durable_seq, reply, res.ack)
 
     return ingest
+
+
+def _exhausted_ack(stream: str) -> bytes:
+    """The answer to a publish while the server's limit for the stream's storage is used up."""
+    return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))

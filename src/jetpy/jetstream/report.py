@@ -69,11 +69,11 @@ class Report:
         info = AccountInfo(
             memory=mem,
             storage=sto,
-            reserved_memory=0,
-            reserved_storage=0,
+            reserved_memory=self.registry.resources.reserved("memory"),
+            reserved_storage=self.registry.resources.reserved("file"),
             streams=len(self.registry.streams),
             consumers=self._consumer_count(),
-            limits=AccountLimits(max_memory=self.config.max_memory, max_storage=self.config.max_storage),
+            limits=AccountLimits(),  # the account's own limits: none until accounts (-1, as nats-server)
             api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
         )
         return AccountInfoResponse.of(info)
@@ -84,6 +84,10 @@ class Report:
         """nats-server's /jsz document (without server_id/now), measured from the streams, as
         plain JSON values (the monitor's contract)."""
         mem, sto = self.usage()
+        res_mem, res_sto = (
+            self.registry.resources.reserved("memory"),
+            self.registry.resources.reserved("file"),
+        )
         msgs = nbytes = 0
         details: list[StreamDetail] = []
         registry = self.registry.streams
@@ -114,6 +118,8 @@ class Report:
                     id="$G",
                     memory=mem,
                     storage=sto,
+                    reserved_memory=res_mem,
+                    reserved_storage=res_sto,
                     accounts=1,
                     api=api,
                     stream_detail=details,
@@ -127,6 +133,8 @@ class Report:
             ),
             memory=mem,
             storage=sto,
+            reserved_memory=res_mem,
+            reserved_storage=res_sto,
             accounts=1,
             api=api,
             streams=len(registry),

@@ -12,15 +12,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
 from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
+from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report
+from jetpy.meters import Histogram
 
 __all__ = ["JetStream"]
 
@@ -33,18 +36,24 @@ class JetStream:
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
         self.consumers = ConsumerManager(bus, self.committer)
-        self.registry = StreamRegistry(bus, stores, self.committer, self.consumers)
+        self.registry = StreamRegistry(
+            bus, stores, self.committer, self.consumers, config.max_memory, config.max_storage
+        )
         self.api_stats = ApiStats()
         self.report = Report(config, self.registry, self.consumers, self.api_stats)
         self.router = ApiRouter(bus, self.api_stats)
         self.router.add(self.report.routes())
         self.router.add(StreamApi(self.registry, self.committer).routes())
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
+        self.router.add(SnapshotApi(self.registry).routes())
+        self.router.add(single_server_routes())
         self._direct = DirectGet(self.registry.streams, bus)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
         recovered = self.registry.recover()
+        for storage in ("memory", "file"):  # what recovered streams use counts from the start
+            self.registry.resources.recount(storage)
         self.committer.start([s.store for s in recovered if s.durable])
         for stream in recovered:
             self.consumers.recover(stream)
@@ -67,6 +76,10 @@ class JetStream:
         self.registry.stop()
 
     # -- what the host reports ------------------------------------------------------------------
+
+    @property
+    def fsync_seconds(self) -> Histogram:
+        return self.committer.fsync_seconds
 
     def jsz_stats(
         self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str

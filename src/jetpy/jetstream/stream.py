@@ -22,6 +22,8 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.recent import RecentMessages
+from jetpy.jetstream.republish import RepublishedMsg, Republisher
+from jetpy.jetstream.transform import SubjectTransform
 from jetpy.protocol.headers import get_header
 from jetpy.store.base import (
     ErrMsgTooLarge,
@@ -31,7 +33,7 @@ from jetpy.store.base import (
     StreamStore,
 )
 from jetpy.store.ttl import parse_ttl
-from jetpy.subjects import subject_matches
+from jetpy.subjects import is_valid_subject, subject_matches
 
 __all__ = [
     "DeleteEntry",
@@ -54,6 +56,7 @@ H_MSG_ID = b"Nats-Msg-Id"
 H_EXPECTED_STREAM = b"Nats-Expected-Stream"
 H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
 H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
+H_EXPECTED_LAST_SUBJ_SEQ_SUBJ = b"Nats-Expected-Last-Subject-Sequence-Subject"
 H_EXPECTED_LAST_MSG_ID = b"Nats-Expected-Last-Msg-Id"
 H_ROLLUP = b"Nats-Rollup"
 H_TTL = b"Nats-TTL"
@@ -74,6 +77,7 @@ class PublishResult(msgspec.Struct, frozen=True, gc=False):
     durable_seq: int = 0
     stored: StoredMsg | None = None  # exactly what was stored (None: not stored, or a duplicate)
     expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
+    republish: RepublishedMsg | None = None  # what to publish for the stream's ``republish``
 
 
 def _ack_format(stream: str) -> bytes:
@@ -145,7 +149,16 @@ class Stream:
         # the newest messages, for consumers that keep up (their host maintains the contents)
         self.recent = RecentMessages(_store_never_discards(config))
         self.consumer_count = 0  # kept by the consumers' host
+        self._derive(config)
+
+    def _derive(self, config: StreamConfig) -> None:
+        """What the publish path reads, derived once per config."""
         self._plain_limit = _plain_limit(config)
+        st = config.subject_transform
+        # the input subject transform: a stored subject is the published one, mapped
+        self._map_subject = SubjectTransform(st.src, st.dest).map if st is not None and st.dest else None
+        rp = config.republish
+        self._republish = Republisher(self.name, rp) if rp is not None and rp.dest else None
 
     # -- config ---------------------------------------------------------------------------------
 
@@ -156,7 +169,7 @@ class Stream:
         """Apply a new config; lowered limits (max_age included) take effect at once, as
         nats-server's UpdateConfig does, so the update's reply already shows their effect."""
         self.config = config
-        self._plain_limit = _plain_limit(config)
+        self._derive(config)
         # in place: consumers hold this object (the update may also have removed messages)
         self.recent.reset(_store_never_discards(config))
         self.store.update_limits(limits_of(config))
@@ -170,7 +183,10 @@ class Stream:
         now = _time_ns() if now_ns is None else now_ns
         if not hdr and len(data) <= self._plain_limit:
             # the common case: no header, so nothing to decide but what _plain_limit says
-            return self._store(subject.decode(), b"", data, now, 0, "", b"")
+            subj = subject.decode()
+            if self._map_subject is not None:
+                subj = self._map_subject(subj)
+            return self._store(subj, b"", data, now, 0, "", b"")
         decided = self.decide(subject, hdr, data, now)
         if isinstance(decided, PublishResult):
             return decided
@@ -180,20 +196,23 @@ class Stream:
         """Check a published message against the stream's config and state: the entry to apply,
         or the answer when it is refused or a duplicate (nothing changes then)."""
         cfg = self.config
+        subj = subject.decode()
+        if self._map_subject is not None:
+            subj = self._map_subject(subj)  # every check sees the subject it is stored under
         try:
             if cfg.sealed:
                 raise ApiError.of(E.STREAM_SEALED)
             if cfg.max_msg_size >= 0 and len(data) - len(hdr) > cfg.max_msg_size:
                 raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
             if not hdr:
-                return MsgEntry(subject.decode(), b"", data, now)
-            checked = self._check_headers(subject, hdr, now)
+                return MsgEntry(subj, b"", data, now)
+            checked = self._check_headers(subj, hdr, now)
         except ApiError as e:
             return PublishResult(pub_error(self.name, e))
         if isinstance(checked, PublishResult):
             return checked  # a duplicate: acknowledged again, not stored
         msg_id, rollup, ttl = checked
-        return MsgEntry(subject.decode(), hdr, data[len(hdr) :], now, ttl, msg_id, rollup)
+        return MsgEntry(subj, hdr, data[len(hdr) :], now, ttl, msg_id, rollup)
 
     def apply(self, entry: StreamEntry) -> PublishResult | int | bool:
         """Apply a decided change: a message (its PublishResult), a purge (how many messages
@@ -216,7 +235,13 @@ class Stream:
     def _store(
         self, subj: str, hdr: bytes, payload: bytes, ts: int, ttl: int, msg_id: str, rollup: bytes
     ) -> PublishResult:
-        """Applying a message: the store, the de-duplication record, the rollup."""
+        """Applying a message: the store, the de-duplication record, the rollup, the republish."""
+        rp = self._republish
+        dest = rp.destination(subj) if rp is not None else None
+        last = 0
+        if dest is not None:  # republish names the subject's previous sequence
+            prev = self.store.load_last_msg(subj)
+            last = prev.seq if prev is not None else 0
         try:
             seq, ts = self.store.store_msg(subj, hdr, payload, ts, ttl)
         except ErrMsgTooLarge:
@@ -233,9 +258,10 @@ class Stream:
             seq if self.durable else 0,
             StoredMsg(subj, seq, ts, hdr, payload),
             ts + ttl if ttl > 0 else 0,
+            None if dest is None or rp is None else rp.message(dest, subj, seq, ts, hdr, payload, last),
         )
 
-    def _check_headers(self, subject: bytes, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
+    def _check_headers(self, subject: str, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
         """The ``Nats-*`` headers' checks, in nats-server's order: (message id, rollup, TTL) to
         store the message with, or the ack of the duplicate it is; raises ApiError."""
         cfg = self.config
@@ -273,8 +299,13 @@ class Stream:
             if _as_int(last_seq) != st_last:
                 raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=st_last)
         last_subj_seq = get_header(hdr, H_EXPECTED_LAST_SUBJ_SEQ)
+        # nats-server 2.11+: the subject (or filter) whose last sequence is meant, if not this one
+        on_subject = get_header(hdr, H_EXPECTED_LAST_SUBJ_SEQ_SUBJ)
+        if on_subject is not None and last_subj_seq is None:
+            raise ApiError.of(E.STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID)
         if last_subj_seq is not None:
-            last = self.store.load_last_msg(subject.decode())
+            filt = on_subject.decode(errors="replace") if on_subject else subject
+            last = self.store.load_last_msg(filt) if is_valid_subject(filt) else None
             have = last.seq if last is not None else 0
             if _as_int(last_subj_seq) != have:
                 raise ApiError.of(E.STREAM_WRONG_LAST_SEQUENCE, seq=have)

@@ -3,20 +3,21 @@
 Owns the rules a stream's ``subject_transform``, ``republish`` and source/mirror
 ``subject_transforms`` must satisfy: destination tokens, the mapping functions
 (``{{wildcard(1)}}``, ``$1``, ``{{partition(4,1,2)}}``, ``{{split(1,-)}}`` ...) and their argument
-shapes, and that every wildcard index refers to a ``*`` of the source. It only decides and
-explains; applying a transform to a subject belongs to the stream. Knows nothing of configs.
+shapes, and that every wildcard index refers to a ``*`` of the source; and applying a valid
+mapping to a subject. Knows nothing of configs.
 
 Error texts follow nats-server's (``invalid mapping destination: ... in <token>``) because they
-end up in API error descriptions.
+end up in API error descriptions. :class:`SubjectTransform` applies a valid mapping to subjects.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["TransformError", "mapping_error", "transform_error"]
+__all__ = ["SubjectTransform", "TransformError", "mapping_error", "transform_error"]
 
 _DEST_ERR: Final = "invalid mapping destination"
 _BAD_TRANSFORM: Final = f"{_DEST_ERR}: invalid transform"
@@ -206,3 +207,124 @@ def mapping_error(src: str, dest: str) -> TransformError | None:
         elif not _WHITESPACE.isdisjoint(tok):
             return TransformError(_BAD_TRANSFORM)
     return transform_error(src, dest)
+
+
+# -- applying a transform -------------------------------------------------------------------------
+
+
+def _fnv1a32(data: bytes) -> int:
+    h = 0x811C9DC5
+    for c in data:
+        h = ((h ^ c) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def _chunks(tok: str, size: int, from_right: bool) -> str:
+    if size <= 0 or size >= len(tok):
+        return tok
+    if from_right:
+        head = len(tok) % size
+        parts = ([tok[:head]] if head else []) + [tok[i : i + size] for i in range(head, len(tok), size)]
+    else:
+        parts = [tok[i : i + size] for i in range(0, len(tok), size)]
+    return ".".join(parts)
+
+
+# (kind, wildcard indexes, extra argument) of one destination token
+_Part = tuple[str, list[int], str]
+
+
+class SubjectTransform:
+    """A validated ``src`` -> ``dest`` mapping, compiled once, applied per subject as
+    nats-server applies it: ``$n``/``{{wildcard(n)}}`` take the n-th ``*`` of the source,
+    ``{{partition(count, n...)}}`` is the FNV-1a hash of those tokens (of the whole subject
+    without indexes) modulo count, the split/slice/left/right functions cut one wildcard's
+    token, ``{{random(n)}}`` draws below n, and a ``>`` takes the rest of the subject."""
+
+    __slots__ = ("_dest", "_src")
+
+    def __init__(self, src: str, dest: str) -> None:
+        err = transform_error(src, dest)
+        if err is not None:
+            raise ValueError(str(err))
+        self._src = (src or ">").split(".")
+        self._dest: list[_Part] = [self._compile(tok) for tok in dest.split(".")]
+
+    @staticmethod
+    def _compile(tok: str) -> _Part:
+        if tok == ">":
+            return ">", [], ""
+        found = _placeholders(tok)
+        assert not isinstance(found, TransformError)  # checked by transform_error
+        kind, indexes = found
+        if not kind:
+            return "", [], tok
+        if kind == "index":  # $n or {{wildcard(n)}}
+            return "wildcard", indexes, ""
+        name = tok[2:].lstrip().split("(", 1)[0].strip()
+        args = _ARG_SEP.split(tok[tok.index("(") + 1 : tok.rindex(")")])
+        if kind == "partition":
+            return "partition", indexes, args[0].strip()
+        if kind == "random":
+            return "random", [], args[0].strip()
+        extra = args[1] if kind == "split" else args[1].strip()
+        return name[0].lower() + name[1:], indexes, extra
+
+    def apply(self, subject: str) -> str | None:
+        """The mapped subject, or None when ``subject`` does not match the source."""
+        toks = subject.split(".")
+        wild: list[str] = []
+        rest: list[str] = []
+        src = self._src
+        for i, s in enumerate(src):
+            if i >= len(toks):
+                return None
+            if s == ">":
+                rest = toks[i:]
+                break
+            if s == "*":
+                wild.append(toks[i])
+            elif s != toks[i]:
+                return None
+        else:
+            if len(toks) != len(src):
+                return None
+        out: list[str] = []
+        for kind, indexes, extra in self._dest:
+            if not kind:
+                out.append(extra)
+            elif kind == ">":
+                out.extend(rest)
+            elif kind == "wildcard":
+                out.append(wild[indexes[0] - 1])
+            elif kind == "partition":
+                key = "".join(wild[i - 1] for i in indexes) if indexes else subject
+                out.append(str(_fnv1a32(key.encode()) % int(extra)))
+            elif kind == "random":
+                n = int(extra)
+                out.append(str(random.randrange(n)) if n > 0 else "0")
+            else:
+                out.append(_cut(kind, wild[indexes[0] - 1], extra))
+        return ".".join(out)
+
+    def map(self, subject: str) -> str:
+        """The mapped subject, or ``subject`` itself when it does not match."""
+        mapped = self.apply(subject)
+        return subject if mapped is None else mapped
+
+
+def _cut(kind: str, tok: str, arg: str) -> str:
+    if kind == "split":
+        return ".".join(p for p in tok.split(arg) if p)
+    n = int(arg)
+    if kind == "splitFromLeft":
+        return f"{tok[:n]}.{tok[n:]}" if 0 < n < len(tok) else tok
+    if kind == "splitFromRight":
+        return f"{tok[: len(tok) - n]}.{tok[len(tok) - n :]}" if 0 < n < len(tok) else tok
+    if kind == "sliceFromLeft":
+        return _chunks(tok, n, from_right=False)
+    if kind == "sliceFromRight":
+        return _chunks(tok, n, from_right=True)
+    if kind == "left":
+        return tok[:n] if 0 < n < len(tok) else tok
+    return tok[-n:] if 0 < n < len(tok) else tok  # right

@@ -12,7 +12,8 @@ except the other consumers of a work-queue stream, which :func:`check_consumer_c
 
 Behaviour is nats-server 2.10/2.11 (single server: R>1 is refused with 10074). Where 2.11 changed
 2.10, 2.11 wins (negative limits are clamped to -1, pedantic mode); where later versions relaxed a
-rule we keep the 2.10 rule (republish source must overlap the stream's subjects).
+rule the later one wins too (a republish source need not overlap the stream's subjects, as in
+2.15: with an input transform the stored subjects need not match them).
 """
 
 from __future__ import annotations
@@ -171,6 +172,8 @@ def check_stream_config(cfg: StreamConfig, *, pedantic: bool = False) -> StreamC
 
     if cfg.mirror is not None:
         _check_mirror(cfg)
+    elif cfg.mirror_direct:  # nats-server 2.11+
+        raise _invalid("stream has no mirror but does have mirror direct")
     _check_sources(cfg.sources)
     _check_external_prefixes(cfg)
 
@@ -351,8 +354,8 @@ def _check_republish(cfg: StreamConfig, subjects: list[str], pedantic: bool) -> 
         if pedantic:
             raise _pedantic("republish source can not be empty")
         src = ">"
-    if not any(_collide(src, subj) for subj in subjects):
-        raise _invalid("stream configuration for republish source is not valid subset of subjects")
+    # nats-server 2.15 no longer asks the source to overlap the stream's subjects (2.9-2.10 did):
+    # with an input subject transform, stored subjects need not match them
     if any(_collide(rp.dest, subj) for subj in subjects):
         raise _invalid("stream configuration for republish destination forms a cycle")
     if transform_error(src, rp.dest) is not None:

@@ -19,6 +19,7 @@ import collections
 import dataclasses
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
@@ -31,6 +32,7 @@ from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.monitor import Monitor
 from jetpy.server.options import ServerOptions
+from jetpy.server.sysevents import SystemEvents
 
 __all__ = ["Server"]
 
@@ -74,6 +76,8 @@ class Server:
         self._closed_out_bytes = 0
         self._stopped = asyncio.Event()
         self._info_base: dict[str, Any] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.events = SystemEvents(self, self._spawn)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -87,6 +91,7 @@ class Server:
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
         self._info_base = self._build_info()
+        self.events.start()
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
         if opts.http_port:
@@ -119,6 +124,9 @@ class Server:
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None
+        self.events.stop()
+        for task in list(self._background):
+            task.cancel()
         try:
             await asyncio.wait_for(listener.wait_closed(), SHUTDOWN_FLUSH_TIMEOUT)
         except TimeoutError:
@@ -196,6 +204,20 @@ class Server:
         conn.close_reason = conn.close_reason or reason
         conn.stop_time = time.time()
         self.closed_connections.append(conn)
+        self.events.disconnected(conn)
+
+    def connected(self, conn: ClientConnection) -> None:
+        self.events.connected(conn)
+
+    @property
+    def system_subscriptions(self) -> int:
+        return self.events.subscription_count
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background until it ends or the server shuts down."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""

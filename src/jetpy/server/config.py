@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
-from jetpy.server.options import DEFAULT_HOST, ServerOptions, User
+from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, User
 from jetpy.subjects import is_valid_subject
 
 __all__ = [
@@ -178,6 +178,8 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
 
 def validate_options(opts: ServerOptions) -> None:
     """The cross-checks nats-server makes when it starts, after config file and flags merge."""
+    if opts.log_format not in LOG_FORMATS:
+        raise ConfigError(f"log_format: {_q(opts.log_format)} is not one of {', '.join(LOG_FORMATS)}")
     if opts.max_payload > opts.max_pending:
         raise ConfigError(
             f"max_payload ({opts.max_payload}) cannot be higher than max_pending ({opts.max_pending})"
@@ -668,6 +670,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "trace": _setter("trace", _bool),
     "trace_verbose": _trace_verbose,
     "logtime": _setter("logtime", _bool),
+    "log_format": _setter("log_format", _str),
     "log_file": _setter("log_file", _str),
     "logfile": _setter("log_file", _str),
     "pid_file": _setter("pid_file", _str),

@@ -45,12 +45,15 @@ from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
-from jetpy.server.client_log import ClientIdentity, ClientLog
+from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
+from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
 __all__ = ["ClientConnection", "ConnectionHost"]
+
+log = logging.getLogger("jetpy.server")
 
 NO_RESPONDERS_STATUS: Final = 503
 NO_RESPONDERS: Final = encode_headers([], NO_RESPONDERS_STATUS)  # nats-server 2.9's: no description
@@ -92,6 +95,10 @@ class ConnectionHost(Protocol):
 
     def unregister(self, conn: ClientConnection, reason: str) -> None:
         """Forget a closed connection (once; later calls do nothing)."""
+        ...
+
+    def connected(self, conn: ClientConnection) -> None:
+        """The client is in: CONNECT accepted (or the no_auth_user login). For system events."""
         ...
 
     def info_for(self, conn: ClientConnection) -> bytes:
@@ -159,6 +166,7 @@ class ClientConnection(asyncio.Protocol):
         self.flow = Flow(self)  # fast-producer stalls, both ways
         self._lost = False  # connection_lost has run: the socket is closed
         self._lost_event: asyncio.Event | None = None
+        self.trace = opts.trace  # -V: every op in and line out is logged (server.trace)
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -173,6 +181,7 @@ class ClientConnection(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host, self.port = str(peer[0]), int(peer[1])
             self.ident.host, self.ident.port = self.host, self.port
+        log.debug("%s - Client connection created", client_prefix(self.ident))
         server = self.server
         if not server.register(self):
             self.out += server.info_for(self)
@@ -239,6 +248,8 @@ class ClientConnection(asyncio.Protocol):
                         self.close(reason)
                 return
             if ops:
+                if self.trace:
+                    trace_in(self, ops)
                 self._handle(ops)
         finally:
             broker.end_batch()
@@ -322,6 +333,7 @@ class ClientConnection(asyncio.Protocol):
         self.ident.user, self.ident.connected = self.user, True
         self.connected = True
         self._cancel_auth_timer()
+        self.server.connected(self)
 
     def _cancel_auth_timer(self) -> None:
         if self._auth_timer is not None:
@@ -366,6 +378,7 @@ class ClientConnection(asyncio.Protocol):
             self.rtt = max(time.monotonic() - self._start_mono, 1e-9)
         if self.verbose:
             self.send(enc.OK)
+        self.server.connected(self)
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
@@ -510,6 +523,8 @@ class ClientConnection(asyncio.Protocol):
             return
         out = self.out
         self.out = bytearray()
+        if self.trace:
+            trace_out(self, out)
         t.write(out)
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
@@ -588,6 +603,7 @@ class ClientConnection(asyncio.Protocol):
         if self.closed and not self.subs:
             return
         self.closed = True
+        log.debug("%s - Client connection closed: %s", client_prefix(self.ident), reason)
         for timer in (self._ping_timer, self._auth_timer):
             if timer is not None:
                 timer.cancel()

@@ -139,6 +139,7 @@ FLAGS: tuple[Flag, ...] = (
     # Logging
     Flag(("l", "log"), "str", apply=_set("log_file")),
     Flag(("T", "logtime"), "bool", apply=_set("logtime")),
+    Flag(("log_format",), "str", apply=_set("log_format")),  # jetpy extension: text or json
     Flag(("s", "syslog"), "bool", unsupported="syslog"),
     Flag(("r", "remote_syslog"), "str", unsupported="syslog"),
     Flag(("D", "debug"), "bool", apply=_set("debug")),
@@ -309,6 +310,7 @@ Server Options:
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
+        --log_format <text|json>     nats-server's lines, or one JSON object per line
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -VV                              Verbose trace (same as -V in jetpy)

@@ -1,14 +1,17 @@
 """JetStreamService: everything the server and its monitor ask of a running JetStream.
 
 Owns the seam between the server layer and whatever implements JetStream: the server stops it
-on shutdown and the monitor asks it for /jsz and /varz's report, and nothing else. Knows nothing
-of how JetStream is built or wired to the broker (``js_wiring``'s) nor of HTTP (``monitor``'s).
+on shutdown and the monitor asks it for /jsz and /varz's report and its commit latencies, and
+nothing else. Knows nothing of how JetStream is built or wired to the broker (``js_wiring``'s)
+nor of HTTP (``monitor``'s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+from jetpy.meters import Histogram
 
 __all__ = ["JetStreamService"]
 
@@ -34,6 +37,11 @@ class JetStreamService(Protocol):
     def jsz_stats(
         self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
     ) -> Mapping[str, Any]: ...
+
+    @property
+    def fsync_seconds(self) -> Histogram:
+        """The wall time of each group commit's fsync round (for /metrics)."""
+        ...
 
     async def stop(self) -> None:
         """Stop serving: flush and sync what is pending, release the stores."""

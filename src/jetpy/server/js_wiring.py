@@ -26,7 +26,7 @@ from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 from jetpy.store.filestore import FileStore
 from jetpy.store.memory import MemoryStore
 
-__all__ = ["BrokerBus", "DirectoryStores", "start_jetstream"]
+__all__ = ["BrokerBus", "DirectoryStores", "default_max_memory", "default_max_storage", "start_jetstream"]
 
 log = logging.getLogger("jetpy.server")
 
@@ -112,13 +112,26 @@ class DirectoryStores:
         return dest
 
 
+def default_max_memory() -> int:
+    """nats-server's default ``max_memory_store``: 75% of the machine's memory."""
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.75)
+
+
+def default_max_storage(store_dir: str) -> int:
+    """nats-server's default ``max_file_store``: 75% of the disk space free where the store is."""
+    path = os.path.abspath(store_dir)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return int(shutil.disk_usage(path).free * 0.75)
+
+
 async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str) -> JetStreamService:
     """JetStream for a server with these options, on its broker, started (streams recovered)."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
         store_dir=store_dir,
-        max_memory=opts.max_memory_store,
-        max_storage=opts.max_file_store,
+        max_memory=opts.max_memory_store if opts.max_memory_store > 0 else default_max_memory(),
+        max_storage=opts.max_file_store if opts.max_file_store > 0 else default_max_storage(store_dir),
         sync_interval=opts.sync_interval,
         server_name=server_name,
     )

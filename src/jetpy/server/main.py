@@ -1,6 +1,6 @@
 """`jetpy-server` (and `jetpy server`): nats-server's command line, then run until a signal.
 
-Owns process concerns only: argument handling (delegated to ``flags``), logging setup, the pid
+Owns process concerns only: argument handling (delegated to ``flags``), logging (``logs``), the pid
 file, uvloop, and signals: SIGTERM/SIGINT shut down gracefully (clients flushed and closed,
 stores synced), a second one exits at once; SIGHUP reloads the ``-c`` file (``reload``);
 ``--signal <command>[=<pid>]`` signals a running server instead of starting one (``signals``).
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from jetpy.server.app import Server
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION
+from jetpy.server.logs import setup_logging
 from jetpy.server.options import ServerOptions
 from jetpy.server.reload import reload_config
 from jetpy.server.signals import send_signal
@@ -24,25 +25,9 @@ from jetpy.server.signals import send_signal
 if TYPE_CHECKING:
     from jetpy.server.flags import ParsedArgs
 
-__all__ = ["main"]
+__all__ = ["main", "setup_logging"]
 
 log = logging.getLogger("jetpy.server")
-
-
-def setup_logging(opts: ServerOptions) -> None:
-    level = logging.DEBUG if (opts.debug or opts.trace) else logging.INFO
-    fmt = (
-        "[%(process)d] %(asctime)s [%(levelname).3s] %(message)s"
-        if opts.logtime
-        else "[%(process)d] [%(levelname).3s] %(message)s"
-    )
-    handler: logging.Handler = (
-        logging.FileHandler(opts.log_file) if opts.log_file else logging.StreamHandler(sys.stderr)
-    )
-    handler.setFormatter(logging.Formatter(fmt))
-    root = logging.getLogger("jetpy")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
 
 
 async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
@@ -74,7 +59,7 @@ async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
 
 def _reconfigure(opts: ServerOptions, changed: set[str]) -> None:
     """The process's part of a reload: the logging options and the pid file."""
-    if changed & {"debug", "trace", "logtime", "log_file"}:
+    if changed & {"debug", "trace", "logtime", "log_file", "log_format"}:
         setup_logging(opts)
     if "pid_file" in changed and opts.pid_file:
         with open(opts.pid_file, "w") as f:

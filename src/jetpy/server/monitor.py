@@ -1,9 +1,10 @@
 """Monitor: nats-server's monitoring HTTP server (``-m``/``--http_port``) on asyncio.
 
 Owns the HTTP/1.1 side: listening, reading requests within fixed limits, keep-alive, error
-statuses, the response headers nats-server sends (plus ``Access-Control-Allow-Origin: *``) and
-JSONP (``?callback=``). What each path answers is ``monitor_endpoints``'; the formats are
-``monitor_format``'s. Knows nothing of the NATS protocol.
+statuses (an unknown path is a 404 with a short JSON error), the response headers nats-server
+sends (plus ``Access-Control-Allow-Origin: *``) and JSONP (``?callback=``), and which paths exist:
+nats-server's (``monitor_endpoints``), ``/metrics`` (``metrics``) and the dashboard
+(``dashboard``). The formats are ``monitor_format``'s. Knows nothing of the NATS protocol.
 
 Only GET and HEAD are served (405 otherwise; nats-server answers any method). A request that
 does not parse gets a 4xx and the connection is closed; nothing a client sends can stop the
@@ -19,7 +20,10 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-from jetpy.server.monitor_endpoints import JSON, Endpoints, MonitoredServer, Reply, text_reply
+from jetpy.server import dashboard
+from jetpy.server.loop_lag import LoopLag
+from jetpy.server.metrics import Metrics
+from jetpy.server.monitor_endpoints import JSON, Endpoints, MonitoredServer, Reply, json_reply, text_reply
 from jetpy.server.monitor_format import Query
 
 __all__ = ["HttpError", "Monitor", "MonitoredServer", "Request", "parse_request_head"]
@@ -53,7 +57,7 @@ _REASONS = {
     503: "Service Unavailable",
     505: "HTTP Version Not Supported",
 }
-_NOT_FOUND = "404 page not found\n"  # Go's http.NotFound text
+MAX_PATH_ECHO = 128  # characters of an unknown path repeated in its 404
 
 
 class HttpError(Exception):
@@ -150,6 +154,11 @@ class Monitor:
     def __init__(self, server: MonitoredServer) -> None:
         self.server = server
         self.endpoints = Endpoints(server)
+        self.loop_lag = LoopLag()
+        self.metrics = Metrics(self.endpoints, self.loop_lag)
+        self.endpoints.routes["/metrics"] = ("/metrics", self.metrics.handle)
+        for path, handler in dashboard.routes().items():
+            self.endpoints.routes[path] = ("/dashboard", handler)
         self.port = 0
         self._listener: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
@@ -165,12 +174,14 @@ class Monitor:
         )
         self.port = int(self._listener.sockets[0].getsockname()[1])
         self.endpoints.http_port = self.port
+        self.loop_lag.start()
         log.info("Starting http monitor on %s", _join_host_port(host, self.port))
         return self.port
 
     async def stop(self) -> None:
         """Stop listening and hang up on every monitoring connection."""
         self._closing = True
+        await self.loop_lag.stop()
         listener, self._listener = self._listener, None
         if listener is not None:
             listener.close()
@@ -245,7 +256,8 @@ class Monitor:
             log.exception("monitoring endpoint %s failed", req.path)
             return text_reply(500, "500 internal server error\n")
         if reply is None:
-            return text_reply(404, _NOT_FOUND)
+            path = req.path if len(req.path) <= MAX_PATH_ECHO else req.path[:MAX_PATH_ECHO] + "..."
+            return json_reply({"code": 404, "error": f"no monitoring endpoint at {path}"}, 404, indent=False)
         callback = req.query.get("callback", "")
         if callback and reply.content_type == JSON:
             if len(callback) > MAX_CALLBACK or not _CALLBACK.match(callback):
@@ -296,6 +308,7 @@ class Monitor:
             f"Date: {email.utils.formatdate(usegmt=True)}",
             f"Content-Length: {len(reply.body)}",
         ]
+        lines.extend(f"{name}: {value}" for name, value in reply.headers)
         if allow:
             lines.append("Allow: GET, HEAD")
         if close:

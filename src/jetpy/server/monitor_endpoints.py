@@ -37,7 +37,17 @@ from jetpy.server.monitor_format import (
 from jetpy.server.options import ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
-__all__ = ["JSON", "Endpoints", "MonitoredServer", "Reply"]
+__all__ = [
+    "HTML",
+    "JSON",
+    "TEXT",
+    "Endpoints",
+    "MonitoredServer",
+    "Reply",
+    "json_reply",
+    "pending_bytes",
+    "text_reply",
+]
 
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
@@ -45,6 +55,8 @@ HTML = "text/html; charset=utf-8"
 
 GLOBAL_ACCOUNT = "$G"  # nats-server's name for the account of clients without one
 DEFAULT_LIST_SIZE = 1024  # nats-server's default page size for /connz, /subsz and /jsz
+MAX_PAGE_SIZE = 100_000  # a larger ?limit= is clamped: one answer stays a few tens of MB at most
+MAX_OFFSET = 2**32  # a larger ?offset= is clamped (past every list; a page is simply empty)
 JS_NOT_ENABLED = "JetStream not enabled (10076)"  # nats-server's ApiError text for JSNotEnabledErr
 # /varz's jetstream.stats is /jsz's usage block (nats-server's JetStreamStats)
 JS_STATS_KEYS = ("memory", "storage", "reserved_memory", "reserved_storage", "accounts", "ha_assets", "api")
@@ -106,7 +118,7 @@ class _Row:
             c,
             stop,
             now if stop is None else stop,
-            0 if stop is not None else _pending(c),
+            0 if stop is not None else pending_bytes(c),
             c.cid,
             len(c.subs),
             c.in_msgs,
@@ -125,6 +137,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (the dashboard's CSP)
 
 
 def json_reply(doc: Any, status: int = 200, indent: bool = True) -> Reply:
@@ -150,6 +163,11 @@ class MonitoredServer(Protocol):
     total_connections: int
     slow_consumers: int
     jetstream: JetStreamService | None  # None: not configured, or not started
+
+    @property
+    def system_subscriptions(self) -> int:
+        """How many of the broker's subscriptions are the system account's request handlers."""
+        ...
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
@@ -209,6 +227,8 @@ class Endpoints:
                 ("/leafz", "LeafNodes"),
                 ("/gatewayz", "Gateways"),
                 ("/healthz", "Health Probe"),
+                ("/metrics", "Prometheus Metrics"),
+                ("/dashboard", "Dashboard"),
             )
         )
         page = (
@@ -225,6 +245,10 @@ class Endpoints:
     # -- /varz ------------------------------------------------------------------------------------
 
     async def varz(self, q: Query) -> Reply:
+        return json_reply(self.varz_doc())
+
+    def varz_doc(self) -> dict[str, Any]:
+        """/varz as a document (also what ``$SYS.REQ.SERVER.PING.VARZ`` and /metrics read)."""
         s = self.server
         o = s.options
         usage = self.usage
@@ -278,11 +302,11 @@ class Endpoints:
             in_bytes=in_bytes,
             out_bytes=out_bytes,
             slow_consumers=s.slow_consumers,
-            subscriptions=s.broker.subs.count,
+            subscriptions=self.subscription_count(),
             http_req_stats=dict(sorted(self.req_stats.items())),
             config_load_time=go_time(s.start_time),  # the configuration is loaded before the start
         )
-        return json_reply(v)
+        return v
 
     def _varz_jetstream(self) -> dict[str, Any]:
         st = self._js_report(accounts=False, streams=False, consumers=False, config=False, account="")
@@ -305,16 +329,13 @@ class Endpoints:
         auth = q.boolean("auth")
         detail = q.get("subs").lower() == "detail"
         subs = False if detail else q.boolean("subs")
-        offset = max(0, q.integer("offset"))
-        limit = q.integer("limit")
+        offset, limit = _page(q)
         cid = q.unsigned("cid")
         state_s = q.get("state")
         state = STATES.get(state_s.lower(), "") if state_s else "open"
         if not state:
             raise QueryError(f"Error decoding state for {state_s}")
         user, acc, mqtt_client = q.get("user"), q.get("acc"), q.get("mqtt_client")
-        if limit <= 0:
-            limit = DEFAULT_LIST_SIZE
         if sort in CLOSED_ONLY_SORTS and state != "closed":
             raise QueryError(f"sort by {sort} only valid on closed connections")
         if cid:
@@ -401,14 +422,19 @@ class Endpoints:
 
     # -- /subsz -----------------------------------------------------------------------------------
 
+    def subscription_count(self) -> int:
+        """Subscriptions of the global account: the system request handlers (``sysevents``)
+        belong to the system account nats-server keeps apart, so they are not counted."""
+        return self.server.broker.subs.count - self.server.system_subscriptions
+
     def sublist_stats(self) -> dict[str, Any]:
         tree = self.server.broker.subs
         max_fanout, total_fanout, cached = tree.fanout_stats()
         matches = tree.matches
         return {
-            "num_subscriptions": tree.count,
+            "num_subscriptions": self.subscription_count(),
             "num_cache": tree.cache_count(),
-            "num_inserts": tree.inserts,
+            "num_inserts": tree.inserts - self.server.system_subscriptions,
             "num_removes": tree.removes,
             "num_matches": matches,
             "cache_hit_rate": go_number(tree.cache_hits / matches if matches else 0.0),
@@ -418,10 +444,7 @@ class Endpoints:
 
     async def subsz(self, q: Query) -> Reply:
         subs = q.boolean("subs")
-        offset = max(0, q.integer("offset"))
-        limit = q.integer("limit")
-        if limit <= 0:
-            limit = DEFAULT_LIST_SIZE
+        offset, limit = _page(q)
         test = q.get("test")
         acc = q.get("acc")
         if test and not is_valid_literal_subject(test):
@@ -431,6 +454,7 @@ class Endpoints:
             details = [
                 _sub_detail(sub, True)
                 for subject, _queue, sub in self.server.broker.subs.items()
+                if not _is_system(sub)
                 if not test or subject_matches(_text(subject), test)
             ]
             page = details[offset : offset + limit]
@@ -454,9 +478,14 @@ class Endpoints:
         q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
         q.boolean("js-enabled-only")
         q.boolean("js-server-only")  # single server: there is no meta group to be current with
+        doc = self.health()
+        return json_reply(doc, 200 if doc["status"] == "ok" else 503, indent=False)
+
+    def health(self) -> dict[str, Any]:
+        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error."""
         if self.server.options.jetstream and self.server.jetstream is None:
-            return json_reply({"status": "unavailable", "error": JS_NOT_ENABLED}, 503, indent=False)
-        return json_reply({"status": "ok"}, indent=False)
+            return {"status": "unavailable", "error": JS_NOT_ENABLED}
+        return {"status": "ok"}
 
     # -- /jsz -------------------------------------------------------------------------------------
 
@@ -465,8 +494,8 @@ class Endpoints:
         streams = q.boolean("streams")
         consumers = q.boolean("consumers")
         config = q.boolean("config")
-        offset = q.integer("offset")
-        limit = q.integer("limit") or DEFAULT_LIST_SIZE
+        offset = min(q.integer("offset"), MAX_OFFSET)
+        limit = min(q.integer("limit") or DEFAULT_LIST_SIZE, MAX_PAGE_SIZE)
         q.boolean("leader-only")  # single server: always the leader
         account = q.get("acc")
         streams = streams or consumers
@@ -527,7 +556,7 @@ class Endpoints:
                 "jetstream_enabled": s.jetstream is not None,
                 "leafnode_connections": 0,
                 "client_connections": len(s.connections),
-                "subscriptions": s.broker.subs.count,
+                "subscriptions": self.subscription_count(),
                 "sublist_stats": self.sublist_stats(),
             }
         else:
@@ -601,8 +630,21 @@ _JSZ_DISABLED: dict[str, Any] = {
 # -- helpers over connections and subscriptions ------------------------------------------------
 
 
+def _page(q: Query) -> tuple[int, int]:
+    """``(offset, limit)`` of a paged list: negative offsets are 0, a missing or non-positive
+    limit is nats-server's default, and huge values are clamped (MAX_OFFSET, MAX_PAGE_SIZE)."""
+    offset = min(max(0, q.integer("offset")), MAX_OFFSET)
+    limit = q.integer("limit")
+    return offset, min(limit, MAX_PAGE_SIZE) if limit > 0 else DEFAULT_LIST_SIZE
+
+
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
+
+
+def _is_system(sub: Subscription) -> bool:
+    """One of the system request handlers (in-process, on ``$SYS.REQ.SERVER.``)."""
+    return sub.handler is not None and sub.subject.startswith(b"$SYS.REQ.SERVER.")
 
 
 def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
@@ -619,7 +661,7 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
     return d
 
 
-def _pending(c: ClientConnection) -> int:
+def pending_bytes(c: ClientConnection) -> int:
     """Bytes waiting for the client: our buffer plus the transport's."""
     pending = len(c.out)
     t = c.transport

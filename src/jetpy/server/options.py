@@ -21,6 +21,7 @@ PING_MAX = 2  # unanswered PINGs before the connection is stale
 AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
 LAME_DUCK_DURATION = 120.0
+LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
 
 
 @dataclass(slots=True)
@@ -67,6 +68,7 @@ class ServerOptions:
     log_file: str = ""
     pid_file: str = ""
     logtime: bool = True
+    log_format: str = "text"  # one of LOG_FORMATS
     config_file: str = ""
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION

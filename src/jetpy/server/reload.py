@@ -17,7 +17,7 @@ Reloadable, as in nats-server: ``max_payload`` and ``max_control_line`` (also fo
 clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_interval``,
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
 timeout: connected clients whose credentials no longer pass are closed), ``client_advertise``,
-``debug``, ``trace``, ``logtime``, ``log_file``, ``pid_file``. Refused: ``host``, ``port``,
+``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
 ``server_name``, ``http``/``http_port``, ``max_pending``, ``no_auth_user``,
 ``lame_duck_duration``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
@@ -96,6 +96,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("sync_interval", "SyncInterval", kind="duration"),
     Option("pid_file", "PidFile", "Reloaded: pid_file = {value}"),
     Option("log_file", "LogFile", "Reloaded: log_file = {value}"),
+    Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
     Option("write_deadline", "WriteDeadline", "Reloaded: write_deadline = {value}", "duration"),
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
 )

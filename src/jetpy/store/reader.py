@@ -19,6 +19,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from typing import Final
 
+from jetpy.meters import STORE_IO
+
 from .base import ErrCorrupt, ErrStoreIO, StoredMsg
 from .index import StoreIndex
 from .record import RecordFields, decode_msgs, longest_record, peek_header
@@ -65,6 +67,7 @@ class BlockReader:
         except OSError as exc:  # read errors are not sticky: the next read tries again
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
         self._rc = (blk, off, data)
+        STORE_IO.read(len(data))
         return data
 
     def read_block(self, blk: Block) -> bytes:

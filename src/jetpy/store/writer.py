@@ -30,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from jetpy.meters import STORE_IO
+
 from .base import ErrStoreIO
 from .consumer_state import fsync_dir
 from .index import StoreIndex
@@ -220,6 +222,7 @@ class GroupCommit:
             blk.wseq += 1
             self._dirty.add(blk)
         buf.clear()
+        STORE_IO.wrote(total)
 
     def _write_header(self, vals: tuple[int, int, int]) -> None:
         """Rewrite the active block's older header slot with (hwm, floor, last_ts).

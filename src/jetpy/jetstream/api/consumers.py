@@ -32,6 +32,7 @@ from jetpy.jetstream.info import consumer_info
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.unbuilt import check_consumer_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 
 __all__ = ["ConsumerApi"]
@@ -129,6 +130,7 @@ class ConsumerApi:
         consumers = self.manager.consumers(stream)
         others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
+        check_consumer_built(cfg)
         cname = cfg.durable_name or cfg.name
         existing = consumers.get(cname) if cname else None
         if existing is not None:

@@ -49,7 +49,16 @@ from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import StoredMsg, StreamStore
 
-__all__ = ["DIRECT_SUBJECTS", "DirectGet", "DirectGetRequest", "lookup", "seq_from_time"]
+__all__ = [
+    "DIRECT_SUBJECTS",
+    "BadTime",
+    "DirectGet",
+    "DirectGetRequest",
+    "check_get",
+    "lookup",
+    "request_time",
+    "seq_from_time",
+]
 
 DIRECT_SUBJECTS = "$JS.API.DIRECT.GET.>"
 
@@ -67,15 +76,50 @@ _EOB_MULTI = (
 )
 
 
-def lookup(s: Stream, seq: int, last_by: str, next_by: str) -> StoredMsg | None:
-    """The message a get request names: ``last_by_subj``, ``next_by_subj`` (from ``seq``) or ``seq``."""
+class BadTime(ValueError):
+    """A request's ``start_time`` Go would not parse (``message`` is Go's error text)."""
+
+
+def request_time(value: object) -> int | None:
+    """A request's ``start_time``: None when absent; raises BadTime as Go's decoder refuses it."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        kind = {bool: "bool", dict: "object", list: "array"}.get(type(value), "number")
+        raise BadTime(
+            f"json: cannot unmarshal {kind} into Go struct field JSApiMsgGetRequest.start_time of type time.Time"
+        )
+    try:
+        return parse_time(value)
+    except ValueError:
+        raise BadTime(
+            f'parsing time "{value}" as "2006-01-02T15:04:05Z07:00": cannot parse "{value}" as "2006"'
+        ) from None
+
+
+def check_get(seq: int, last_by: str, next_by: str, start_ns: int | None) -> None:
+    """A get request names exactly one message: ``last_by_subj``, ``next_by_subj`` (from ``seq``
+    or ``start_time``), ``start_time`` or ``seq``; anything else is BAD_REQUEST."""
+    if (
+        (seq and last_by)
+        or (last_by and next_by)
+        or (start_ns is not None and (seq or last_by))
+        or not (seq or last_by or next_by or start_ns is not None)
+    ):
+        raise ApiError.of(E.BAD_REQUEST)
+
+
+def lookup(s: Stream, seq: int, last_by: str, next_by: str, start_ns: int | None) -> StoredMsg | None:
+    """The message a get request (checked by :func:`check_get`) names."""
+    store = s.store
     if last_by:
-        return s.store.load_last_msg(last_by)
+        return store.load_last_msg(last_by)
+    if start_ns is not None:
+        start = seq_from_time(store, start_ns)
+        return store.load_next_msg(next_by or ">", start)
     if next_by:
-        return s.store.load_next_msg(next_by, seq)
-    if seq > 0:
-        return s.store.load_msg(seq)
-    raise ApiError.of(E.BAD_REQUEST)
+        return store.load_next_msg(next_by, seq)
+    return store.load_msg(seq)
 
 
 def seq_from_time(store: StreamStore, ts_ns: int) -> int:
@@ -126,13 +170,20 @@ def direct_get(
             except ApiError:
                 bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
                 return
-            if not (req.seq or req.last_by_subj or req.next_by_subj or req.multi_last or req.start_time):
+            named = req.seq or req.last_by_subj or req.next_by_subj or req.multi_last
+            if not named and req.start_time is None:  # any time string names one
                 bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
             if req.batch or req.multi_last:
                 _batch_get(bus, s, rep, req)
                 return
-            msg = lookup(s, req.seq, req.last_by_subj, req.next_by_subj)
+            try:
+                start_ns = request_time(req.start_time)
+            except BadTime:
+                bus.publish(rep, None, b"", encode_headers([], 408, "Malformed Request"))
+                return
+            check_get(req.seq, req.last_by_subj, req.next_by_subj, start_ns)
+            msg = lookup(s, req.seq, req.last_by_subj, req.next_by_subj, start_ns)
     except ApiError:
         bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
         return

@@ -283,3 +283,36 @@ class AccountInfoResponse(ApiResponse, frozen=True):
     @classmethod
     def of(cls, info: AccountInfo) -> AccountInfoResponse:
         return cls(**msgspec.structs.asdict(info))
+
+
+class StreamLeaderStepdownResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "stream_leader_stepdown_response")
+    success: bool = False
+
+
+class StreamRemovePeerResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "stream_remove_peer_response")
+    success: bool = False
+
+
+class ConsumerLeaderStepdownResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "consumer_leader_stepdown_response")
+    success: bool = False
+
+
+class StreamSnapshotResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "stream_snapshot_response")
+    config: StreamConfig | None = None
+    state: StreamState | None = None
+
+
+class StreamRestoreResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "stream_restore_response")
+    deliver_subject: str = _always("")  # written even in an error response
+
+
+class StreamSnapshotRequest(_Wire, frozen=True):
+    deliver_subject: str = ""
+    no_consumers: bool = False
+    chunk_size: Int = 0
+    jsck: bool = False

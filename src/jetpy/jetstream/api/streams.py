@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.direct import lookup
+from jetpy.jetstream.api.direct import BadTime, check_get, lookup, request_time
 from jetpy.jetstream.api.messages import (
     StreamCreateResponse,
     StreamDeleteResponse,
@@ -48,6 +48,7 @@ from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, Strea
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.steps import Steps, paced, run_steps
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
+from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
@@ -112,21 +113,23 @@ class StreamApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         if cfg0.template_owner:  # stream templates are not supported: no stream is owned by one
             raise ApiError.of(E.STREAM_CREATE, err="stream not owned by template")
+        pedantic = _pedantic(req)
         if _is_large(cfg0):
-            return self._create_large(cfg0)
-        cfg = check_stream_create(cfg0)
+            return self._create_large(cfg0, pedantic)
+        cfg = check_stream_create(cfg0, pedantic=pedantic)
         return run_steps(self._create(cfg, self.registry.subjects_overlap))
 
-    async def _create_large(self, cfg0: StreamConfig) -> StreamCreateResponse:
+    async def _create_large(self, cfg0: StreamConfig, pedantic: bool) -> StreamCreateResponse:
         # pure checks of immutable configs, in a worker thread: the API is serialized by the
         # router, so nothing changes the streams' subjects meanwhile
-        cfg = await asyncio.to_thread(check_stream_create, cfg0)
+        cfg = await asyncio.to_thread(check_stream_create, cfg0, pedantic=pedantic)
         overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg)
         return await paced(self._create(cfg, lambda _: overlap))
 
     def _create(
         self, cfg: StreamConfig, overlaps: Callable[[StreamConfig], bool]
     ) -> Steps[StreamCreateResponse]:
+        check_stream_built(cfg)
         existing = self.registry.get(cfg.name)
         if existing is not None:
             if existing.config == cfg:
@@ -135,6 +138,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         if overlaps(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+        self.registry.resources.check_reservation(cfg)
         s = yield from self.registry.create_steps(cfg)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
 
@@ -144,19 +148,22 @@ class StreamApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
+        pedantic = _pedantic(req)
         if _is_large(cfg0) or _is_large(s.config):
-            return self._update_large(s, cfg0)
-        cfg = check_stream_update(s.config, cfg0)
+            return self._update_large(s, cfg0, pedantic)
+        cfg = check_stream_update(s.config, cfg0, pedantic=pedantic)
         return run_steps(self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name)))
 
-    async def _update_large(self, s: Stream, cfg0: StreamConfig) -> StreamUpdateResponse:
-        cfg = await asyncio.to_thread(check_stream_update, s.config, cfg0)
+    async def _update_large(self, s: Stream, cfg0: StreamConfig, pedantic: bool) -> StreamUpdateResponse:
+        cfg = await asyncio.to_thread(check_stream_update, s.config, cfg0, pedantic=pedantic)
         overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg, s.name)
         return await paced(self._update(s, cfg, overlap))
 
     def _update(self, s: Stream, cfg: StreamConfig, overlap: bool) -> Steps[StreamUpdateResponse]:
+        check_stream_built(cfg)
         if overlap:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+        self.registry.resources.check_reservation(cfg, skip=s.name)
         yield from self.registry.update_steps(s, cfg)
         self._persist(s)  # removals by lowered limits are durable before the reply, like purges
         return StreamUpdateResponse.of(stream_info(s))
@@ -233,12 +240,14 @@ class StreamApi:
             raise ApiError.of(E.BAD_REQUEST)
         raw = {} if body.strip() == b"null" else decode_body(body)
         req = as_request(raw, StreamMsgGetRequest)
+        try:  # nats-server 2.11+: start_time names the first message at or after it
+            start_ns = request_time(raw.get("start_time"))
+        except BadTime as e:
+            raise ApiError.of(E.INVALID_JSON, err=str(e)) from None
         seq, last_by, next_by = req.seq, req.last_by_subj, req.next_by_subj
-        # exactly one way to name the message (next_by_subj takes seq as its start)
-        if (seq and last_by) or (last_by and next_by) or not (seq or last_by or next_by):
-            raise ApiError.of(E.BAD_REQUEST)
+        check_get(seq, last_by, next_by, start_ns)
         s = self._stream(args)
-        msg = lookup(s, seq, last_by, next_by)
+        msg = lookup(s, seq, last_by, next_by, start_ns)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
         stored = StoredMessage(
@@ -260,6 +269,16 @@ class StreamApi:
             raise _delete_miss(s, seq)
         self._persist(s)
         return StreamMsgDeleteResponse(success=True)
+
+
+def _pedantic(req: dict[str, Any]) -> bool:
+    """The request's ``pedantic`` flag (2.11+): refuse what would otherwise be adjusted."""
+    v = req.get("pedantic", False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise ApiError.of(E.INVALID_JSON)
+    return v
 
 
 def _delete_miss(s: Stream, seq: int) -> ApiError:

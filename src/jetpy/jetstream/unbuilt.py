@@ -1,0 +1,58 @@
+"""Settings jetpy does not carry out yet, refused rather than stored and ignored.
+
+A stream or consumer config that sets one of these is answered with an error naming the field
+(``STREAM_INVALID_CONFIG`` / ``CONSUMER_CREATE``: "<field> is not supported by this server
+yet"), so that nobody believes they have, say, a mirror that copies nothing. Each entry goes
+away when its feature lands; ``tests/jetstream/test_accepted_fields.py`` holds every config
+field to "has an observed effect, or is refused here". Placement is refused where this single,
+unclustered server cannot satisfy it (a named cluster or tags), as a clustered nats-server
+refuses a placement no peer matches (10005); nats-server without a cluster ignores it.
+
+Must not know: streams, consumers or the API beyond the configs.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import ConsumerConfig, StreamConfig
+
+__all__ = ["UNBUILT_CONSUMER_FIELDS", "UNBUILT_STREAM_FIELDS", "check_consumer_built", "check_stream_built"]
+
+NOT_YET: Final = "{} is not supported by this server yet"
+
+UNBUILT_STREAM_FIELDS: Final = ("mirror", "sources", "compression")
+UNBUILT_CONSUMER_FIELDS: Final = (
+    "pause_until",
+    "priority_groups",
+    "priority_policy",
+    "priority_timeout",
+    "direct",
+)
+
+
+def check_stream_built(cfg: StreamConfig) -> None:
+    """Raise for a setting this server would not carry out."""
+    if cfg.mirror is not None:
+        raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format("mirror"))
+    if cfg.sources:
+        raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format("sources"))
+    if cfg.compression != "none":
+        raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format(f"compression {cfg.compression!r}"))
+    placement = cfg.placement
+    if placement is not None and (placement.cluster or placement.tags):
+        raise ApiError.of(
+            E.CLUSTER_NO_PEERS, err="no suitable peers for placement: this server is not clustered"
+        )
+
+
+def check_consumer_built(cfg: ConsumerConfig) -> None:
+    """Raise for a setting this server would not carry out."""
+    if cfg.pause_until is not None:
+        raise ApiError.of(E.CONSUMER_CREATE, err=NOT_YET.format("pause_until"))
+    if cfg.priority_groups or cfg.priority_policy != "none" or cfg.priority_timeout:
+        raise ApiError.of(E.CONSUMER_CREATE, err=NOT_YET.format("priority groups"))
+    if cfg.direct:  # the flag of a mirror's or source's own consumer
+        raise ApiError.of(E.CONSUMER_CREATE, err=NOT_YET.format("direct"))
