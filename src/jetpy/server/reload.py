@@ -60,6 +60,8 @@ class Option:
             return go_duration(round(value * 1e9))
         if isinstance(value, bool):
             return "true" if value else "false"
+        if isinstance(value, float):  # Go's %v of a float64: 3, 2.5
+            return str(int(value)) if value.is_integer() else repr(value)
         if value is None:
             return "<nil>"
         return str(value)
