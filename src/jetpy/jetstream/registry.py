@@ -163,6 +163,17 @@ class StreamRegistry:
         self.expiry.schedule()
         return stream
 
+    def adopt(self, cfg: StreamConfig, store: StreamStore, created_ns: int) -> Stream:
+        """Make a store filled elsewhere (a restore) the stream ``cfg`` names: its metadata is
+        written, its limits applied, and it is subscribed as a created stream is."""
+        store.update_limits(limits_of(cfg))
+        store.write_meta(_meta_json(cfg, created_ns))
+        stream = Stream(cfg, store, created_ns)
+        stream.rebuild_dedup(time.time_ns())
+        self._add(stream)
+        self.expiry.schedule()
+        return stream
+
     def update(self, stream: Stream, cfg: StreamConfig) -> None:
         run_steps(self.update_steps(stream, cfg))
 

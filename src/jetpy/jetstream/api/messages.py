@@ -315,4 +315,5 @@ class StreamSnapshotRequest(_Wire, frozen=True):
     deliver_subject: str = ""
     no_consumers: bool = False
     chunk_size: Int = 0
+    window_size: Int = 0  # nats-server 2.14
     jsck: bool = False
