@@ -163,13 +163,16 @@ class StreamRegistry:
         self.expiry.schedule()
         return stream
 
-    def adopt(self, cfg: StreamConfig, store: StreamStore, created_ns: int) -> Stream:
+    def adopt(
+        self, cfg: StreamConfig, store: StreamStore, created_ns: int, msg_ids: list[tuple[str, int, int]]
+    ) -> Stream:
         """Make a store filled elsewhere (a restore) the stream ``cfg`` names: its metadata is
-        written, its limits applied, and it is subscribed as a created stream is."""
+        written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
+        remembered for de-duplication, and it is subscribed as a created stream is."""
         store.update_limits(limits_of(cfg))
         store.write_meta(_meta_json(cfg, created_ns))
         stream = Stream(cfg, store, created_ns)
-        stream.rebuild_dedup(time.time_ns())
+        stream.rebuild_dedup(time.time_ns(), msg_ids)
         self._add(stream)
         self.expiry.schedule()
         return stream

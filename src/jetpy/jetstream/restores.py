@@ -43,7 +43,8 @@ from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.snapshots import friendly_bytes, nuid
 from jetpy.jetstream.steps import Steps, paced
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.stream import H_MSG_ID, Stream
+from jetpy.protocol.headers import get_header
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
 from jetpy.store.ttl import msg_ttl
 
@@ -98,6 +99,7 @@ class RestoreSession:
         self._live = 0  # messages stored and not placeholders
         self._stored_bytes = 0
         self._consumers: list[ArchiveConsumer] = []
+        self._msg_ids: list[tuple[str, int, int]] = []  # (Nats-Msg-Id, seq, ts): the dedup window
         self._start = time.monotonic()
 
     def start(self) -> None:
@@ -247,6 +249,10 @@ class RestoreSession:
             self._last = seq
             self._live += 1
             self._stored_bytes += len(m.subject) + len(m.hdr) + len(m.data)
+            if m.hdr:
+                mid = get_header(m.hdr, H_MSG_ID)
+                if mid:
+                    self._msg_ids.append((mid.decode(errors="replace"), seq, m.ts))
             if not i % 256:
                 yield
 
@@ -299,7 +305,7 @@ class RestoreSession:
         if reg.subjects_overlap(cfg):
             raise _Failed(ApiError.of(E.STREAM_SUBJECT_OVERLAP))
         reg.resources.check_reservation(cfg)
-        stream = reg.adopt(cfg, store, meta.created)
+        stream = reg.adopt(cfg, store, meta.created, self._msg_ids)
         self._store = None  # the stream owns it now
         reg.resources.recount(cfg.storage)
         for c in self._consumers:
