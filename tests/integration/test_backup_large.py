@@ -130,15 +130,29 @@ async def test_a_large_stream_restores_every_message_while_the_server_serves(
         nc, other = await nats.connect(one.url), await nats.connect(one.url)
         nc2, other2 = await nats.connect(two.url), await nats.connect(two.url)
         n = await fill(nc, size)
+        t0 = time.perf_counter()
         async with round_trips(other) as rtts:
             result = await backup_stream(nc, "BIG", tmp_path / "bk")
+        backup_s = time.perf_counter() - t0
         assert result.bytes > size // 2 and max(rtts) < MAX_RTT, (len(rtts), max(rtts))
         backup_rtt = max(rtts)
+        t0 = time.perf_counter()
         async with round_trips(other2) as rtts:
             info = (await restore_stream(nc2, tmp_path / "bk", chunk_size=1024 * 1024)).info
+        restore_s = time.perf_counter() - t0
         assert info["state"]["messages"] == n - len(DELETED)
         assert max(rtts) < MAX_RTT, (len(rtts), max(rtts))
-        print(json.dumps({"size": size, "backup_max_rtt": backup_rtt, "restore_max_rtt": max(rtts)}))
+        print(
+            json.dumps(
+                {
+                    "size": size,
+                    "backup_s": round(backup_s, 2),
+                    "backup_max_rtt": round(backup_rtt, 4),
+                    "restore_s": round(restore_s, 2),
+                    "restore_max_rtt": round(max(rtts), 4),
+                }
+            )
+        )
         for c in (nc, other, nc2, other2):
             await c.close()
     finally:

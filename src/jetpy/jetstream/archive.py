@@ -33,7 +33,7 @@ Payloads:
   "first_seq", "last_seq", "last_ts"}}``: the stream's config and state at the instant of the
   snapshot. Sequences between ``first_seq`` and ``last_seq`` without a message are the stream's
   gaps (deleted messages); ``last_ts`` is the time of ``last_seq`` even when it was deleted.
-* MSGS (zlib): message records back to back, in sequence order: ``seq u64 | ts i64 (ns) |
+* MSGS (zlib, or as is when zlib cannot shrink it): message records back to back, in sequence order: ``seq u64 | ts i64 (ns) |
   subj_len u16 | hdr_len u32 | data_len u32 | subject | headers | data``.
 * CONSUMER (JSON, one per durable consumer): ``{"name", "config": <ConsumerConfig>, "created":
   <ns>, "state": {"delivered_consumer_seq", "delivered_stream_seq", "ack_floor_consumer_seq",
@@ -61,6 +61,8 @@ __all__ = [
     "MAGIC",
     "MAX_FRAME",
     "MSGS_FRAME",
+    "POOR_RATIO",
+    "PROBE_EVERY",
     "VERSION",
     "ArchiveConsumer",
     "ArchiveEnd",
@@ -95,6 +97,12 @@ A corrupt length above it is refused before anything is allocated."""
 ZLIB_LEVEL: Final = 1
 """Fast compression: a backup is bound by reading and sending, and level 1 takes most of what
 zlib can take from typical payloads."""
+
+POOR_RATIO: Final = 0.9
+"""A MSGS frame that zlib cannot shrink below this share of its size is stored as is, and the
+next :data:`PROBE_EVERY` - 1 frames are not even tried: payloads that are already compressed or
+encrypted would otherwise cost ~16 ms of CPU per MiB for nothing."""
+PROBE_EVERY: Final = 16
 
 _NATS_S2: Final = b"\xff\x06\x00\x00S2sTwO"  # the stream identifier chunk nats-server's snapshots start with
 
@@ -158,7 +166,11 @@ def is_foreign(head: bytes) -> Literal["nats-server", ""]:
 
 
 def _frame(kind: int, raw: bytes, compress: bool) -> bytes:
-    codec, stored = (ZLIB, zlib.compress(raw, ZLIB_LEVEL)) if compress else (RAW, raw)
+    codec, stored = RAW, raw
+    if compress:
+        packed = zlib.compress(raw, ZLIB_LEVEL)
+        if len(packed) < len(raw) * POOR_RATIO:
+            codec, stored = ZLIB, packed
     head = _FRAME.pack(kind, codec, 0, len(stored), len(raw))
     return head + _CRC.pack(zlib.crc32(raw, zlib.crc32(head))) + stored
 
@@ -171,6 +183,16 @@ class ArchiveWriter:
         self.msgs = 0
         self.consumers = 0
         self.frames = 0
+        self._skip = 0  # MSGS frames still to store without trying to compress them
+
+    def _msgs_frame(self, raw: bytes) -> bytes:
+        if self._skip:
+            self._skip -= 1
+            return _frame(MSGS, raw, False)
+        out = _frame(MSGS, raw, True)
+        if out[1] == RAW:  # zlib did not help: stop trying for a while
+            self._skip = PROBE_EVERY - 1
+        return out
 
     def header(self, meta: ArchiveMeta) -> bytes:
         self.frames += 1
@@ -189,10 +211,10 @@ class ArchiveWriter:
             size += len(rec)
             self.msgs += 1
             if size >= MSGS_FRAME:
-                out.append(_frame(MSGS, b"".join(recs), True))
+                out.append(self._msgs_frame(b"".join(recs)))
                 recs, size = [], 0
         if recs:
-            out.append(_frame(MSGS, b"".join(recs), True))
+            out.append(self._msgs_frame(b"".join(recs)))
         self.frames += len(out)
         return b"".join(out)
 
@@ -231,6 +253,7 @@ class ArchiveReader:
         self._started = False
         self._meta: ArchiveMeta | None = None
         self._ended = False
+        self._end: ArchiveEnd | None = None
         self._frames = 0
         self._msgs = 0
         self._consumers = 0
@@ -290,10 +313,10 @@ class ArchiveReader:
 
     def finish(self) -> ArchiveEnd:
         """Check that the archive was whole; its END frame."""
-        if not self._ended or self._buf:
+        if self._end is None or self._buf:
             got = "no backup data" if not self.received else f"{self.received} bytes"
             raise ArchiveError(f"the backup is truncated ({got}, no end of backup)")
-        return ArchiveEnd(self._msgs, self._consumers, self._frames)
+        return self._end
 
     def _not_ours(self, head: bytes) -> None:
         if is_foreign(head):
@@ -345,6 +368,7 @@ class ArchiveReader:
                 f"{self._frames - 1} were read"
             )
         self._ended = True
+        self._end = end
         return end
 
     def _records(self, raw: bytes) -> list[StoredMsg]:

@@ -55,6 +55,10 @@ log = logging.getLogger("jetpy.jetstream")
 STALL_TIMEOUT: Final = 5.0
 """Seconds without a chunk (after the last one was answered) before a restore is abandoned."""
 
+MAX_QUEUED: Final = 64 * 1024 * 1024
+"""Bytes of chunks a restore holds before it has answered them: the client is to wait for each
+answer (nats.go does), and one that does not cannot make the server buffer without bound."""
+
 _PLACEHOLDER: Final = "_jetpy.restore.gap"
 
 
@@ -91,10 +95,12 @@ class RestoreSession:
         self._reader = ArchiveReader()
         self._store: StreamStore | None = None
         self._chunks: deque[tuple[str, bytes]] = deque()
+        self._queued = 0  # bytes in ``_chunks``
         self._arrived = asyncio.Event()
         self._sub: Any = None
         self._task: asyncio.Task[None] | None = None
-        self._failed: str | None = None  # set by a chunk without a reply subject
+        self._failed: str | None = None  # set by a chunk without a reply subject, or one too many
+        self._failed_reply = ""  # the reply subject of the chunk that was one too many
         self._last = 0  # last sequence stored (placeholders included)
         self._live = 0  # messages stored and not placeholders
         self._stored_bytes = 0
@@ -120,20 +126,28 @@ class RestoreSession:
     def _on_chunk(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         if reply is None:
             self._failed = f"restore for stream '$G > {self.name}' requires reply subject for each chunk"
+        elif self._queued + len(data) - hdr_len > MAX_QUEUED:
+            self._failed = f"restore for stream '$G > {self.name}' got chunks faster than it answered them"
+            self._failed_reply = reply.decode()
         else:
             self._chunks.append((reply.decode(), data[hdr_len:]))
+            self._queued += len(data) - hdr_len
         self._arrived.set()
 
     async def _next_chunk(self) -> tuple[str, bytes]:
-        while not self._chunks:
+        while True:
             if self._failed:
                 raise _restore_error(self._failed)
+            if self._chunks:
+                break
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), STALL_TIMEOUT)
             except TimeoutError:
                 raise _restore_error(f"restore for stream '$G > {self.name}' is stalled") from None
-        return self._chunks.popleft()
+        reply, chunk = self._chunks.popleft()
+        self._queued -= len(chunk)
+        return reply, chunk
 
     async def _run(self) -> None:
         reply = ""
@@ -152,6 +166,7 @@ class RestoreSession:
                     return
                 await self._apply_chunk(chunk)
                 self.bus.publish(reply, None, b"")
+                reply = ""  # answered
         except (_Failed, ApiError) as f:
             error = f.error if isinstance(f, _Failed) else f
             self._discard()
@@ -162,6 +177,7 @@ class RestoreSession:
                 time.monotonic() - self._start,
                 error.description,
             )
+            reply = reply or self._failed_reply
             if reply:
                 self._answer(reply, error)
         except asyncio.CancelledError:

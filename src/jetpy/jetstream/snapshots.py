@@ -168,6 +168,12 @@ class SnapshotSender:
             self.bus.publish(self.deliver, None, b"", encode_headers([], 500, f"snapshot failed: {e}"))
             log.warning("Snapshot of stream '$G > %s' failed: %s", self.stream, e)
             return
+        except Exception as e:  # a bug: the client hears the snapshot failed, never a whole one
+            self.bus.publish(
+                self.deliver, None, b"", encode_headers([], 500, "snapshot failed: internal error")
+            )
+            log.error("Snapshot of stream '$G > %s' failed", self.stream, exc_info=e)
+            return
         finally:
             self.bus.unsubscribe(sub)
             self.taken.export.close()
