@@ -8,12 +8,15 @@ always returns exactly the messages that were live when it was taken:
 * ``MemoryExport`` keeps references to the store's entries, each holding its message (an
   immutable value): a C-speed copy of the list of entries, no payload copied.
 * ``FileExport`` flushes the store's write buffer to the OS, then copies each block's index
-  columns (``array`` copies) and the subject table, and duplicates each block's descriptor. Block
-  files are append-only and a removed block is only unlinked, so the duplicated descriptors keep
-  every byte the export needs readable: records are read with ``os.pread`` and verified by the
-  record codec (``record.decode_msgs``), as any read of the store is. A record erased since the
-  export was taken (``erase_msg`` overwrites it in place) is skipped; a record that fails its
-  checksum is ``ErrCorrupt``, as a read of the live store would be.
+  columns (``array`` copies) and the subject table, and duplicates the descriptors of the oldest
+  :data:`EXPORT_FDS` blocks. Block files are append-only and a removed block is only unlinked, so
+  the duplicated descriptors keep every byte the export needs readable: records are read with
+  ``os.pread`` and verified by the record codec (``record.decode_msgs``), as any read of the
+  store is. Newer blocks (a stream of more than ~4 GB) are opened by name when the export reaches
+  them; one removed by then (the stream's head moved past it during the read) is ``ErrStoreIO``,
+  never a silent hole. A record erased since the export was taken (``erase_msg`` overwrites it in
+  place) is skipped; a record that fails its checksum is ``ErrCorrupt``, as a read of the live
+  store would be.
 
 Must not know: what the messages are for, compression, the network.
 """
@@ -34,6 +37,11 @@ __all__ = ["EXPORT_READ", "ExportPart", "FileExport", "HoldsMsg", "MemoryExport"
 
 EXPORT_READ: Final = 1024 * 1024
 """Bytes per ``pread`` of a file export (a backup reads every block from end to end)."""
+
+EXPORT_FDS: Final = 512
+"""Blocks whose descriptors an export duplicates when it is taken (the oldest ones, which a
+purge or the limits remove first); the rest are opened by name when reached, so a large stream
+cannot exhaust the process's descriptors."""
 
 
 class HoldsMsg(Protocol):
@@ -70,15 +78,17 @@ class MemoryExport:
 
 
 class ExportPart:
-    """One block as of the export: a duplicated descriptor and copies of its index columns."""
+    """One block as of the export: its file (a duplicated descriptor, or -1 and its path to open
+    when reached) and copies of its index columns."""
 
-    __slots__ = ("base", "fd", "lens", "name", "offs", "sids")
+    __slots__ = ("base", "fd", "lens", "name", "offs", "path", "sids")
 
     def __init__(
-        self, fd: int, name: str, base: int, offs: array[int], lens: array[int], sids: array[int]
+        self, fd: int, path: str, base: int, offs: array[int], lens: array[int], sids: array[int]
     ) -> None:
         self.fd = fd
-        self.name = name
+        self.path = path
+        self.name = os.path.basename(path)
         self.base = base
         self.offs = offs
         self.lens = lens
@@ -110,6 +120,8 @@ class FileExport:
                 self._next_part()
                 continue
             off = p.offs[i]
+            if p.fd < 0:
+                p.fd = _open(p)
             try:
                 buf = os.pread(p.fd, max(EXPORT_READ, longest_record(p.lens[i])), off)
             except OSError as exc:
@@ -129,6 +141,7 @@ class FileExport:
 
     def _next_part(self) -> None:
         p = self._parts[self._k]
+        p.offs = p.lens = p.sids = array("I")  # read: its columns can go
         if p.fd >= 0:
             os.close(p.fd)
             p.fd = -1
@@ -141,3 +154,16 @@ class FileExport:
                 os.close(p.fd)
                 p.fd = -1
         self._k = len(self._parts)
+
+
+def _open(p: ExportPart) -> int:
+    try:
+        return os.open(p.path, os.O_RDONLY)
+    except FileNotFoundError as exc:
+        raise ErrStoreIO(
+            errno.ENOENT,
+            None,
+            f"{p.name} was removed while it was being exported (the stream's head moved past it)",
+        ) from exc
+    except OSError as exc:
+        raise ErrStoreIO(exc.errno or errno.EIO, None, f"opening {p.name}: {exc}") from exc

@@ -55,7 +55,7 @@ from .base import (
 )
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .expiry import Expiry
-from .export import ExportPart, FileExport
+from .export import EXPORT_FDS, ExportPart, FileExport
 from .index import StoreIndex
 from .layout import META_FILE, MSGS_DIR, OBS_DIR, lock_directory
 from .reader import BlockReader
@@ -536,15 +536,16 @@ class FileStore:
 
     def export(self) -> FileExport:
         """See ``export.py``: the write buffer goes to the OS, then each block with live messages
-        is taken as a duplicated descriptor and copies of its index columns."""
+        is taken as copies of its index columns and (the oldest ``EXPORT_FDS``) a duplicated
+        descriptor."""
         self.flush()
         parts: list[ExportPart] = []
         try:
             for blk in self._ix.blocks:
                 if blk.live:
-                    fd = os.dup(self._w.fd(blk))
+                    fd = os.dup(self._w.fd(blk)) if len(parts) < EXPORT_FDS else -1
                     parts.append(
-                        ExportPart(fd, blk.path.name, blk.base, blk.offs[:], blk.lens[:], blk.sids[:])
+                        ExportPart(fd, str(blk.path), blk.base, blk.offs[:], blk.lens[:], blk.sids[:])
                     )
         except OSError as exc:
             FileExport(parts, []).close()
