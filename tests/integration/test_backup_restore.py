@@ -308,6 +308,8 @@ async def test_a_restore_the_client_abandons_leaves_nothing(jetpy_proc: Proc, tm
         assert (await api(nc, f"STREAM.INFO.{STREAM}"))["error"]["err_code"] == 10059
         again = await api(nc, f"STREAM.RESTORE.{STREAM}", meta)  # one restore of a name at a time
         assert again["error"]["err_code"] == 10130
+        created = await api(nc, f"STREAM.CREATE.{STREAM}", {"name": STREAM, "subjects": ["bk.>"]})
+        assert created["error"]["err_code"] == 10058  # the name is taken until the restore ends
         await asyncio.sleep(6)  # stalled: abandoned after 5 s without a chunk
         await assert_nothing_created(nc, jetpy_proc)
         # a chunk without a reply subject ends a restore too

@@ -11,7 +11,8 @@ verified and applied as it arrives (``archive.ArchiveReader`` in a worker thread
 stored in slices of ``steps.SLICE`` on the loop), into a store that is not yet a stream: nothing
 can see it, publish to it or consume from it. Only when the whole archive was read, every
 message, gap and consumer is in place and the result matches the backup's own state is it made
-durable and adopted as the stream, with its consumers. Whatever fails before that (a damaged,
+durable and adopted as the stream, with its consumers. Meanwhile the name is reserved: a
+``STREAM.CREATE`` of it answers 10058 (name in use), as the store's directory is taken. Whatever fails before that (a damaged,
 truncated or foreign backup, a chunk without a reply subject, the server's storage limit, a
 client that stops sending for :data:`STALL_TIMEOUT`) deletes the store: nothing is half created.
 A chunk that fails is answered with the error response at once (nats.go's jsm.go takes any API
@@ -111,6 +112,7 @@ class RestoreSession:
     def start(self) -> None:
         """Listen on the deliver subject (before the API answers with it) and start working."""
         log.info("Starting restore for stream '$G > %s'", self.name)
+        self.registry.reserved.add(self.name)  # STREAM.CREATE of the name is refused until it ends
         self._sub = self.bus.subscribe(self.deliver, self._on_chunk)
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"restore-{self.name}")
 
@@ -189,6 +191,7 @@ class RestoreSession:
             if reply:
                 self._answer(reply, ApiError.of(E.STREAM_RESTORE, err="internal error"))
         finally:
+            self.registry.reserved.discard(self.name)
             self.bus.unsubscribe(self._sub)
             self._done(self)
 
