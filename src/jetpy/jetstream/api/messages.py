@@ -67,6 +67,10 @@ __all__ = [
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
+    "StreamRestoreRequest",
+    "StreamRestoreResponse",
+    "StreamSnapshotRequest",
+    "StreamSnapshotResponse",
     "StreamUpdateResponse",
 ]
 
@@ -309,6 +313,13 @@ class StreamSnapshotResponse(ApiResponse, frozen=True):
 class StreamRestoreResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_restore_response")
     deliver_subject: str = _always("")  # written even in an error response
+
+
+class StreamRestoreRequest(_Wire, frozen=True):
+    """``STREAM.RESTORE``: the stream's config and the state the backup holds (``backup.json``)."""
+
+    config: StreamConfig = StreamConfig()
+    state: StreamState = StreamState()
 
 
 class StreamSnapshotRequest(_Wire, frozen=True):

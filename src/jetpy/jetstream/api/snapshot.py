@@ -25,6 +25,7 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import (
     StreamCreateResponse,
+    StreamRestoreRequest,
     StreamRestoreResponse,
     StreamSnapshotRequest,
     StreamSnapshotResponse,
@@ -34,7 +35,7 @@ from jetpy.jetstream.api.router import Route
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info, stream_state
-from jetpy.jetstream.models import StreamConfig, StreamState, _Wire, encode
+from jetpy.jetstream.models import encode
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.restores import RestoreSession
@@ -44,12 +45,7 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_config
 from jetpy.subjects import is_valid_literal_subject
 
-__all__ = ["SnapshotApi", "StreamRestoreRequest"]
-
-
-class StreamRestoreRequest(_Wire, frozen=True):
-    config: StreamConfig = StreamConfig()
-    state: StreamState = StreamState()
+__all__ = ["SnapshotApi"]
 
 
 class SnapshotApi:
