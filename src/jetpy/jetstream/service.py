@@ -45,7 +45,8 @@ class JetStream:
         self.router.add(self.report.routes())
         self.router.add(StreamApi(self.registry, self.committer).routes())
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
-        self.router.add(SnapshotApi(self.registry).routes())
+        self.snapshots = SnapshotApi(self.registry, self.consumers, bus)
+        self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
         self._direct = DirectGet(self.registry.streams, bus)
         self._subs: list[Any] = []
@@ -67,6 +68,7 @@ class JetStream:
     async def stop(self) -> None:
         self.registry.expiry.cancel()
         await self.router.stop()  # a large create or update still being worked on stops here
+        await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state
         await self.committer.stop()
         await self.consumers.stop()

@@ -36,6 +36,7 @@ from .base import (
 )
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
+from .export import MemoryExport
 
 _time_ns = time.time_ns
 
@@ -425,6 +426,10 @@ class MemoryStore:
         return None
 
     # ------------------------------------------------------------------ consumers, metadata
+
+    def export(self) -> MemoryExport:
+        self._check_open()
+        return MemoryExport(list(self._msgs.values()))
 
     def consumer_store(self, name: str) -> MemoryConsumerStore:
         self._check_open()
