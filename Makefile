@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/jetpy-server -a 127.0.0.1 -p 4222 -m 8222 -js -sd ./data
 
-# Debian's nats-server is the reference for the differential tests (skipped visibly without it).
+# Debian's nats-server and Go with Debian's nats.go: references for the differential tests (skipped visibly without).
 reference:
 	@bash scripts/install-reference.sh || true
 
