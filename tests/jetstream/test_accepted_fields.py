@@ -245,6 +245,10 @@ async def s_mirror(c: Ctx) -> None:
     got = await c.api(f"STREAM.MSG.GET.{mirror}", {"seq": 2})
     want = await c.api(f"STREAM.MSG.GET.{origin}", {"seq": 2})
     assert got["message"] == want["message"]  # subject, sequence, data and time: the origin's
+    # ADR-60's own durable consumer for the copy (work-queue and interest origins): not built
+    consumer = {"name": "C", "deliver_subject": "dc"}
+    _, doc = await c.stream(subjects=[], mirror={"name": origin, "consumer": consumer})
+    assert "consumer is not supported" in refused(doc)
 
 
 async def s_sources(c: Ctx) -> None:

@@ -80,6 +80,7 @@ __all__ = [
     "StoredMessage",
     "StreamConfig",
     "StreamConsumerLimits",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamSource",
     "StreamSourceInfo",
@@ -324,6 +325,14 @@ class ExternalStream(_Wire, frozen=True):
     deliver: str = _always("")
 
 
+class StreamConsumerSource(_Wire, frozen=True):
+    """A durable consumer the user created on the origin for a mirror or source to use
+    (nats-server 2.14, ADR-60: for work-queue and interest origins). Refused until built."""
+
+    name: str = _always("")
+    deliver_subject: str = _always("")
+
+
 class StreamSource(_Wire, frozen=True):
     name: str = _always("")
     opt_start_seq: Uint64 = 0
@@ -331,6 +340,7 @@ class StreamSource(_Wire, frozen=True):
     filter_subject: str = ""
     subject_transforms: list[SubjectTransform] = msgspec.field(default_factory=list)
     external: ExternalStream | None = None
+    consumer: StreamConsumerSource | None = None
 
 
 class RePublish(_Wire, frozen=True):

@@ -40,6 +40,10 @@ UNBUILT_CONSUMER_FIELDS: Final = (
 
 def check_stream_built(cfg: StreamConfig) -> None:
     """Raise for a setting this server would not carry out."""
+    copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
+    if any(src.consumer is not None for src in copies):
+        # ADR-60's user-made durable consumer for copying work-queue and interest streams
+        raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format("a mirror's or source's consumer"))
     if cfg.compression != "none":
         raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format(f"compression {cfg.compression!r}"))
     placement = cfg.placement

@@ -59,7 +59,8 @@ class PushDelivery:
         self._fc_reply = ""  # outstanding flow-control request
         self._fc_bytes = 0  # bytes delivered since the last confirmed flow control
         self._fc_count = 0
-        self._window = FC_WINDOW
+        self._request_at = FC_WINDOW  # unconfirmed bytes that ask for flow control
+        self._stall_at = 2 * FC_WINDOW  # unconfirmed bytes that stop delivery
 
     def configure(
         self, deliver_subject: str, flow_control: bool, idle_heartbeat: int, window: int = FC_WINDOW
@@ -67,7 +68,8 @@ class PushDelivery:
         self.deliver_subject = deliver_subject
         self.flow_control = flow_control
         self.idle_heartbeat = idle_heartbeat
-        self._window = window
+        self._request_at = window
+        self._stall_at = 2 * window
 
     def set_active(self, active: bool, now: int) -> None:
         """Someone (no longer) listens on the deliver subject."""
@@ -84,7 +86,7 @@ class PushDelivery:
 
     def stalled(self) -> bool:
         """Is delivery waiting for the client to answer flow control?"""
-        return self.flow_control and self._fc_bytes >= 2 * self._window
+        return self.flow_control and self._fc_bytes >= self._stall_at
 
     # -- delivery -------------------------------------------------------------------------------
 
@@ -98,7 +100,7 @@ class PushDelivery:
         sent = 0
         bulk = source.bulk
         while True:
-            if fc and self._fc_bytes >= 2 * self._window:
+            if fc and self._fc_bytes >= self._stall_at:
                 break  # stalled until the client confirms
             if bulk and source.plain_next(now):
                 msgs = source.burst(to, PUSH_BURST, now)
@@ -106,7 +108,7 @@ class PushDelivery:
                     sent += len(msgs)
                     if fc:
                         self._fc_bytes += sum([len(m.subject) + len(m.hdr) + len(m.data) for m in msgs])
-                        if not self._fc_reply and self._fc_bytes >= self._window:
+                        if not self._fc_reply and self._fc_bytes >= self._request_at:
                             self._request_flow_control()
                     continue
             nxt = source.next_message(now)
@@ -116,7 +118,7 @@ class PushDelivery:
             sent += 1
             if fc:
                 self._fc_bytes += size
-                if not self._fc_reply and self._fc_bytes >= self._window:
+                if not self._fc_reply and self._fc_bytes >= self._request_at:
                     self._request_flow_control()
         if sent:
             self.last_sent = now
@@ -151,7 +153,7 @@ class PushDelivery:
     def heartbeat(self, now: int, last_consumer_seq: int, last_stream_seq: int) -> None:
         """Send an idle heartbeat naming the last delivery (and a stalled flow control)."""
         hdrs = [("Nats-Last-Consumer", str(last_consumer_seq)), ("Nats-Last-Stream", str(last_stream_seq))]
-        if self._fc_reply and self._fc_bytes >= 2 * self._window:
+        if self._fc_reply and self._fc_bytes >= self._stall_at:
             hdrs.append(("Nats-Consumer-Stalled", self._fc_reply))
         to = self.deliver_subject
         self._send(to, to, None, b"", status(100, _HEARTBEAT, hdrs))
