@@ -168,6 +168,12 @@ async def test_an_origin_created_again_with_other_contents_stops_the_mirror(nc: 
     info = await api(nc, "STREAM.INFO.M")
     assert info["mirror"]["error"]["err_code"] == 10029
     assert {m["data"] for m in await messages(nc, "M")} == {"Zmlyc3QgbGlmZQ=="}  # kept, not mixed
+    # the origin created once more, this time after what the mirror holds: followed again
+    await api(nc, "STREAM.DELETE.O")
+    await api(nc, "STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"], "first_seq": 4})
+    await js.publish("o.4", b"third life")
+    info = await holds(nc, "M", 4, within=20)
+    assert "error" not in info["mirror"]
 
 
 async def test_an_origin_restored_with_the_same_history_is_followed(nc: Client) -> None:

@@ -157,7 +157,12 @@ class Mirror:
             subject = self._transforms.map(subject)
         if hdr:
             hdr = strip_expected(hdr)
-        if mine is None or (mine.subject, mine.ts, mine.hdr, mine.data) == (subject, meta.ts, hdr, data):
+        copy = self.stream.decide_copy(subject, hdr, data, meta.ts)  # what storing it would store
+        if (
+            mine is None
+            or isinstance(copy, PublishResult)
+            or (mine.subject, mine.ts, mine.hdr, mine.data) == (copy.subject, copy.ts, copy.hdr, copy.payload)
+        ):
             self._lag_report(meta.pending)
             return True
         log.warning(

@@ -243,8 +243,12 @@ class OriginLink:
         """The origin appeared on this server (a link waiting to retry tries again soon) or went
         (``gone``: its consumer went with it, so the link starts over at once rather than at
         its next health check)."""
-        if self._stopped or self._diverged or self._sip:
+        if self._stopped or self._sip:
             return
+        if self._diverged:
+            if gone:
+                return
+            self._diverged = False  # an origin created again: worth another look
         if self.cname:
             if gone:
                 self.retry()
