@@ -284,6 +284,40 @@ async def test_updates_as_nats_server_takes_them(jetpy_proc: Proc, newest_proc: 
         assert a == b, i
 
 
+async def ttl_run(url: str) -> list[Any]:
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await api(nc, "STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"], "allow_msg_ttl": True})
+    for name, cfg in (
+        ("M", {"mirror": {"name": "O"}}),
+        ("MT", {"mirror": {"name": "O"}, "allow_msg_ttl": True}),
+        ("S", {"sources": [{"name": "O"}]}),
+        ("ST", {"sources": [{"name": "O"}], "allow_msg_ttl": True}),
+    ):
+        await api(nc, f"STREAM.CREATE.{name}", {"name": name, **cfg})
+    await js.publish("o.short", b"x", headers={"Nats-TTL": "1s"})
+    await js.publish("o.long", b"y")
+    for name in ("M", "MT", "S", "ST"):
+        await holds(nc, name, 2)
+    await asyncio.sleep(2.5)
+    out = [
+        (name, (await api(nc, f"STREAM.INFO.{name}"))["state"]["messages"])
+        for name in ("O", "M", "MT", "S", "ST")
+    ]
+    await nc.close()
+    return out
+
+
+async def test_copies_with_a_ttl_expire_where_nats_server_expires_them(
+    jetpy_proc: Proc, newest_proc: Proc
+) -> None:
+    """A copied ``Nats-TTL`` is kept in the headers; the copy expires only in a stream that
+    allows message TTLs (2.15.1: the others keep it)."""
+    ours, ref = await asyncio.gather(ttl_run(jetpy_proc.url), ttl_run(newest_proc.url))
+    assert ours == ref
+    assert ref == [("O", 1), ("M", 2), ("MT", 1), ("S", 2), ("ST", 1)]
+
+
 BAD: list[dict[str, Any]] = [
     {"name": "B1", "subjects": ["m"], "mirror": {"name": "X"}},
     {"name": "B2", "mirror": {"name": "X"}, "sources": [{"name": "Y"}]},

@@ -237,3 +237,17 @@ async def test_work_queue_origins_are_refused_until_built(nc: Client) -> None:
     err = (await api(nc, "STREAM.INFO.WM"))["mirror"]["error"]
     assert err["err_code"] == 10012 and "workqueue" in err["description"]
     assert (await api(nc, "STREAM.INFO.W"))["state"]["messages"] == 1  # nothing taken from it
+
+
+async def test_consumers_of_a_mirror_get_the_copies_as_they_come(nc: Client) -> None:
+    js = nc.jetstream()
+    await api(nc, "STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+    await api(nc, "STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}, "storage": "memory"})
+    sub = await js.pull_subscribe("", durable="reader", stream="M")
+    await js.publish("o.1", b"first")
+    got = await sub.fetch(1, timeout=5)
+    assert (got[0].subject, got[0].data, got[0].metadata.sequence.stream) == ("o.1", b"first", 1)
+    pushed = await js.subscribe("", stream="M", ordered_consumer=True)
+    await js.publish("o.2", b"second")
+    seen = [(await pushed.next_msg(timeout=5)).data for _ in range(2)]
+    assert seen == [b"first", b"second"]
