@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError
 
 import jetpy
+from jetpy.cli.backup_protocol import backup_stream, restore_stream
 from jetpy.server.app import Server
 
 
@@ -251,3 +252,29 @@ async def test_consumers_of_a_mirror_get_the_copies_as_they_come(nc: Client) -> 
     await js.publish("o.2", b"second")
     seen = [(await pushed.next_msg(timeout=5)).data for _ in range(2)]
     assert seen == [b"first", b"second"]
+
+
+async def test_a_restored_mirror_copies_on_and_a_restored_origin_is_followed(
+    nc: Client, tmp_path: Path
+) -> None:
+    js = nc.jetstream()
+    await api(nc, "STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+    await api(nc, "STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}})
+    for i in range(3):
+        await js.publish(f"o.{i}", b"x")
+    await holds(nc, "M", 3)
+    await backup_stream(nc, "M", tmp_path / "m")
+    await api(nc, "STREAM.DELETE.M")
+    await js.publish("o.3", b"while the mirror was away")
+    restored = await restore_stream(nc, tmp_path / "m")
+    assert restored is not None
+    await holds(nc, "M", 4)  # a restored mirror goes on from its state
+    assert await messages(nc, "M") == await messages(nc, "O")
+    # the origin backed up, deleted and restored: the same history, so the mirror follows it
+    await backup_stream(nc, "O", tmp_path / "o")
+    await api(nc, "STREAM.DELETE.O")
+    await restore_stream(nc, tmp_path / "o")
+    await js.publish("o.4", b"after the restore")
+    info = await holds(nc, "M", 5, within=20)
+    assert "error" not in info["mirror"]
+    assert await messages(nc, "M") == await messages(nc, "O")

@@ -1,4 +1,4 @@
-"""`jetpy stream ...`: add, ls, info, subjects, edit, rm, purge, get, view.
+"""`jetpy stream ...`: add, ls, info, subjects, edit, rm, purge, get, view (and backup, restore).
 
 Owns: the stream flags (spelled as the nats CLI's `nats stream add`), turning them (or a JSON
 config file) into the ``$JS.API.STREAM.*`` request bodies, and printing streams, their per-subject
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.backup import stream_backup, stream_restore
 from jetpy.cli.common import (
     config_diff,
     confirm,
@@ -32,6 +33,8 @@ from jetpy.cli.reports import stream_report
 __all__ = ["app", "format_stream_info", "stream_flags_config"]
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app.command("backup")(stream_backup)  # the verbs live in cli/backup.py
+app.command("restore")(stream_restore)
 
 _RETENTION = {
     "limits": "limits",

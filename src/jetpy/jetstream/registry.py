@@ -116,6 +116,7 @@ class StreamRegistry:
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
         self.resources = ResourceLimits(self.streams, max_memory, max_storage)
+        self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
 
@@ -181,6 +182,22 @@ class StreamRegistry:
         self.streams[stream.name] = stream
         self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
+        self.expiry.schedule()
+        return stream
+
+    def adopt(
+        self, cfg: StreamConfig, store: StreamStore, created_ns: int, msg_ids: list[tuple[str, int, int]]
+    ) -> Stream:
+        """Make a store filled elsewhere (a restore) the stream ``cfg`` names: its metadata is
+        written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
+        remembered for de-duplication, and it is subscribed as a created stream is."""
+        store.update_limits(limits_of(cfg))
+        # a new incarnation of the name: sources of it copy it again rather than risk a skip
+        identity = new_identity()
+        store.write_meta(_meta_json(cfg, created_ns, identity))
+        stream = Stream(cfg, store, created_ns, identity)
+        stream.rebuild_dedup(time.time_ns(), msg_ids)
+        self._add(stream)
         self.expiry.schedule()
         return stream
 

@@ -47,7 +47,8 @@ class JetStream:
         self.sourcing = Sourcing(self.registry, bus)
         self.router.add(StreamApi(self.registry, self.committer, self.sourcing).routes())
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
-        self.router.add(SnapshotApi(self.registry).routes())
+        self.snapshots = SnapshotApi(self.registry, self.consumers, bus, self.sourcing)
+        self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._subs: list[Any] = []
@@ -72,6 +73,7 @@ class JetStream:
         self.sourcing.close()
         self.registry.expiry.cancel()
         await self.router.stop()  # a large create or update still being worked on stops here
+        await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state
         await self.committer.stop()
         await self.consumers.stop()

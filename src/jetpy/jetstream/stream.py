@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import msgspec
@@ -411,11 +412,21 @@ class Stream:
                 break
             dedup.popitem(last=False)
 
-    def rebuild_dedup(self, now: int) -> None:
-        """After a restart: re-learn message ids published within the duplicate window."""
+    def rebuild_dedup(self, now: int, seen: Iterable[tuple[str, int, int]] | None = None) -> None:
+        """After a restart: re-learn message ids published within the duplicate window, from
+        the store, or from ``seen`` ((id, seq, ts) in sequence order, gathered by whoever wrote
+        the messages: a restore, which must not read a large stream again on the loop)."""
         window = self.config.duplicate_window
+        if window <= 0:
+            return
+        for mid, seq, ts in self._msg_ids() if seen is None else seen:
+            if now - ts <= window:
+                self._dedup[mid] = (seq, ts)
+                self._last_msg_id = mid
+
+    def _msg_ids(self) -> Iterator[tuple[str, int, int]]:
         st = self.store.state()
-        if st.msgs == 0 or window <= 0:
+        if st.msgs == 0:
             return
         seq = st.first_seq
         while True:
@@ -423,12 +434,11 @@ class Stream:
             if msg is None:
                 break
             seq = msg.seq + 1
-            if now - msg.ts > window or not msg.hdr:
+            if not msg.hdr:
                 continue
             mid = get_header(msg.hdr, H_MSG_ID)
             if mid:
-                self._dedup[mid.decode()] = (msg.seq, msg.ts)
-                self._last_msg_id = mid.decode()
+                yield mid.decode(), msg.seq, msg.ts
 
 
 def _go_quote(raw: bytes) -> str:

@@ -77,6 +77,7 @@ __all__ = [
     "SimpleState",
     "StoreConfig",
     "StoreError",
+    "StoreExport",
     "StoreLimits",
     "StoredMsg",
     "StreamState",
@@ -406,6 +407,18 @@ class ConsumerStore(Protocol):
         """Forget this consumer's state."""
 
 
+class StoreExport(Protocol):
+    """Every message a store held at one instant (``StreamStore.export``), to be read in slices
+    from any one thread while the store goes on (the backup's read; see ``export.py``)."""
+
+    def read(self, max_bytes: int) -> list[StoredMsg]:
+        """The next messages in sequence order, about ``max_bytes`` of them (at least one while
+        any are left); an empty list once all were read. Raises ErrCorrupt / ErrStoreIO."""
+
+    def close(self) -> None:
+        """Release what the export holds (descriptors); reading after it returns nothing."""
+
+
 @runtime_checkable
 class StreamStore(Protocol):
     """What the JetStream layer may ask of a stream's storage. Not thread-safe except ``sync``.
@@ -476,6 +489,10 @@ class StreamStore(Protocol):
     def flush(self) -> int: ...
 
     def sync(self) -> None: ...
+
+    def export(self) -> StoreExport:
+        """The messages live now, readable later from another thread while this store keeps
+        storing and removing (a consistent backup). Cheap: no payload is copied or read here."""
 
     def consumer_store(self, name: str) -> ConsumerStore: ...
 

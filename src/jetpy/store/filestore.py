@@ -56,6 +56,7 @@ from .base import (
 )
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .expiry import Expiry
+from .export import EXPORT_FDS, ExportPart, FileExport
 from .index import StoreIndex
 from .layout import META_FILE, MSGS_DIR, OBS_DIR, lock_directory
 from .reader import BlockReader
@@ -550,6 +551,24 @@ class FileStore:
         self._w.sync()
 
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
+
+    def export(self) -> FileExport:
+        """See ``export.py``: the write buffer goes to the OS, then each block with live messages
+        is taken as copies of its index columns and (the oldest ``EXPORT_FDS``) a duplicated
+        descriptor."""
+        self.flush()
+        parts: list[ExportPart] = []
+        try:
+            for blk in self._ix.blocks:
+                if blk.live:
+                    fd = os.dup(self._w.fd(blk)) if len(parts) < EXPORT_FDS else -1
+                    parts.append(
+                        ExportPart(fd, str(blk.path), blk.base, blk.offs[:], blk.lens[:], blk.sids[:])
+                    )
+        except OSError as exc:
+            FileExport(parts, []).close()
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"exporting {self._dir}: {exc}") from exc
+        return FileExport(parts, list(self._ix.by_sid))
 
     def consumer_store(self, name: str) -> FileConsumerStore:
         self._check_read()

@@ -37,6 +37,7 @@ from .base import (
 )
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
+from .export import MemoryExport
 
 _time_ns = time.time_ns
 
@@ -436,6 +437,10 @@ class MemoryStore:
         return None
 
     # ------------------------------------------------------------------ consumers, metadata
+
+    def export(self) -> MemoryExport:
+        self._check_open()
+        return MemoryExport(list(self._msgs.values()))
 
     def consumer_store(self, name: str) -> MemoryConsumerStore:
         self._check_open()

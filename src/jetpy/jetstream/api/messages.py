@@ -68,6 +68,10 @@ __all__ = [
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
+    "StreamRestoreRequest",
+    "StreamRestoreResponse",
+    "StreamSnapshotRequest",
+    "StreamSnapshotResponse",
     "StreamUpdateResponse",
 ]
 
@@ -339,8 +343,16 @@ class StreamRestoreResponse(ApiResponse, frozen=True):
     deliver_subject: str = _always("")  # written even in an error response
 
 
+class StreamRestoreRequest(_Wire, frozen=True):
+    """``STREAM.RESTORE``: the stream's config and the state the backup holds (``backup.json``)."""
+
+    config: StreamConfig = StreamConfig()
+    state: StreamState = StreamState()
+
+
 class StreamSnapshotRequest(_Wire, frozen=True):
     deliver_subject: str = ""
     no_consumers: bool = False
     chunk_size: Int = 0
+    window_size: Int = 0  # nats-server 2.14
     jsck: bool = False

@@ -166,6 +166,8 @@ class StreamApi:
     ) -> Steps[StreamCreateResponse]:
         check_stream_built(cfg)
         existing = self.registry.get(cfg.name)
+        if existing is None and cfg.name in self.registry.reserved:  # being restored
+            raise ApiError.of(E.STREAM_NAME_EXIST)
         if existing is not None:
             if existing.config == cfg:
                 # nats-server (non-clustered) answers an identical create with did_create true too
