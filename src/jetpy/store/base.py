@@ -72,6 +72,7 @@ __all__ = [
     "ErrStoreClosed",
     "ErrStoreIO",
     "ErrStoreLocked",
+    "ErrWrongSequence",
     "LostData",
     "SimpleState",
     "StoreConfig",
@@ -258,6 +259,10 @@ class ErrStoreIO(StoreError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+class ErrWrongSequence(StoreError):
+    description = "wrong sequence for skipped msg"  # nats-server's text
 
 
 class ErrCorrupt(StoreError):
@@ -457,6 +462,12 @@ class StreamStore(Protocol):
 
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        """Use up sequences ``seq .. seq+num-1`` without storing anything (nats-server's
+        ``SkipMsgs``): they read as deleted and the next message gets ``seq + num``. ``seq`` must
+        be ``last_seq + 1`` (``ErrWrongSequence`` otherwise). A mirror keeps its origin's numbers
+        this way across the origin's gaps."""
 
     def state(self, deleted_details: bool = False) -> StreamState: ...
 

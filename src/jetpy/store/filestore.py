@@ -43,6 +43,7 @@ from .base import (
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
+    ErrWrongSequence,
     SimpleState,
     StoreConfig,
     StoredMsg,
@@ -505,6 +506,23 @@ class FileStore:
         self._drop_dead_head()
         self._expiry.forget_below(seq)
         return removed
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        self._check_write(roll=True)
+        ix = self._ix
+        if seq != ix.last_seq + 1:
+            raise ErrWrongSequence()
+        if num <= 0:
+            return
+        end = seq + num - 1
+        if not ix.msgs:
+            self.compact(end + 1)
+            return
+        # the skipped seqs live in no block: the next block starts after them, and a range
+        # tombstone in it accounts for them (recovery would otherwise report them lost)
+        self._roll(end + 1, end)
+        self._w.range_tombstone(seq, end)
+        ix.last_seq = end
 
     # ------------------------------------------------------------------ expiry
 

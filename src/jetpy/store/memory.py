@@ -23,6 +23,7 @@ from .base import (
     MEMORY_MSG_OVERHEAD,
     ErrMsgTooLarge,
     ErrStoreClosed,
+    ErrWrongSequence,
     SimpleState,
     StoreConfig,
     StoredMsg,
@@ -260,6 +261,16 @@ class MemoryStore:
             self._remove(s)
             removed += 1
         return removed
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        self._check_open()
+        if seq != self._last + 1:
+            raise ErrWrongSequence()
+        if num <= 0:
+            return
+        self._last = seq + num - 1
+        if not self._msgs:
+            self._first = self._last + 1
 
     def _set_limits(self, limits: StoreLimits) -> None:
         self._lim = limits

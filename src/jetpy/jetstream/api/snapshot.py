@@ -32,6 +32,7 @@ from jetpy.jetstream.api.messages import (
 )
 from jetpy.jetstream.api.requests import decode_request, is_empty_request
 from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.api.streams import StreamWatcher
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info, stream_state
@@ -49,10 +50,17 @@ __all__ = ["SnapshotApi"]
 
 
 class SnapshotApi:
-    def __init__(self, registry: StreamRegistry, consumers: ConsumerManager, bus: MessageBus) -> None:
+    def __init__(
+        self,
+        registry: StreamRegistry,
+        consumers: ConsumerManager,
+        bus: MessageBus,
+        watcher: StreamWatcher | None = None,
+    ) -> None:
         self.registry = registry
         self.consumers = consumers
         self.bus = bus
+        self.watcher = watcher
         self._senders: set[asyncio.Task[None]] = set()
         self._restores: dict[str, RestoreSession] = {}
 
@@ -109,6 +117,8 @@ class SnapshotApi:
         if isinstance(result, ApiError):
             resp = StreamCreateResponse.failure(result)
         else:
+            if self.watcher is not None:  # a restored mirror or source copies on from its state
+                self.watcher.started(result)
             resp = StreamCreateResponse.of(stream_info(result), did_create=False)
         self.bus.publish(reply, None, encode(resp))
 
