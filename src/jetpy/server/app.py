@@ -26,8 +26,10 @@ from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientLog
+from jetpy.server.cluster import Cluster
+from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.connection import ClientConnection
-from jetpy.server.identity import client_info, info_document, new_server_id
+from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.monitor import Monitor
@@ -38,6 +40,7 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
+GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
 _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
@@ -70,6 +73,7 @@ class Server:
         self._listener: asyncio.Server | None = None
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
+        self.cluster: Cluster | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -84,6 +88,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
+        check_cluster_options(opts)
         port = 0 if opts.port == -1 else opts.port
         self._listener = await loop.create_server(
             lambda: ClientConnection(self), opts.host, port, reuse_address=True, backlog=1024
@@ -99,6 +104,9 @@ class Server:
             self.http_port = await self._monitor.start()
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
         log.info("Server is ready")
+        if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
+            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker})
+            await self.cluster.start()
 
     async def shutdown(self) -> None:
         """Stop accepting, flush every client's pending output, close them, stop JetStream."""
@@ -106,6 +114,8 @@ class Server:
             return
         listener, self._listener = self._listener, None
         listener.close()
+        if self.cluster is not None:
+            await self.cluster.stop()
         closing = list(self.connections.values())
         for conn in closing:
             conn.close("Server Shutdown")
@@ -249,4 +259,33 @@ class Server:
         )
 
     def info_for(self, conn: ClientConnection) -> bytes:
-        return client_info(self._info_base, conn.cid, conn.host)
+        return client_info(self._info_base, conn.cid, conn.host, self._cluster_info())
+
+    # -- the cluster ------------------------------------------------------------------------------
+
+    def _cluster_info(self) -> dict[str, Any] | None:
+        """What clients are told of the cluster: its name and (once a peer joined) connect_urls."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        doc: dict[str, Any] = {"cluster": cluster.name}
+        urls = cluster.connect_urls()
+        if urls:
+            doc["connect_urls"] = urls
+        return doc
+
+    def client_urls(self) -> list[str]:
+        """This server's client URLs for connect_urls (``client_advertise``, else the listen
+        address; every interface's address when listening on all of them)."""
+        if self.options.client_advertise:
+            return [self.options.client_advertise]
+        return [
+            f"{h}:{self.port}" if ":" not in h else f"[{h}]:{self.port}"
+            for h in listen_hosts(self.options.host)
+        ]
+
+    def topology_changed(self) -> None:
+        """Send the clients that take async INFO (CONNECT protocol 1) the cluster's new INFO."""
+        for conn in self.connections.values():
+            if conn.connected and conn.protocol >= 1 and not conn.closed:
+                conn.send(self.info_for(conn))

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
+from jetpy.server.config_cluster import check_cluster_options, cluster_block
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, User
 from jetpy.subjects import is_valid_subject
 
@@ -65,7 +66,6 @@ UNSUPPORTED_FIELDS = frozenset(
         "tls",
         "https",
         "https_port",
-        "cluster",
         "gateway",
         "leaf",
         "leafnodes",
@@ -191,6 +191,7 @@ def validate_options(opts: ServerOptions) -> None:
             raise ConfigError(
                 f"no_auth_user: {_q(opts.no_auth_user)} not present as user in authorization block"
             )
+    check_cluster_options(opts)
 
 
 def parse_duration(text: str) -> float:
@@ -664,6 +665,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "authorization": _authorization,
     "no_auth_user": _setter("no_auth_user", _str),
     "jetstream": _jetstream,
+    "cluster": cluster_block,  # type: ignore[dict-item]  # (a config_values.Context handler)
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", _bool),

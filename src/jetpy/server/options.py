@@ -22,6 +22,7 @@ AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is 
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
 LAME_DUCK_DURATION = 120.0
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
+DEFAULT_ROUTE_AUTH_TIMEOUT = 2.0  # seconds a route has to send CONNECT when cluster auth is set
 
 
 @dataclass(slots=True)
@@ -32,6 +33,46 @@ class User:
     password: str = ""
     permissions: dict[str, object] | None = None
     account: str | None = None
+
+
+@dataclass(slots=True, repr=False)
+class ClusterOptions:
+    """The ``cluster {}`` block and the cluster flags. Routes are on when ``port`` is not 0
+    (-1: a random port), as in nats-server. Printed without its password."""
+
+    name: str = ""  # "" = generated when the cluster starts, and adopted from peers (dynamic)
+    host: str = DEFAULT_HOST
+    port: int = 0
+    routes: list[str] = field(default_factory=list)  # nats-route://[user:pass@]host:port to solicit
+    username: str = ""  # what a peer's CONNECT must carry
+    password: str = ""
+    auth_timeout: float = DEFAULT_ROUTE_AUTH_TIMEOUT
+    advertise: str = ""  # host:port told to peers instead of the listen address
+    no_advertise: bool = False  # do not tell clients about the other servers' URLs
+    connect_retries: int = 0  # attempts for a route learned by gossip (configured ones: forever)
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+    def __repr__(self) -> str:
+        auth = f", username={self.username!r}, password=[REDACTED]" if self.username else ""
+        return (
+            f"ClusterOptions(name={self.name!r}, host={self.host!r}, port={self.port}, "
+            f"routes={[_redact_url(r) for r in self.routes]}{auth}, advertise={self.advertise!r}, "
+            f"no_advertise={self.no_advertise}, connect_retries={self.connect_retries})"
+        )
+
+    __str__ = __repr__
+
+
+def _redact_url(url: str) -> str:
+    """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, hostport = rest.rpartition("@")
+    if not (sep and at and ":" in creds):
+        return url
+    return f"{scheme}://{creds.partition(':')[0]}:[REDACTED]@{hostport}"
 
 
 @dataclass(slots=True)
@@ -72,3 +113,5 @@ class ServerOptions:
     config_file: str = ""
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION
+    # routes to the other servers of a cluster
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)

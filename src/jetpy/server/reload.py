@@ -101,6 +101,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
     Option("write_deadline", "WriteDeadline", "Reloaded: write_deadline = {value}", "duration"),
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
+    Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 
