@@ -144,27 +144,31 @@ def process_cluster(tmp_path: Path, kinds: Sequence[str], *extra: str) -> Iterat
             m.kill()
 
 
-def embedded_options(name: str, routes: Sequence[str] = (), **cluster: Any) -> ServerOptions:
+def embedded_options(
+    name: str, routes: Sequence[str] = (), monitor: bool = False, **cluster: Any
+) -> ServerOptions:
     return ServerOptions(
         host="127.0.0.1",
         port=0,
+        http_port=-1 if monitor else 0,
         server_name=name,
         cluster=ClusterOptions(name=CLUSTER, host="127.0.0.1", port=-1, routes=list(routes), **cluster),
     )
 
 
 @asynccontextmanager
-async def embedded_cluster(size: int, **cluster: Any) -> AsyncIterator[list[Server]]:
-    """``size`` jetpy servers in this process, all routed to the first, in a full mesh."""
+async def embedded_cluster(size: int, monitor: bool = False, **cluster: Any) -> AsyncIterator[list[Server]]:
+    """``size`` jetpy servers in this process (with monitoring ports if ``monitor``), all routed
+    to the first, in a full mesh; ``cluster`` sets ClusterOptions fields."""
     servers: list[Server] = []
     try:
-        seed = Server(embedded_options("E0", **cluster))
+        seed = Server(embedded_options("E0", monitor=monitor, **cluster))
         await seed.start()
         servers.append(seed)
         assert seed.cluster is not None
         seed_url = f"nats-route://127.0.0.1:{seed.cluster.port}"
         for i in range(1, size):
-            srv = Server(embedded_options(f"E{i}", [seed_url], **cluster))
+            srv = Server(embedded_options(f"E{i}", [seed_url], monitor=monitor, **cluster))
             await srv.start()
             servers.append(srv)
         deadline = time.monotonic() + 10

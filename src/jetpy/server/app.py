@@ -230,7 +230,7 @@ class Server:
         task.add_done_callback(self._background.discard)
 
     def totals(self) -> tuple[int, int, int, int]:
-        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
         im, om, ib, ob = (
             self._closed_in_msgs,
             self._closed_out_msgs,
@@ -242,6 +242,9 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
+        if self.cluster is not None:
+            rim, rom, rib, rob = self.cluster.totals()
+            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------

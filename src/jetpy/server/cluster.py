@@ -40,7 +40,7 @@ from jetpy.server.config_cluster import RouteURLError, parse_route_url
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
-from jetpy.server.route_interest import ROUTER, LocalInterest, RemoteInterest
+from jetpy.server.route_interest import ROUTER, LocalInterest, RemoteInterest, announced
 
 __all__ = [
     "ROUTE_CONNECT_DELAY",
@@ -122,6 +122,7 @@ class Cluster:
         self._tasks: set[asyncio.Task[None]] = set()
         self._dialing: set[str] = set()  # server ids a gossiped route is being dialled to
         self._configured: set[str] = set()  # host:port of the configured routes, lower case
+        self._closed_totals = [0, 0, 0, 0]  # in/out msgs, in/out bytes of routes now closed
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -130,7 +131,7 @@ class Cluster:
         for acc, broker in self.accounts.items():
             local = self.local[acc]
             for _subject, _queue, sub in broker.subs.items():
-                if sub.client.kind != ROUTER:
+                if sub.client.kind != ROUTER and announced(sub):
                     local.change(sub, 1)
             broker.on_interest = self._announcer(local)
         loop = asyncio.get_running_loop()
@@ -373,6 +374,11 @@ class Cluster:
 
     def route_closed(self, route: RouteConnection, reason: str) -> None:
         self.routes.pop(route.rid, None)
+        t = self._closed_totals
+        t[0] += route.in_msgs
+        t[1] += route.out_msgs
+        t[2] += route.in_bytes
+        t[3] += route.out_bytes
         rid = route.remote_id
         if route.registered and self.remotes.get(rid) is route:
             del self.remotes[rid]
@@ -436,6 +442,8 @@ class Cluster:
         remotes = self.remotes
 
         def announce(sub: Subscription, delta: int) -> None:
+            if not announced(sub):
+                return
             line = local.change(sub, delta)
             if line is not None:
                 for route in remotes.values():
@@ -444,6 +452,16 @@ class Cluster:
         return announce
 
     # -- state for monitoring -------------------------------------------------------------------
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every route, open or closed."""
+        im, om, ib, ob = self._closed_totals
+        for r in self.routes.values():
+            im += r.in_msgs
+            om += r.out_msgs
+            ib += r.in_bytes
+            ob += r.out_bytes
+        return im, om, ib, ob
 
     def registered_routes(self) -> list[RouteConnection]:
         return sorted(self.remotes.values(), key=lambda r: r.rid)

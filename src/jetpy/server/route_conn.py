@@ -436,6 +436,7 @@ class RouteConnection(asyncio.Protocol):
                 out += sub.prefix + subject + b" " + msg_tail(reply, 0, data[hdr_len:])
         self.out_msgs += 1
         self.out_bytes += len(data)
+        sub.delivered += 1
         if not self.dirty:
             self.dirty = True
             self.broker.mark_dirty(self)
@@ -461,6 +462,7 @@ class RouteConnection(asyncio.Protocol):
         append_run(self.out, sub.prefix + subject + b" ", tails)
         self.out_msgs += len(tails)
         self.out_bytes += sum(map(len, datas))
+        sub.delivered += len(tails)
         if not self.dirty:
             self.dirty = True
             self.broker.mark_dirty(self)

@@ -3,8 +3,8 @@ become subscriptions here, and who gets a message that arrived from a peer.
 
 Owns three rules of nats-server's route protocol, per account:
 
-* **Announcing** (:class:`LocalInterest`): this server's subscriptions counted by (subject,
-  queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
+* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the system
+  account's in-process handlers, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
   last), a queue group with its weight, the number of members here (``RS+ ... <queue> <n>`` at
   every change, ``RS-`` after the last), so a peer picks among the whole cluster's members.
 * **Remote interest** (:class:`RemoteInterest`): a peer's ``RS+`` becomes a subscription in the
@@ -36,6 +36,7 @@ __all__ = [
     "ROUTER",
     "LocalInterest",
     "RemoteInterest",
+    "announced",
     "deliver_routed",
     "deliver_routed_run",
     "local_members",
@@ -139,6 +140,12 @@ class RemoteInterest:
     def count(self) -> int:
         """Announcements held (a queue group counts once, whatever its weight)."""
         return len(self.subs)
+
+
+def announced(sub: Subscription) -> bool:
+    """Whether a local subscription is told to the routes: all but the in-process handlers of
+    ``$SYS.`` subjects, which are the system account's (jetpy routes no system account)."""
+    return sub.handler is None or not sub.subject.startswith(b"$SYS.")
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
