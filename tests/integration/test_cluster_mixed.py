@@ -15,7 +15,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from cluster_support import JETPY, NEWEST, OLDEST, Member, process_cluster, wait_mesh
+from cluster_support import JETPY, NEWEST, OLDEST, Member, process_cluster, start_member, wait_mesh
 from conftest import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -110,3 +110,27 @@ async def test_mixed_cluster_core_nats(tmp_path, kinds: list[str]) -> None:  # t
             assert m.proc.popen.poll() is None, m.proc.log()
         jetpy_logs = "".join(m.proc.log() for m in members if m.kind == JETPY)
         assert "Traceback" not in jetpy_logs
+
+
+@pytest.mark.parametrize("ref", [OLDEST, NEWEST])
+async def test_mixed_cluster_with_route_authorization(tmp_path, ref: str) -> None:  # type: ignore[no-untyped-def]
+    """Every server requires ``ruser:pw`` on its route port: a nats-server seed takes jetpy's
+    credentials, jetpy takes the other jetpy's through gossip (its cluster block's), and a
+    peer with the wrong password stays out."""
+    creds = "ruser:pw"
+    members: list[Member] = []
+    try:
+        seed = start_member(tmp_path, ref, "S0", (), creds=creds)
+        members.append(seed)
+        members.append(start_member(tmp_path, JETPY, "S1", [seed.route_url_with(creds)], creds=creds))
+        members.append(start_member(tmp_path, JETPY, "S2", [seed.route_url_with(creds)], creds=creds))
+        await core_checks(members)
+        intruder = start_member(tmp_path, JETPY, "S3", [members[1].route_url_with("ruser:nope")], creds=creds)
+        members.append(intruder)
+        await asyncio.sleep(1.5)
+        assert 'authentication error - User "ruser"' in members[1].proc.log()
+        assert "Authorization Violation" in intruder.proc.log()
+        await wait_mesh([m.url for m in members[:3]])
+    finally:
+        for m in members:
+            m.kill()
