@@ -361,7 +361,14 @@ def test_default_permissions_without_users_warn() -> None:
         ("authorization { users: {user: a} }", "t.conf:1:17: Expected users field to be an array, got a map"),
         ('authorization { users: [ "a" ] }', 'Expected user entry to be a map/struct, got string "a"'),
         ("authorization { users: [{user: a, foo: 1}] }", 't.conf:1:35: unknown field "foo"'),
-        ("authorization { users: [{user: a, nkey: UABC}] }", 'field "nkey" is not supported by jetpy yet'),
+        ("authorization { users: [{user: a, nkey: UABC}] }", "Not a valid public nkey for a user"),
+        (
+            "authorization { users: [{user: a, nkey: UB4TRNBN4YGI44LF5SKQDFZRCPTB5535LXT3AJKH5QKZIN27EEZYS2GE}] }",
+            "Nkey users do not take usernames or passwords",
+        ),
+        ('authorization { users: [{user: a, permissions: {subscribe: "a b c"}}] }', 'subject "a b c" is not'),
+        ('authorization { users: [{user: a, permissions: {subscribe: "a..b q"}}] }', 'subject "a..b" is not'),
+        ('authorization { users: [{user: a, permissions: {publish: "a q"}}] }', 'subject "a q" is not'),
         (
             "authorization { users: [{user: a, permissions: {bogus: 1}}] }",
             'Unknown field "bogus" parsing permissions',

@@ -15,6 +15,7 @@ from typing import Any
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
+from jetpy.jetstream.api.guard import RequestGuard
 from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
 from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
@@ -47,6 +48,7 @@ class JetStream:
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
         self.router.add(SnapshotApi(self.registry).routes())
         self.router.add(single_server_routes())
+        self.router.guard = RequestGuard(self.registry)
         self._direct = DirectGet(self.registry.streams, bus)
         self._subs: list[Any] = []
 

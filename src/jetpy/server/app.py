@@ -62,6 +62,7 @@ class Server:
         self.total_connections = 0
         self.slow_consumers = 0
         self.auth_failures = 0
+        self.violations: dict[str, int] = {}  # permission violations by kind, for /metrics
         self.client_log = ClientLog(log)
         self.start_time = time.time()
         self.port = 0
@@ -249,4 +250,4 @@ class Server:
         )
 
     def info_for(self, conn: ClientConnection) -> bytes:
-        return client_info(self._info_base, conn.cid, conn.host)
+        return client_info(self._info_base, conn.cid, conn.host, conn.nonce)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
+from jetpy.server.permissions import Permissions
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
@@ -148,6 +149,9 @@ class Broker:
         # receivers (their ``flow``) that the flush of a client's read left backed up: that
         # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
         self.backed_up: list[Any] = []
+        # the permissions of the client whose read is being handled (None: the server itself,
+        # or a client without permissions): what in-process subscribers ask of their caller
+        self.caller: Permissions | None = None
 
     # -- interest -------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ class ClientIdentity:
     name: str = ""
     user: str | None = None  # "" with a token, the user's name with a user, None without auth
     connected: bool = False
+    nkey: bool = False  # ``user`` is a public nkey
 
 
 def client_prefix(c: ClientIdentity) -> str:
@@ -59,7 +60,8 @@ def client_prefix(c: ClientIdentity) -> str:
     if ncs:
         prefix += f' - "{ncs}"'
     if c.user is not None:
-        prefix += f' - "$G/{"user:" + c.user if c.user else "token"}"'
+        who = ("nkey:" if c.nkey else "user:") + c.user if c.user else "token"
+        prefix += f' - "$G/{who}"'
     return prefix
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from jetpy.server.auth import valid_user_nkey
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, User
 from jetpy.subjects import is_valid_subject
@@ -425,8 +426,6 @@ def _authorization(ctx: _Context, key: str, value: Any, pos: Position) -> None:
                 auth.users = _users(k, v, kpos)
             elif name in ("default_permission", "default_permissions", "permissions"):
                 auth.default_permissions = _permissions(k, v, kpos)
-            elif name == "nkeys":
-                raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
             elif k not in block.variables_used:
                 raise ConfigError(f'unknown field "{k}"', kpos)
         except ConfigError as e:
@@ -478,15 +477,23 @@ def _users(key: str, value: Any, pos: Position) -> list[User]:
                 user.password = _str(k, v, kpos)
             elif name in ("permission", "permissions", "authorization"):
                 user.permissions = _permissions(k, v, kpos)
-            elif name in ("nkey", "allowed_connection_types"):
+            elif name == "nkey":
+                user.nkey = _str(k, v, kpos)
+                if not valid_user_nkey(user.nkey):
+                    raise ConfigError("Not a valid public nkey for a user", kpos)
+            elif name == "allowed_connection_types":
                 raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
             elif k not in entry.variables_used:
                 raise ConfigError(f'unknown field "{k}"', kpos)
-        if not user.user:
+        if user.nkey:
+            if user.user or user.password:
+                raise ConfigError("Nkey users do not take usernames or passwords", epos)
+        elif not user.user:
             raise ConfigError("User entry requires a user", epos)
-        if user.user in seen:
-            raise ConfigError(f"Duplicate user {_q(user.user)} detected", epos)
-        seen.add(user.user)
+        key = user.nkey or user.user
+        if key in seen:
+            raise ConfigError(f"Duplicate {'nkey' if user.nkey else 'user'} {_q(key)} detected", epos)
+        seen.add(key)
         users.append(user)
     return users
 
@@ -499,9 +506,9 @@ def _permissions(key: str, value: Any, pos: Position) -> dict[str, object]:
         kpos = value.position(k)
         name = k.lower()
         if name in ("pub", "publish", "import"):
-            perms["publish"] = _subject_permission(k, v, kpos)
+            perms["publish"] = _subject_permission(k, v, kpos, queues=False)
         elif name in ("sub", "subscribe", "export"):
-            perms["subscribe"] = _subject_permission(k, v, kpos)
+            perms["subscribe"] = _subject_permission(k, v, kpos, queues=True)
         elif name == "allow_responses":
             responses = _response_permission(k, v, kpos)
             if responses is not None:
@@ -511,8 +518,9 @@ def _permissions(key: str, value: Any, pos: Position) -> dict[str, object]:
     return perms
 
 
-def _subject_permission(key: str, value: Any, pos: Position) -> dict[str, list[str]]:
-    """``"a.b"``, ``["a", "b"]`` (both meaning allow) or ``{allow: ..., deny: ...}``."""
+def _subject_permission(key: str, value: Any, pos: Position, queues: bool) -> dict[str, list[str]]:
+    """``"a.b"``, ``["a", "b"]`` (both meaning allow) or ``{allow: ..., deny: ...}``; subscribe
+    entries may name a queue group after the subject (``"a.> workers"``)."""
     if isinstance(value, ConfigMap):
         out: dict[str, list[str]] = {}
         for k, v in value.items():
@@ -523,12 +531,12 @@ def _subject_permission(key: str, value: Any, pos: Position) -> dict[str, list[s
                     "'deny' are permitted",
                     value.position(k),
                 )
-            out[name] = _subjects(k, v, value.position(k))
+            out[name] = _subjects(k, v, value.position(k), queues)
         return out
-    return {"allow": _subjects(key, value, pos)}
+    return {"allow": _subjects(key, value, pos, queues)}
 
 
-def _subjects(key: str, value: Any, pos: Position) -> list[str]:
+def _subjects(key: str, value: Any, pos: Position, queues: bool = False) -> list[str]:
     if isinstance(value, str):
         subjects = [value]
     elif isinstance(value, ConfigList):
@@ -545,8 +553,11 @@ def _subjects(key: str, value: Any, pos: Position) -> list[str]:
             f"Expected subject permissions to be a subject, or array of subjects, got {_describe(value)}", pos
         )
     for s in subjects:
-        if not is_valid_subject(s):
-            raise ConfigError(f"subject {_q(s)} is not a valid subject", pos)
+        fields = s.split() if queues else [s]
+        if len(fields) > 2 or not fields or not is_valid_subject(fields[0]):
+            raise ConfigError(
+                f"subject {_q(fields[0] if len(fields) == 2 else s)} is not a valid subject", pos
+            )
     return subjects
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Final, Protocol, cast
 
 from jetpy.protocol import Parser, ProtocolError
@@ -43,11 +44,20 @@ from jetpy.protocol.errors import (
 )
 from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
-from jetpy.server.auth import Authenticator
+from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
+from jetpy.server.permissions import (
+    RESERVED_REPLY_PREFIXES,
+    SYS_QUEUE,
+    Permissions,
+    Replies,
+    pub_violation,
+    reply_violation,
+    sub_violation,
+)
 from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
@@ -83,6 +93,7 @@ class ConnectionHost(Protocol):
     auth: Authenticator
     auth_failures: int  # CONNECTs refused, for /varz
     slow_consumers: int  # clients disconnected as slow consumers, for /varz
+    violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     client_log: ClientLog  # what clients did wrong, rate-limited
 
     def next_cid(self) -> int:
@@ -139,6 +150,12 @@ class ClientConnection(asyncio.Protocol):
         self.lang = ""
         self.version = ""
         self.user = ""
+        self.identity: Identity = ANONYMOUS  # whom the client authenticated as
+        self.perms: Permissions | None = None
+        self._pub_ok: Callable[[bytes], bool] | None = None  # the publish check, when there is one
+        self.replies: Replies | None = None  # requests it may answer (allow_responses)
+        self.nonce = new_nonce() if server.auth.uses_nonce else ""  # for nkey users to sign
+        self.cert: CertNames | None = None  # a verified client certificate's names (TLS)
         self.connect_opts: ConnectOptions | None = None  # the last CONNECT (credentials for a reload)
         self.connected = False  # CONNECT processed and authorized
         self.subs: dict[bytes, Subscription] = {}
@@ -231,6 +248,7 @@ class ClientConnection(asyncio.Protocol):
         self._last_in = time.monotonic()
         broker = self.broker
         broker.begin_batch()
+        broker.caller = self.perms  # whom JetStream's handlers serve while this read is handled
         try:
             try:
                 ops = self.parser.feed(data)
@@ -252,6 +270,7 @@ class ClientConnection(asyncio.Protocol):
                     trace_in(self, ops)
                 self._handle(ops)
         finally:
+            broker.caller = None
             broker.end_batch()
         backed_up = broker.backed_up
         if backed_up:  # this read's messages backed receivers up: let them catch up first
@@ -271,6 +290,7 @@ class ClientConnection(asyncio.Protocol):
         pedantic = self.pedantic
         echo = self.echo
         no_responders = self.no_responders
+        pub_ok = self._pub_ok
         n_in = b_in = 0
         for op in ops:
             code = op[0]
@@ -278,7 +298,17 @@ class ClientConnection(asyncio.Protocol):
                 _, subject, datas, sizes = op
                 n_in += len(datas)
                 b_in += sum(map(len, datas))
-                if verbose or pedantic:  # acknowledged and checked one by one
+                if pub_ok is not None and not pub_ok(subject):  # refused, but for replies it may send
+                    for data, sz in zip(datas, sizes, strict=True):
+                        if pedantic and not valid_literal_bytes(subject):
+                            self.send(_INVALID_PUB_SUBJECT)
+                        if self._answers(subject):
+                            if verbose:
+                                self.send(enc.OK)
+                            publish(self, subject, None, 0, data, echo, sz)
+                        else:
+                            self._violation("publish", *pub_violation(subject))
+                elif verbose or pedantic:  # acknowledged and checked one by one
                     for data, sz in zip(datas, sizes, strict=True):
                         if pedantic and not valid_literal_bytes(subject):
                             self.send(_INVALID_PUB_SUBJECT)
@@ -297,6 +327,18 @@ class ClientConnection(asyncio.Protocol):
                     # nats-server complains but still delivers (an empty subject is a client
                     # HMSG, which nats-server takes without a check)
                     self.send(_INVALID_PUB_SUBJECT)
+                if pub_ok is not None and not pub_ok(subject) and not self._answers(subject):
+                    self._violation("publish", *pub_violation(subject))
+                    continue
+                # (a first test on the second byte keeps the usual inbox replies cheap)
+                if (
+                    reply is not None
+                    and len(reply) > 3
+                    and reply[1] in b"RJG"
+                    and reply.startswith(RESERVED_REPLY_PREFIXES)
+                ):
+                    self._violation("reply", *reply_violation(reply))
+                    continue
                 if verbose:
                     self.send(enc.OK)
                 if publish(self, subject, reply, hdr_len, data, echo, sizes) == 0 and no_responders and reply:
@@ -321,6 +363,7 @@ class ClientConnection(asyncio.Protocol):
                 pedantic = self.pedantic
                 echo = self.echo
                 no_responders = self.no_responders
+                pub_ok = self._pub_ok
             elif code == ERR:
                 self.close("Parse Error")
                 break
@@ -329,8 +372,8 @@ class ClientConnection(asyncio.Protocol):
         self.in_bytes += b_in
 
     def _login_anonymous(self) -> None:
-        self.user = self.anonymous_user or ""
-        self.ident.user, self.ident.connected = self.user, True
+        self._set_identity(self.server.auth.anonymous())
+        self.ident.connected = True
         self.connected = True
         self._cancel_auth_timer()
         self.server.connected(self)
@@ -352,18 +395,18 @@ class ClientConnection(asyncio.Protocol):
         self.version = opts.version
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
-        if self.auth_required:
-            user = self.server.auth.authenticate(opts)
-            if user is None:
-                self.server.auth_failures += 1
-                self.log.error(self.ident, _auth_error(opts))
-                self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                return False
-            self.user = user
-            self._cancel_auth_timer()
+        auth = self.server.auth
+        identity = auth.authenticate(opts, self.nonce, self.cert) if self.auth_required else ANONYMOUS
+        # a CONNECT naming an account is refused whatever the credentials, as by nats-server
+        if identity is None or opts.account or opts.new_account:
+            self.server.auth_failures += 1
+            self.log.error(self.ident, auth.error_text(opts))
+            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            return False
+        self._cancel_auth_timer()
+        self._set_identity(identity)
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
-        ident.user = self.user if self.auth_required else None
         ident.connected = True
         if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
             self.log.error(ident, ERR_INVALID_PROTOCOL)
@@ -382,7 +425,12 @@ class ClientConnection(asyncio.Protocol):
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
-        # nats-server checks the subject only; any queue name is taken as is
+        # nats-server's order: permissions (and the reserved queue), then the subject; any other
+        # queue name is taken as is
+        perms = self.perms
+        if queue == SYS_QUEUE or (perms is not None and not perms.may_subscribe(subject, queue)):
+            self._violation("subscribe", *sub_violation(subject, queue, sid))
+            return
         if not valid_sub_bytes(subject):
             self.send(_INVALID_SUBJECT)
             return
@@ -403,6 +451,78 @@ class ClientConnection(asyncio.Protocol):
                 self.broker.remove(sub)
         if self.verbose:
             self.send(enc.OK)
+
+    # -- permissions --------------------------------------------------------------------------------
+
+    def _set_identity(self, identity: Identity) -> None:
+        """Take ``identity`` (a CONNECT, a no_auth_user login or a reload): its name for logs and
+        monitoring, its permissions, and the delivery checks those need."""
+        self.identity = identity
+        self.user = identity.user
+        self.ident.user = identity.log_name
+        self.ident.nkey = identity.kind == "nkey"
+        perms = self.perms = identity.permissions
+        self._pub_ok = perms.may_publish if perms is not None and perms.checks_publish else None
+        resp = perms.responses if perms is not None else None
+        if resp is None:
+            self.replies = None
+        elif self.replies is None or self.replies.permission != resp:
+            self.replies = Replies(resp)
+        # Deliveries are checked only for clients that need it: the plain methods stay the
+        # class's for everyone else (no cost on the hot path).
+        if perms is not None and (perms.filters_delivery or resp is not None):
+            self.deliver = self._deliver_checked  # type: ignore[method-assign]
+            self.deliver_run = self._deliver_run_checked  # type: ignore[method-assign]
+            self.deliver_batch = _one_by_one  # type: ignore[method-assign]
+        else:
+            for name in ("deliver", "deliver_run", "deliver_batch"):
+                self.__dict__.pop(name, None)
+
+    def _answers(self, subject: bytes) -> bool:
+        """May the client publish to ``subject`` as a reply to a request it received?"""
+        replies = self.replies
+        return replies is not None and replies.may_answer(subject, time.monotonic())
+
+    def _violation(self, kind: str, err: str, log_text: str) -> None:
+        """A refused publish, reply subject or subscription: -ERR and a log line; the connection
+        stays open, as in nats-server."""
+        self.server.violations[kind] = self.server.violations.get(kind, 0) + 1
+        self.send(enc.err(err))
+        self.log.error(self.ident, log_text)
+
+    def _deliver_checked(
+        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
+    ) -> None:
+        perms = self.perms
+        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
+            return
+        if reply and self.replies is not None and not self.closed:
+            self.replies.received(reply, time.monotonic())
+        ClientConnection.deliver(self, sub, subject, reply, hdr_len, data, tail)
+
+    def _deliver_run_checked(
+        self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]
+    ) -> None:
+        perms = self.perms
+        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
+            return
+        ClientConnection.deliver_run(self, sub, subject, datas, tails)
+
+    def _remove_unauthorized_subs(self) -> None:
+        """After a reload: subscriptions the new permissions refuse are removed, each with an
+        -ERR and nats-server's notice."""
+        perms = self.perms
+        if perms is None:
+            return
+        for sid, sub in list(self.subs.items()):
+            if perms.may_subscribe(sub.subject, sub.queue):
+                continue
+            del self.subs[sid]
+            self.broker.remove(sub)
+            subject, sid_text = sub.subject.decode(errors="replace"), sid.decode(errors="replace")
+            self.send(enc.err(f'Permissions Violation for Subscription to "{subject}" (sid "{sid_text}")'))
+            who = f'Nkey "{self.user}"' if self.identity.kind == "nkey" else f'User "{self.user or "N/A"}"'
+            log.info('Removed sub "%s" (sid "%s") for %s - not authorized', subject, sid_text, who)
 
     def _no_responders(self, reply: bytes) -> None:
         """Tell the publisher nobody listens: a 503 status to its first plain subscription
@@ -427,14 +547,18 @@ class ClientConnection(asyncio.Protocol):
             return
         auth = self.server.auth
         self.auth_required = auth.required
-        user = auth.authenticate(self.connect_opts or DEFAULT_CONNECT)
-        if user is None:
+        opts = self.connect_opts or DEFAULT_CONNECT
+        if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
+            identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
+        else:
+            identity = auth.authenticate(opts, self.nonce, self.cert) if auth.required else ANONYMOUS
+        if identity is None:
             self.server.auth_failures += 1
-            self.log.error(self.ident, _auth_error(self.connect_opts or DEFAULT_CONNECT))
+            self.log.error(self.ident, auth.error_text(opts))
             self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
-        self.user = user
-        self.ident.user = user if auth.required else None
+        self._set_identity(identity)
+        self._remove_unauthorized_subs()
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -626,11 +750,9 @@ def _log_text(e: ProtocolError) -> str:
     return e.detail or e.err or "protocol violation"
 
 
-def _auth_error(opts: ConnectOptions) -> str:
-    """nats-server 2.15's line for refused credentials: who the client claimed to be, never the
-    secret it gave."""
-    if opts.user:
-        return f'authentication error - User "{opts.user}"'
-    if opts.auth_token:
-        return 'authentication error - Token "[REDACTED]"'
-    return "authentication error"
+def _one_by_one(
+    sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+) -> bool:
+    """``deliver_batch`` of a client whose deliveries are checked: the broker then delivers the
+    batch message by message (through the checked ``deliver``)."""
+    return False

@@ -75,6 +75,10 @@ def info_document(
     return info
 
 
-def client_info(document: dict[str, Any], client_id: int, client_ip: str) -> bytes:
-    """The INFO line for one client: ``document`` with that client's id and address."""
-    return enc.info({**document, "client_id": client_id, "client_ip": client_ip})
+def client_info(document: dict[str, Any], client_id: int, client_ip: str, nonce: str = "") -> bytes:
+    """The INFO line for one client: ``document`` with that client's id and address, and the
+    nonce it must sign when nkey users exist."""
+    info = {**document, "client_id": client_id, "client_ip": client_ip}
+    if nonce:
+        info["nonce"] = nonce
+    return enc.info(info)

@@ -162,6 +162,8 @@ class MonitoredServer(Protocol):
     closed_connections: deque[ClientConnection]  # the most recent, oldest first
     total_connections: int
     slow_consumers: int
+    auth_failures: int  # CONNECTs refused
+    violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
 
     @property

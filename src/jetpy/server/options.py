@@ -26,12 +26,14 @@ LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per li
 
 @dataclass(slots=True)
 class User:
-    """One entry of ``authorization { users [...] }``. ``password`` may be a bcrypt hash ($2a$...)."""
+    """One entry of ``authorization { users [...] }``: a user and password (``password`` may be
+    a bcrypt hash, $2a$...) or an nkey."""
 
     user: str
     password: str = ""
     permissions: dict[str, object] | None = None
     account: str | None = None
+    nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
 
 
 @dataclass(slots=True)
