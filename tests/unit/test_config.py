@@ -259,7 +259,6 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "tls",
         "cluster",
         "gateway",
         "leafnodes",
@@ -269,7 +268,6 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
         "operator",
         "resolver",
         "system_account",
-        "https_port",
         "syslog",
     ],
 )

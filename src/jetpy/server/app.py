@@ -26,13 +26,15 @@ from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientLog
-from jetpy.server.connection import ClientConnection
+from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.identity import client_info, info_document, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.monitor import Monitor
 from jetpy.server.options import ServerOptions
+from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
+from jetpy.server.tls import TlsLayer, server_context
 
 __all__ = ["Server"]
 
@@ -54,7 +56,8 @@ class Server:
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
         self.broker = Broker()
-        self.auth = Authenticator(self.options)
+        self.client_listener = self._client_listener(self.options)
+        self.auth = Authenticator(self.options, tls_map=self.client_listener.tls_map)
         self.connections: dict[int, ClientConnection] = {}
         self.closed_connections: collections.deque[ClientConnection] = collections.deque(
             maxlen=MAX_CLOSED_CONNECTIONS
@@ -76,7 +79,7 @@ class Server:
         self._closed_in_bytes = 0
         self._closed_out_bytes = 0
         self._stopped = asyncio.Event()
-        self._info_base: dict[str, Any] = {}
+        self._infos: dict[Listener, dict[str, Any]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.events = SystemEvents(self, self._spawn)
 
@@ -86,19 +89,24 @@ class Server:
         loop = asyncio.get_running_loop()
         opts = self.options
         port = 0 if opts.port == -1 else opts.port
+        client = self.client_listener
         self._listener = await loop.create_server(
-            lambda: ClientConnection(self), opts.host, port, reuse_address=True, backlog=1024
+            lambda: ClientConnection(self, client), opts.host, port, reuse_address=True, backlog=1024
         )
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
-        self._info_base = self._build_info()
+        self._build_infos()
         self.events.start()
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
-        if opts.http_port:
-            self._monitor = Monitor(self)
+        if opts.http_port or opts.https_port:
+            self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
+        if client.tls is not None:
+            log.info("TLS required for client connections")
+            if client.tls_first:
+                log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
 
     async def shutdown(self) -> None:
@@ -151,7 +159,7 @@ class Server:
         ``reload.reload_config`` logged them) into the running server and its clients."""
         self.options = new
         if changed & _AUTH_OPTIONS:
-            self.auth = Authenticator(new)
+            self.auth = Authenticator(new, tls_map=self.client_listener.tls_map)
         if changed & {"max_control_line", "max_payload"}:
             for conn in list(self.connections.values()):
                 conn.limits_changed(new.max_control_line, new.max_payload)
@@ -164,7 +172,7 @@ class Server:
                 conn.log.error(conn.ident, ERR_MAX_CONNECTIONS)
                 conn.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             log.info("Closed %d connections to fall within max_connections", over)
-        self._info_base = self._build_info()  # what new clients are told (max_payload, auth)
+        self._build_infos()  # what new clients are told (max_payload, auth)
 
     # -- addresses ------------------------------------------------------------------------------
 
@@ -173,14 +181,15 @@ class Server:
         host = self.options.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return f"nats://{host}:{self.port}"
+        return f"{'tls' if self.options.tls else 'nats'}://{host}:{self.port}"
 
     @property
     def monitor_url(self) -> str:
         host = self.options.http_host or self.options.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return f"http://{host}:{self.http_port}"
+        scheme = "https" if self.options.https_port else "http"
+        return f"{scheme}://{host}:{self.http_port}"
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -237,17 +246,37 @@ class Server:
 
     # -- INFO -----------------------------------------------------------------------------------
 
-    def _build_info(self) -> dict[str, Any]:
-        opts = self.options
-        return info_document(
-            server_id=self.server_id,
-            server_name=self.server_name,
-            host=opts.host,
-            port=self.port,
-            auth_required=self.auth.required,
-            max_payload=opts.max_payload,
-            jetstream=opts.jetstream,
+    @staticmethod
+    def _client_listener(opts: ServerOptions) -> Listener:
+        """The client port's connections: plain, or TLS as the tls block says."""
+        tls = opts.tls
+        if tls is None:
+            return PLAIN
+        ctx = server_context(tls)
+        return Listener(
+            tls=ctx,
+            tls_first=tls.handshake_first,
+            tls_timeout=tls.timeout,
+            tls_map=tls.verify_and_map,
+            layers=lambda: [TlsLayer(ctx)],
         )
 
+    def _build_infos(self) -> None:
+        opts = self.options
+        self._infos = {
+            listener: info_document(
+                server_id=self.server_id,
+                server_name=self.server_name,
+                host=opts.host,
+                port=self.port,
+                auth_required=self.auth.required,
+                max_payload=opts.max_payload,
+                jetstream=opts.jetstream,
+                tls_required=listener.tls is not None,
+                tls_verify=opts.tls is not None and opts.tls.verifies and listener.tls is not None,
+            )
+            for listener in (self.client_listener,)
+        }
+
     def info_for(self, conn: ClientConnection) -> bytes:
-        return client_info(self._info_base, conn.cid, conn.host, conn.nonce)
+        return client_info(self._infos[conn.listener], conn.cid, conn.host, conn.nonce)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -36,7 +37,8 @@ from typing import Any, TypeVar
 
 from jetpy.server.auth import valid_user_nkey
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
-from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, User
+from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, TlsOptions, User
+from jetpy.server.tls import MIN_VERSIONS, server_context
 from jetpy.subjects import is_valid_subject
 
 __all__ = [
@@ -63,9 +65,7 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 # where data flows. Refused like the matching command-line flags.
 UNSUPPORTED_FIELDS = frozenset(
     {
-        "tls",
         "https",
-        "https_port",
         "cluster",
         "gateway",
         "leaf",
@@ -179,6 +179,18 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
 
 def validate_options(opts: ServerOptions) -> None:
     """The cross-checks nats-server makes when it starts, after config file and flags merge."""
+    if opts.tls is not None:
+        if not opts.tls.cert_file or not opts.tls.key_file:  # (the flags; the file says more)
+            raise ConfigError("TLS Server certificate must be present and valid")
+        _checked_tls(opts.tls)
+    if opts.https_port:
+        if opts.http_port:
+            raise ConfigError(
+                "Can't start monitoring: can't specify both HTTP "
+                f"({opts.http_port}) and HTTPs ({opts.https_port}) ports"
+            )
+        if opts.tls is None:
+            raise ConfigError("Can't start monitoring: TLS cert and key required for HTTPS")
     if opts.log_format not in LOG_FORMATS:
         raise ConfigError(f"log_format: {_q(opts.log_format)} is not one of {', '.join(LOG_FORMATS)}")
     if opts.max_payload > opts.max_pending:
@@ -581,6 +593,88 @@ def _response_permission(key: str, value: Any, pos: Position) -> dict[str, objec
     return out
 
 
+# -- tls --------------------------------------------------------------------------------------
+
+# nats-server's tls options jetpy does not carry out yet: refused rather than ignored
+TLS_UNSUPPORTED = frozenset(
+    {
+        "cipher_suites",
+        "curve_preferences",
+        "insecure",
+        "pinned_certs",
+        "cert_store",
+        "cert_match_by",
+        "cert_match",
+        "cert_match_skip_invalid",
+        "ca_certs_match",
+        "ocsp_peer",
+        "verify_cert_and_check_known_urls",
+        "connection_rate_limit",
+        "certs",
+        "first_info_timeout",
+    }
+)
+
+
+def _tls_timeout(key: str, value: Any, pos: Position) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _wrong(key, value, 'seconds or a duration string such as "2s"', pos)
+    seconds = _go_duration(key, value, pos) if isinstance(value, str) else float(value)
+    if seconds <= 0:
+        raise ConfigError(f'invalid value for "{key}": must be a positive number of seconds', pos)
+    return seconds
+
+
+def _tls(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    block = _map(key, value, pos)
+    fields: dict[str, Any] = {}
+    for k, v in block.items():
+        kpos = block.position(k)
+        name = k.lower()
+        if name in ("cert_file", "key_file", "ca_file"):
+            fields[name] = _str(k, v, kpos)
+        elif name in ("verify", "verify_and_map"):
+            fields[name] = _bool(k, v, kpos)
+        elif name == "timeout":
+            fields["timeout"] = _tls_timeout(k, v, kpos)
+        elif name == "handshake_first":
+            if not isinstance(v, bool):  # nats-server also takes a fallback delay ("300ms", "auto")
+                raise ConfigError(f'field "{k}" is not supported by jetpy yet unless true or false', kpos)
+            fields["handshake_first"] = v
+        elif name == "min_version":
+            version = _str(k, v, kpos)
+            if version not in MIN_VERSIONS:
+                raise ConfigError(f"error parsing tls config: unsupported TLS version: TLS {version}", kpos)
+            fields["min_version"] = version
+        elif name in TLS_UNSUPPORTED:
+            raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
+        elif k not in block.variables_used:
+            raise ConfigError(f"error parsing tls config, unknown field {_q(k)}", kpos)
+    for required in ("cert_file", "key_file"):
+        if not fields.get(required):
+            raise ConfigError(f"missing '{required}' in TLS configuration", pos)
+    ctx.opts.tls = _checked_tls(TlsOptions(**fields), pos)
+
+
+def _checked_tls(tls: TlsOptions, pos: Position | None = None) -> TlsOptions:
+    """``tls`` if its files make a server context, else nats-server's error for them."""
+    for path in (tls.cert_file, tls.key_file):
+        if not os.path.exists(path):
+            raise ConfigError(
+                f"error parsing X509 certificate/key pair: open {path}: no such file or directory", pos
+            )
+    if tls.ca_file and not os.path.exists(tls.ca_file):
+        raise ConfigError(f"open {tls.ca_file}: no such file or directory", pos)
+    try:
+        server_context(tls)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        reason = getattr(e, "reason", None) or str(e)
+        if reason == "PEM lib":  # OpenSSL's word for a key that is missing or does not match
+            reason = "the key file holds no private key for the certificate (PEM lib)"
+        raise ConfigError(f"error parsing X509 certificate/key pair: {reason}", pos) from None
+    return tls
+
+
 # -- jetstream --------------------------------------------------------------------------------
 
 
@@ -662,6 +756,8 @@ _TOP_LEVEL: dict[str, Handler] = {
     "client_advertise": _setter("client_advertise", _str),
     "http": _http,
     "http_port": _setter("http_port", _int),
+    "https_port": _setter("https_port", _int),
+    "tls": _tls,
     "monitor_port": _setter("http_port", _int),
     "max_payload": _limited_int("max_payload", MAX_PAYLOAD_LIMIT),
     "max_pending": _setter("max_pending", _int),

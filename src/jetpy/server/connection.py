@@ -47,6 +47,7 @@ from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, 
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
+from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
 from jetpy.server.permissions import (
@@ -58,6 +59,7 @@ from jetpy.server.permissions import (
     reply_violation,
     sub_violation,
 )
+from jetpy.server.stack import LayerError, Listener, Stack, cert_names_of
 from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
@@ -117,11 +119,20 @@ class ConnectionHost(Protocol):
         ...
 
 
-class ClientConnection(asyncio.Protocol):
-    kind = "Client"
+PLAIN: Final = Listener()  # the client port without TLS
 
-    def __init__(self, server: ConnectionHost) -> None:
+
+class ClientConnection(ClientPermissions, asyncio.Protocol):
+    kind = "Client"
+    server: ConnectionHost
+
+    def __init__(self, server: ConnectionHost, listener: Listener = PLAIN) -> None:
         self.server = server
+        self.listener = listener
+        self.stack: Stack | None = None  # TLS, WebSocket: the layers under the protocol
+        self._stack_up = listener.plain  # every layer's handshake done
+        self._greeted = False  # INFO sent
+        self._handshake_timer: asyncio.TimerHandle | None = None
         opts = server.options
         self.broker = server.broker
         self.auth_required = server.auth.required
@@ -205,8 +216,18 @@ class ClientConnection(asyncio.Protocol):
             self.log.error(self.ident, ERR_MAX_CONNECTIONS)
             self.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             return
-        self.send(server.info_for(self))
         loop = asyncio.get_running_loop()
+        listener = self.listener
+        if listener.layers is None:
+            self._greet()
+        else:
+            self.stack = Stack(listener.layers(), self.transport.write)
+            if listener.tls is not None:
+                if not listener.tls_first:  # INFO in plaintext, then the client starts TLS
+                    self.transport.write(server.info_for(self))
+                    self._greeted = True
+                log.debug("%s - Starting TLS client connection handshake", client_prefix(self.ident))
+            self._handshake_timer = loop.call_later(listener.tls_timeout, self._handshake_timeout)
         if self.auth_required:
             self._auth_timer = loop.call_later(server.options.auth_timeout, self._auth_timeout)
         if server.options.ping_interval > 0:
@@ -243,6 +264,25 @@ class ClientConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        stack = self.stack
+        if stack is not None:
+            try:
+                data = stack.inbound(data)
+            except LayerError as e:
+                if e.data and self._stack_up:
+                    self._received(e.data)
+                self._layer_failed(e)
+                return
+            if not self._stack_up and stack.ready:
+                self._stack_ready(stack)
+            if not data:
+                return
+        self._received(data)
+
+    def _received(self, data: bytes) -> None:
+        """Protocol bytes from the client (through its layers, if it has any)."""
         if self.closed:
             return
         self._last_in = time.monotonic()
@@ -452,77 +492,51 @@ class ClientConnection(asyncio.Protocol):
         if self.verbose:
             self.send(enc.OK)
 
-    # -- permissions --------------------------------------------------------------------------------
+    # -- the layers under the protocol (TLS, WebSocket) -------------------------------------------------
 
-    def _set_identity(self, identity: Identity) -> None:
-        """Take ``identity`` (a CONNECT, a no_auth_user login or a reload): its name for logs and
-        monitoring, its permissions, and the delivery checks those need."""
-        self.identity = identity
-        self.user = identity.user
-        self.ident.user = identity.log_name
-        self.ident.nkey = identity.kind == "nkey"
-        perms = self.perms = identity.permissions
-        self._pub_ok = perms.may_publish if perms is not None and perms.checks_publish else None
-        resp = perms.responses if perms is not None else None
-        if resp is None:
-            self.replies = None
-        elif self.replies is None or self.replies.permission != resp:
-            self.replies = Replies(resp)
-        # Deliveries are checked only for clients that need it: the plain methods stay the
-        # class's for everyone else (no cost on the hot path).
-        if perms is not None and (perms.filters_delivery or resp is not None):
-            self.deliver = self._deliver_checked  # type: ignore[method-assign]
-            self.deliver_run = self._deliver_run_checked  # type: ignore[method-assign]
-            self.deliver_batch = _one_by_one  # type: ignore[method-assign]
-        else:
-            for name in ("deliver", "deliver_run", "deliver_batch"):
-                self.__dict__.pop(name, None)
+    def _greet(self) -> None:
+        self._greeted = True
+        self.send(self.server.info_for(self))
 
-    def _answers(self, subject: bytes) -> bool:
-        """May the client publish to ``subject`` as a reply to a request it received?"""
-        replies = self.replies
-        return replies is not None and replies.may_answer(subject, time.monotonic())
+    def _stack_ready(self, stack: Stack) -> None:
+        """Every layer's handshake is done: the client may speak NATS (greeted now if it was not)."""
+        self._stack_up = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        self.cert = cert_names_of(stack.layers)
+        if self.listener.tls is not None and log.isEnabledFor(logging.DEBUG):
+            prefix = client_prefix(self.ident)
+            log.debug("%s - TLS handshake complete", prefix)
+            for layer in stack.layers:
+                describe = getattr(layer, "describe", None)
+                if callable(describe):
+                    log.debug("%s - %s", prefix, describe())
+        if not self._greeted:
+            self._greet()
 
-    def _violation(self, kind: str, err: str, log_text: str) -> None:
-        """A refused publish, reply subject or subscription: -ERR and a log line; the connection
-        stays open, as in nats-server."""
-        self.server.violations[kind] = self.server.violations.get(kind, 0) + 1
-        self.send(enc.err(err))
-        self.log.error(self.ident, log_text)
+    def _handshake_timeout(self) -> None:
+        self._handshake_timer = None
+        if not self._stack_up and not self.closed:
+            what = "TLS handshake" if self.listener.tls is not None else "WebSocket handshake"
+            self.log.debug(self.ident, f"{what} timeout")
+            self.close(
+                "TLS Handshake Failure" if self.listener.tls is not None else "Protocol Violation", abort=True
+            )
 
-    def _deliver_checked(
-        self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
-    ) -> None:
-        perms = self.perms
-        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
-            return
-        if reply and self.replies is not None and not self.closed:
-            self.replies.received(reply, time.monotonic())
-        ClientConnection.deliver(self, sub, subject, reply, hdr_len, data, tail)
+    def _layer_failed(self, e: LayerError) -> None:
+        if e.log:
+            self.log.log(logging.ERROR if e.level == "error" else logging.DEBUG, self.ident, e.log)
+        self.out = bytearray()  # nothing more can go out through a broken layer
+        self.close(e.reason)
 
-    def _deliver_run_checked(
-        self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]
-    ) -> None:
-        perms = self.perms
-        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
-            return
-        ClientConnection.deliver_run(self, sub, subject, datas, tails)
-
-    def _remove_unauthorized_subs(self) -> None:
-        """After a reload: subscriptions the new permissions refuse are removed, each with an
-        -ERR and nats-server's notice."""
-        perms = self.perms
-        if perms is None:
-            return
-        for sid, sub in list(self.subs.items()):
-            if perms.may_subscribe(sub.subject, sub.queue):
-                continue
-            del self.subs[sid]
-            self.broker.remove(sub)
-            subject, sid_text = sub.subject.decode(errors="replace"), sid.decode(errors="replace")
-            self.send(enc.err(f'Permissions Violation for Subscription to "{subject}" (sid "{sid_text}")'))
-            who = f'Nkey "{self.user}"' if self.identity.kind == "nkey" else f'User "{self.user or "N/A"}"'
-            log.info('Removed sub "%s" (sid "%s") for %s - not authorized', subject, sid_text, who)
+    def _write(self, data: bytes | bytearray) -> None:
+        stack = self.stack
+        t = self.transport
+        if stack is not None:
+            stack.outbound(bytes(data))
+        elif t is not None:
+            t.write(data)
 
     def _no_responders(self, reply: bytes) -> None:
         """Tell the publisher nobody listens: a 503 status to its first plain subscription
@@ -649,7 +663,10 @@ class ClientConnection(asyncio.Protocol):
         self.out = bytearray()
         if self.trace:
             trace_out(self, out)
-        t.write(out)
+        if self.stack is None:
+            t.write(out)
+        else:
+            self.stack.outbound(bytes(out))
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
             if (
@@ -715,8 +732,10 @@ class ClientConnection(asyncio.Protocol):
         t = self.transport
         if t is not None:
             if self.out and not abort:
-                t.write(self.out)
+                self._write(self.out)
             self.out = bytearray()
+            if self.stack is not None and not abort and not self._lost:
+                self.stack.closing()
             if abort:
                 t.abort()
             else:
@@ -728,10 +747,10 @@ class ClientConnection(asyncio.Protocol):
             return
         self.closed = True
         log.debug("%s - Client connection closed: %s", client_prefix(self.ident), reason)
-        for timer in (self._ping_timer, self._auth_timer):
+        for timer in (self._ping_timer, self._auth_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
-        self._ping_timer = self._auth_timer = None
+        self._ping_timer = self._auth_timer = self._handshake_timer = None
         for sub in self.subs.values():
             self.broker.remove(sub)
         self.subs.clear()
@@ -748,11 +767,3 @@ def _log_text(e: ProtocolError) -> str:
     if e.err in (ERR_MAX_PAYLOAD, ERR_MAX_CONTROL_LINE) and e.detail:
         return e.detail
     return e.detail or e.err or "protocol violation"
-
-
-def _one_by_one(
-    sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
-) -> bool:
-    """``deliver_batch`` of a client whose deliveries are checked: the broker then delivers the
-    batch message by message (through the checked ``deliver``)."""
-    return False

@@ -54,9 +54,12 @@ def info_document(
     auth_required: bool,
     max_payload: int,
     jetstream: bool,
+    tls_required: bool = False,
+    tls_verify: bool = False,
 ) -> dict[str, Any]:
     """The INFO every client is greeted with, before its own ``client_id``/``client_ip``
-    (nats-server's field order; ``auth_required`` and ``jetstream`` only when true)."""
+    (nats-server's field order; ``auth_required``, ``tls_required``, ``tls_verify`` and
+    ``jetstream`` only when true)."""
     info: dict[str, Any] = {
         "server_id": server_id,
         "server_name": server_name,
@@ -69,6 +72,10 @@ def info_document(
     }
     if auth_required:
         info["auth_required"] = True
+    if tls_required:
+        info["tls_required"] = True
+    if tls_verify:
+        info["tls_verify"] = True
     info["max_payload"] = max_payload
     if jetstream:
         info["jetstream"] = True

@@ -184,6 +184,7 @@ class Endpoints:
         self.usage = ProcessUsage()
         self.http_host = server.options.http_host or server.options.host
         self.http_port = 0  # the bound port, set by the monitor once listening
+        self.https_port = 0  # ... when it listens with TLS
         self.req_stats: dict[str, int] = {}
         self.go = go_version()
         self.routes: dict[str, tuple[str, Callable[[Query], Awaitable[Reply]]]] = {
@@ -275,7 +276,7 @@ class Endpoints:
             http_host=self.http_host,
             http_port=self.http_port,
             http_base_path="",
-            https_port=0,
+            https_port=self.https_port,
             auth_timeout=go_number(o.auth_timeout),
             max_control_line=o.max_control_line,
             max_payload=o.max_payload,

@@ -21,6 +21,7 @@ PING_MAX = 2  # unanswered PINGs before the connection is stale
 AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
 LAME_DUCK_DURATION = 120.0
+TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
 
 
@@ -36,6 +37,25 @@ class User:
     nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
 
 
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    """The ``tls {}`` block (or ``--tls*`` flags): how the client port (and the HTTPS monitoring
+    port) does TLS; see ``jetpy.server.tls``."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False  # require and verify client certificates
+    verify_and_map: bool = False  # ... and take the user from them
+    timeout: float = TLS_TIMEOUT
+    handshake_first: bool = False  # the handshake before INFO (clients must ask for it too)
+    min_version: str = "1.2"
+
+    @property
+    def verifies(self) -> bool:
+        return self.verify or self.verify_and_map
+
+
 @dataclass(slots=True)
 class ServerOptions:
     host: str = DEFAULT_HOST
@@ -44,6 +64,8 @@ class ServerOptions:
     client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
+    https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
+    tls: TlsOptions | None = None  # TLS required on the client port
     max_payload: int = MAX_PAYLOAD
     max_pending: int = MAX_PENDING
     max_connections: int = MAX_CONNECTIONS

@@ -18,7 +18,8 @@ clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
 timeout: connected clients whose credentials no longer pass are closed), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
-``server_name``, ``http``/``http_port``, ``max_pending``, ``no_auth_user``,
+``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` (nats-server
+reloads certificates; jetpy refuses the change for now), ``no_auth_user``,
 ``lame_duck_duration``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
 """
@@ -53,9 +54,12 @@ class Option:
     attr: str
     go_name: str
     reloaded: str | None = None  # a format with {value}
-    kind: str = "value"  # or "duration": seconds, printed as Go prints a time.Duration
+    kind: str = "value"  # or "duration": seconds, printed as Go prints a time.Duration;
+    # "switch": a block shown as enabled/disabled
 
     def show(self, value: Any) -> str:
+        if self.kind == "switch":
+            return "enabled" if value else "disabled"
         if self.kind == "duration" and isinstance(value, int | float):
             return go_duration(round(value * 1e9))
         if isinstance(value, bool):
@@ -87,10 +91,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("ping_max", "MaxPingsOut", "Reloaded: ping_max = {value}"),
     Option("http_host", "HTTPHost"),
     Option("http_port", "HTTPPort"),
+    Option("https_port", "HTTPSPort"),
     Option("auth_timeout", "AuthTimeout", "Reloaded: authorization timeout = {value}"),
     Option("max_control_line", "MaxControlLine", "Reloaded: max_control_line = {value}"),
     Option("max_payload", "MaxPayload", "Reloaded: max_payload = {value}"),
     Option("max_pending", "MaxPending"),
+    Option("tls", "TLSConfig", kind="switch"),
     Option("jetstream", "JetStream"),
     Option("max_memory_store", "JetStreamMaxMemory"),
     Option("max_file_store", "JetStreamMaxStore"),
