@@ -31,10 +31,11 @@ from jetpy.server.identity import client_info, info_document, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.monitor import Monitor
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
+from jetpy.server.websocket import WebSocketLayer, WebSocketSettings, origin_parts
 
 __all__ = ["Server"]
 
@@ -57,7 +58,8 @@ class Server:
         self.server_name = self.options.server_name or self.server_id
         self.broker = Broker()
         self.client_listener = self._client_listener(self.options)
-        self.auth = Authenticator(self.options, tls_map=self.client_listener.tls_map)
+        self.ws_listener = self._ws_listener(self.options)
+        self.auth = Authenticator(self.options)
         self.connections: dict[int, ClientConnection] = {}
         self.closed_connections: collections.deque[ClientConnection] = collections.deque(
             maxlen=MAX_CLOSED_CONNECTIONS
@@ -70,8 +72,10 @@ class Server:
         self.start_time = time.time()
         self.port = 0
         self.http_port = 0
+        self.ws_port = 0
         self._cid = 0
         self._listener: asyncio.Server | None = None
+        self._ws_server: asyncio.Server | None = None
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self._closed_in_msgs = 0
@@ -95,6 +99,21 @@ class Server:
         )
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
+        ws, wso = self.ws_listener, opts.websocket
+        if ws is not None and wso is not None:
+            ws_host = wso.host
+            self._ws_server = await loop.create_server(
+                lambda: ClientConnection(self, ws),
+                ws_host,
+                0 if wso.port == -1 else wso.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.ws_port = self._ws_server.sockets[0].getsockname()[1]
+            scheme = "wss" if ws.tls is not None else "ws"
+            log.info("Listening for websocket clients on %s://%s:%d", scheme, ws_host, self.ws_port)
+            if ws.tls is None:
+                log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
         self._build_infos()
         self.events.start()
         if opts.jetstream:
@@ -115,6 +134,9 @@ class Server:
             return
         listener, self._listener = self._listener, None
         listener.close()
+        ws_server, self._ws_server = self._ws_server, None
+        if ws_server is not None:
+            ws_server.close()
         closing = list(self.connections.values())
         for conn in closing:
             conn.close("Server Shutdown")
@@ -159,7 +181,7 @@ class Server:
         ``reload.reload_config`` logged them) into the running server and its clients."""
         self.options = new
         if changed & _AUTH_OPTIONS:
-            self.auth = Authenticator(new, tls_map=self.client_listener.tls_map)
+            self.auth = Authenticator(new)
         if changed & {"max_control_line", "max_payload"}:
             for conn in list(self.connections.values()):
                 conn.limits_changed(new.max_control_line, new.max_payload)
@@ -261,8 +283,36 @@ class Server:
             layers=lambda: [TlsLayer(ctx)],
         )
 
+    @staticmethod
+    def _ws_listener(opts: ServerOptions) -> Listener | None:
+        """The WebSocket port's connections: an upgrade (over TLS unless no_tls), then NATS."""
+        wso = opts.websocket
+        if wso is None or not wso.port:
+            return None
+        settings = WebSocketSettings(
+            compression=wso.compression,
+            same_origin=wso.same_origin,
+            allowed=frozenset(p for p in map(origin_parts, wso.allowed_origins) if p is not None),
+            tls=wso.tls is not None,
+            max_message=opts.max_payload + opts.max_control_line + 64 * 1024,
+        )
+        if wso.tls is None:
+            return Listener(
+                tls_timeout=wso.handshake_timeout, kind="websocket", layers=lambda: [WebSocketLayer(settings)]
+            )
+        ctx = server_context(wso.tls)
+        return Listener(
+            tls=ctx,
+            tls_first=True,
+            tls_timeout=wso.handshake_timeout,
+            tls_map=wso.tls.verify_and_map,
+            kind="websocket",
+            layers=lambda: [TlsLayer(ctx), WebSocketLayer(settings)],
+        )
+
     def _build_infos(self) -> None:
         opts = self.options
+        listeners = [self.client_listener] + ([self.ws_listener] if self.ws_listener is not None else [])
         self._infos = {
             listener: info_document(
                 server_id=self.server_id,
@@ -272,11 +322,15 @@ class Server:
                 auth_required=self.auth.required,
                 max_payload=opts.max_payload,
                 jetstream=opts.jetstream,
-                tls_required=listener.tls is not None,
-                tls_verify=opts.tls is not None and opts.tls.verifies and listener.tls is not None,
+                tls_required=listener.tls is not None and listener.kind != "websocket",
+                tls_verify=listener.tls is not None and listener.kind != "websocket" and _verifies(opts.tls),
             )
-            for listener in (self.client_listener,)
+            for listener in listeners
         }
 
     def info_for(self, conn: ClientConnection) -> bytes:
         return client_info(self._infos[conn.listener], conn.cid, conn.host, conn.nonce)
+
+
+def _verifies(tls: TlsOptions | None) -> bool:
+    return tls is not None and tls.verifies

@@ -153,7 +153,6 @@ class Authenticator:
     """The server's authentication configuration, compiled (permissions once per user)."""
 
     options: ServerOptions
-    tls_map: bool = False  # verify_and_map: users come from client certificates
     _users: dict[str, tuple[str, Permissions | None]] = field(init=False)
     _nkeys: dict[str, Permissions | None] = field(init=False)
 
@@ -193,10 +192,11 @@ class Authenticator:
         return Identity(name, "user", self._users[name][1])
 
     def authenticate(
-        self, connect: ConnectOptions, nonce: str = "", cert: CertNames | None = None
+        self, connect: ConnectOptions, nonce: str = "", cert: CertNames | None = None, tls_map: bool = False
     ) -> Identity | None:
         """Who the client is, or None to refuse (nats-server's order: nkey, then a certificate
-        mapped to a user, then user/password with no_auth_user, then token or single user)."""
+        mapped to a user when the client's port has ``verify_and_map``, then user/password with
+        no_auth_user, then token or single user)."""
         o = self.options
         if not self.required:
             return ANONYMOUS
@@ -209,7 +209,7 @@ class Authenticator:
                 return None
             return Identity(connect.nkey, "nkey", self._nkeys[connect.nkey])
         if self._users:
-            if self.tls_map:
+            if tls_map:
                 return self._mapped(cert)
             user = connect.user
             if not user and o.no_auth_user in self._users:

@@ -37,8 +37,9 @@ from typing import Any, TypeVar
 
 from jetpy.server.auth import valid_user_nkey
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
-from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, TlsOptions, User
+from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, TlsOptions, User, WebSocketOptions
 from jetpy.server.tls import MIN_VERSIONS, server_context
+from jetpy.server.websocket import origin_parts
 from jetpy.subjects import is_valid_subject
 
 __all__ = [
@@ -70,8 +71,6 @@ UNSUPPORTED_FIELDS = frozenset(
         "gateway",
         "leaf",
         "leafnodes",
-        "websocket",
-        "ws",
         "mqtt",
         "accounts",
         "operator",
@@ -183,6 +182,15 @@ def validate_options(opts: ServerOptions) -> None:
         if not opts.tls.cert_file or not opts.tls.key_file:  # (the flags; the file says more)
             raise ConfigError("TLS Server certificate must be present and valid")
         _checked_tls(opts.tls)
+    ws = opts.websocket
+    if ws is not None and ws.port:
+        if ws.tls is None and not ws.no_tls:
+            raise ConfigError("websocket requires TLS configuration")
+        for origin in ws.allowed_origins:
+            if origin_parts(origin) is None:
+                raise ConfigError(
+                    f"unable to parse allowed origin: parse {_q(origin)}: invalid URI for request"
+                )
     if opts.https_port:
         if opts.http_port:
             raise ConfigError(
@@ -669,10 +677,66 @@ def _checked_tls(tls: TlsOptions, pos: Position | None = None) -> TlsOptions:
         server_context(tls)
     except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
         reason = getattr(e, "reason", None) or str(e)
-        if reason == "PEM lib":  # OpenSSL's word for a key that is missing or does not match
+        if "PEM lib" in reason:  # OpenSSL's word for a key that is missing or does not match
             reason = "the key file holds no private key for the certificate (PEM lib)"
         raise ConfigError(f"error parsing X509 certificate/key pair: {reason}", pos) from None
     return tls
+
+
+# -- websocket --------------------------------------------------------------------------------
+
+# nats-server's websocket options jetpy does not carry out yet: refused rather than ignored
+WEBSOCKET_UNSUPPORTED = frozenset(
+    {
+        "advertise",
+        "authorization",
+        "authentication",
+        "no_auth_user",
+        "jwt_cookie",
+        "user_cookie",
+        "username_cookie",
+        "pass_cookie",
+        "password_cookie",
+        "token_cookie",
+        "headers",
+        "ping_interval",
+    }
+)
+
+
+def _websocket(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    block = _map(key, value, pos)
+    fields: dict[str, Any] = {}
+    for k, v in block.items():
+        kpos = block.position(k)
+        name = k.lower()
+        if name == "listen":
+            host, port = _host_port(k, v, kpos)
+            if host:
+                fields["host"] = host
+            fields["port"] = port
+        elif name == "port":
+            fields["port"] = _int(k, v, kpos)
+        elif name in ("host", "net"):
+            fields["host"] = _str(k, v, kpos)
+        elif name in ("no_tls", "compression", "same_origin"):
+            fields[name] = _bool(k, v, kpos)
+        elif name == "tls":
+            tls_ctx = _Context(ServerOptions())
+            _tls(tls_ctx, k, v, kpos)
+            fields["tls"] = tls_ctx.opts.tls
+        elif name == "allowed_origins":
+            origins = [v] if isinstance(v, str) else v
+            if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
+                raise _wrong(k, v, "a string or an array of strings", kpos)
+            fields["allowed_origins"] = tuple(origins)
+        elif name == "handshake_timeout":
+            fields["handshake_timeout"] = _tls_timeout(k, v, kpos)
+        elif name in WEBSOCKET_UNSUPPORTED:
+            raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
+        elif k not in block.variables_used:
+            raise ConfigError(f'unknown field "{k}"', kpos)
+    ctx.opts.websocket = WebSocketOptions(**fields)
 
 
 # -- jetstream --------------------------------------------------------------------------------
@@ -758,6 +822,8 @@ _TOP_LEVEL: dict[str, Handler] = {
     "http_port": _setter("http_port", _int),
     "https_port": _setter("https_port", _int),
     "tls": _tls,
+    "websocket": _websocket,
+    "ws": _websocket,
     "monitor_port": _setter("http_port", _int),
     "max_payload": _limited_int("max_payload", MAX_PAYLOAD_LIMIT),
     "max_pending": _setter("max_pending", _int),

@@ -180,7 +180,8 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
         self.out_bytes = 0
         self.host = ""
         self.port = 0
-        self.ident = ClientIdentity("", 0, self.cid)  # who this client is, for log lines
+        self.ident = ClientIdentity("", 0, self.cid, websocket=listener.kind == "websocket")
+        self.client_type = "websocket" if listener.kind == "websocket" else "nats"  # for /connz
         self.log = server.client_log
         self.rtt = 0.0
         self._start_mono = time.monotonic()
@@ -436,7 +437,11 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
         auth = self.server.auth
-        identity = auth.authenticate(opts, self.nonce, self.cert) if self.auth_required else ANONYMOUS
+        identity = (
+            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+            if self.auth_required
+            else ANONYMOUS
+        )
         # a CONNECT naming an account is refused whatever the credentials, as by nats-server
         if identity is None or opts.account or opts.new_account:
             self.server.auth_failures += 1
@@ -526,7 +531,12 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
 
     def _layer_failed(self, e: LayerError) -> None:
         if e.log:
-            self.log.log(logging.ERROR if e.level == "error" else logging.DEBUG, self.ident, e.log)
+            level = logging.ERROR if e.level == "error" else logging.DEBUG
+            if e.anonymous:  # before the client exists for nats-server: its address alone
+                host = f"[{self.host}]" if ":" in self.host else self.host
+                log.log(level, "%s:%d - %s", host, self.port, e.log)
+            else:
+                self.log.log(level, self.ident, e.log)
         self.out = bytearray()  # nothing more can go out through a broken layer
         self.close(e.reason)
 
@@ -565,7 +575,11 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
         if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
             identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
         else:
-            identity = auth.authenticate(opts, self.nonce, self.cert) if auth.required else ANONYMOUS
+            identity = (
+                auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+                if auth.required
+                else ANONYMOUS
+            )
         if identity is None:
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
@@ -735,7 +749,7 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
                 self._write(self.out)
             self.out = bytearray()
             if self.stack is not None and not abort and not self._lost:
-                self.stack.closing()
+                self.stack.closing(reason)
             if abort:
                 t.abort()
             else:

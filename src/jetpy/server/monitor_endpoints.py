@@ -391,7 +391,7 @@ class Endpoints:
         info: dict[str, Any] = {
             "cid": c.cid,
             "kind": c.kind,
-            "type": "nats",
+            "type": c.client_type,
             "ip": c.host,
             "port": c.port,
             "start": go_time(c.start),

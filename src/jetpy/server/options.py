@@ -56,6 +56,21 @@ class TlsOptions:
         return self.verify or self.verify_and_map
 
 
+@dataclass(frozen=True, slots=True)
+class WebSocketOptions:
+    """The ``websocket {}`` block: a listener for browser clients (see ``jetpy.server.websocket``);
+    ``tls`` is required unless ``no_tls``."""
+
+    port: int = 0  # 0: no WebSocket listener; -1: any free port
+    host: str = DEFAULT_HOST
+    no_tls: bool = False
+    tls: TlsOptions | None = None
+    compression: bool = False
+    same_origin: bool = False
+    allowed_origins: tuple[str, ...] = ()
+    handshake_timeout: float = TLS_TIMEOUT
+
+
 @dataclass(slots=True)
 class ServerOptions:
     host: str = DEFAULT_HOST
@@ -66,6 +81,7 @@ class ServerOptions:
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
     https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
     tls: TlsOptions | None = None  # TLS required on the client port
+    websocket: WebSocketOptions | None = None
     max_payload: int = MAX_PAYLOAD
     max_pending: int = MAX_PENDING
     max_connections: int = MAX_CONNECTIONS

@@ -18,8 +18,8 @@ clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
 timeout: connected clients whose credentials no longer pass are closed), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
-``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` (nats-server
-reloads certificates; jetpy refuses the change for now), ``no_auth_user``,
+``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
+(nats-server reloads certificates and origins; jetpy refuses the change for now), ``no_auth_user``,
 ``lame_duck_duration``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
 """
@@ -97,6 +97,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_payload", "MaxPayload", "Reloaded: max_payload = {value}"),
     Option("max_pending", "MaxPending"),
     Option("tls", "TLSConfig", kind="switch"),
+    Option("websocket", "Websocket", kind="switch"),
     Option("jetstream", "JetStream"),
     Option("max_memory_store", "JetStreamMaxMemory"),
     Option("max_file_store", "JetStreamMaxStore"),

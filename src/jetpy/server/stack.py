@@ -31,12 +31,15 @@ class LayerError(Exception):
     (``"error"`` or ``"debug"``); ``reason`` is its closed-connection reason in /connz; ``data``
     what arrived before the end (a client's last message before its close), to be handled."""
 
-    def __init__(self, log: str | None, reason: str, level: str = "error", data: bytes = b"") -> None:
+    def __init__(
+        self, log: str | None, reason: str, level: str = "error", data: bytes = b"", anonymous: bool = False
+    ) -> None:
         super().__init__(log or reason)
         self.log = log
         self.reason = reason
         self.level = level
         self.data = data
+        self.anonymous = anonymous  # logged with the client's address only (no connection yet)
 
 
 class Layer(Protocol):
@@ -57,8 +60,9 @@ class Layer(Protocol):
         """What the layer itself must write below now (handshakes, control frames)."""
         ...
 
-    def closing(self) -> bytes:
-        """What to write below before the socket closes (a close_notify, a close frame)."""
+    def closing(self, reason: str) -> bytes:
+        """What to write below before the socket closes (a close_notify, a close frame for
+        ``reason``, the connection's closed reason)."""
         ...
 
 
@@ -103,11 +107,11 @@ class Stack:
         """Protocol bytes down through every layer to the socket."""
         self._down(len(self.layers), data)
 
-    def closing(self) -> None:
+    def closing(self, reason: str) -> None:
         """Every layer's goodbye, the top one first, each through the layers below it."""
         for i in range(len(self.layers) - 1, -1, -1):
             try:
-                data = self.layers[i].closing()
+                data = self.layers[i].closing(reason)
             except LayerError:
                 continue
             if data:

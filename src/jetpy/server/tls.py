@@ -149,7 +149,7 @@ class TlsLayer:
     def pending(self) -> bytes:
         return self._out.read() if self._out.pending else b""
 
-    def closing(self) -> bytes:
+    def closing(self, reason: str = "") -> bytes:
         """Our close_notify (clients wait for it before they call a connection closed)."""
         if self.ready and not self._closed:
             self._closed = True
