@@ -194,7 +194,8 @@ async def test_https_monitoring(pki: Pki) -> None:
         head, _, payload = body.partition(b"\r\n\r\n")
         assert head.split(b" ")[1] == b"200"
         varz = json.loads(payload)
-        assert varz["https_port"] == srv.http_port and varz["http_port"] == 0
+        assert varz["https_port"] == -1 and varz["http_port"] == 0  # as configured, as nats-server
+        assert varz["tls_required"] is True and varz["tls_timeout"] == 2
 
 
 # -- against nats-server 2.15.1 --------------------------------------------------------------

@@ -283,7 +283,6 @@ def test_switching_off_an_unsupported_feature_is_fine() -> None:
     "key",
     [
         "max_traced_msg_len",
-        "max_subscriptions",
         "disable_sublist_cache",
         "lame_duck_grace_period",
         "server_tags",

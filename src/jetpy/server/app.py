@@ -22,16 +22,16 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
+from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
-from jetpy.server.client_log import ClientLog
+from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.identity import client_info, info_document, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.monitor import Monitor
-from jetpy.server.options import ServerOptions, TlsOptions
+from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -45,6 +45,7 @@ _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
+MAX_SUBS_LOG_INTERVAL = 2.0  # seconds between two "maximum subscriptions exceeded" log lines
 
 
 class Server:
@@ -68,6 +69,7 @@ class Server:
         self.slow_consumers = 0
         self.auth_failures = 0
         self.violations: dict[str, int] = {}  # permission violations by kind, for /metrics
+        self._max_subs_logged = float("-inf")
         self.client_log = ClientLog(log)
         self.start_time = time.time()
         self.port = 0
@@ -238,6 +240,12 @@ class Server:
         self.closed_connections.append(conn)
         self.events.disconnected(conn)
 
+    def max_subs_exceeded(self, who: ClientIdentity) -> None:
+        now = time.monotonic()
+        if now - self._max_subs_logged >= MAX_SUBS_LOG_INTERVAL:
+            self._max_subs_logged = now
+            self.client_log.error(who, ERR_MAX_SUBSCRIPTIONS)
+
     def connected(self, conn: ClientConnection) -> None:
         self.events.connected(conn)
 
@@ -298,13 +306,15 @@ class Server:
         )
         if wso.tls is None:
             return Listener(
-                tls_timeout=wso.handshake_timeout, kind="websocket", layers=lambda: [WebSocketLayer(settings)]
+                tls_timeout=wso.handshake_timeout or TLS_TIMEOUT,
+                kind="websocket",
+                layers=lambda: [WebSocketLayer(settings)],
             )
         ctx = server_context(wso.tls)
         return Listener(
             tls=ctx,
             tls_first=True,
-            tls_timeout=wso.handshake_timeout,
+            tls_timeout=wso.handshake_timeout or TLS_TIMEOUT,
             tls_map=wso.tls.verify_and_map,
             kind="websocket",
             layers=lambda: [TlsLayer(ctx), WebSocketLayer(settings)],

@@ -57,6 +57,7 @@ __all__ = [
 # nats-server's hard limits and defaults for what the config file can say.
 MAX_PAYLOAD_LIMIT = 2**31 - 1  # protocol lengths are int32 in nats-server; larger is "too big"
 MAX_CONTROL_LINE_LIMIT = 2**31 - 1
+MAX_SUB_TOKENS_LIMIT = 256  # nats-server's bound on max_sub_tokens
 LAME_DUCK_MIN_DURATION = 30.0  # seconds; shorter would cut clients off before they can move
 DEFAULT_RESPONSE_MAX_MSGS = 1  # allow_responses: true = one reply ...
 DEFAULT_RESPONSE_TTL = 120.0  # ... within two minutes
@@ -105,10 +106,6 @@ IGNORED_FIELDS = frozenset(
         "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
-        "max_subscriptions",
-        "max_subs",
-        "max_sub_tokens",
-        "max_subscription_tokens",
         "lame_duck_grace_period",
         "no_system_account",
         "no_system",
@@ -343,6 +340,15 @@ def _duration_setter(attr: str) -> Handler:
         setattr(ctx.opts, attr, seconds)
 
     return handler
+
+
+def _sub_tokens(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    n = _int(key, value, pos)
+    if n > MAX_SUB_TOKENS_LIMIT:
+        raise ConfigError(f"{key} value is too big", pos)
+    if n < 0:
+        raise ConfigError(f"{key} value can not be negative", pos)
+    ctx.opts.max_sub_tokens = n
 
 
 def _limited_int(attr: str, limit: int) -> Handler:
@@ -830,6 +836,10 @@ _TOP_LEVEL: dict[str, Handler] = {
     "max_connections": _setter("max_connections", _int),
     "max_conn": _setter("max_connections", _int),
     "max_control_line": _limited_int("max_control_line", MAX_CONTROL_LINE_LIMIT),
+    "max_subscriptions": _setter("max_subscriptions", _int),
+    "max_subs": _setter("max_subscriptions", _int),
+    "max_sub_tokens": _sub_tokens,
+    "max_subscription_tokens": _sub_tokens,
     "ping_interval": _duration_setter("ping_interval"),
     "ping_max": _setter("ping_max", _int),
     "write_deadline": _duration_setter("write_deadline"),

@@ -38,6 +38,7 @@ from jetpy.protocol.errors import (
     ERR_MAX_CONNECTIONS,
     ERR_MAX_CONTROL_LINE,
     ERR_MAX_PAYLOAD,
+    ERR_MAX_SUBSCRIPTIONS,
     ERR_NO_RESPONDERS_HEADERS,
     ERR_STALE_CONNECTION,
     ERR_UNKNOWN_OP,
@@ -58,6 +59,7 @@ from jetpy.server.permissions import (
     pub_violation,
     reply_violation,
     sub_violation,
+    tokens_violation,
 )
 from jetpy.server.stack import LayerError, Listener, Stack, cert_names_of
 from jetpy.server.trace import trace_in, trace_out
@@ -75,6 +77,7 @@ CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO)
 RTT_MEASUREMENT_INTERVAL: Final = 3600.0  # nats-server re-measures a busy client's RTT hourly
 
 _INVALID_PUB_SUBJECT: Final = enc.err(ERR_INVALID_PUB_SUBJECT)
+_MAX_SUBS: Final = enc.err(ERR_MAX_SUBSCRIPTIONS)
 _INVALID_SUBJECT: Final = enc.err(ERR_INVALID_SUBJECT)
 
 # nats-server's closed-connection reasons (/connz?state=closed) for each protocol error
@@ -116,6 +119,10 @@ class ConnectionHost(Protocol):
 
     def info_for(self, conn: ClientConnection) -> bytes:
         """The INFO line this client is greeted with."""
+        ...
+
+    def max_subs_exceeded(self, who: ClientIdentity) -> None:
+        """A client hit ``max_subscriptions`` (logged at most every 2 s, as nats-server)."""
         ...
 
 
@@ -470,11 +477,19 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
-        # nats-server's order: permissions (and the reserved queue), then the subject; any other
-        # queue name is taken as is
+        # nats-server's order: permissions (and the reserved queue), the token and subscription
+        # limits, then the subject; any other queue name is taken as is
         perms = self.perms
         if queue == SYS_QUEUE or (perms is not None and not perms.may_subscribe(subject, queue)):
             self._violation("subscribe", *sub_violation(subject, queue, sid))
+            return
+        opts = self.server.options
+        if opts.max_sub_tokens and subject.count(b".") >= opts.max_sub_tokens:
+            self._violation("subscribe", *tokens_violation(subject, sid))
+            return
+        if opts.max_subscriptions > 0 and len(self.subs) >= opts.max_subscriptions:
+            self.send(_MAX_SUBS)
+            self.server.max_subs_exceeded(self.ident)
             return
         if not valid_sub_bytes(subject):
             self.send(_INVALID_SUBJECT)

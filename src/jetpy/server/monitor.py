@@ -186,9 +186,7 @@ class Monitor:
             ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self.tls is not None else None,
         )
         self.port = int(self._listener.sockets[0].getsockname()[1])
-        if self.tls is not None:
-            self.endpoints.https_port = self.port
-        else:
+        if self.tls is None:  # /varz reports https_port as configured, as nats-server does
             self.endpoints.http_port = self.port
         self.loop_lag.start()
         scheme = "https" if self.tls is not None else "http"

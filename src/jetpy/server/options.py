@@ -68,7 +68,7 @@ class WebSocketOptions:
     compression: bool = False
     same_origin: bool = False
     allowed_origins: tuple[str, ...] = ()
-    handshake_timeout: float = TLS_TIMEOUT
+    handshake_timeout: float = 0.0  # 0: not set (the TLS timeout's default, 2 s, applies)
 
 
 @dataclass(slots=True)
@@ -86,6 +86,8 @@ class ServerOptions:
     max_pending: int = MAX_PENDING
     max_connections: int = MAX_CONNECTIONS
     max_control_line: int = MAX_CONTROL_LINE
+    max_subscriptions: int = 0  # per connection; 0 (or less) = unlimited
+    max_sub_tokens: int = 0  # tokens in a subscription's subject; 0 = unlimited (at most 256)
     ping_interval: float = PING_INTERVAL
     ping_max: int = PING_MAX
     write_deadline: float = WRITE_DEADLINE

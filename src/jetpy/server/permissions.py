@@ -44,6 +44,7 @@ __all__ = [
     "pub_violation",
     "reply_violation",
     "sub_violation",
+    "tokens_violation",
 ]
 
 RESERVED_REPLY_PREFIXES: Final = (b"_R_.", b"$JS.ACK.", b"$GNR.")
@@ -331,4 +332,12 @@ def sub_violation(subject: bytes, queue: bytes | None, sid: bytes) -> tuple[str,
     return (
         f"Permissions Violation for Subscription to {_q(subject)}",
         f"Subscription Violation - Subject {_q(subject)}, SID {sid_text}",
+    )
+
+
+def tokens_violation(subject: bytes, sid: bytes) -> tuple[str, str]:
+    """(-ERR text, log text) of a subscription with more tokens than ``max_sub_tokens``."""
+    return (
+        f"Permissions Violation for Subscription to {_q(subject)}, too many tokens",
+        f"Subscription Violation Too Many Tokens - Subject {_q(subject)}, SID {sid.decode(errors='replace')}",
     )

@@ -82,6 +82,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("debug", "Debug", "Reloaded: debug = {value}"),
     Option("logtime", "Logtime", "Reloaded: logtime = {value}"),
     Option("max_connections", "MaxConn", "Reloaded: max_connections = {value}"),
+    Option("max_subscriptions", "MaxSubs"),
+    Option("max_sub_tokens", "MaxSubTokens"),
     Option("users", "Users", "Reloaded: authorization users"),
     Option("no_auth_user", "NoAuthUser"),
     Option("username", "Username", "Reloaded: authorization username"),
