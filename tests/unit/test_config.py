@@ -284,7 +284,6 @@ def test_switching_off_an_unsupported_feature_is_fine() -> None:
     [
         "max_traced_msg_len",
         "disable_sublist_cache",
-        "lame_duck_grace_period",
         "server_tags",
         "no_header_support",
     ],

@@ -324,3 +324,14 @@ def test_startup_checks_run_after_flags(tmp_path: Path) -> None:
         ConfigError, match=r"max_payload \(1048576\) cannot be higher than max_pending \(1000\)"
     ):
         parse_args(["-c", str(conf)])
+
+
+def test_signal_ldm_is_accepted() -> None:
+    assert parse_args(["--signal", "ldm=123"]).signal == "ldm=123"
+
+
+def test_lame_duck_grace_period(tmp_path: Path) -> None:
+    conf = tmp_path / "ldm.conf"
+    conf.write_text('lame_duck_duration: "30s"\nlame_duck_grace_period: "2s"\n')
+    opts = parse_args(["-c", str(conf)]).options
+    assert (opts.lame_duck_duration, opts.lame_duck_grace_period) == (30.0, 2.0)

@@ -30,6 +30,7 @@ from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.identity import client_info, info_document, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
@@ -78,6 +79,7 @@ class Server:
         self._cid = 0
         self._listener: asyncio.Server | None = None
         self._ws_server: asyncio.Server | None = None
+        self._ldm = False  # in lame duck mode
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self._closed_in_msgs = 0
@@ -129,6 +131,29 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+
+    async def lame_duck(self) -> None:
+        """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
+        them gradually, then shut down."""
+        if self._listener is None or self._ldm:
+            return
+        self._ldm = True
+        opts = self.options
+        await lame_duck(self, opts.lame_duck_duration, opts.lame_duck_grace_period)
+        await self.shutdown()
+
+    def stop_accepting(self) -> None:
+        for server in (self._listener, self._ws_server):
+            if server is not None:
+                server.close()
+
+    def clients(self) -> list[ClientConnection]:
+        return list(self.connections.values())
+
+    def announce_ldm(self) -> None:
+        for c in self.connections.values():
+            if c.connected and c.protocol >= 1 and not c.closed:
+                c.send(client_info(self._infos[c.listener], c.cid, c.host, c.nonce, ldm=True))
 
     async def shutdown(self) -> None:
         """Stop accepting, flush every client's pending output, close them, stop JetStream."""

@@ -106,7 +106,6 @@ IGNORED_FIELDS = frozenset(
         "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
-        "lame_duck_grace_period",
         "no_system_account",
         "no_system",
         "no_sys_acc",
@@ -403,6 +402,13 @@ def _lame_duck(ctx: _Context, key: str, value: Any, pos: Position) -> None:
     if seconds < LAME_DUCK_MIN_DURATION:
         raise ConfigError(f"invalid lame_duck_duration of {value}, minimum is 30 seconds", pos)
     ctx.opts.lame_duck_duration = seconds
+
+
+def _lame_duck_grace(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    seconds = _go_duration(key, value, pos)
+    if seconds < 0:
+        raise ConfigError(f"invalid lame_duck_grace_period of {value}, must be positive", pos)
+    ctx.opts.lame_duck_grace_period = seconds
 
 
 def _trace_verbose(ctx: _Context, key: str, value: Any, pos: Position) -> None:
@@ -844,6 +850,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "ping_max": _setter("ping_max", _int),
     "write_deadline": _duration_setter("write_deadline"),
     "lame_duck_duration": _lame_duck,
+    "lame_duck_grace_period": _lame_duck_grace,
     "authorization": _authorization,
     "no_auth_user": _setter("no_auth_user", _str),
     "jetstream": _jetstream,

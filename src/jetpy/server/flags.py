@@ -221,7 +221,7 @@ def parse_args(argv: list[str]) -> ParsedArgs:
         raise UsageError(unsupported[0])
     if run.signal:  # nats-server signals and exits before it reads any config
         if run.signal.partition("=")[0] not in SIGNAL_COMMANDS:
-            # stop is SIGKILL (kill -9 does it); reopen and ldm ask for what jetpy lacks
+            # stop is SIGKILL (kill -9 does it); reopen asks for log rotation, which jetpy lacks
             raise UsageError(
                 f"{run.signal_flag}: signalling a running server (use kill) is not supported yet"
             )
@@ -316,7 +316,7 @@ Server Options:
     -ms,--https_port <port>          Use port for https monitoring (the TLS certificate below)
     -c, --config <file>              Configuration file (nats-server format)
     -t                               Test configuration and exit
-    -sl,--signal <signal>[=<pid>]    Send signal to jetpy-server process (reload, quit, term)
+    -sl,--signal <signal>[=<pid>]    Send signal to jetpy-server process (ldm, reload, quit, term)
                                      <pid> can be a PID or the path to a PID file
         --client_advertise <string>  Client URL to advertise
 
@@ -355,5 +355,5 @@ Flags are nats-server's: -flag or --flag, -flag=value or -flag value; explicit f
 the configuration file. Recognised but not supported yet: --help_tls, clustering (--routes, --cluster, --cluster_name,
 --cluster_advertise, --cluster_listen, --no_advertise, --connect_retries), syslog (-s, -r),
 --ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile; of --signal's commands,
-stop (use kill -9), reopen (log rotation) and ldm (lame duck mode).
+stop (use kill -9) and reopen (log rotation).
 """

@@ -82,10 +82,14 @@ def info_document(
     return info
 
 
-def client_info(document: dict[str, Any], client_id: int, client_ip: str, nonce: str = "") -> bytes:
-    """The INFO line for one client: ``document`` with that client's id and address, and the
-    nonce it must sign when nkey users exist."""
+def client_info(
+    document: dict[str, Any], client_id: int, client_ip: str, nonce: str = "", ldm: bool = False
+) -> bytes:
+    """The INFO line for one client: ``document`` with that client's id and address, the nonce
+    it must sign when nkey users exist, and ``ldm`` when the server is in lame duck mode."""
     info = {**document, "client_id": client_id, "client_ip": client_ip}
     if nonce:
         info["nonce"] = nonce
+    if ldm:
+        info["ldm"] = True
     return enc.info(info)

@@ -20,7 +20,8 @@ PING_INTERVAL = 120.0  # seconds between server PINGs on an idle connection
 PING_MAX = 2  # unanswered PINGs before the connection is stale
 AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
-LAME_DUCK_DURATION = 120.0
+LAME_DUCK_DURATION = 120.0  # seconds lame duck mode spreads the clients' closes over
+LAME_DUCK_GRACE_PERIOD = 10.0  # seconds between the ldm INFO and the first close
 TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
 
@@ -114,3 +115,4 @@ class ServerOptions:
     config_file: str = ""
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION
+    lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD

@@ -20,7 +20,7 @@ timeout: connected clients whose credentials no longer pass are closed), ``clien
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
 ``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
 (nats-server reloads certificates and origins; jetpy refuses the change for now), ``no_auth_user``,
-``lame_duck_duration``, and the JetStream options (nats-server restarts JetStream for some of
+``lame_duck_duration``, ``lame_duck_grace_period``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
 """
 
@@ -110,6 +110,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
     Option("write_deadline", "WriteDeadline", "Reloaded: write_deadline = {value}", "duration"),
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
+    Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
 )
 _RANDOM_PORTS = (0, -1)
 
