@@ -190,3 +190,26 @@ async def test_metrics_count_violations(tmp_path: object) -> None:
         writer.close()
         assert 'jetpy_permission_violations_total{server_id="' in body
         assert 'kind="publish"} 1' in body and 'kind="subscribe"} 1' in body
+
+
+async def test_requests_pipelined_after_connect_are_checked(tmp_path: Any) -> None:
+    """A JetStream request in the same read as the CONNECT is the new user's, not the server's."""
+    perms = {"publish": {"allow": ["$JS.API.>"]}, "subscribe": {"allow": ["_INBOX.>", "ok.>"]}}
+    opts = ServerOptions(
+        host="127.0.0.1", port=0, users=users(u=perms), jetstream=True, store_dir=str(tmp_path)
+    )
+    async with jetpy.Server(opts) as srv:
+        body = b'{"name":"S","subjects":["secret.>"],"storage":"memory"}'
+        out = await raw(
+            srv,
+            "u",
+            b"SUB _INBOX.r 1\r\nPUB $JS.API.STREAM.CREATE.S _INBOX.r %d\r\n%s\r\n" % (len(body), body),
+            within=1.0,
+        )
+        assert b'"err_code":10403' in out
+        assert (
+            srv.jetstream is not None
+            and not srv.jetstream.jsz_stats(
+                accounts=False, streams=False, consumers=False, config=False, account=""
+            )["streams"]
+        )

@@ -47,6 +47,7 @@ from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.client_layers import ClientLayers
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
@@ -61,7 +62,7 @@ from jetpy.server.permissions import (
     sub_violation,
     tokens_violation,
 )
-from jetpy.server.stack import LayerError, Listener, Stack, cert_names_of
+from jetpy.server.stack import Listener, Stack
 from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
@@ -129,7 +130,7 @@ class ConnectionHost(Protocol):
 PLAIN: Final = Listener()  # the client port without TLS
 
 
-class ClientConnection(ClientPermissions, asyncio.Protocol):
+class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
     kind = "Client"
     server: ConnectionHost
 
@@ -274,20 +275,10 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        stack = self.stack
-        if stack is not None:
-            try:
-                data = stack.inbound(data)
-            except LayerError as e:
-                if e.data and self._stack_up:
-                    self._received(e.data)
-                self._layer_failed(e)
-                return
-            if not self._stack_up and stack.ready:
-                self._stack_ready(stack)
-            if not data:
-                return
-        self._received(data)
+        if self.stack is not None:
+            self._layered(self.stack, data)
+        else:
+            self._received(data)
 
     def _received(self, data: bytes) -> None:
         """Protocol bytes from the client (through its layers, if it has any)."""
@@ -421,6 +412,7 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
 
     def _login_anonymous(self) -> None:
         self._set_identity(self.server.auth.anonymous())
+        self.broker.caller = self.perms  # (inside this client's read)
         self.ident.connected = True
         self.connected = True
         self._cancel_auth_timer()
@@ -457,6 +449,7 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
             return False
         self._cancel_auth_timer()
         self._set_identity(identity)
+        self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
         ident.connected = True
@@ -512,56 +505,8 @@ class ClientConnection(ClientPermissions, asyncio.Protocol):
         if self.verbose:
             self.send(enc.OK)
 
-    # -- the layers under the protocol (TLS, WebSocket) -------------------------------------------------
-
-    def _greet(self) -> None:
-        self._greeted = True
-        self.send(self.server.info_for(self))
-
-    def _stack_ready(self, stack: Stack) -> None:
-        """Every layer's handshake is done: the client may speak NATS (greeted now if it was not)."""
-        self._stack_up = True
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
-            self._handshake_timer = None
-        self.cert = cert_names_of(stack.layers)
-        if self.listener.tls is not None and log.isEnabledFor(logging.DEBUG):
-            prefix = client_prefix(self.ident)
-            log.debug("%s - TLS handshake complete", prefix)
-            for layer in stack.layers:
-                describe = getattr(layer, "describe", None)
-                if callable(describe):
-                    log.debug("%s - %s", prefix, describe())
-        if not self._greeted:
-            self._greet()
-
-    def _handshake_timeout(self) -> None:
-        self._handshake_timer = None
-        if not self._stack_up and not self.closed:
-            what = "TLS handshake" if self.listener.tls is not None else "WebSocket handshake"
-            self.log.debug(self.ident, f"{what} timeout")
-            self.close(
-                "TLS Handshake Failure" if self.listener.tls is not None else "Protocol Violation", abort=True
-            )
-
-    def _layer_failed(self, e: LayerError) -> None:
-        if e.log:
-            level = logging.ERROR if e.level == "error" else logging.DEBUG
-            if e.anonymous:  # before the client exists for nats-server: its address alone
-                host = f"[{self.host}]" if ":" in self.host else self.host
-                log.log(level, "%s:%d - %s", host, self.port, e.log)
-            else:
-                self.log.log(level, self.ident, e.log)
-        self.out = bytearray()  # nothing more can go out through a broken layer
-        self.close(e.reason)
-
-    def _write(self, data: bytes | bytearray) -> None:
-        stack = self.stack
-        t = self.transport
-        if stack is not None:
-            stack.outbound(bytes(data))
-        elif t is not None:
-            t.write(data)
+    def info(self) -> bytes:
+        return self.server.info_for(self)
 
     def _no_responders(self, reply: bytes) -> None:
         """Tell the publisher nobody listens: a 503 status to its first plain subscription
