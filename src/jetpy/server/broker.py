@@ -62,6 +62,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "filtered",
         "handler",
         "hprefix",
         "max_msgs",
@@ -78,6 +79,7 @@ class Subscription:
         self.sid = sid
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
+        self.filtered = False  # its client may not see every message it matches (permissions)
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)

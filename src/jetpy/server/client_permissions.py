@@ -87,15 +87,28 @@ class ClientPermissions:
             self.replies = None
         elif self.replies is None or self.replies.permission != resp:
             self.replies = Replies(resp)
-        # Deliveries are checked only for clients that need it: the plain methods stay the
-        # class's for everyone else (no cost on the hot path).
-        if perms is not None and (perms.filters_delivery or resp is not None):
+        for sub in self.subs.values():  # (a reload: what the new permissions filter)
+            sub.filtered = perms is not None and perms.filters(sub.subject)
+        self._install_checks()
+
+    def _install_checks(self) -> None:
+        """Deliveries are checked only for a client that needs it (a subscription to filter, or
+        replies to track): everyone else keeps the class's methods (no cost on the hot path)."""
+        needed = self.replies is not None or any(sub.filtered for sub in self.subs.values())
+        if needed:
             self.deliver = self._deliver_checked  # type: ignore[method-assign]
             self.deliver_run = self._deliver_run_checked  # type: ignore[method-assign]
             self.deliver_batch = _one_by_one  # type: ignore[method-assign]
         else:
             for name in ("deliver", "deliver_run", "deliver_batch"):
                 self.__dict__.pop(name, None)
+
+    def _filter_new(self, sub: Subscription) -> None:
+        """A subscription was made: does it need its deliveries checked?"""
+        perms = self.perms
+        if perms is not None and perms.filters(sub.subject):
+            sub.filtered = True
+            self._install_checks()
 
     def _answers(self, subject: bytes) -> bool:
         """May the client publish to ``subject`` as a reply to a request it received?"""
@@ -112,8 +125,7 @@ class ClientPermissions:
     def _deliver_checked(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
     ) -> None:
-        perms = self.perms
-        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
+        if sub.filtered and self.perms is not None and self.perms.denies_delivery(subject):
             return
         if reply and self.replies is not None and not self.closed:
             self.replies.received(reply, time.monotonic())
@@ -122,8 +134,7 @@ class ClientPermissions:
     def _deliver_run_checked(
         self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]
     ) -> None:
-        perms = self.perms
-        if perms is not None and perms.filters_delivery and perms.denies_delivery(subject):
+        if sub.filtered and self.perms is not None and self.perms.denies_delivery(subject):
             return
         type(self).deliver_run(self, sub, subject, datas, tails)
 

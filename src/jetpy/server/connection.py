@@ -491,6 +491,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             sub = Subscription(self, subject, queue, sid)
             self.subs[sid] = sub
             self.broker.add(sub)
+            if perms is not None:
+                self._filter_new(sub)
         if self.verbose:
             self.send(enc.OK)
 

@@ -15,9 +15,10 @@ and every question asked of it:
   2.9.10 and 2.15.1 leak: a wildcard subscription must fall *within* an allow entry (nats-server
   lets ``foo.>`` through an allow of ``foo.*``, and then delivers ``foo.a.b``), and a queue
   entry in the deny list never lifts a plain deny (nats-server 2.12.7's fix).
-* **delivery** (:meth:`Permissions.denies_delivery`): a wildcard subscription may overlap a deny
-  entry (``>`` with ``secret.>`` denied); messages on denied subjects are then not delivered to
-  that client, as nats-server filters them.
+* **delivery** (:meth:`Permissions.filters`, :meth:`Permissions.denies_delivery`): a wildcard
+  subscription may overlap a deny entry (``>`` with ``secret.>`` denied); messages on denied
+  subjects are then not delivered to it, as nats-server filters them. Only such subscriptions
+  pay a check per message.
 * **whole patterns** (:meth:`Permissions.may_publish_all`, :meth:`Permissions.may_subscribe_all`):
   may the user publish to (or read) *every* subject a pattern matches? The stricter question the
   JetStream API asks for what a request would capture, read or write.
@@ -177,10 +178,14 @@ class Permissions:
         """Does publishing need a check at all? (nats-server skips it without lists.)"""
         return self.pub_allow is not None or bool(self.pub_deny)
 
-    @property
-    def filters_delivery(self) -> bool:
-        """Can a subscription be allowed that still must not see some messages (a deny list)?"""
-        return bool(self.sub_deny)
+    def filters(self, subject: bytes) -> bool:
+        """Must deliveries to an (allowed) subscription on ``subject`` be checked one by one? Only
+        a wildcard subscription overlapping a deny entry can see denied subjects (nats-server
+        2.12.7's rule: overlap, not only a deny entry within it)."""
+        if not self.sub_deny:
+            return False
+        s = subject.decode(errors="replace")
+        return _has_wildcard(s) and any(subjects_overlap(s, d) for d in self.sub_deny)
 
     # -- publish ----------------------------------------------------------------------------------
 
