@@ -321,6 +321,56 @@ ROWS = [
     ),
     Row("next_via_ack_on_secret_consumer", next_secret_via_ack, "nothing", True),
     Row("kv_get_secret_bucket", lambda e: kv_get(e, "vault", "k"), DENIED, True),
+    Row(
+        "mirror_of_secret",
+        lambda e: api(e.u, "$JS.API.STREAM.CREATE.MS", {"name": "MS", "mirror": {"name": "SECRET"}}),
+        DENIED,
+        True,
+    ),
+    Row(
+        "source_filtered_to_secret",
+        lambda e: api(
+            e.u,
+            "$JS.API.STREAM.CREATE.SS",
+            {"name": "SS", "sources": [{"name": "MIX", "filter_subject": "secret.m"}]},
+        ),
+        DENIED,
+        True,
+    ),
+    Row(
+        "mirror_of_a_stream_not_there_yet",
+        lambda e: api(e.u, "$JS.API.STREAM.CREATE.MN", {"name": "MN", "mirror": {"name": "NOTYET"}}),
+        DENIED,
+        True,
+    ),
+    Row(
+        "source_filtered_public_allowed",
+        lambda e: api(
+            e.u,
+            "$JS.API.STREAM.CREATE.SP",
+            {"name": "SP", "subjects": ["pub.sp"], "sources": [{"name": "MIX", "filter_subject": "pub.m"}]},
+        ),
+        "ok",
+        True,
+    ),
+    Row(
+        "snapshot_secret",
+        lambda e: api(e.u, "$JS.API.STREAM.SNAPSHOT.SECRET", {"deliver_subject": "pub.snap"}),
+        DENIED,
+        True,
+    ),
+    Row(
+        "restore_capturing_secret",
+        lambda e: api(e.u, "$JS.API.STREAM.RESTORE.RS", {"config": stream("RS", ["secret.r.>"])}),
+        DENIED,
+        True,
+    ),
+    Row(
+        "restore_public_allowed",
+        lambda e: api(e.u, "$JS.API.STREAM.RESTORE.RP2", {"config": stream("RP2", ["pub.rp.>"])}),
+        "ok",
+        True,
+    ),
 ]
 
 

@@ -8,6 +8,9 @@ touches, each a pattern that must be allowed *entirely*:
 * a stream *captures* its subjects (``subjects``, else its name): reading them, so each must be
   one the caller may subscribe to; what it stores is read under stored subjects (the captured
   ones, or anything at all when a ``subject_transform`` renames them);
+* a mirror or source *reads* what it copies from its origin: its filters, else every subject the
+  origin stores (anything at all when the origin is in another domain or does not exist yet, so
+  that no copy can outgrow what its creator may read);
 * a consumer *reads* its filters (else the stream's stored subjects) and *writes* to its deliver
   subject; ``republish`` writes to its destination (any subject when it maps tokens);
 * destroying messages (delete, purge, an update that may drop them) *writes* the stream's
@@ -19,7 +22,7 @@ Refusals are :data:`~jetpy.jetstream.errors.PERMISSIONS_VIOLATION` (403, err_cod
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
@@ -31,6 +34,7 @@ __all__ = [
     "check_read",
     "check_write",
     "consumer_reads",
+    "copies_read",
     "republish_writes",
     "stored",
     "violation",
@@ -49,6 +53,22 @@ def stored(cfg: StreamConfig) -> list[str]:
     if cfg.subject_transform is not None or cfg.mirror is not None or cfg.sources:
         return [EVERYTHING]  # renamed or copied from elsewhere: any subject at all
     return captured(cfg)
+
+
+def copies_read(cfg: StreamConfig, origin: Callable[[str], StreamConfig | None]) -> list[str]:
+    """What a stream's mirror and sources read from their origins (``origin`` looks a local
+    stream's config up by name)."""
+    reads: list[str] = []
+    for src in ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources):
+        filters = [t.src for t in src.subject_transforms] or (
+            [src.filter_subject] if src.filter_subject else []
+        )
+        if filters:
+            reads.extend(filters)
+            continue
+        found = origin(src.name) if src.external is None else None
+        reads.extend(stored(found) if found is not None else [EVERYTHING])
+    return reads
 
 
 def consumer_reads(stream: StreamConfig, cfg: ConsumerConfig, subject_filter: str = "") -> list[str]:

@@ -6,7 +6,8 @@ The table :meth:`RequestGuard.checks` names, per route, what a request touches (
 :mod:`jetpy.jetstream.access`'s): creating or updating a stream captures its subjects and
 republishes somewhere, an update may drop messages, deleting or purging a stream or one of its
 messages destroys what was published there, a consumer reads its filters and writes to its
-deliver subject, a snapshot reads everything. Requests are decoded exactly as their handlers
+deliver subject, a mirror or source reads what it copies, a snapshot reads everything, a
+restore captures and writes what it brings. Requests are decoded exactly as their handlers
 decode them; one its handler would refuse is left to the handler, so the answer to a malformed
 request stays nats-server's. Must not know: how handlers do their work, the network.
 """
@@ -20,10 +21,16 @@ from jetpy.jetstream.access import (
     check_read,
     check_write,
     consumer_reads,
+    copies_read,
     republish_writes,
     stored,
 )
-from jetpy.jetstream.api.messages import ApiResponse, ConsumerCreateRequest, StreamMsgGetResponse
+from jetpy.jetstream.api.messages import (
+    ApiResponse,
+    ConsumerCreateRequest,
+    StreamMsgGetResponse,
+    StreamRestoreRequest,
+)
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig
@@ -45,6 +52,7 @@ class RequestGuard:
             "STREAM.PURGE": self._destroys,
             "STREAM.MSG.DELETE": self._destroys,
             "STREAM.SNAPSHOT": self._reads_all,
+            "STREAM.RESTORE": self._stream_restore,
             "CONSUMER.CREATE": self._consumer_create,
             "CONSUMER.DURABLE.CREATE": self._consumer_create,
         }
@@ -63,7 +71,10 @@ class RequestGuard:
     # -- the checks -------------------------------------------------------------------------------
 
     def _stream_config(self, args: list[str]) -> StreamConfig | None:
-        s = self.registry.get(args[0]) if args else None
+        return self._stream_config_of(args[0]) if args else None
+
+    def _stream_config_of(self, name: str) -> StreamConfig | None:
+        s = self.registry.get(name)
         return s.config if s is not None else None
 
     def _stream_create(self, args: list[str], body: bytes, caller: Caller) -> None:
@@ -71,8 +82,21 @@ class RequestGuard:
             cfg = as_stream_config(config_body(body))
         except ApiError:
             return  # its handler refuses it
+        self._captures(cfg, caller)
+
+    def _captures(self, cfg: StreamConfig, caller: Caller) -> None:
         check_read(caller, captured(cfg))
+        check_read(caller, copies_read(cfg, self._stream_config_of))
         check_write(caller, republish_writes(cfg))
+
+    def _stream_restore(self, args: list[str], body: bytes, caller: Caller) -> None:
+        """A restore captures as a create does and writes every message it brings."""
+        try:
+            cfg = decode_request(body, StreamRestoreRequest).config
+        except ApiError:
+            return  # its handler refuses it
+        self._captures(cfg, caller)
+        check_write(caller, stored(cfg))
 
     def _stream_update(self, args: list[str], body: bytes, caller: Caller) -> None:
         self._destroys(args, body, caller)  # lowered limits drop messages
