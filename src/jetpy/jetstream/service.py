@@ -15,6 +15,7 @@ from typing import Any
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
+from jetpy.jetstream.api.guard import RequestGuard
 from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
 from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
@@ -50,6 +51,7 @@ class JetStream:
         self.snapshots = SnapshotApi(self.registry, self.consumers, bus, self.sourcing)
         self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
+        self.router.guard = RequestGuard(self.registry)
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._subs: list[Any] = []
 

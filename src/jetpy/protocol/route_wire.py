@@ -172,6 +172,7 @@ def info_line(
     ip: str = "",
     nonce: str = "",
     connect_urls: list[str] | None = None,
+    ws_connect_urls: list[str] | None = None,
     ldm: bool = False,
     trailing_space: bool = True,
 ) -> bytes:
@@ -200,6 +201,8 @@ def info_line(
         doc["cluster_dynamic"] = True
     if connect_urls:
         doc["connect_urls"] = connect_urls
+    if ws_connect_urls:
+        doc["ws_connect_urls"] = ws_connect_urls
     if ldm:
         doc["ldm"] = True
     body = json.dumps(doc, separators=(",", ":")).encode()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
+from jetpy.server.permissions import Permissions
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
@@ -63,6 +64,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "filtered",
         "handler",
         "hprefix",
         "max_msgs",
@@ -79,6 +81,7 @@ class Subscription:
         self.sid = sid
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
+        self.filtered = False  # its client may not see every message it matches (permissions)
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
@@ -153,6 +156,9 @@ class Broker:
         # told of every local subscription made (+1) or dropped (-1): the cluster announces
         # this server's interest to its routes (None: no cluster, nothing to tell)
         self.on_interest: Callable[[Subscription, int], None] | None = None
+        # the permissions of the client whose read is being handled (None: the server itself,
+        # or a client without permissions): what in-process subscribers ask of their caller
+        self.caller: Permissions | None = None
 
     # -- interest -------------------------------------------------------------------------------
 

@@ -91,8 +91,8 @@ class ClusterServer(Protocol):
     server_name: str
     options: ServerOptions
 
-    def client_urls(self) -> list[str]:
-        """This server's own client URLs (``host:port``), as clients are told of them."""
+    def client_urls(self, websocket: bool = False) -> list[str]:
+        """This server's own client (or WebSocket) URLs (``host:port``), as clients are told."""
         ...
 
     def topology_changed(self) -> None:
@@ -114,6 +114,7 @@ class Cluster:
         self.routes: dict[int, RouteConnection] = {}  # every route connection, by rid
         self.remotes: dict[str, RouteConnection] = {}  # registered routes, by peer server id
         self.peer_urls: dict[str, tuple[str, ...]] = {}  # client URLs of each registered peer
+        self.peer_ws_urls: dict[str, tuple[str, ...]] = {}  # and its WebSocket URLs
         self.advertised = False  # connect_urls are told to clients (a peer has joined once)
         self.local: dict[bytes, LocalInterest] = {acc: LocalInterest(acc) for acc in accounts}
         self._listener: asyncio.Server | None = None
@@ -189,7 +190,7 @@ class Cluster:
             return self.copts.advertise
         return _hostport(self.copts.host, self.port)
 
-    def _info(self, nonce: bool) -> bytes:
+    def _info(self, nonce: bool, ldm: bool = False) -> bytes:
         opts = self.options
         host, _, port = self.copts.advertise.rpartition(":") if self.copts.advertise else ("", "", "")
         return info_line(
@@ -206,6 +207,8 @@ class Cluster:
             ip=f"nats-route://{self.copts.advertise}/" if self.copts.advertise else "",
             nonce=_nonce() if nonce else "",
             connect_urls=None if self.copts.no_advertise else self.server.client_urls(),
+            ws_connect_urls=None if self.copts.no_advertise else self.server.client_urls(websocket=True),
+            ldm=ldm,
         )
 
     def greeting(self) -> bytes:
@@ -221,15 +224,23 @@ class Cluster:
         self._rid += 1
         return self._rid
 
-    def connect_urls(self) -> list[str] | None:
+    def connect_urls(self, websocket: bool = False) -> list[str] | None:
         """INFO ``connect_urls`` for clients: None until a peer has joined (or never, with
-        ``no_advertise``), then this server's own URLs and every connected peer's."""
+        ``no_advertise``), then this server's own URLs and every connected peer's (their
+        WebSocket URLs for a WebSocket client)."""
         if not self.advertised or self.copts.no_advertise:
             return None
-        urls = list(self.server.client_urls())
-        for peer in self.peer_urls.values():
+        urls = list(self.server.client_urls(websocket))
+        for peer in (self.peer_ws_urls if websocket else self.peer_urls).values():
             urls.extend(u for u in peer if u not in urls)
         return urls
+
+    def announce_ldm(self) -> None:
+        """Lame duck mode: the peers are told (INFO ``ldm``) and take this server out of the
+        URLs their clients know, as nats-server's peers do."""
+        line = self._info(nonce=False, ldm=True)
+        for route in self.remotes.values():
+            route.send(line)
 
     # -- a route's handshake --------------------------------------------------------------------
 
@@ -268,8 +279,10 @@ class Cluster:
         if route.registered:
             if info.server_id != route.remote_id:
                 self._implicit(info)
-            elif info.ldm and self.peer_urls.pop(route.remote_id, None) is not None:
-                self.server.topology_changed()  # the peer is going away: clients move elsewhere
+            elif info.ldm:  # the peer is going away: its clients move elsewhere, ours stay off it
+                ws = self.peer_ws_urls.pop(route.remote_id, None)
+                if self.peer_urls.pop(route.remote_id, None) is not None or ws is not None:
+                    self.server.topology_changed()
             return
         if info.server_id == self.server_id:
             route.remote_id = info.server_id
@@ -309,6 +322,7 @@ class Cluster:
             self._gossip(route, info, raw)
         if not self.copts.no_advertise:
             self.peer_urls[info.server_id] = info.connect_urls
+            self.peer_ws_urls[info.server_id] = info.ws_connect_urls
             self.advertised = True
             self.server.topology_changed()
 
@@ -382,6 +396,7 @@ class Cluster:
         rid = route.remote_id
         if route.registered and self.remotes.get(rid) is route:
             del self.remotes[rid]
+            self.peer_ws_urls.pop(rid, None)
             if self.peer_urls.pop(rid, None) is not None:
                 self.server.topology_changed()
         if not self._running or not route.solicited:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jetpy.jetstream.ports import JetStreamConfig, MessageHandler
+from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.js_service import JetStreamService
@@ -49,6 +49,9 @@ class BrokerBus:
 
     def unsubscribe(self, handle: Any) -> None:
         self.broker.unsubscribe_internal(handle)
+
+    def caller(self) -> Caller | None:
+        return self.broker.caller
 
     def has_interest(self, subject: str) -> bool:
         return self.broker.has_interest(subject.encode())
