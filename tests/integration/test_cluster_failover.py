@@ -6,13 +6,14 @@ reconnects, the mesh forms again)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 
 import nats
 import pytest
 from nats.aio.msg import Msg
 
-from cluster_support import JETPY, process_cluster, start_member, wait_mesh
+from cluster_support import JETPY, embedded_cluster, process_cluster, start_member, wait_mesh
 from conftest import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -145,3 +146,52 @@ async def test_a_dropped_route_reconnects_and_the_mesh_forms_again(tmp_path) -> 
         assert back.proc.stop(signal.SIGTERM) == 0  # a clean shutdown closes its routes
         await asyncio.sleep(0.5)
         assert "Router connection closed" in s1.proc.log()
+
+
+async def _infos(reader: asyncio.StreamReader, want: int, within: float = 5.0) -> list[dict[str, object]]:
+    """The next ``want`` INFO documents a raw client reads (PINGs answered by the caller's writer
+    being idle: the server pings only after minutes)."""
+    out: list[dict[str, object]] = []
+    async with asyncio.timeout(within):
+        while len(out) < want:
+            line = await reader.readline()
+            if line.startswith(b"INFO "):
+                out.append(json.loads(line[5:]))
+    return out
+
+
+async def test_lame_duck_moves_clients_and_leaves_the_peers_connect_urls() -> None:
+    async with embedded_cluster(2) as (a, b):
+        a.options.lame_duck_duration = 3.0
+        a.options.lame_duck_grace_period = 0.5
+        a_url, b_url = f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"
+        # a raw client of b that takes async INFO (protocol 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+        (greeting,) = await _infos(reader, 1)
+        assert greeting["connect_urls"] == [b_url, a_url] and greeting["cluster"] == "C1"
+        writer.write(b'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n')
+        moved = asyncio.Event()
+
+        async def reconnected() -> None:
+            moved.set()
+
+        on_a = await nats.connect(
+            a.client_url, reconnected_cb=reconnected, reconnect_time_wait=0.1, max_reconnect_attempts=-1
+        )
+        sub = await on_a.subscribe("after.ldm")
+        await on_a.flush()
+        ldm = asyncio.create_task(a.lame_duck())
+        # b's clients are told at once: a is no longer a place to go
+        (update,) = await _infos(reader, 1)
+        assert update["connect_urls"] == [b_url]
+        # a's client moves to b and its subscription with it
+        await asyncio.wait_for(moved.wait(), 10)
+        assert on_a.connected_url is not None and on_a.connected_url.port == b.port
+        await on_a.flush()
+        on_b = await nats.connect(b.client_url)
+        await on_b.publish("after.ldm", b"here")
+        assert (await sub.next_msg(timeout=3)).data == b"here"
+        await asyncio.wait_for(ldm, 10)
+        for nc in (on_a, on_b):
+            await nc.close()
+        writer.close()
