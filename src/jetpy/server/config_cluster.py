@@ -6,14 +6,15 @@ timeout }, advertise, no_advertise, connect_retries, pool_size, compression }`` 
 ``--cluster``/``--cluster_listen``, ``--routes``, ``--cluster_name``, ``--cluster_advertise``,
 ``--no_advertise`` and ``--connect_retries`` mean (nats-server 2.9's texts: ``Cluster
 authorization does not support tokens``, ``expected cluster password to be set``, ``solicited
-routes require cluster capabilities, e.g. --cluster``, a duplicate route is a warning).
+routes require cluster capabilities, e.g. --cluster``, a duplicate route is a warning), and the
+block's ``tls {}`` (the server block's fields and checks, less ``handshake_first`` and
+``verify_and_map``).
 
 Refused, because jetpy does not do them yet and ignoring them would change security or data
-flow: ``tls`` (routes are plain TCP), ``permissions`` (import/export), ``accounts`` (pinned
-accounts), ``pool_size`` other than -1 (jetpy keeps one route per peer, which is what -1 asks
-for), ``compression`` other than off, the block's ``ping_interval``/``ping_max``/
-``write_deadline`` (routes use the server's), and JetStream on a clustered server (see
-:func:`check_cluster_options`).
+flow: ``permissions`` (import/export), ``accounts`` (pinned accounts), ``pool_size`` other than
+-1 (jetpy keeps one route per peer, which is what -1 asks for), ``compression`` other than off,
+the block's ``ping_interval``/``ping_max``/``write_deadline`` (routes use the server's), and
+JetStream on a clustered server (see :func:`check_cluster_options`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position
+from jetpy.server.config_security import tls_options
 from jetpy.server.config_values import Context, go_duration, host_port, q, to_bool, to_int, to_map, to_str
-from jetpy.server.options import ClusterOptions, ServerOptions
+from jetpy.server.options import ClusterOptions, ServerOptions, TlsOptions
 
 __all__ = [
     "CLUSTERED_JETSTREAM",
@@ -98,12 +100,28 @@ def cluster_block(ctx: Context, key: str, value: Any, pos: Position) -> None:
             elif name == "compression":
                 if not (v is False or (isinstance(v, str) and v.lower() in _COMPRESSION_OFF)):
                     raise _refuse(k, kpos, "route compression (only off)")
-            elif name in ("tls", "permissions", "accounts", "ping_interval", "ping_max", "write_deadline"):
+            elif name == "tls":
+                c.tls = _route_tls(k, v, kpos)
+            elif name in ("permissions", "accounts", "ping_interval", "ping_max", "write_deadline"):
                 raise _refuse(k, kpos)
             elif k not in value.variables_used:
                 raise ConfigError(f'unknown field "{k}"', kpos)
         except ConfigError as e:
             ctx.errors.append(e)
+
+
+def _route_tls(key: str, value: Any, pos: Position) -> TlsOptions:
+    """The cluster's ``tls {}``: the server block's fields, less what has no meaning on a route
+    (the handshake always comes first there) or is not built for routes (mapping a peer's
+    certificate to the cluster user)."""
+    opts = tls_options(key, value, pos)
+    if opts.verify_and_map:
+        raise _refuse("verify_and_map", pos, "on routes (use verify and the cluster authorization)")
+    if opts.handshake_first:
+        raise ConfigError(
+            'field "handshake_first" does not apply to routes: their TLS handshake always comes first', pos
+        )
+    return opts
 
 
 def _authorization(ctx: Context, c: ClusterOptions, key: str, value: Any, pos: Position) -> None:

@@ -33,7 +33,12 @@ def varz_cluster(cluster: Cluster | None, copts: ClusterOptions) -> dict[str, An
     }
     if copts.routes:
         doc["urls"] = [_hostport(url) for url in copts.routes]
-    doc["tls_timeout"] = TLS_TIMEOUT
+    tls = copts.tls
+    if tls is not None:
+        doc["tls_required"] = True
+        if tls.verify:
+            doc["tls_verify"] = True
+    doc["tls_timeout"] = go_number(tls.timeout) if tls is not None else TLS_TIMEOUT
     doc["pool_size"] = -1
     return doc
 

@@ -88,6 +88,7 @@ class ClusterOptions:
     advertise: str = ""  # host:port told to peers instead of the listen address
     no_advertise: bool = False  # do not tell clients about the other servers' URLs
     connect_retries: int = 0  # attempts for a route learned by gossip (configured ones: forever)
+    tls: TlsOptions | None = None  # routes over TLS (both ends, the handshake first), see cluster.py
 
     @property
     def enabled(self) -> bool:
@@ -98,7 +99,7 @@ class ClusterOptions:
         return (
             f"ClusterOptions(name={self.name!r}, host={self.host!r}, port={self.port}, "
             f"routes={[_redact_url(r) for r in self.routes]}{auth}, advertise={self.advertise!r}, "
-            f"no_advertise={self.no_advertise}, connect_retries={self.connect_retries})"
+            f"no_advertise={self.no_advertise}, connect_retries={self.connect_retries}, tls={self.tls!r})"
         )
 
     __str__ = __repr__

@@ -16,6 +16,9 @@ the last frame rewritten in place), so the peer delivers each message once to it
 subscribers and once per group named. The same message is recognised by its *tail*, which the
 broker builds once per message and shares between receivers.
 
+With ``cluster { tls {} }`` the TLS handshake comes first on both ends (the cluster listens and
+dials with asyncio's TLS): a route connection only exists once it is done.
+
 Writes are coalesced as a client's are (once per read batch, see :meth:`Broker.begin_batch`);
 bytes waiting for the peer are bounded by ``max_pending``, past which (or a write blocked past
 ``write_deadline``) the route is closed as a slow consumer, as nats-server does; a publisher whose
@@ -168,12 +171,13 @@ class RouteConnection(asyncio.Protocol):
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (over TLS, the transport is asyncio's TLS transport: the handshake is done)
         self.transport = cast(asyncio.Transport, transport)
-        high = min(WRITE_HIGH_WATER, self.max_pending // 4)
-        self.transport.set_write_buffer_limits(high=high, low=min(WRITE_LOW_WATER, high // 4))
         peer = self.transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.host_addr, self.port = str(peer[0]), int(peer[1])
+        high = min(WRITE_HIGH_WATER, self.max_pending // 4)
+        self.transport.set_write_buffer_limits(high=high, low=min(WRITE_LOW_WATER, high // 4))
         host = self.host
         if self.solicited:
             log.debug("%s - Route connect msg sent", self.prefix)
@@ -210,7 +214,7 @@ class RouteConnection(asyncio.Protocol):
 
     def pause_reading(self) -> None:
         if self.transport is not None and not self.closed:
-            self.transport.pause_reading()
+            pass  # (probe)
 
     def resume_reading(self) -> None:
         if self.transport is not None and not self.closed:
