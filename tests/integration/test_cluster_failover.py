@@ -6,6 +6,7 @@ reconnects, the mesh forms again)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 
@@ -13,8 +14,18 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
-from cluster_support import JETPY, embedded_cluster, process_cluster, start_member, wait_mesh
+from cluster_support import (
+    JETPY,
+    embedded_cluster,
+    embedded_options,
+    process_cluster,
+    start_member,
+    wait_mesh,
+)
 from conftest import wait_for
+from jetpy.server.app import Server
+from jetpy.server.options import WebSocketOptions
+from wsclient import WsClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -195,3 +206,33 @@ async def test_lame_duck_moves_clients_and_leaves_the_peers_connect_urls() -> No
         for nc in (on_a, on_b):
             await nc.close()
         writer.close()
+
+
+async def test_websocket_clients_learn_the_clusters_websocket_urls() -> None:
+    ws_opts = WebSocketOptions(port=-1, host="127.0.0.1", no_tls=True)
+    a = Server(dataclasses.replace(embedded_options("WA"), websocket=ws_opts))
+    await a.start()
+    try:
+        assert a.cluster is not None
+        b = Server(
+            dataclasses.replace(
+                embedded_options("WB", [f"nats-route://127.0.0.1:{a.cluster.port}"]), websocket=ws_opts
+            )
+        )
+        await b.start()
+        try:
+            await wait_for(lambda: b.cluster is not None and a.server_id in b.cluster.remotes)
+            ws = await WsClient.connect(a.ws_port)
+            _, info = await ws.frame()
+            doc = json.loads(info[5:])
+            assert doc["connect_urls"] == [f"127.0.0.1:{a.ws_port}", f"127.0.0.1:{b.ws_port}"]
+            await ws.close()
+            # a plain client of the same server is told the client ports
+            reader, writer = await asyncio.open_connection("127.0.0.1", a.port)
+            (plain,) = await _infos(reader, 1)
+            assert plain["connect_urls"] == [f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"]
+            writer.close()
+        finally:
+            await b.shutdown()
+    finally:
+        await a.shutdown()
