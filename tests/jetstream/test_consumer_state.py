@@ -65,6 +65,9 @@ class Host:
     def state_changed(self, consumer: Consumer) -> None:
         pass
 
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        self.send(reply, reply, None, b"", b"")  # no state store: confirmed when applied
+
 
 @dataclass
 class MPending:

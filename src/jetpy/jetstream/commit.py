@@ -9,6 +9,8 @@ behaviour, an explicit opt-out here). Memory streams never get here.
 
 Also knows, per store, the highest sequence known to be on disk (``durable_upto``): durable
 consumer state is clamped to it, so a crash can cause redelivery but never a skipped message.
+After every commit round it calls ``on_commit`` (the consumers' AckSync confirmations that wait
+for their message to be synced follow it).
 
 Must not know: streams' rules, consumers, the API. Knows stores through ``StreamStore`` and the
 network through ``MessageBus.publish_reply``.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -54,6 +57,7 @@ class Committer:
         self._syncer: asyncio.Task[None] | None = None
         self._durable_upto: dict[int, int] = {}  # id(store) -> highest synced sequence
         self.commits = 0  # fsync rounds (group commits) since start, for the benchmark notes
+        self.on_commit: Callable[[], None] | None = None  # after every commit round
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)  # each round's wall time, for /metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -154,6 +158,8 @@ class Committer:
                 else:
                     self._durable_upto[id(store)] = flushed[store]
             self.commits += 1
+            if self.on_commit is not None:
+                self.on_commit()
         for p in parked:
             err = failed.get(p.store)
             if err is not None and (not err.lost or p.seq in err.lost):

@@ -64,6 +64,10 @@ class ConsumerHost(Protocol):
     def state_changed(self, consumer: Consumer) -> None:
         """Durable state changed: persist it at the next commit."""
 
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        """An ack of ``stream_seq`` asked for a confirmation (AckSync): send it on ``reply`` once
+        the ack is as durable as the consumer's state is."""
+
 
 class Consumer:
     def __init__(
@@ -545,7 +549,7 @@ class Consumer:
             if kind == "next":
                 self.request(reply, ack.next_request, now)
             else:
-                self._send(reply, reply, None, b"", b"")  # the double ack's confirmation
+                self.host.confirm(self, reply, sseq)  # the double ack's confirmation
         if pump:
             self.pump(now)
 

@@ -6,11 +6,10 @@ messages, keeps each stream's recent-message cache filled, and writes their dura
 It is the registry's ``StreamEvents`` listener: new messages wake the consumers on the same loop
 turn, removals make them recount.
 
-Durable consumer state is written by one background task, as fast as the disk allows, and is
-clamped to what the stream has made durable (``Durability.durable_upto``): a restarted consumer
-may redeliver, it never skips (a delivered sequence that the stream could lose in a crash would
-be reused by a new message). Knows the network only through the ``MessageBus``, stores only
-through ``ConsumerStore``/``StreamStore``, and nothing of the API or the stream registry.
+Durable consumer state is written by its :class:`StateWriter` (``persist.py``: paced writes,
+AckSync confirmations after the state covering them is on disk, clamped to what the stream has
+made durable). Knows the network only through the ``MessageBus``, stores only through
+``ConsumerStore``/``StreamStore``, and nothing of the API or the stream registry.
 """
 
 from __future__ import annotations
@@ -20,31 +19,25 @@ import logging
 import secrets
 import string
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
 from jetpy.jetstream.consumers.acks import ack_prefix, parse_ack, parse_ack_subject
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.delivery import Send, SendBatch
+from jetpy.jetstream.consumers.persist import Durability, StateWriter
 from jetpy.jetstream.consumers.push import flow_control_prefix
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.stream import Stream
-from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError, StreamStore
+from jetpy.store.base import ConsumerState, StoredMsg, StoreError
 
-__all__ = ["ConsumerManager", "Durability", "ephemeral_name"]
+__all__ = ["ConsumerManager", "ephemeral_name"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
-
-# Durable consumer state is rewritten at most this often (each write is a msgpack encode of
-# every pending ack plus an atomic file replace with fsyncs), and at most STATE_WRITE_SHARE of
-# the CPU goes to it: a consumer with tens of thousands of pending acks is written less often.
-# Lagging state only means more redelivery after a crash, never a skip.
-STATE_WRITE_INTERVAL = 0.05
-STATE_WRITE_SHARE = 0.02
 _json = msgspec.json.Encoder()
 
 
@@ -59,16 +52,6 @@ def ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
 
 
-class Durability(Protocol):
-    """What the host needs to know and say about the stream's durability (the committer)."""
-
-    def durable_upto(self, store: StreamStore) -> int | None:
-        """The highest sequence of ``store`` known to be on disk (None: no bound known)."""
-
-    def mark_dirty(self, stream: Stream) -> None:
-        """Removals (retention) become durable at the next group commit."""
-
-
 class ConsumerManager:
     def __init__(self, bus: MessageBus, durability: Durability) -> None:
         self.bus = bus
@@ -76,13 +59,10 @@ class ConsumerManager:
         self._by_stream: dict[Stream, dict[str, Consumer]] = {}  # live streams' consumers by name
         self._subs: dict[Consumer, list[Any]] = {}
         self._watches: dict[Consumer, Any] = {}
-        self._stores: dict[Consumer, ConsumerStore] = {}
         self._timers: dict[Consumer, tuple[int, asyncio.TimerHandle]] = {}
         self._kicked: set[Consumer] = set()
         self._kick_scheduled = False
-        self._dirty: set[Consumer] = set()
-        self._dirty_event = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self.states = StateWriter(bus.send, durability)
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -130,21 +110,24 @@ class ConsumerManager:
             self.durability.mark_dirty(stream)
 
     def state_changed(self, consumer: Consumer) -> None:
-        if consumer in self._stores:
-            self._dirty.add(consumer)
-            self._dirty_event.set()
+        self.states.changed(consumer)
+
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        self.states.confirm(consumer, reply, stream_seq)
+
+    def committed(self) -> None:
+        """The committer synced streams: AckSync confirmations waiting on them can follow."""
+        self.states.committed()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._writer = asyncio.create_task(self._write_loop(), name="jetstream-consumer-state")
+        self.states.start()
 
     async def stop(self) -> None:
-        if self._writer is not None:
-            self._writer.cancel()
         for c in list(self._subs):
             self._teardown(c)
-        await self._write_once()
+        await self.states.stop()
 
     def create(
         self,
@@ -165,14 +148,13 @@ class ConsumerManager:
             cs = stream.store.consumer_store(name)
             if persist:
                 cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
-            self._stores[c] = cs
-            self.state_changed(c)
+            self.states.track(c, cs)
         self._wire(c, now)
         return c
 
     def update(self, c: Consumer, cfg: ConsumerConfig) -> None:
         c.update_config(cfg)
-        cs = self._stores.get(c)
+        cs = self.states.store_of(c)
         if cs is not None:
             cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
         self.after(c)
@@ -201,8 +183,7 @@ class ConsumerManager:
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
             stream.consumer_count = len(consumers)
-        cs = self._stores.pop(c, None)
-        self._dirty.discard(c)
+        cs = self.states.untrack(c)
         if cs is not None and forget:
             cs.delete()
         if advisory:
@@ -420,52 +401,3 @@ class ConsumerManager:
             return
         c.tick(now)
         self.after(c)
-
-    # -- durable state --------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            await self._dirty_event.wait()
-            self._dirty_event.clear()
-            cpu = await self._write_once()
-            await asyncio.sleep(max(STATE_WRITE_INTERVAL, cpu / STATE_WRITE_SHARE))
-
-    async def _write_once(self) -> float:
-        """Write every dirty durable state; returns the CPU seconds it took (both threads)."""
-        t0 = time.thread_time()
-        dirty, self._dirty = self._dirty, set()
-        jobs = []
-        for c in dirty:
-            cs = self._stores.get(c)
-            if cs is not None and not c.closed:
-                jobs.append((cs, self._clamped(c)))
-        if not jobs:
-            return 0.0
-        cpu = time.thread_time() - t0
-
-        def write() -> float:
-            w0 = time.thread_time()
-            for cs, state in jobs:
-                try:
-                    cs.update(state)
-                except StoreError as e:
-                    log.error("consumer state write failed: %s", e)
-            return time.thread_time() - w0
-
-        return cpu + await asyncio.get_running_loop().run_in_executor(None, write)
-
-    def _clamped(self, c: Consumer) -> ConsumerState:
-        """The consumer's state, limited to stream sequences already on disk."""
-        st = c.snapshot()
-        upto = self.durability.durable_upto(c.stream.store)
-        if upto is None or st.delivered_stream_seq <= upto:
-            return st
-        pending = {s: v for s, v in st.pending.items() if s <= upto}
-        return ConsumerState(
-            delivered_consumer_seq=st.delivered_consumer_seq,
-            delivered_stream_seq=upto,
-            ack_floor_consumer_seq=min(st.ack_floor_consumer_seq, st.delivered_consumer_seq),
-            ack_floor_stream_seq=min(st.ack_floor_stream_seq, upto),
-            pending=pending,
-            redelivered={s: v for s, v in st.redelivered.items() if s in pending},
-        )
