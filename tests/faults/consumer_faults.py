@@ -23,8 +23,13 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from conftest import JETPY_SERVER, Proc, start_process
 
 __all__ = [
+    "DURABLE",
+    "STREAM",
     "AckRun",
+    "Damage",
+    "ack_some",
     "consume_until_killed",
+    "damage",
     "drain",
     "fault_runs",
     "jetpy",
@@ -116,18 +121,18 @@ async def consume_until_killed(p: Proc, run: AckRun, rng: random.Random, kill_af
         pass
 
 
-async def drain(p: Proc) -> set[int]:
-    """Everything ``D`` delivers after a restart (each acked), until it has been idle for longer
-    than the ack wait (so what was delivered and never acked has come back)."""
+async def drain(p: Proc, durable: str = DURABLE) -> set[int]:
+    """Everything ``durable`` delivers after a restart (each acked), until it has been idle for
+    longer than the ack wait (so what was delivered and never acked has come back)."""
     nc = await nats.connect(p.url)
     js = nc.jetstream()
-    sub = await js.pull_subscribe(SUBJECT, durable=DURABLE, stream=STREAM)
+    sub = await js.pull_subscribe(SUBJECT, durable=durable, stream=STREAM)
     seen: set[int] = set()
     idle = 0.0
     while idle < ACK_WAIT * 2:
         try:
             msgs = await sub.fetch(256, timeout=0.5)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nats-py raises both its own and the builtin one
             idle += 0.5
             continue
         idle = 0.0
@@ -136,3 +141,61 @@ async def drain(p: Proc) -> set[int]:
             await m.ack()
     await nc.close()
     return seen
+
+
+# ----------------------------------------------------------------------------- damaged files
+
+
+@dataclass
+class Damage:
+    """One change to one file: what was done, and whether the bytes changed at all (zeroing bytes
+    that were zero already changes nothing)."""
+
+    file: str
+    kind: str
+    detail: str
+    changed: bool
+
+
+def damage(path: Path, kind: str, rng: random.Random) -> Damage:
+    """Apply one fault to ``path``: ``flip`` (1 to 3 random bits), ``zero`` (a random range of up
+    to 64 bytes), ``truncate`` (to a random shorter length) or ``delete``."""
+    if kind == "delete":
+        path.unlink()
+        return Damage(path.name, kind, "", True)
+    data = bytearray(path.read_bytes())
+    before = bytes(data)
+    if kind == "flip":
+        bits = sorted(rng.sample(range(len(data) * 8), rng.randint(1, 3)))
+        for b in bits:
+            data[b // 8] ^= 1 << (b % 8)
+        detail = "bits " + ",".join(map(str, bits))
+    elif kind == "zero":
+        start = rng.randrange(len(data))
+        end = min(len(data), start + rng.randint(1, 64))
+        data[start:end] = bytes(end - start)
+        detail = f"bytes {start}..{end - 1}"
+    elif kind == "truncate":
+        del data[rng.randrange(len(data)) :]
+        detail = f"to {len(data)} bytes"
+    else:
+        raise ValueError(kind)
+    path.write_bytes(bytes(data))
+    return Damage(path.name, kind, detail, bytes(data) != before)
+
+
+async def ack_some(p: Proc, confirm: int, leave: int) -> set[int]:
+    """``D`` AckSyncs its first ``confirm`` messages and takes ``leave`` more without acking;
+    returns the confirmed sequences."""
+    nc = await nats.connect(p.url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(SUBJECT, durable=DURABLE, stream=STREAM)
+    confirmed: set[int] = set()
+    while len(confirmed) < confirm:
+        msgs = await sub.fetch(min(100, confirm - len(confirmed)), timeout=2)
+        await asyncio.gather(*(m.ack_sync(timeout=5) for m in msgs))
+        confirmed |= {m.metadata.sequence.stream for m in msgs}
+    if leave:
+        await sub.fetch(leave, timeout=2)
+    await nc.close()
+    return confirmed

@@ -68,8 +68,16 @@ class ConsumerApi:
         s = self._stream(args[0])
         c = self.manager.get(s, args[1])
         if c is None:
+            self._not_offline(s, args[1])
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         return c
+
+    def _not_offline(self, stream: Stream, name: str) -> None:
+        """A consumer whose files could not be read back answers with why (10195), never as
+        absent: its name is taken, its files kept."""
+        why = self.manager.offline(stream).get(name)
+        if why is not None:
+            raise ApiError.of(E.CONSUMER_OFFLINE_REASON, err=why)
 
     # -- create ---------------------------------------------------------------------------------
 
@@ -132,6 +140,8 @@ class ConsumerApi:
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
         check_consumer_built(cfg)
         cname = cfg.durable_name or cfg.name
+        if cname:
+            self._not_offline(stream, cname)
         existing = consumers.get(cname) if cname else None
         if existing is not None:
             if action == "create" and existing.config != cfg:
@@ -143,7 +153,8 @@ class ConsumerApi:
             return ConsumerCreateResponse.of(consumer_info(existing))
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
-        if stream.config.max_consumers > 0 and len(consumers) >= stream.config.max_consumers:
+        taken = len(consumers) + len(self.manager.offline(stream))
+        if stream.config.max_consumers > 0 and taken >= stream.config.max_consumers:
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()
@@ -162,31 +173,51 @@ class ConsumerApi:
         expect_empty(body)
         return ConsumerInfoResponse.of(consumer_info(self._consumer(args)))
 
-    def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
+    def _paged(self, args: list[str], body: bytes) -> tuple[Stream, int]:
+        """The stream a NAMES/LIST request names, and its offset."""
         req = decode_request(body, PagedRequest)
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
-        s = self._stream(args[0])
-        consumers = self.manager.consumers(s)
-        cs = [consumers[n] for n in sorted(consumers)]
+        return self._stream(args[0]), req.offset
+
+    @staticmethod
+    def _at(offset: int, n: int) -> int:
         # a negative offset reads as 0 (nats-server 2.9 panics on it), one past the end as the end
-        return cs, min(max(req.offset, 0), len(cs))
+        return min(max(offset, 0), n)
 
     def names(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerNamesResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + NAMES_LIMIT]
-        names = [c.name for c in page]
-        return ConsumerNamesResponse(total=len(cs), offset=offset, limit=NAMES_LIMIT, consumers=names)
+        """Every consumer's name, offline ones too (their names are taken)."""
+        s, offset = self._paged(args, body)
+        every = sorted([*self.manager.consumers(s), *self.manager.offline(s)])
+        offset = self._at(offset, len(every))
+        page = every[offset : offset + NAMES_LIMIT]
+        return ConsumerNamesResponse(total=len(every), offset=offset, limit=NAMES_LIMIT, consumers=page)
 
     def list_(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerListResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + LIST_LIMIT]
+        """The served consumers' infos, page by page; offline ones by name and reason on every
+        page (``offline``, and ``missing`` for tools that predate it)."""
+        s, offset = self._paged(args, body)
+        consumers = self.manager.consumers(s)
+        names = sorted(consumers)
+        offset = self._at(offset, len(names))
+        offline = self.manager.offline(s)
         return ConsumerListResponse(
-            total=len(cs), offset=offset, limit=LIST_LIMIT, consumers=[consumer_info(c) for c in page]
+            total=len(names),
+            offset=offset,
+            limit=LIST_LIMIT,
+            consumers=[consumer_info(consumers[n]) for n in names[offset : offset + LIST_LIMIT]],
+            missing=sorted(offline) or None,
+            offline=dict(sorted(offline.items())) or None,
         )
 
     def delete(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerDeleteResponse:
+        """Delete a consumer; an offline one's files are deleted on this explicit request."""
         expect_empty(body)
+        if len(args) >= 2:
+            s = self._stream(args[0])
+            if self.manager.get(s, args[1]) is None and args[1] in self.manager.offline(s):
+                self.manager.delete_offline(s, args[1])
+                return ConsumerDeleteResponse(success=True)
         c = self._consumer(args)
         self.manager.delete(c)
         return ConsumerDeleteResponse(success=True)

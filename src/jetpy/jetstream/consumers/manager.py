@@ -26,12 +26,13 @@ import msgspec
 from jetpy.jetstream.consumers.acks import ack_prefix, parse_ack, parse_ack_subject
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.delivery import Send, SendBatch
-from jetpy.jetstream.consumers.persist import Durability, StateWriter
+from jetpy.jetstream.consumers.persist import Durability, StateWriter, clamp_state
 from jetpy.jetstream.consumers.push import flow_control_prefix
+from jetpy.jetstream.consumers.restore import ConsumerMeta, Offline, read_durable
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.stream import Stream
-from jetpy.store.base import ConsumerState, StoredMsg, StoreError
+from jetpy.store.base import ConsumerState, StoredMsg
 
 __all__ = ["ConsumerManager", "ephemeral_name"]
 
@@ -39,13 +40,6 @@ log = logging.getLogger("jetpy.jetstream")
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
 _json = msgspec.json.Encoder()
-
-
-class _ConsumerMeta(msgspec.Struct):
-    """What a durable consumer persists about itself besides its state."""
-
-    config: ConsumerConfig
-    created: int
 
 
 def ephemeral_name() -> str:
@@ -63,6 +57,8 @@ class ConsumerManager:
         self._kicked: set[Consumer] = set()
         self._kick_scheduled = False
         self.states = StateWriter(bus.send, durability)
+        # durable consumers whose files could not be read back: name -> why (kept, not served)
+        self._offline: dict[Stream, dict[str, str]] = {}
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -137,18 +133,24 @@ class ConsumerManager:
         created: int | None = None,
         state: ConsumerState | None = None,
         persist: bool = True,
+        state_lost: bool = False,
     ) -> Consumer:
+        """A new consumer (``persist``: a durable one's files are written first: its state, then
+        its metadata, so a durable with metadata always had a state file), or one recovered
+        from ``state`` (``state_lost``: from its restart position)."""
         now = time.time_ns()
-        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state)
+        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, state_lost)
         c.recent = stream.recent
-        consumers = self._by_stream.setdefault(stream, {})
-        consumers[name] = c
-        stream.consumer_count = len(consumers)
         if stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
-                cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
+                upto = self.durability.durable_upto(stream.store) or 0
+                cs.update(clamp_state(c.snapshot(), upto))
+                cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
             self.states.track(c, cs)
+        consumers = self._by_stream.setdefault(stream, {})
+        consumers[name] = c
+        stream.consumer_count = len(consumers)
         self._wire(c, now)
         return c
 
@@ -156,24 +158,44 @@ class ConsumerManager:
         c.update_config(cfg)
         cs = self.states.store_of(c)
         if cs is not None:
-            cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
+            cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
         self.after(c)
 
     def recover(self, stream: Stream) -> None:
-        """Bring back the durable consumers a file stream persisted."""
+        """Bring back the durable consumers a file stream persisted; those whose files cannot be
+        read back are restarted from a stated position or kept offline (``restore.py``)."""
         for name in stream.store.consumer_names():
-            cs = stream.store.consumer_store(name)
-            try:
-                raw = cs.read_meta()
-                if raw is None:
-                    continue
-                meta = msgspec.json.decode(raw, type=_ConsumerMeta)
-                state = cs.load()
-            except (StoreError, msgspec.DecodeError, ValueError) as e:
-                log.error("consumer '%s > %s' could not be recovered: %s", stream.name, name, e)
+            got = read_durable(stream, name)
+            if got is None:
                 continue
-            self.create(stream, name, meta.config, meta.created, state, persist=False)
+            if isinstance(got, Offline):
+                self._offline.setdefault(stream, {})[name] = got.reason
+                continue
+            c = self.create(
+                stream, name, got.config, got.created, got.state, persist=False, state_lost=bool(got.lost)
+            )
+            if got.lost:
+                log.error(
+                    "consumer '%s > %s' %s: restarting from stream sequence %d (deliver policy %s); "
+                    "messages acknowledged before may be delivered again, none is skipped",
+                    stream.name,
+                    name,
+                    got.lost,
+                    c.next_stream_seq,
+                    got.config.deliver_policy,
+                )
             log.info("  Restored consumer '%s > %s'", stream.name, name)
+
+    def offline(self, stream: Stream) -> dict[str, str]:
+        """The stream's durable consumers that could not be read back: name -> why (read-only)."""
+        return self._offline.get(stream) or {}
+
+    def delete_offline(self, stream: Stream, name: str) -> None:
+        """Delete an offline consumer's files (an operator's request: the server never does)."""
+        self._offline.get(stream, {}).pop(name, None)
+        stream.store.consumer_store(name).delete()
+        log.warning("offline consumer '%s > %s' deleted on request", stream.name, name)
+        self._action_advisory(stream.name, name, "delete")
 
     def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> None:
         stream = c.stream
@@ -221,14 +243,17 @@ class ConsumerManager:
         return [c for cs in self._by_stream.values() for c in cs.values()]
 
     def action_advisory(self, c: Consumer, action: str) -> None:
+        self._action_advisory(c.stream.name, c.name, action)
+
+    def _action_advisory(self, stream: str, consumer: str, action: str) -> None:
         event = "CREATED" if action == "create" else "DELETED"
         self.advisory(
-            f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{c.stream.name}.{c.name}",
+            f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{stream}.{consumer}",
             {
                 "type": "io.nats.jetstream.advisory.v1.consumer_action",
                 "timestamp": format_time(time.time_ns()),
-                "stream": c.stream.name,
-                "consumer": c.name,
+                "stream": stream,
+                "consumer": consumer,
                 "action": action,
             },
         )
@@ -348,6 +373,7 @@ class ConsumerManager:
         for c in list(self.consumers(stream).values()):
             self.delete(c, advisory=False, forget=False)
         self._by_stream.pop(stream, None)
+        self._offline.pop(stream, None)
 
     def _kick(self, c: Consumer) -> None:
         """Pump ``c`` and re-arm its timer once, after the current read is handled."""
