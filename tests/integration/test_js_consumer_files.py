@@ -239,3 +239,27 @@ async def test_missing_metadata_takes_the_consumer_offline(
         assert info["error"]["err_code"] == 10195
         assert (await api(nc, "$JS.API.CONSUMER.NAMES.S"))["consumers"] == ["D", "N"]
         await nc.close()
+
+
+async def test_an_offline_consumer_keeps_an_interest_streams_messages(tmp_path: Path) -> None:
+    """What an offline consumer wants is unknown (its config is in the damaged file): while it is
+    offline, an interest stream removes nothing, not even what the other consumers acked."""
+    store = tmp_path / "js"
+    async with jetpy.Server(port=0, store_dir=str(store)) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        await js.add_stream(name="S", subjects=["s.*"], retention="interest")
+        for name, filt in (("A", "s.*"), ("B", "s.1")):
+            cfg = ConsumerConfig(durable_name=name, ack_policy=AckPolicy.EXPLICIT, filter_subject=filt)
+            await js.add_consumer("S", cfg)
+        for i in range(10):
+            await js.publish("s.1", b"%d" % i)
+        await nc.close()
+    (obs(store, "A") / "meta.dat").write_bytes(b"JPMT damaged")
+    async with jetpy.Server(port=0, store_dir=str(store)) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        assert await fetch_all(js, "B") == list(range(1, 11))
+        await js.publish("s.2", b"new")  # B does not want it: dropped at once if A could not
+        assert (await js.stream_info("S")).state.messages == 11
+        await nc.close()

@@ -9,6 +9,7 @@ manager's).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ from jetpy.jetstream.api.messages import (
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
-from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.api.router import Later, Route
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.errors import ApiError
@@ -210,8 +211,10 @@ class ConsumerApi:
             offline=dict(sorted(offline.items())) or None,
         )
 
-    def delete(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerDeleteResponse:
-        """Delete a consumer; an offline one's files are deleted on this explicit request."""
+    def delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[ConsumerDeleteResponse]:
+        """Delete a consumer (on an interest stream, answered once the messages nobody wants any
+        more are gone: a sweep paced in slices); an offline one's files are deleted on this
+        explicit request."""
         expect_empty(body)
         if len(args) >= 2:
             s = self._stream(args[0])
@@ -219,5 +222,12 @@ class ConsumerApi:
                 self.manager.delete_offline(s, args[1])
                 return ConsumerDeleteResponse(success=True)
         c = self._consumer(args)
-        self.manager.delete(c)
-        return ConsumerDeleteResponse(success=True)
+        sweep = self.manager.delete(c)
+        if sweep is None:
+            return ConsumerDeleteResponse(success=True)
+        return _after(sweep, ConsumerDeleteResponse(success=True))
+
+
+async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:
+    await asyncio.shield(task)  # the sweep goes on even if the request is given up on
+    return resp

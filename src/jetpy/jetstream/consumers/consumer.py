@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.jetstream.consumers.acks import Ack, AckReply, ack_prefix, ack_replies, ack_reply, ack_sequences
-from jetpy.jetstream.consumers.delivery import Send, SendBatch
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, Send, SendBatch
 from jetpy.jetstream.consumers.pacing import Pacer
-from jetpy.jetstream.consumers.pending import Pending, PendingAcks
+from jetpy.jetstream.consumers.pending import EXPIRE_BUDGET, Pending, PendingAcks
 from jetpy.jetstream.consumers.pull import WaitingRequests, status
 from jetpy.jetstream.consumers.push import PushDelivery
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time, parse_time
@@ -109,6 +110,7 @@ class Consumer:
         self.last_ack_ts = 0
         self.last_activity = now
         self.dirty = False  # state changed since the host last took a snapshot
+        self.more = False  # the last pump stopped at PUMP_BUDGET: pump again on the next loop turn
         # collaborators
         self._pending_acks = PendingAcks(self._delivered_upto)
         self.pending = self._pending_acks.pending  # stream seq -> Pending (read-only here)
@@ -205,18 +207,31 @@ class Consumer:
         )
 
     def snapshot(self) -> ConsumerState:
+        """The durable state now (what :meth:`_restore` takes back)."""
+        return self.snapshot_later()()
+
+    def snapshot_later(self) -> Callable[[], ConsumerState]:
+        """:meth:`snapshot` in two halves: the counters and a shallow copy of the pending acks
+        now, the pass over every pending ack when the returned function is called (on a worker
+        thread, so a consumer with 100,000 pending acks does not hold the loop). A pending ack
+        read then may have moved on (redelivered, or in progress, since): the state is still one
+        that never skips a message, as every ack is at most reported later than it happened."""
         self.drain_acks()
         self.dirty = False
         acks = self._pending_acks
-        pending, redelivered = acks.persisted()
-        return ConsumerState(
-            delivered_consumer_seq=self.next_consumer_seq - 1,
-            delivered_stream_seq=self.delivered_stream_seq,
-            ack_floor_consumer_seq=acks.ack_floor_consumer_seq,
-            ack_floor_stream_seq=acks.ack_floor_stream_seq,
-            pending=pending,
-            redelivered=redelivered,
+        pending = dict(acks.pending)
+        counters = (
+            self.next_consumer_seq - 1,
+            self.delivered_stream_seq,
+            acks.ack_floor_consumer_seq,
+            acks.ack_floor_stream_seq,
         )
+
+        def build() -> ConsumerState:
+            persisted, redelivered = PendingAcks.persist(pending)
+            return ConsumerState(*counters, pending=persisted, redelivered=redelivered)
+
+        return build
 
     def _delivered_upto(self) -> tuple[int, int]:
         """(consumer seq, stream seq) up to which everything is delivered: where the ack floor goes
@@ -336,7 +351,10 @@ class Consumer:
         return m
 
     def next_message(self, now: int) -> tuple[StoredMsg, Pending | None] | None:
-        """The next message to send: due redeliveries first, then new ones."""
+        """The next message to send: due redeliveries first, then new ones (None with ``more``
+        set: :data:`PUMP_BUDGET` redeliveries of removed messages were dropped, the rest on the
+        next pump)."""
+        dropped = 0
         while self._redeliver_queue:
             taken = self._pending_acks.next_redelivery()
             if taken is None:
@@ -345,6 +363,10 @@ class Consumer:
             m = self.store.load_msg(seq)
             if m is None:  # removed from the stream meanwhile: nothing left to deliver
                 self._drop(seq)
+                dropped += 1
+                if dropped >= PUMP_BUDGET:
+                    self.more = True
+                    return None
                 continue
             return m, p
         pacer = self._pacer
@@ -483,7 +505,9 @@ class Consumer:
             self._pacer.hold(m)
 
     def pump(self, now: int) -> int:
-        """Deliver what may be delivered now; returns how many messages were sent."""
+        """Deliver what may be delivered now, up to :data:`PUMP_BUDGET` messages (``more`` says
+        whether something was left for the next pump); returns how many were sent."""
+        self.more = False
         if self.closed:
             return 0
         if self.acks_in:
@@ -669,7 +693,7 @@ class Consumer:
         def give_up(seq: int, deliveries: int) -> None:
             self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=seq, deliveries=deliveries)
 
-        if self._pending_acks.expire(now, self.config.max_deliver, give_up):
+        if self._pending_acks.expire(now, self.config.max_deliver, give_up, EXPIRE_BUDGET):
             self._changed()
         last = self.next_consumer_seq - 1, self.delivered_stream_seq
         if self._waiting and self._waiting.expire(now, *last):

@@ -31,6 +31,7 @@ from jetpy.jetstream.consumers.push import flow_control_prefix
 from jetpy.jetstream.consumers.restore import ConsumerMeta, Offline, read_durable
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.steps import Steps, paced
 from jetpy.jetstream.stream import Stream
 from jetpy.store.base import ConsumerState, StoredMsg
 
@@ -39,6 +40,9 @@ __all__ = ["ConsumerManager", "ephemeral_name"]
 log = logging.getLogger("jetpy.jetstream")
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
+
+SWEEP_STEP = 256
+"""Messages an interest sweep looks at per step (one bulk read): well under a millisecond."""
 _json = msgspec.json.Encoder()
 
 
@@ -59,6 +63,7 @@ class ConsumerManager:
         self.states = StateWriter(bus.send, durability)
         # durable consumers whose files could not be read back: name -> why (kept, not served)
         self._offline: dict[Stream, dict[str, str]] = {}
+        self._sweeps: set[asyncio.Task[None]] = set()  # interest sweeps still running
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -94,6 +99,8 @@ class ConsumerManager:
                 removed |= store.remove_msg(seq)
                 recent.discard(seq)
         else:  # interest: gone once every consumer that wants it is done with it
+            if self._offline.get(stream):
+                return  # what an offline consumer wants is unknown: everything is kept
             others = [c for c in self.consumers(stream).values() if c is not consumer]
             for seq in seqs:
                 if others:
@@ -121,6 +128,8 @@ class ConsumerManager:
         self.states.start()
 
     async def stop(self) -> None:
+        for task in list(self._sweeps):
+            task.cancel()
         for c in list(self._subs):
             self._teardown(c)
         await self.states.stop()
@@ -197,7 +206,10 @@ class ConsumerManager:
         log.warning("offline consumer '%s > %s' deleted on request", stream.name, name)
         self._action_advisory(stream.name, name, "delete")
 
-    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> None:
+    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> asyncio.Task[None] | None:
+        """Stop and forget ``c`` (``forget``: its files too). On an interest stream the messages
+        nobody left wants are then removed by a sweep paced in slices (``steps``), so a stream
+        of any size never holds the loop; returns the sweep's task (None: nothing to sweep)."""
         stream = c.stream
         c.close(deleted=True)
         self._teardown(c)
@@ -211,26 +223,39 @@ class ConsumerManager:
         if advisory:
             self.action_advisory(c, "delete")
         if forget and stream.config.retention == "interest" and stream in self._by_stream:
-            self._sweep_interest(stream)
+            task = asyncio.get_running_loop().create_task(paced(self._sweep_interest(stream)))
+            self._sweeps.add(task)
+            task.add_done_callback(self._swept)
+            return task
+        return None
 
-    def _sweep_interest(self, stream: Stream) -> None:
-        """After an interest consumer goes: drop messages nobody left is waiting for."""
+    def _swept(self, task: asyncio.Task[None]) -> None:
+        self._sweeps.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("interest sweep failed: %s", task.exception())
+
+    def _sweep_interest(self, stream: Stream) -> Steps[None]:
+        """After an interest consumer goes: drop messages nobody left is waiting for, a batch per
+        step (the stream may change between steps: every batch asks the consumers as they are
+        then; it stops if the stream is deleted meanwhile)."""
+        if self._offline.get(stream):
+            return  # what an offline consumer wants is unknown: everything is kept
         store = stream.store
-        st = store.state()
-        seq = st.first_seq
-        removed = False
-        while seq <= st.last_seq:
-            m = store.load_next_msg("", seq)
-            if m is None:
-                break
-            seq = m.seq + 1
-            if not any(
-                c.matches(m.subject) and not c.has_acked(m.seq) for c in self.consumers(stream).values()
-            ):
-                removed |= store.remove_msg(m.seq)
-        if removed:
-            self.removed(stream)
-            self.durability.mark_dirty(stream)
+        seq = store.state().first_seq
+        while stream in self._by_stream:
+            batch = store.load_next_batch("", seq, SWEEP_STEP)
+            if not batch:
+                return
+            seq = batch[-1].seq + 1
+            removed = False
+            consumers = self.consumers(stream).values()
+            for m in batch:
+                if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in consumers):
+                    removed |= store.remove_msg(m.seq)
+            if removed:
+                self.removed(stream)
+                self.durability.mark_dirty(stream)
+            yield
 
     def consumers(self, stream: Stream) -> dict[str, Consumer]:
         """The stream's consumers by name (read-only for callers)."""
@@ -352,8 +377,10 @@ class ConsumerManager:
             for c in consumers.values():
                 c.on_stored(seq, subject)
                 self._kick(c)
-        if stream.config.retention == "interest" and not (
-            consumers and any(c.matches(msg.subject) for c in consumers.values())
+        if (
+            stream.config.retention == "interest"
+            and not (consumers and any(c.matches(msg.subject) for c in consumers.values()))
+            and not self._offline.get(stream)
         ):
             # nobody is interested: acknowledged, then not kept (as nats-server)
             stream.store.remove_msg(seq)
@@ -398,9 +425,12 @@ class ConsumerManager:
     # -- timers ---------------------------------------------------------------------------------
 
     def after(self, c: Consumer) -> None:
-        """Re-arm the consumer's timer for its next deadline."""
+        """Re-arm the consumer's timer for its next deadline (and pump it again on the next loop
+        turn if its last pump stopped at its budget)."""
         if c.closed:
             return
+        if c.more:
+            self._kick(c)
         due = c.next_deadline()
         cur = self._timers.get(c)
         if due is None:

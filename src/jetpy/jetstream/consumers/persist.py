@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from jetpy.jetstream.consumers.delivery import Send
@@ -191,14 +192,14 @@ class StateWriter:
         else:
             dirty = {c for c in self._confirms if c in self._dirty}
             self._dirty -= dirty
-        jobs: list[tuple[Consumer, ConsumerStore, ConsumerState, int]] = []
+        jobs: list[tuple[Consumer, ConsumerStore, Callable[[], ConsumerState], int]] = []
         confirms: dict[Consumer, list[_Confirm]] = {}
         for c in dirty:
             cs = self._stores.get(c)
             if cs is None or c.closed:
                 continue
             upto = self.durability.durable_upto(c.stream.store) or 0
-            jobs.append((c, cs, clamp_state(c.snapshot(), upto), upto))
+            jobs.append((c, cs, c.snapshot_later(), upto))
             waiting = self._confirms.pop(c, None)
             if waiting:
                 confirms[c] = waiting
@@ -206,14 +207,15 @@ class StateWriter:
             return 0.0
         cpu = time.thread_time() - t0
 
-        def write(cs: ConsumerStore, state: ConsumerState) -> float:
+        def write(cs: ConsumerStore, state: Callable[[], ConsumerState], upto: int) -> float:
             w0 = time.thread_time()
-            cs.update(state)
+            cs.update(clamp_state(state(), upto))
             return time.thread_time() - w0
 
         loop = asyncio.get_running_loop()
         results = await asyncio.gather(
-            *(loop.run_in_executor(None, write, cs, st) for _, cs, st, _ in jobs), return_exceptions=True
+            *(loop.run_in_executor(None, write, cs, st, upto) for _, cs, st, upto in jobs),
+            return_exceptions=True,
         )
         self.writes += len(jobs)
         for (c, _, _, upto), res in zip(jobs, results, strict=True):
