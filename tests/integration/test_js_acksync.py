@@ -84,3 +84,24 @@ async def test_memory_stream_consumer_confirms_at_once(tmp_path: Path) -> None:
         info = await js.consumer_info("M", "D")
         assert info.num_ack_pending == 0 and info.ack_floor.stream_seq == 1
         await nc.close()
+
+
+async def test_a_forged_ack_sync_is_confirmed_without_waiting_or_syncing(tmp_path: Path) -> None:
+    """An AckSync on an ack subject naming a sequence never delivered (past the stream's end)
+    changes nothing: it is confirmed by the next state write, and never waits for (or keeps
+    asking for) a stream sync that could not cover it."""
+    async with jetpy.Server(port=0, store_dir=str(tmp_path / "js")) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        await js.add_stream(name="A", subjects=["a"])
+        await js.publish("a", b"x")
+        await js.add_consumer("A", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT))
+        assert srv.jetstream is not None
+        fsyncs = srv.jetstream.fsync_seconds.count
+        reply = await nc.request("$JS.ACK.A.D.1.999999.999999.0.0", b"", timeout=2)
+        assert reply.data == b""
+        await asyncio.sleep(0.3)
+        assert srv.jetstream.fsync_seconds.count - fsyncs <= 1  # no loop of stream commits
+        info = await js.consumer_info("A", "D")
+        assert info.num_pending == 1 and info.ack_floor.stream_seq == 0
+        await nc.close()

@@ -9,8 +9,8 @@ behaviour, an explicit opt-out here). Memory streams never get here.
 
 Also knows, per store, the highest sequence known to be on disk (``durable_upto``): durable
 consumer state is clamped to it, so a crash can cause redelivery but never a skipped message.
-After every commit round it calls ``on_commit`` (the consumers' AckSync confirmations that wait
-for their message to be synced follow it).
+After every commit round that made more of a store durable it calls ``on_commit`` (the
+consumers' AckSync confirmations that wait for their message to be synced follow it).
 
 Must not know: streams' rules, consumers, the API. Knows stores through ``StreamStore`` and the
 network through ``MessageBus.publish_reply``.
@@ -143,6 +143,7 @@ class Committer:
             except ErrStoreIO as e:
                 failed[store] = e
         syncing = [s for s in dirty if s not in failed]
+        advanced = False
         if syncing:
             loop = asyncio.get_running_loop()
             started = time.perf_counter()
@@ -156,9 +157,10 @@ class Committer:
                 elif isinstance(res, BaseException):
                     failed[store] = ErrStoreIO(0, detail=str(res))
                 else:
+                    advanced |= flushed[store] > self._durable_upto.get(id(store), 0)
                     self._durable_upto[id(store)] = flushed[store]
             self.commits += 1
-            if self.on_commit is not None:
+            if advanced and self.on_commit is not None:
                 self.on_commit()
         for p in parked:
             err = failed.get(p.store)

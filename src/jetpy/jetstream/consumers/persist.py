@@ -124,6 +124,9 @@ class StateWriter:
         if c not in self._stores:
             self._reply(reply)
             return
+        # an ack past what was delivered changed nothing: any state covers it (and a forged ack
+        # subject cannot make it wait for a sequence the stream will never have)
+        seq = min(seq, c.delivered_stream_seq)
         upto = self.durability.durable_upto(c.stream.store) or 0
         if seq > upto:  # the stream must sync the message first, or the state cannot cover it
             self._held.setdefault(c, []).append((reply, seq))
@@ -136,15 +139,24 @@ class StateWriter:
 
     def committed(self) -> None:
         """The committer made more of some stream durable: confirmations waiting on it are
-        written now."""
-        if not self._held:
-            return
-        held, self._held = self._held, {}
-        for c, confirms in held.items():
-            self._confirms.setdefault(c, []).extend(confirms)
+        written now (the others keep waiting)."""
+        moved = False
+        for c, confirms in list(self._held.items()):
+            upto = self.durability.durable_upto(c.stream.store) or 0
+            ready = [x for x in confirms if x[1] <= upto]
+            if not ready:
+                continue
+            moved = True
+            left = [x for x in confirms if x[1] > upto]
+            if left:
+                self._held[c] = left
+            else:
+                del self._held[c]
+            self._confirms.setdefault(c, []).extend(ready)
             self._dirty.add(c)
-        self._wanted.set()
-        self._urgent.set()
+        if moved:
+            self._wanted.set()
+            self._urgent.set()
 
     def _reply(self, reply: str) -> None:
         self._send(reply, reply, None, b"", b"")
@@ -163,8 +175,7 @@ class StateWriter:
                 await self._task
         self.committed()
         await self._write_once(paced=True)
-        for c in list(self._held):  # still not covered (a failed stream commit): not confirmed
-            del self._held[c]
+        self._held.clear()  # still not covered (a failed stream commit): not confirmed
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -235,7 +246,6 @@ class StateWriter:
             for reply, seq in waiting or ():
                 if seq <= upto:
                     self._reply(reply)
-                else:  # delivered before the stream synced it: after its commit
+                else:  # not covered yet (cannot happen: upto only grows): after the next commit
                     self._held.setdefault(c, []).append((reply, seq))
-                    self.durability.mark_dirty(c.stream)
         return cpu
