@@ -98,7 +98,7 @@ async def test_damaged_or_deleted_state_file_never_skips(base: tuple[Path, set[i
     reports = []
     for kind in KINDS:
         for i in range(fault_runs(1) if kind != "delete" else 1):
-            hit, run = await _state_run(base, tmp_path, kind, 7000 + i)
+            hit, run = await _state_run(base, tmp_path, kind, 7000 + 100 * KINDS.index(kind) + i)
             reports.append(f"o.dat {hit.kind} {hit.detail} (changed: {hit.changed}): {run.report(MESSAGES)}")
             assert not run.skipped(MESSAGES), "\n".join(reports)
             if hit.changed:  # the state is gone: D starts over, every confirmed ack comes again
@@ -117,7 +117,9 @@ async def test_damaged_or_deleted_metadata_takes_only_that_consumer_offline(
         for i in range(fault_runs(1) if kind != "delete" else 1):
             store = tmp_path / f"meta-{kind}-{i}"
             shutil.copytree(src, store)
-            hit = damage(consumer_dir(store) / "meta.dat", kind, random.Random(8000 + i))
+            hit = damage(
+                consumer_dir(store) / "meta.dat", kind, random.Random(8000 + 100 * KINDS.index(kind) + i)
+            )
             files = {f.name: f.read_bytes() for f in consumer_dir(store).iterdir()}
             p = jetpy(store, tmp_path / f"meta-{kind}-{i}.log")
             try:
