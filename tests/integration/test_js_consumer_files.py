@@ -31,6 +31,7 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 import jetpy
+from jetpy.cli.backup_protocol import backup_stream, restore_stream
 from jetpy.store.base import ConsumerState
 from jetpy.store.consumer_state import CONSUMER_MAGIC, read_consumer_state, write_framed_atomic
 
@@ -262,4 +263,29 @@ async def test_an_offline_consumer_keeps_an_interest_streams_messages(tmp_path: 
         assert await fetch_all(js, "B") == list(range(1, 11))
         await js.publish("s.2", b"new")  # B does not want it: dropped at once if A could not
         assert (await js.stream_info("S")).state.messages == 11
+        await nc.close()
+
+
+async def test_a_restored_consumers_state_survives_a_restart(tmp_path: Path) -> None:
+    """A restore syncs the stream it fills, so its consumers' states are written as restored
+    (never held back to what a commit has covered: that would redeliver everything)."""
+    store = tmp_path / "js"
+    await build(store)
+    async with jetpy.Server(port=0, store_dir=str(store)) as srv:
+        nc = await nats.connect(srv.client_url)
+        js = nc.jetstream()
+        await backup_stream(nc, "S", tmp_path / "bk")
+        await js.delete_stream("S")
+        await restore_stream(nc, tmp_path / "bk")
+        before = await js.consumer_info("S", "D")
+        assert (before.ack_floor.stream_seq, before.delivered.stream_seq) == (ACKED, 60)
+        await nc.close()
+    async with jetpy.Server(port=0, store_dir=str(store)) as srv:
+        nc = await nats.connect(srv.client_url)
+        after = await nc.jetstream().consumer_info("S", "D")
+        assert (after.ack_floor.stream_seq, after.delivered.stream_seq, after.num_ack_pending) == (
+            ACKED,
+            60,
+            60 - ACKED,
+        )
         await nc.close()

@@ -115,6 +115,11 @@ class Committer:
         self._dirty.discard(store)
         self._durable_upto.pop(id(store), None)
 
+    def synced(self, store: StreamStore) -> None:
+        """``store`` was flushed and synced by its filler (a restore) before it became a stream:
+        it is on disk up to its last sequence, as a recovered one is."""
+        self._durable_upto[id(store)] = store.state().last_seq
+
     def durable_upto(self, store: StreamStore) -> int | None:
         """The highest sequence of ``store`` known to be on disk (None: not a durable store, or
         nothing committed yet)."""

@@ -34,7 +34,7 @@ whole batch in one go.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -132,28 +132,41 @@ def seq_from_time(store: StreamStore, ts_ns: int) -> int:
     return m.seq if m is not None else st.last_seq + 1
 
 
+Answerer = Callable[[str], "Stream | None"]
+"""Which stream answers a direct get for a stream name (None: nobody, as nats-server has no
+subscriber then): the stream itself if it allows direct gets, or a mirror of it with
+``mirror_direct``."""
+
+
 class DirectGet:
     """The bus handler on ``$JS.API.DIRECT.GET.>`` (direct gets are answered by the stream, not
     the API dispatcher: they are not in the api counters, as nats-server)."""
 
-    def __init__(self, streams: Mapping[str, Stream], bus: MessageBus) -> None:
+    def __init__(
+        self, streams: Mapping[str, Stream], bus: MessageBus, answerer: Answerer | None = None
+    ) -> None:
         self.streams = streams
         self.bus = bus
+        self.answerer = answerer or self._own
+
+    def _own(self, name: str) -> Stream | None:
+        s = self.streams.get(name)
+        return s if s is not None and s.config.allow_direct else None
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.decode().split(".")[4:]  # drop "$JS", "API", "DIRECT", "GET"
-        direct_get(self.streams, self.bus, toks, reply, data[hdr_len:])
+        direct_get(self.answerer, self.bus, toks, reply, data[hdr_len:])
 
 
 def direct_get(
-    streams: Mapping[str, Stream], bus: MessageBus, args: list[str], reply: bytes | None, body: bytes
+    answerer: Answerer, bus: MessageBus, args: list[str], reply: bytes | None, body: bytes
 ) -> None:
     """``$JS.API.DIRECT.GET.<stream>`` (body names the message) or ``...<stream>.<subject>``
     (last message on the subject, the KV read path). Replies with the stored message itself."""
     if reply is None or not args:
         return
-    s = streams.get(args[0])
-    if s is None or not s.config.allow_direct:
+    s = answerer(args[0])
+    if s is None:
         return  # nats-server does not subscribe DIRECT.GET for such streams: no responders
     rep = reply.decode()
     try:

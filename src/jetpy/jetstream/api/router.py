@@ -31,7 +31,7 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import encode
 from jetpy.jetstream.ports import MessageBus
 
-__all__ = ["API_SUBJECTS", "MAX_QUEUED", "ApiRouter", "ApiStats", "Later", "Route"]
+__all__ = ["API_SUBJECTS", "MAX_QUEUED", "ApiRouter", "ApiStats", "Later", "Route", "WithHeaders"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -42,8 +42,19 @@ MAX_QUEUED: Final = 10_000
 
 R = TypeVar("R", bound=ApiResponse)
 
-Later: TypeAlias = R | Coroutine[Any, Any, R]
-"""A handler's result: the response, or a coroutine that produces it (see the module doc)."""
+
+@dataclass(frozen=True, slots=True)
+class WithHeaders(Generic[R]):
+    """A response sent with a header block (nats-server answers a mirror's or source's consumer
+    create with the origin's ``Nats-Stream-Identity``)."""
+
+    response: R
+    headers: bytes
+
+
+Later: TypeAlias = R | WithHeaders[R] | Coroutine[Any, Any, R]
+"""A handler's result: the response (with headers, if any), or a coroutine that produces it (see
+the module doc)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +144,13 @@ class ApiRouter:
             self.stats.inflight -= 1
             self._dispatch(self._queue.popleft())
 
-    def _answer(self, req: _Request, result: ApiResponse | Exception) -> None:
+    def _answer(self, req: _Request, result: ApiResponse | WithHeaders[ApiResponse] | Exception) -> None:
         stats = self.stats
         resp: ApiResponse
-        if isinstance(result, ApiError):
+        headers = b""
+        if isinstance(result, WithHeaders):
+            resp, headers = result.response, result.headers
+        elif isinstance(result, ApiError):
             stats.errors += 1
             resp = req.route.response.failure(result)
         elif isinstance(result, Exception):  # a bug must not take the API down; the client gets a 500
@@ -147,7 +161,7 @@ class ApiRouter:
             resp = result
         # counted once answered, as nats-server (an INFO reply does not include itself)
         stats.total += 1
-        self.bus.publish(req.reply.decode(), None, encode(resp))
+        self.bus.publish(req.reply.decode(), None, encode(resp), headers)
 
     async def stop(self) -> None:
         """Stop the request being worked on, if any; drop those waiting (the server is going)."""

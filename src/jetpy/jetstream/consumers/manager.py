@@ -160,6 +160,8 @@ class ConsumerManager:
         consumers = self._by_stream.setdefault(stream, {})
         consumers[name] = c
         stream.consumer_count = len(consumers)
+        if cfg.direct:  # a mirror's or source's own: not listed, not counted in reports
+            stream.direct_count += 1
         self._wire(c, now)
         return c
 
@@ -217,6 +219,8 @@ class ConsumerManager:
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
             stream.consumer_count = len(consumers)
+            if c.config.direct:
+                stream.direct_count -= 1
         cs = self.states.untrack(c)
         if cs is not None and forget:
             cs.delete()
@@ -258,8 +262,16 @@ class ConsumerManager:
             yield
 
     def consumers(self, stream: Stream) -> dict[str, Consumer]:
-        """The stream's consumers by name (read-only for callers)."""
+        """The stream's consumers by name (read-only for callers), internal ones included."""
         return self._by_stream.get(stream) or {}
+
+    def listed(self, stream: Stream) -> dict[str, Consumer]:
+        """The consumers the API lists and counts: not the ``direct`` ones of mirrors and
+        sources (nats-server hides them too)."""
+        cs = self._by_stream.get(stream) or {}
+        if not stream.direct_count:
+            return cs
+        return {n: c for n, c in cs.items() if not c.config.direct}
 
     def get(self, stream: Stream, name: str) -> Consumer | None:
         return self.consumers(stream).get(name)
