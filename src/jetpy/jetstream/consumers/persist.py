@@ -93,7 +93,6 @@ class StateWriter:
         self._urgent = asyncio.Event()  # a confirmation is parked: write now
         self._next_paced = 0.0  # loop time before which paced writes wait
         self._task: asyncio.Task[None] | None = None
-        self.writes = 0  # state files written since start (tests, benchmarks)
 
     # -- who is written -------------------------------------------------------------------------
 
@@ -228,7 +227,6 @@ class StateWriter:
             *(loop.run_in_executor(None, write, cs, st, upto) for _, cs, st, upto in jobs),
             return_exceptions=True,
         )
-        self.writes += len(jobs)
         for (c, _, _, upto), res in zip(jobs, results, strict=True):
             waiting = confirms.get(c)
             if isinstance(res, BaseException):
