@@ -1,4 +1,4 @@
-"""Where a durable consumer whose state is gone starts again (``Consumer.restart_position``):
+"""Where a durable consumer whose state is gone starts again (``restore.restart_position``):
 the first message it could ever have been meant to deliver, by deliver policy, so nothing
 unacknowledged is skipped. Sans-IO: a memory store with invented timestamps."""
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from jetpy.jetstream.consumers.consumer import RESTART_CLOCK_MARGIN, Consumer
+from jetpy.jetstream.consumers.consumer import Consumer
+from jetpy.jetstream.consumers.restore import RESTART_CLOCK_MARGIN, restart_position
 from jetpy.jetstream.models import ConsumerConfig, StreamConfig, format_time
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.validate import check_consumer_config, check_stream_config
@@ -54,7 +55,8 @@ def stream() -> Stream:
 
 def restarted(s: Stream, created: int, **cfg: Any) -> Consumer:
     config = check_consumer_config(s.config, ConsumerConfig(durable_name="D", ack_policy="explicit", **cfg))
-    return Consumer(s, "D", config, created, Host(), created, state_lost=True)
+    start = restart_position(s.store, config, created)
+    return Consumer(s, "D", config, created, Host(), created, start=start)
 
 
 @pytest.mark.parametrize(

@@ -38,11 +38,7 @@ from jetpy.patterns import all_covered
 from jetpy.store.base import ConsumerState, StoredMsg
 from jetpy.subjects import subject_matches
 
-__all__ = ["RESTART_CLOCK_MARGIN", "Consumer", "ConsumerHost"]
-
-RESTART_CLOCK_MARGIN = 1_000_000_000
-"""How far before its creation time (ns) a ``deliver_policy: new`` consumer whose state is gone
-starts again: messages are stamped with the wall clock, which may have been stepped back."""
+__all__ = ["Consumer", "ConsumerHost"]
 
 
 class ConsumerHost(Protocol):
@@ -84,7 +80,7 @@ class Consumer:
         host: ConsumerHost,
         now: int,
         state: ConsumerState | None = None,
-        state_lost: bool = False,
+        start: int | None = None,
     ) -> None:
         self.stream = stream
         self.store = stream.store
@@ -128,8 +124,8 @@ class Consumer:
         self._apply_config(config)
         if state is not None:
             self._restore(state)
-        elif state_lost:
-            self._start_at(self.restart_position())
+        elif start is not None:  # its state is gone: from where its host says (restore.py)
+            self._start_at(start)
         else:
             self._select_start()
 
@@ -176,27 +172,6 @@ class Consumer:
         floor = starts[0] - 1 if starts else seq - 1
         self._pending_acks.set_floor(0, floor)
         self.delivered_stream_seq = floor
-
-    def restart_position(self) -> int:
-        """Where a durable consumer whose state is gone starts again: the first message it could
-        ever have been meant to deliver, so nothing unacknowledged is skipped (what was
-        acknowledged is delivered again). By deliver policy: ``by_start_sequence`` and
-        ``by_start_time`` where they started; ``new`` at the first message stored after the
-        consumer was created (less ``RESTART_CLOCK_MARGIN``, for a clock stepped back); ``all``,
-        ``last`` and ``last_per_subject`` at the stream's first message (which older message was
-        last at creation is not recorded anywhere)."""
-        cfg = self.config
-        st = self.store.state()
-        first, last = max(st.first_seq, 1), st.last_seq
-        policy = cfg.deliver_policy
-        if policy == "by_start_sequence":
-            return max(cfg.opt_start_seq, first)
-        if policy == "by_start_time":
-            return max(seq_at_time(self.store, parse_time(cfg.opt_start_time or ""), first, last), first)
-        if policy == "new":
-            since = self.created_ns - RESTART_CLOCK_MARGIN
-            return max(seq_at_time(self.store, since, first, last), first)
-        return first
 
     def _restore(self, st: ConsumerState) -> None:
         self.next_consumer_seq = st.delivered_consumer_seq + 1

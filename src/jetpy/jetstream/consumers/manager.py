@@ -28,7 +28,7 @@ from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.delivery import Send, SendBatch
 from jetpy.jetstream.consumers.persist import Durability, StateWriter, clamp_state
 from jetpy.jetstream.consumers.push import flow_control_prefix
-from jetpy.jetstream.consumers.restore import ConsumerMeta, Offline, read_durable
+from jetpy.jetstream.consumers.restore import ConsumerMeta, Offline, read_durable, restart_position
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.steps import Steps, paced
@@ -142,13 +142,13 @@ class ConsumerManager:
         created: int | None = None,
         state: ConsumerState | None = None,
         persist: bool = True,
-        state_lost: bool = False,
+        start: int | None = None,
     ) -> Consumer:
         """A new consumer (``persist``: a durable one's files are written first: its state, then
         its metadata, so a durable with metadata always had a state file), or one recovered
-        from ``state`` (``state_lost``: from its restart position)."""
+        from ``state`` (or, its state lost, from stream sequence ``start``)."""
         now = time.time_ns()
-        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, state_lost)
+        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, start)
         c.recent = stream.recent
         if stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
@@ -182,9 +182,8 @@ class ConsumerManager:
             if isinstance(got, Offline):
                 self._offline.setdefault(stream, {})[name] = got.reason
                 continue
-            c = self.create(
-                stream, name, got.config, got.created, got.state, persist=False, state_lost=bool(got.lost)
-            )
+            start = restart_position(stream.store, got.config, got.created) if got.lost else None
+            c = self.create(stream, name, got.config, got.created, got.state, persist=False, start=start)
             if got.lost:
                 log.error(
                     "consumer '%s > %s' %s: restarting from stream sequence %d (deliver policy %s); "

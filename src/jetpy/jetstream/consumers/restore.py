@@ -10,7 +10,7 @@ decisions, each logged with the stream, the consumer, the file and the reason:
   run. A directory with neither file, or only the initial state of a consumer that never
   delivered anything (a creation cut short by a crash), is ignored with a warning.
 * state (``o.dat``) missing, damaged or impossible: the consumer **restarts** without it, from
-  the position :meth:`Consumer.restart_position` states (the first message it could ever have
+  the position :func:`restart_position` states (the first message it could ever have
   been meant to deliver), so no unacknowledged message is skipped and what was acknowledged is
   delivered again. A damaged file is renamed to ``o.dat.damaged``, never deleted. A state is
   written when a consumer is created, so a missing one is always a loss.
@@ -30,15 +30,20 @@ from dataclasses import dataclass
 import msgspec
 
 from jetpy.jetstream.consumers.persist import clamp_state
-from jetpy.jetstream.models import ConsumerConfig
+from jetpy.jetstream.models import ConsumerConfig, parse_time
+from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
-from jetpy.store.base import ConsumerState, ConsumerStore, StoreError
+from jetpy.store.base import ConsumerState, ConsumerStore, StoreError, StreamStore
 from jetpy.store.consumer_state import past_last_seq, state_problems
 from jetpy.store.layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE
 
-__all__ = ["ConsumerMeta", "Offline", "Recovered", "read_durable"]
+__all__ = ["RESTART_CLOCK_MARGIN", "ConsumerMeta", "Offline", "Recovered", "read_durable", "restart_position"]
 
 log = logging.getLogger("jetpy.jetstream")
+
+RESTART_CLOCK_MARGIN = 1_000_000_000
+"""How far before its creation time (ns) a ``deliver_policy: new`` consumer whose state is gone
+starts again: messages are stamped with the wall clock, which may have been stepped back."""
 
 
 class ConsumerMeta(msgspec.Struct):
@@ -153,3 +158,22 @@ def _set_aside(cs: ConsumerStore) -> str:
     except StoreError as e:
         log.error("consumer state file could not be renamed aside: %s", e)
         return ""
+
+
+def restart_position(store: StreamStore, cfg: ConsumerConfig, created_ns: int) -> int:
+    """Where a durable consumer whose state is gone starts again: the first message it could ever
+    have been meant to deliver, so nothing unacknowledged is skipped (what was acknowledged is
+    delivered again). By deliver policy: ``by_start_sequence`` and ``by_start_time`` where they
+    started; ``new`` at the first message stored after the consumer was created (less
+    :data:`RESTART_CLOCK_MARGIN`); ``all``, ``last`` and ``last_per_subject`` at the stream's
+    first message (which older message was last at creation is not recorded anywhere)."""
+    st = store.state()
+    first, last = max(st.first_seq, 1), st.last_seq
+    policy = cfg.deliver_policy
+    if policy == "by_start_sequence":
+        return max(cfg.opt_start_seq, first)
+    if policy == "by_start_time":
+        return max(seq_at_time(store, parse_time(cfg.opt_start_time or ""), first, last), first)
+    if policy == "new":
+        return max(seq_at_time(store, created_ns - RESTART_CLOCK_MARGIN, first, last), first)
+    return first
