@@ -49,6 +49,12 @@ test-backup-1g: $(STAMP)
 bench: $(STAMP) reference
 	$(BIN)/python scripts/compare_bench.py $(BENCH_ARGS)
 
+# The consumer fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9
+# under consume with AckSync, damaged or deleted consumer files; JETPY_FAULT_RUNS=N for more.
+.PHONY: faults-consumer
+faults-consumer: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q -s --timeout=3600 tests/faults/test_consumer_*.py
+
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:
 	@command -v java >/dev/null 2>&1 || test -n "$$JAVA_HOME" || \

@@ -81,6 +81,7 @@ __all__ = [
     "CONSUMER_NAME_TOO_LONG",
     "CONSUMER_NOT_FOUND",
     "CONSUMER_OFFLINE",
+    "CONSUMER_OFFLINE_REASON",
     "CONSUMER_ON_MAPPED",
     "CONSUMER_OVERLAPPING_SUBJECT_FILTERS",
     "CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP",
@@ -452,6 +453,7 @@ CONSUMER_STORE_FAILED = _e(500, 10104, "error creating store for consumer: {err}
 CONSUMER_EXISTING_ACTIVE = _e(400, 10105, "consumer already exists and is still active")
 CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME = _e(400, 10106, "consumer replacement durable config not the same")
 CONSUMER_OFFLINE = _e(500, 10119, "consumer is offline")
+CONSUMER_OFFLINE_REASON = _e(500, 10195, "consumer is offline: {err}")
 CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = _e(
     400, 10131, "Consumer create request did not match filtered subject from create subject"
 )

@@ -197,6 +197,8 @@ class StreamRegistry:
         store.write_meta(_meta_json(cfg, created_ns, identity))
         stream = Stream(cfg, store, created_ns, identity)
         stream.rebuild_dedup(time.time_ns(), msg_ids)
+        if stream.durable:
+            self.committer.synced(store)  # its filler synced it: consumer state may cover it all
         self._add(stream)
         self.expiry.schedule()
         return stream

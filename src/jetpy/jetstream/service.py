@@ -38,6 +38,7 @@ class JetStream:
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
         self.consumers = ConsumerManager(bus, self.committer)
+        self.committer.on_commit = self.consumers.committed
         self.registry = StreamRegistry(
             bus, stores, self.committer, self.consumers, config.max_memory, config.max_storage
         )

@@ -389,13 +389,20 @@ def purge_ex(
 
 @runtime_checkable
 class ConsumerStore(Protocol):
-    """Durable state of one consumer of a stream."""
+    """Durable state of one consumer of a stream. ``where`` names its directory in log lines ("" for
+    memory)."""
+
+    where: str
 
     def update(self, state: ConsumerState) -> None:
         """Replace the stored state (file store: atomically and durably; blocks on fsync)."""
 
-    def load(self) -> ConsumerState:
-        """The last state given to ``update`` (an empty state if none). Raises ErrCorrupt."""
+    def load(self) -> ConsumerState | None:
+        """The last state given to ``update`` (None if none was). Raises ErrCorrupt."""
+
+    def set_aside_state(self) -> str | None:
+        """Keep a damaged state out of the way without deleting it (file store: renamed to
+        ``o.dat.damaged``); returns where it went (None: nothing was there, or memory)."""
 
     def write_meta(self, meta: bytes) -> None:
         """Store the consumer's config bytes atomically, with a checksum."""

@@ -24,8 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from .base import StoreError
-from .consumer_state import META_MAGIC, read_consumer_state, read_framed
+from .base import ConsumerState, ErrCorrupt, StoreError
+from .consumer_state import (
+    CONSUMER_MAGIC,
+    FRAME_HEADER_SIZE,
+    META_MAGIC,
+    FrameFault,
+    check_framed,
+    decode_state,
+    past_last_seq,
+    read_framed,
+    state_problems,
+)
 from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE, META_FILE, MSGS_DIR, OBS_DIR, is_locked
 from .record import (
     BLOCK_HEADER_SIZE,
@@ -46,6 +56,7 @@ __all__ = [
     "BadRegion",
     "BlockReport",
     "ConsumerReport",
+    "FileFault",
     "Record",
     "StreamReport",
     "block_files",
@@ -112,8 +123,25 @@ class BlockReport:
         return self.slot.floor if self.slot is not None else 0
 
 
+@dataclass(slots=True)
+class FileFault:
+    """What is wrong with one consumer file: ``file`` relative to the stream's directory, the byte
+    ``offset`` where it shows (None: the file is missing or unreadable) and the ``reason``."""
+
+    file: str
+    offset: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f" at offset {self.offset}" if self.offset is not None else ""
+        return f"{self.file}{where}: {self.reason}"
+
+
 @dataclass
 class ConsumerReport:
+    """One consumer's files. ``problems`` are the lines ``faults`` print as (each names the
+    consumer, the file, the offset and the reason)."""
+
     name: str
     meta: str  # "ok", "missing" or what is wrong
     state: str  # likewise
@@ -121,6 +149,14 @@ class ConsumerReport:
     ack_floor_stream_seq: int = 0
     pending: int = 0
     problems: list[str] = field(default_factory=list)
+    faults: list[FileFault] = field(default_factory=list)
+
+    def fault(self, file: str, offset: int | None, reason: str) -> str:
+        """Record a fault; returns the reason (the file's status)."""
+        f = FileFault(f"{OBS_DIR}/{self.name}/{file}", offset, reason)
+        self.faults.append(f)
+        self.problems.append(f"consumer {self.name}: {f}")
+        return reason
 
 
 @dataclass
@@ -203,30 +239,58 @@ def read_meta(stream_dir: Path) -> tuple[bytes | None, str]:
     return raw, "ok"
 
 
-def read_consumers(stream_dir: Path) -> list[ConsumerReport]:
+def _read_framed_file(path: Path, magic: bytes) -> bytes | FrameFault | None:
+    """A framed file's payload, why its bytes are refused, or None if it does not exist."""
+    try:
+        raw = _read_file(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return FrameFault(0, f"cannot read: {exc.strerror or exc}")
+    return check_framed(raw, magic)
+
+
+def read_consumers(stream_dir: Path, last_seq: int | None = None) -> list[ConsumerReport]:
+    """Every consumer directory's files checked: both present, framed and checksummed, the state
+    decodable and consistent (``state_problems``, the server's own rules) and, given the
+    stream's ``last_seq``, not past it. A missing file is a fault: a durable consumer always has
+    both (its state is written first when it is created)."""
     out: list[ConsumerReport] = []
     obs = stream_dir / OBS_DIR
     if not obs.is_dir():
         return out
     for cdir in sorted(p for p in obs.iterdir() if p.is_dir()):
         rep = ConsumerReport(cdir.name, "missing", "missing")
-        try:
-            if read_framed(cdir / CONSUMER_META_FILE, META_MAGIC) is not None:
-                rep.meta = "ok"
-        except StoreError as exc:
-            rep.meta = str(exc)
-            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_META_FILE}: {exc}")
-        try:
-            st = read_consumer_state(cdir / CONSUMER_STATE_FILE)
-        except StoreError as exc:
-            rep.state = str(exc)
-            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_STATE_FILE}: {exc}")
+        meta = _read_framed_file(cdir / CONSUMER_META_FILE, META_MAGIC)
+        if meta is None:
+            rep.fault(CONSUMER_META_FILE, None, "missing")
+        elif isinstance(meta, FrameFault):
+            rep.meta = rep.fault(CONSUMER_META_FILE, meta.offset, meta.reason)
         else:
-            if st is not None:
-                rep.state = "ok"
+            rep.meta = "ok"
+        raw = _read_framed_file(cdir / CONSUMER_STATE_FILE, CONSUMER_MAGIC)
+        if raw is None:
+            rep.fault(CONSUMER_STATE_FILE, None, "missing")
+        elif isinstance(raw, FrameFault):
+            rep.state = rep.fault(CONSUMER_STATE_FILE, raw.offset, raw.reason)
+        else:
+            try:
+                st: ConsumerState = decode_state(raw)
+            except ErrCorrupt:
+                rep.state = rep.fault(
+                    CONSUMER_STATE_FILE, FRAME_HEADER_SIZE, "payload is not a consumer state"
+                )
+            else:
                 rep.delivered_stream_seq = st.delivered_stream_seq
                 rep.ack_floor_stream_seq = st.ack_floor_stream_seq
                 rep.pending = len(st.pending)
+                wrong = state_problems(st)
+                past = past_last_seq(st, last_seq) if last_seq is not None else None
+                if past is not None:
+                    wrong.append(past)
+                for why in wrong:
+                    rep.fault(CONSUMER_STATE_FILE, FRAME_HEADER_SIZE, why)
+                rep.state = "; ".join(wrong) or "ok"
         out.append(rep)
     return out
 
@@ -321,7 +385,7 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
             rep.problems.extend(block.problems)
     else:
         rep.problems.append(f"{MSGS_DIR}/ is missing")
-    rep.consumers = read_consumers(stream_dir)
+    rep.consumers = read_consumers(stream_dir, rep.last_seq)
     for c in rep.consumers:
         rep.problems.extend(c.problems)
     floor = rep.floor

@@ -9,6 +9,7 @@ manager's).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ from jetpy.jetstream.api.messages import (
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
-from jetpy.jetstream.api.router import Route, WithHeaders
+from jetpy.jetstream.api.router import Later, Route, WithHeaders
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.errors import ApiError
@@ -69,8 +70,16 @@ class ConsumerApi:
         s = self._stream(args[0])
         c = self.manager.get(s, args[1])
         if c is None:
+            self._not_offline(s, args[1])
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         return c
+
+    def _not_offline(self, stream: Stream, name: str) -> None:
+        """A consumer whose files could not be read back answers with why (10195), never as
+        absent: its name is taken, its files kept."""
+        why = self.manager.offline(stream).get(name)
+        if why is not None:
+            raise ApiError.of(E.CONSUMER_OFFLINE_REASON, err=why)
 
     # -- create ---------------------------------------------------------------------------------
 
@@ -138,6 +147,8 @@ class ConsumerApi:
         check_consumer_built(cfg)
         check_direct_built(stream.config, cfg)
         cname = cfg.durable_name or cfg.name
+        if cname:
+            self._not_offline(stream, cname)
         existing = consumers.get(cname) if cname else None
         if existing is not None:
             if action == "create" and existing.config != cfg:
@@ -149,10 +160,8 @@ class ConsumerApi:
             return _answer(stream, existing)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
-        if (
-            stream.config.max_consumers > 0
-            and len(self.manager.listed(stream)) >= stream.config.max_consumers
-        ):
+        taken = len(self.manager.listed(stream)) + len(self.manager.offline(stream))
+        if stream.config.max_consumers > 0 and taken >= stream.config.max_consumers:
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()
@@ -171,34 +180,63 @@ class ConsumerApi:
         expect_empty(body)
         return ConsumerInfoResponse.of(consumer_info(self._consumer(args)))
 
-    def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
+    def _paged(self, args: list[str], body: bytes) -> tuple[Stream, int]:
+        """The stream a NAMES/LIST request names, and its offset."""
         req = decode_request(body, PagedRequest)
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
-        s = self._stream(args[0])
-        consumers = self.manager.listed(s)
-        cs = [consumers[n] for n in sorted(consumers)]
+        return self._stream(args[0]), req.offset
+
+    @staticmethod
+    def _at(offset: int, n: int) -> int:
         # a negative offset reads as 0 (nats-server 2.9 panics on it), one past the end as the end
-        return cs, min(max(req.offset, 0), len(cs))
+        return min(max(offset, 0), n)
 
     def names(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerNamesResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + NAMES_LIMIT]
-        names = [c.name for c in page]
-        return ConsumerNamesResponse(total=len(cs), offset=offset, limit=NAMES_LIMIT, consumers=names)
+        """Every consumer's name, offline ones too (their names are taken)."""
+        s, offset = self._paged(args, body)
+        every = sorted([*self.manager.listed(s), *self.manager.offline(s)])
+        offset = self._at(offset, len(every))
+        page = every[offset : offset + NAMES_LIMIT]
+        return ConsumerNamesResponse(total=len(every), offset=offset, limit=NAMES_LIMIT, consumers=page)
 
     def list_(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerListResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + LIST_LIMIT]
+        """The served consumers' infos, page by page; offline ones by name and reason on every
+        page (``offline``, and ``missing`` for tools that predate it)."""
+        s, offset = self._paged(args, body)
+        consumers = self.manager.listed(s)
+        names = sorted(consumers)
+        offset = self._at(offset, len(names))
+        offline = self.manager.offline(s)
         return ConsumerListResponse(
-            total=len(cs), offset=offset, limit=LIST_LIMIT, consumers=[consumer_info(c) for c in page]
+            total=len(names),
+            offset=offset,
+            limit=LIST_LIMIT,
+            consumers=[consumer_info(consumers[n]) for n in names[offset : offset + LIST_LIMIT]],
+            missing=sorted(offline) or None,
+            offline=dict(sorted(offline.items())) or None,
         )
 
-    def delete(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerDeleteResponse:
+    def delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[ConsumerDeleteResponse]:
+        """Delete a consumer (on an interest stream, answered once the messages nobody wants any
+        more are gone: a sweep paced in slices); an offline one's files are deleted on this
+        explicit request."""
         expect_empty(body)
+        if len(args) >= 2:
+            s = self._stream(args[0])
+            if self.manager.get(s, args[1]) is None and args[1] in self.manager.offline(s):
+                self.manager.delete_offline(s, args[1])
+                return ConsumerDeleteResponse(success=True)
         c = self._consumer(args)
-        self.manager.delete(c)
-        return ConsumerDeleteResponse(success=True)
+        sweep = self.manager.delete(c)
+        if sweep is None:
+            return ConsumerDeleteResponse(success=True)
+        return _after(sweep, ConsumerDeleteResponse(success=True))
+
+
+async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:
+    await asyncio.shield(task)  # the sweep goes on even if the request is given up on
+    return resp
 
 
 def _answer(stream: Stream, c: Consumer) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:

@@ -291,8 +291,13 @@ class ConsumerNamesResponse(_Paged, frozen=True):
 
 
 class ConsumerListResponse(_Paged, frozen=True):
+    """``offline``: consumers that cannot be served (their files are damaged), name -> why, also
+    named in ``missing`` for older tools (nats-server 2.12's fields for offline assets)."""
+
     type: str = _always(TYPE_PREFIX + "consumer_list_response")
     consumers: list[ConsumerInfo] = _always_list()
+    missing: list[str] | None = None
+    offline: dict[str, str] | None = None
 
 
 class ConsumerDeleteResponse(ApiResponse, frozen=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from jetpy.jetstream.consumers.delivery import DeliverySource, Send
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, DeliverySource, Send
 from jetpy.jetstream.consumers.pull import status
 
 __all__ = ["DIRECT_FC_WINDOW", "FC_PREFIX", "FC_WINDOW", "PUSH_BURST", "PushDelivery", "flow_control_prefix"]
@@ -102,8 +102,11 @@ class PushDelivery:
         while True:
             if fc and self._fc_bytes >= self._stall_at:
                 break  # stalled until the client confirms
+            if sent >= PUMP_BUDGET:
+                source.more = True  # the rest on the next loop turn
+                break
             if bulk and source.plain_next(now):
-                msgs = source.burst(to, PUSH_BURST, now)
+                msgs = source.burst(to, min(PUSH_BURST, PUMP_BUDGET - sent), now)
                 if msgs:
                     sent += len(msgs)
                     if fc:
