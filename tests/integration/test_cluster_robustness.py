@@ -279,3 +279,34 @@ async def test_unnamed_servers_agree_on_one_cluster_name() -> None:
             await b.shutdown()
     finally:
         await a.shutdown()
+
+
+async def test_advertise_and_no_advertise() -> None:
+    port = free_port()
+    opts = ServerOptions(
+        host="127.0.0.1",
+        port=0,
+        server_name="A",
+        cluster=ClusterOptions(
+            name="C1", host="127.0.0.1", port=port, advertise=f"localhost:{port}", no_advertise=True
+        ),
+    )
+    async with Server(opts) as a:
+        # peers are told the advertised route URL, and no client URLs
+        peer = await Peer.dial(a)
+        await peer.handshake()
+        greeting = await peer.read_until(b"\r\n")
+        info = json.loads(greeting.split(b"\r\n")[0][5:])
+        assert (info["host"], info["port"], info["ip"]) == (
+            "localhost",
+            port,
+            f"nats-route://localhost:{port}/",
+        )
+        assert "connect_urls" not in info
+        await wait_for(lambda: a.cluster is not None and PEER_ID in a.cluster.remotes)
+        # and clients are told of no other server
+        nc = await nats.connect(a.client_url)
+        assert [f"{u.hostname}:{u.port}" for u in nc.servers] == [f"127.0.0.1:{a.port}"]
+        assert nc._server_info["cluster"] == "C1" and "connect_urls" not in nc._server_info
+        await nc.close()
+        peer.close()
