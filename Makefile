@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g
+.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g raft-sim raft-bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ test-backup-1g: $(STAMP)
 # jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
 bench: $(STAMP) reference
 	$(BIN)/python scripts/compare_bench.py $(BENCH_ARGS)
+
+# The Raft simulation over many seeds (CI runs a 2,400-seed slice in tests/raft/test_sim.py);
+# failing seeds are printed with their plan: replay one with `python -m tests.raft.sim --seed N -v`.
+SEEDS ?= 100000
+START ?= 0
+raft-sim: $(STAMP)
+	$(BIN)/python -m tests.raft.sim --seeds $(SEEDS) --start $(START)
+	$(BIN)/python -m tests.raft.sim --seeds $$(( $(SEEDS) / 5 )) --start $(START) --storm
 
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:
