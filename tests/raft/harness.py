@@ -52,6 +52,8 @@ class Group:
         check_quorum: bool = True,
         snapshot_entries: int = 0,
         max_inflight: int = 256,
+        max_append_bytes: int = 1 << 20,
+        max_uncommitted_bytes: int = 0,
     ) -> None:
         self.rng = random.Random(seed)
         self.membership = Membership(frozenset(voters), frozenset(learners))
@@ -62,6 +64,8 @@ class Group:
             check_quorum=check_quorum,
             snapshot_entries=snapshot_entries,
             max_inflight=max_inflight,
+            max_append_bytes=max_append_bytes,
+            max_uncommitted_bytes=max_uncommitted_bytes,
         )
         self.members: dict[str, Member] = {}
         self.outbox: list[Message] = []

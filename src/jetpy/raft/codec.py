@@ -27,7 +27,7 @@ Type fields (after src/dst)::
                        term u64, kind u8, data_len u32, data (indexes follow prev_index + 1)
     AppendResponse     index u64, hint_index u64, hint_term u64, flags u8 (bit0 reject)
     Heartbeat          commit u64
-    HeartbeatResponse  (nothing)
+    HeartbeatResponse  flags u8 (bit0 lost)
     InstallSnapshot    index u64, term u64, membership (below), data_len u32, data
     TimeoutNow         (nothing)
 
@@ -139,7 +139,7 @@ def encode(m: Message) -> bytes:
     if isinstance(m, Heartbeat):
         return _frame(_T_HB, m.term, m.src, m.dst, [_U64.pack(m.commit)])
     if isinstance(m, HeartbeatResponse):
-        return _frame(_T_HB_RESP, m.term, m.src, m.dst, [])
+        return _frame(_T_HB_RESP, m.term, m.src, m.dst, [_U8.pack(int(m.lost))])
     if isinstance(m, VoteRequest):
         flags = int(m.pre) | int(m.transfer) << 1
         return _frame(_T_VOTE_REQ, m.term, m.src, m.dst, [_VOTE_REQ.pack(m.last_index, m.last_term, flags)])
@@ -284,7 +284,8 @@ def _heartbeat(r: _Reader, term: int, src: str, dst: str) -> Message:
 
 
 def _heartbeat_resp(r: _Reader, term: int, src: str, dst: str) -> Message:
-    return HeartbeatResponse(src, dst, term)
+    (flags,) = r.unpack(_U8)
+    return HeartbeatResponse(src, dst, term, bool(flags & 1))
 
 
 def _snapshot(r: _Reader, term: int, src: str, dst: str) -> Message:

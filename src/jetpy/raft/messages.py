@@ -16,7 +16,9 @@ hands every message it receives to ``RaftNode.step``.
                     follower's last entry at or below it whose term is at most the
                     leader's ``prev_term``: the leader skips a whole term per round trip
 ``Heartbeat``       the leader's liveness and the commit the follower may apply
-``HeartbeatResponse`` the follower is alive (check-quorum, probing)
+``HeartbeatResponse`` the follower is alive (check-quorum, probing); ``lost`` if its log
+                    ends below the commit the leader sent (a damaged log cut back by
+                    recovery): the leader forgets what it thought the follower had
 ``InstallSnapshot`` the leader's snapshot, for a follower behind the compacted log
 ``TimeoutNow``      a leader hands over: the addressee campaigns at once
 =================== ===================================================================
@@ -97,6 +99,7 @@ class HeartbeatResponse:
     src: str
     dst: str
     term: int
+    lost: bool = False  # our log ends below the commit you sent: we lost acknowledged entries
 
 
 @dataclass(frozen=True, slots=True)

@@ -564,8 +564,11 @@ class RaftNode:
         if not self._follow(m):
             return
         log = self.log
-        log.commit_to(min(m.commit, log.last_index()))
-        self._send(HeartbeatResponse(self.id, m.src, self.term))
+        last = log.last_index()
+        log.commit_to(min(m.commit, last))
+        # The commit a leader sends is at most what we acknowledged: ending below it means
+        # recovery cut our log back (damage), and the leader must stop counting on those entries.
+        self._send(HeartbeatResponse(self.id, m.src, self.term, m.commit > last))
 
     def _on_snapshot(self, m: InstallSnapshot) -> None:
         if not self._follow(m):

@@ -229,7 +229,13 @@ class Replicator:
         if pr is None:
             return
         pr.recent_active = True
-        if pr.state is _SNAPSHOT:
+        if m.lost:
+            # The follower lost entries it had acknowledged: forget them and probe from our end
+            # (the fast back-off finds where its log really stops).
+            pr.match = 0
+            pr.become_probe()
+            pr.next = self._log.last_index() + 1
+        elif pr.state is _SNAPSHOT:
             # Alive but silent about the snapshot: after a while assume it was lost and probe
             # again (which sends a fresh one if the follower still needs it).
             pr.snapshot_wait += 1
