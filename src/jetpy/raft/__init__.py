@@ -22,7 +22,7 @@ from .messages import (
 )
 from .node import RaftNode
 from .ready import PeerStatus, Ready, SoftState, Status
-from .storage import LogReader, LogStore, Unavailable, persist_ready
+from .storage import LogReader, LogStore, Unavailable, limit_bytes, persist_ready
 from .types import (
     NO_NODE,
     ConfChange,
@@ -80,5 +80,6 @@ __all__ = [
     "encode",
     "encode_conf",
     "encode_membership",
+    "limit_bytes",
     "persist_ready",
 ]

@@ -113,8 +113,7 @@ class RaftLog:
         stored = self.storage.entries(lo, min(hi, off), max_bytes)
         if hi > off and stored and stored[-1].index == off - 1:
             used = sum(len(e.data) for e in stored)
-            if used < max_bytes:
-                stored.extend(limit_bytes(self.unstable[: hi - off], max_bytes - used))
+            stored.extend(limit_bytes(self.unstable[: hi - off], max_bytes, used))
         return stored
 
     def next_committed(self, max_bytes: int) -> list[Entry]:

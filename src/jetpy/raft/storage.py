@@ -89,11 +89,12 @@ def persist_ready(store: LogStore, rd: Ready) -> None:
         store.set_hard_state(rd.hard_state)
 
 
-def limit_bytes(entries: list[Entry], max_bytes: int) -> list[Entry]:
-    """The longest prefix of ``entries`` within ``max_bytes`` of data, never fewer than one."""
-    total = 0
+def limit_bytes(entries: list[Entry], max_bytes: int, used: int = 0) -> list[Entry]:
+    """The longest prefix of ``entries`` that keeps the data within ``max_bytes``, counting
+    ``used`` bytes already taken; never empty when nothing was taken yet."""
+    total = used
     for i, e in enumerate(entries):
         total += len(e.data)
-        if total > max_bytes and i > 0:
+        if total > max_bytes and (i > 0 or used > 0):
             return entries[:i]
     return entries
