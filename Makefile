@@ -57,6 +57,11 @@ raft-sim: $(STAMP)
 	$(BIN)/python -m tests.raft.sim --seeds $(SEEDS) --start $(START)
 	$(BIN)/python -m tests.raft.sim --seeds $$(( $(SEEDS) / 5 )) --start $(START) --storm
 
+# Raft library throughput (entries per CPU second through the simulation, the library alone, and
+# on disk); see the README's Raft section.
+raft-bench: $(STAMP)
+	$(BIN)/python -m tests.raft.bench_raft
+
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:
 	@command -v java >/dev/null 2>&1 || test -n "$$JAVA_HOME" || \

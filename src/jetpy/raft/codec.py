@@ -158,12 +158,13 @@ def encode(m: Message) -> bytes:
 
 
 class _Reader:
-    """Bounds-checked reads from one frame's body."""
+    """Bounds-checked reads from one frame's body (``raw``: the frame as bytes, sliced once per
+    field without an intermediate view)."""
 
-    __slots__ = ("buf", "end", "pos")
+    __slots__ = ("end", "pos", "raw")
 
-    def __init__(self, buf: memoryview, pos: int, end: int) -> None:
-        self.buf, self.pos, self.end = buf, pos, end
+    def __init__(self, raw: bytes, pos: int, end: int) -> None:
+        self.raw, self.pos, self.end = raw, pos, end
 
     def take(self, n: int) -> int:
         start = self.pos
@@ -173,11 +174,11 @@ class _Reader:
         return start
 
     def unpack(self, s: struct.Struct) -> tuple[int, ...]:
-        return s.unpack_from(self.buf, self.take(s.size))
+        return s.unpack_from(self.raw, self.take(s.size))
 
     def bytes(self, n: int) -> bytes:
         start = self.take(n)
-        return bytes(self.buf[start : start + n])
+        return self.raw[start : start + n]
 
     def str8(self) -> str:
         (n,) = self.unpack(_U8)
@@ -202,7 +203,7 @@ def _read_membership(r: _Reader) -> Membership:
 
 
 def decode_membership(data: bytes) -> Membership:
-    r = _Reader(memoryview(data), 0, len(data))
+    r = _Reader(bytes(data), 0, len(data))
     m = _read_membership(r)
     r.done()
     return m
@@ -216,7 +217,7 @@ def encode_conf(m: Membership) -> bytes:
 def decode_conf(data: bytes) -> Membership:
     if not data or data[0] != VERSION:
         raise CodecError("membership entry of an unknown version")
-    r = _Reader(memoryview(data), 1, len(data))
+    r = _Reader(bytes(data), 1, len(data))
     m = _read_membership(r)
     r.done()
     return m
@@ -224,7 +225,7 @@ def decode_conf(data: bytes) -> Membership:
 
 def decode(frame: bytes | bytearray | memoryview) -> Message:
     """The message in one frame; ``CodecError`` for anything malformed."""
-    buf = memoryview(frame)
+    buf = frame if isinstance(frame, bytes) else bytes(frame)
     if len(buf) < _HEAD.size + _CRC.size:
         raise CodecError("frame too short")
     version, kind, _, body_len, term = _HEAD.unpack_from(buf)
@@ -234,7 +235,7 @@ def decode(frame: bytes | bytearray | memoryview) -> Message:
         raise CodecError(f"frame length {len(buf)} does not match its header ({body_len})")
     end = _BODY_START + body_len
     (crc,) = _CRC.unpack_from(buf, end)
-    if zlib.crc32(buf[:end]) != crc:
+    if zlib.crc32(memoryview(buf)[:end]) != crc:
         raise CodecError("frame checksum mismatch")
     r = _Reader(buf, _HEAD.size, end)
     src, dst = r.str8(), r.str8()
@@ -258,18 +259,28 @@ def _vote_resp(r: _Reader, term: int, src: str, dst: str) -> Message:
 
 def _app_req(r: _Reader, term: int, src: str, dst: str) -> Message:
     prev_index, prev_term, commit, count = r.unpack(_APP_REQ)
-    if count > (r.end - r.pos) // _ENTRY.size:
+    buf, pos, end = r.raw, r.pos, r.end
+    size = _ENTRY.size
+    if count > (end - pos) // size:
         raise CodecError("entry count larger than the frame")
+    # The hot path of a follower: one tight loop, entries built straight as tuples.
     entries: list[Entry] = []
-    buf, unpack, size = r.buf, _ENTRY.unpack_from, _ENTRY.size
+    append, unpack, kinds, new = entries.append, _ENTRY.unpack_from, _KINDS, tuple.__new__
     index = prev_index
     for _ in range(count):
-        start = r.take(size)
-        e_term, kind, n = unpack(buf, start)
-        if kind >= len(_KINDS):
+        if pos + size > end:
+            raise CodecError("frame too short")
+        e_term, kind, n = unpack(buf, pos)
+        pos += size
+        stop = pos + n
+        if stop > end:
+            raise CodecError("frame too short")
+        if kind >= len(kinds):
             raise CodecError(f"unknown entry kind {kind}")
         index += 1
-        entries.append(Entry(index, e_term, _KINDS[kind], r.bytes(n)))
+        append(new(Entry, (index, e_term, kinds[kind], buf[pos:stop])))
+        pos = stop
+    r.pos = pos
     return AppendRequest(src, dst, term, prev_index, prev_term, entries, commit)
 
 

@@ -130,7 +130,8 @@ class RaftNode:
         log = self.log
         first = log.last_index() + 1
         term = self.term
-        log.append([Entry(first + i, term, _NORMAL, d) for i, d in enumerate(items)])
+        new = tuple.__new__  # Entry is a NamedTuple: skip its Python-level __new__
+        log.append([new(Entry, (first + i, term, _NORMAL, d)) for i, d in enumerate(items)])
         repl.appended(first + len(items) - 1, size)
         return first, term
 

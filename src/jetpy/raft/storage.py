@@ -23,6 +23,7 @@ The contract, which ``tests/raft/test_logstore_contract.py`` holds every store t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Protocol
 
 from .types import Entry, HardState, RaftError, Snapshot, SnapshotMeta
@@ -89,9 +90,15 @@ def persist_ready(store: LogStore, rd: Ready) -> None:
         store.set_hard_state(rd.hard_state)
 
 
+_data = itemgetter(3)  # Entry.data
+
+
 def limit_bytes(entries: list[Entry], max_bytes: int, used: int = 0) -> list[Entry]:
     """The longest prefix of ``entries`` that keeps the data within ``max_bytes``, counting
     ``used`` bytes already taken; never empty when nothing was taken yet."""
+    total = used + sum(map(len, map(_data, entries)))  # one pass in C: usually all fit
+    if total <= max_bytes or (not used and len(entries) <= 1):
+        return entries
     total = used
     for i, e in enumerate(entries):
         total += len(e.data)
