@@ -23,8 +23,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
+from jetpy.server.accounts import Accounts
 from jetpy.server.auth import Authenticator
-from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
@@ -44,7 +44,6 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
-GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
 _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
@@ -61,7 +60,8 @@ class Server:
         self.options = dataclasses.replace(options, **overrides) if overrides else options
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
-        self.broker = Broker()
+        self.accounts = Accounts(self.options, self._cluster_name)
+        self.broker = self.accounts.global_account.broker  # the global account's
         self.client_listener = self._client_listener(self.options)
         self.ws_listener = self._ws_listener(self.options)
         self.auth = Authenticator(self.options)
@@ -101,6 +101,7 @@ class Server:
         loop = asyncio.get_running_loop()
         opts = self.options
         check_cluster_options(opts)
+        self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -126,7 +127,7 @@ class Server:
         self._build_infos()
         self.events.start()
         if opts.jetstream:
-            self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
+            self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
@@ -137,7 +138,7 @@ class Server:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker})
+            self.cluster = Cluster(self, self.accounts.brokers())
             await self.cluster.start()
 
     async def lame_duck(self) -> None:
@@ -204,6 +205,7 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         self.events.stop()
+        self.accounts.stop()
         for task in list(self._background):
             task.cancel()
         try:
@@ -284,6 +286,14 @@ class Server:
         conn.close_reason = conn.close_reason or reason
         conn.stop_time = time.time()
         self.closed_connections.append(conn)
+        if conn.connected:
+            account = conn.account
+            account.connections -= 1
+            t = account.closed_traffic
+            t[0] += conn.in_msgs
+            t[1] += conn.out_msgs
+            t[2] += conn.in_bytes
+            t[3] += conn.out_bytes
         self.events.disconnected(conn)
 
     def max_subs_exceeded(self, who: ClientIdentity) -> None:
@@ -293,11 +303,14 @@ class Server:
             self.client_log.error(who, ERR_MAX_SUBSCRIPTIONS)
 
     def connected(self, conn: ClientConnection) -> None:
+        account = conn.account
+        account.connections += 1
+        account.total_connections += 1
         self.events.connected(conn)
 
-    @property
-    def system_subscriptions(self) -> int:
-        return self.events.subscription_count
+    def _cluster_name(self) -> str:
+        """The cluster's name now ("" without one): what cluster-specific mappings follow."""
+        return self.cluster.name if self.cluster is not None else ""
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in the background until it ends or the server shuts down."""

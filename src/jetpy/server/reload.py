@@ -86,6 +86,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_sub_tokens", "MaxSubTokens"),
     Option("users", "Users", "Reloaded: authorization users"),
     Option("no_auth_user", "NoAuthUser"),
+    Option("accounts", "Accounts"),
+    Option("mappings", "Mappings"),  # the global account's (nats-server keeps them with its accounts)
+    Option("system_account", "SystemAccount"),
+    Option("no_system_account", "NoSystemAccount"),
     Option("username", "Username", "Reloaded: authorization username"),
     Option("password", "Password", "Reloaded: authorization password"),
     Option("token", "Authorization", "Reloaded: authorization token"),
@@ -101,6 +105,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("tls", "TLSConfig", kind="switch"),
     Option("websocket", "Websocket", kind="switch"),
     Option("jetstream", "JetStream"),
+    Option("jetstream_domain", "JetStreamDomain"),
     Option("max_memory_store", "JetStreamMaxMemory"),
     Option("max_file_store", "JetStreamMaxStore"),
     Option("store_dir", "StoreDir"),

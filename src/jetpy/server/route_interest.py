@@ -3,8 +3,8 @@ become subscriptions here, and who gets a message that arrived from a peer.
 
 Owns three rules of nats-server's route protocol, per account:
 
-* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the system
-  account's in-process handlers, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
+* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the account
+  imports' own, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
   last), a queue group with its weight, the number of members here (``RS+ ... <queue> <n>`` at
   every change, ``RS-`` after the last), so a peer picks among the whole cluster's members.
 * **Remote interest** (:class:`RemoteInterest`): a peer's ``RS+`` becomes a subscription in the
@@ -14,7 +14,8 @@ Owns three rules of nats-server's route protocol, per account:
   message path. Weights are capped at :data:`MAX_QUEUE_WEIGHT`.
 * **Delivering a routed message** (:func:`deliver_routed`, :func:`deliver_routed_run`): to this
   server's own subscribers only (one hop: never to another route, so nothing loops or arrives
-  twice), its plain subscribers always, and a member of each queue group the message names,
+  twice; nor to the account imports' subscriptions, which the publishing server carried out
+  already), its plain subscribers always, and a member of each queue group the message names,
   preferring a member here; only when none is left here (it just left) does the message go on to
   one on another peer, never back to the route it came from.
 
@@ -143,14 +144,15 @@ class RemoteInterest:
 
 
 def announced(sub: Subscription) -> bool:
-    """Whether a local subscription is told to the routes: all but the in-process handlers of
-    ``$SYS.`` subjects, which are the system account's (jetpy routes no system account)."""
-    return sub.handler is None or not sub.subject.startswith(b"$SYS.")
+    """Whether a local subscription is told to the routes: all but the account imports' own
+    (``Subscription.local``: they act on what is published on this server only)."""
+    return not sub.local
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
-    """The members that are this server's own (clients and in-process handlers)."""
-    return [s for s in members if s.client.kind != ROUTER]
+    """The members that take a routed message: this server's own clients and in-process
+    handlers, but for the account imports' subscriptions."""
+    return [s for s in members if s.client.kind != ROUTER and not s.local]
 
 
 def deliver_routed(

@@ -175,7 +175,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         if overlaps(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        self.registry.resources.check_reservation(cfg)
+        self.registry.resources.check_create(cfg)
         s = yield from self.registry.create_steps(cfg)
         self.watcher.started(s)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
@@ -203,7 +203,7 @@ class StreamApi:
         check_stream_built(cfg)
         if overlap:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        self.registry.resources.check_reservation(cfg, skip=s.name)
+        self.registry.resources.check_update(cfg, s.name)
         old = s.config
         yield from self.registry.update_steps(s, cfg)
         self.watcher.updated(s, old)
