@@ -19,12 +19,16 @@ What crosses accounts is carried out here (``imports``), through in-process subs
   :class:`ResponseRoutes` maps back to the requester's reply: once for a ``singleton`` service,
   until ``response_threshold`` passes without a response for ``stream`` and ``chunked``;
 * a **stream import** subscribes in the exporting account to the imported subject while the
-  importing account has interest overlapping the subjects it would see there (its local
-  subscriptions or a peer's), and publishes what arrives in the importing account on
+  importing account has interest on this server overlapping the subjects it would see there,
+  and hands what arrives to the importing account's subscribers on this server on
   ``prefix.<subject>`` or the ``to`` transform of it, reply subject unchanged.
 
-These subscriptions act on messages published on this server only (``Subscription.local``): a
-peer that routes a message on has already carried out the imports itself. Loops through imports
+Each server carries out the imports of its own clients, as nats-server's do (so jetpy and
+nats-server servers mix in one cluster): a stream import's subscription in the exporting account
+is announced to the routes like any other (messages published on a peer come here, and are
+handed over here, never routed on), while a service import's subscription acts on requests
+published on this server only (``Subscription.local``: neither announced nor given routed
+messages); the replies made up for it are announced, so responses come back from any server. Loops through imports
 are refused by the configuration (``config_accounts.check_accounts``) and cut here at
 :data:`MAX_IMPORT_DEPTH` in any case.
 
@@ -224,10 +228,17 @@ def _covers(export: Export, imp: Import) -> bool:
 
 
 def _cross(
-    writes: Writes, broker: Broker, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes
+    writes: Writes,
+    broker: Broker,
+    subject: bytes,
+    reply: bytes | None,
+    hdr_len: int,
+    data: bytes,
+    local: bool = False,
 ) -> int:
     """Publish into another account's broker as the server (no client's permissions apply
-    there), one import deeper; dropped past :data:`MAX_IMPORT_DEPTH`."""
+    there), one import deeper, to this server's subscribers only when ``local``; dropped past
+    :data:`MAX_IMPORT_DEPTH`."""
     if writes.depth >= MAX_IMPORT_DEPTH:
         log.warning("message on %r dropped: it went through %d imports", subject, writes.depth)
         return 0
@@ -235,6 +246,8 @@ def _cross(
     writes.caller = writes.client = None
     writes.depth += 1
     try:
+        if local:
+            return broker.publish_local(subject, reply, hdr_len, data)
         return broker.publish(None, subject, reply, hdr_len, data)
     finally:
         writes.depth -= 1
@@ -355,7 +368,8 @@ class ResponseRoutes:
         else:
             entry.deadline = now + entry.threshold
             self.pending.move_to_end(token)
-        _cross(self.account.broker.writes, entry.broker, entry.reply, None, hdr_len, data)
+        # the requester is on this server (a service import acts on local requests only)
+        _cross(self.account.broker.writes, entry.broker, entry.reply, None, hdr_len, data, local=True)
 
 
 class StreamImport:
@@ -392,7 +406,7 @@ class StreamImport:
         """The importing account gained its first or lost its last interest in what it
         imports: follow it in the exporting account."""
         if active and self._sub is None:
-            self._sub = self.exporter.broker.subscribe_internal(self.imp.subject, self._message, local=True)
+            self._sub = self.exporter.broker.subscribe_internal(self.imp.subject, self._message)
         elif not active and self._sub is not None:
             self.exporter.broker.unsubscribe_internal(self._sub)
             self._sub = None
@@ -400,4 +414,5 @@ class StreamImport:
     def _message(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         target = self._map(subject)
         if target is not None:
-            _cross(self.importer.broker.writes, self.importer.broker, target, reply, hdr_len, data)
+            broker = self.importer.broker
+            _cross(broker.writes, broker, target, reply, hdr_len, data, local=True)

@@ -38,7 +38,7 @@ from jetpy.subjects import subject_matches, subjects_overlap
 from jetpy.sublist import SubjectTree
 
 __all__ = [
-    "GLOBAL_ACCOUNT",
+    "ROUTE_KIND",
     "Broker",
     "InternalClient",
     "OverlapWatch",
@@ -109,6 +109,8 @@ class Subscription:
         # by an import
         self.local = False
 
+
+ROUTE_KIND = "Router"  # the ``kind`` of a route connection: a receiver on another server
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
@@ -290,15 +292,10 @@ class Broker:
         self.subs.insert(sub.subject, sub.queue, sub)
         if self._watchers:
             self._interest_changed(sub)
-        if self._overlaps:
-            self._overlap_changed(sub, 1)
 
     def remove_remote(self, sub: Subscription) -> None:
-        if self.subs.remove(sub.subject, sub.queue, sub):
-            if self._watchers:
-                self._interest_changed(sub)
-            if self._overlaps:
-                self._overlap_changed(sub, -1)
+        if self.subs.remove(sub.subject, sub.queue, sub) and self._watchers:
+            self._interest_changed(sub)
 
     def subscribe_internal(
         self, subject: str, handler: InternalHandler, queue: str | None = None, local: bool = False
@@ -319,6 +316,39 @@ class Broker:
 
     def has_interest(self, subject: bytes) -> bool:
         return self.subs.has_interest(subject)
+
+    def publish_local(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> int:
+        """Deliver to this server's own subscribers only (a member of each queue group among
+        them), never to a route: what an import hands over on this server (each server carries
+        out the imports of its own clients). Returns the deliveries made."""
+        plain, groups = self.subs.match(subject)
+        tail = b""
+        delivered = 0
+        for sub in plain:
+            if sub.client.kind == ROUTE_KIND:
+                continue
+            h = sub.handler
+            if h is not None:
+                h(subject, reply, hdr_len, data)
+            else:
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data)
+                sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
+            delivered += 1
+        for group in groups:
+            members = [s for s in group if s.client.kind != ROUTE_KIND]
+            if not members:
+                continue
+            sub = members[random.randrange(len(members))]
+            h = sub.handler
+            if h is not None:
+                h(subject, reply, hdr_len, data)
+            else:
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data)
+                sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
+            delivered += 1
+        return delivered
 
     # -- routing --------------------------------------------------------------------------------
 
@@ -485,12 +515,14 @@ class Broker:
 
     def watch_overlap(self, pattern: str, callback: Callable[[bool], None]) -> OverlapWatch:
         """Call ``callback(True)`` (now, if already so) when the first subscription overlapping
-        ``pattern`` comes, ``callback(False)`` when the last goes: local and remote ones, not
-        the import machinery's own (:attr:`Subscription.local`)."""
+        ``pattern`` comes, ``callback(False)`` when the last goes: this server's own (a peer
+        follows its own), not the import machinery's (:attr:`Subscription.local`)."""
         watch = OverlapWatch(pattern, callback)
         self._overlaps.append(watch)
         for subject, _queue, sub in self.subs.items():
-            if not sub.local and subjects_overlap(subject.decode("utf-8", "replace"), pattern):
+            if sub.local or sub.client.kind == ROUTE_KIND:
+                continue
+            if subjects_overlap(subject.decode("utf-8", "replace"), pattern):
                 watch.count += 1
         if watch.count:
             callback(True)

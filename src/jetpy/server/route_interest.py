@@ -29,7 +29,7 @@ from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
 from jetpy.protocol.route_wire import msg_head, sub_line, unsub_line
-from jetpy.server.broker import Broker, Subscriber, Subscription
+from jetpy.server.broker import ROUTE_KIND, Broker, Subscriber, Subscription
 from jetpy.sublist import MatchResult
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "local_members",
 ]
 
-ROUTER: Final = "Router"  # a route connection's ``kind``: how a receiver is told from a client
+ROUTER: Final = ROUTE_KIND  # a route connection's ``kind``: how a receiver is told from a client
 
 MAX_QUEUE_WEIGHT: Final = 1024
 """Members of one queue group a peer may announce (its RS+ weight): each becomes a subscription
