@@ -18,6 +18,7 @@ from typing import Any
 import nats
 import nats.errors
 import pytest
+from nats.aio.client import Client as NATS
 
 from conftest import wait_for
 from jetpy.server.app import Server
@@ -78,7 +79,7 @@ async def srv(tmp_path: Path) -> AsyncIterator[Server]:
         yield s
 
 
-async def login(srv: Server, user: str, password: str | None = None) -> nats.NATS:
+async def login(srv: Server, user: str, password: str | None = None) -> NATS:
     creds = f"{user}:{password or user}@" if user else ""
     return await nats.connect(srv.client_url.replace("//", f"//{creds}"))
 

@@ -109,7 +109,7 @@ async def test_a_store_from_before_accounts_opens_with_nothing_lost(old_code: Pa
         (nxt,) = await sub.fetch(1, timeout=2)
         assert nxt.data == b"order 4"  # delivery goes on where it was
         assert (await (await js.key_value("settings")).get("color")).value == b"blue"
-        assert sorted(s.config.name for s in await js.streams_info()) == ["KV_settings", "ORDERS"]
+        assert sorted(str(s.config.name) for s in await js.streams_info()) == ["KV_settings", "ORDERS"]
         await nc.close()
     finally:
         new.stop(signal.SIGTERM)
