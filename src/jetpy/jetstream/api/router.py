@@ -74,11 +74,14 @@ the module doc)."""
 class Route(Generic[R]):
     """One API endpoint: its response Struct (whose ``type`` names the endpoint and whose
     ``failure`` answers errors), its handler ((route args, request headers, request body) -> the
-    response), and how many tokens follow the route key (None: the handler checks them)."""
+    response), how many tokens follow the route key (None: the handler checks them), and whether
+    a successful answer counts in the api counters (nats-server's message get answers without
+    counting; its errors count)."""
 
     response: type[R]
     handler: Callable[[list[str], bytes, bytes], Later[R]]
     args: int | None = None
+    counts_success: bool = True
 
 
 class Guard(Protocol):
@@ -202,7 +205,8 @@ class ApiRouter:
                     stats.errors += 1
                     resp = req.route.response.failure(e)
         # counted once answered, as nats-server (an INFO reply does not include itself)
-        stats.total += 1
+        if req.route.counts_success or resp.error is not None:
+            stats.total += 1
         self.bus.publish(req.reply.decode(), None, encode(resp), headers)
 
     async def stop(self) -> None:

@@ -121,7 +121,7 @@ class StreamApi:
             "STREAM.LIST": Route(StreamListResponse, self.stream_list, 0),
             "STREAM.DELETE": Route(StreamDeleteResponse, self.stream_delete, 1),
             "STREAM.PURGE": Route(StreamPurgeResponse, self.stream_purge, 1),
-            "STREAM.MSG.GET": Route(StreamMsgGetResponse, self.stream_msg_get, 1),
+            "STREAM.MSG.GET": Route(StreamMsgGetResponse, self.stream_msg_get, 1, counts_success=False),
             "STREAM.MSG.DELETE": Route(StreamMsgDeleteResponse, self.stream_msg_delete, 1),
         }
 
