@@ -84,3 +84,9 @@ class Source:
 
     def can_deliver_new(self) -> bool:
         return self.room > 0
+
+    def num_pending(self) -> int:
+        return len(self.msgs)
+
+    def num_ack_pending(self) -> int:
+        return len(self.deliveries)

@@ -28,7 +28,7 @@ def queue(
 def add(w: WaitingRequests, reply: str, body: bytes, now: int = T0, nothing: bool = False) -> bool:
     req = w.parse(reply, body, now)
     assert req is not None
-    return w.add(req, now, nothing)
+    return w.add(req, now, 0 if nothing else 1_000)
 
 
 def test_a_malformed_request_is_answered_400() -> None:
@@ -69,9 +69,7 @@ def test_a_lone_request_takes_a_bulk_run_and_no_wait_is_answered_after() -> None
     assert w.serve(src, T0) == 3
     assert src.bursts == [3]
     assert len(w) == 0
-    status = rec.sent[-1]
-    assert status.status == "408 Request Timeout"
-    assert b"Nats-Pending-Messages: 2\r\n" in status.headers
+    assert rec.sent[-1].status == "404 No Messages"  # nats-server 2.10+ (2.9: 408 with what is left)
     assert add(w, "b", b'{"batch": 5, "no_wait": true}')
     assert w.serve(src, T0) == 0
     assert rec.statuses()[-1] == ("b", "404 No Messages")
