@@ -35,9 +35,10 @@ from jetpy.jetstream.api.requests import as_request, decode_body, decode_request
 from jetpy.jetstream.api.router import Later, Route, WithHeaders
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
+from jetpy.jetstream.consumers.pause import utc
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import consumer_info
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, format_time, parse_time
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ZERO_TIME, parse_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.unbuilt import check_direct_built
@@ -264,15 +265,16 @@ class ConsumerApi:
                 raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
         req = as_request(obj, ConsumerPauseRequest)
         try:
-            until = parse_time(req.pause_until) if req.pause_until else 0
+            pause_until = utc(req.pause_until)
         except ValueError as exc:
             raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
         c = self._consumer(args)
         now = time.time_ns()
-        self.manager.pause(c, format_time(until) if until else None, now)
+        self.manager.pause(c, pause_until, now)
+        until = parse_time(pause_until) if pause_until else 0
         paused = until > now
         return ConsumerPauseResponse(
-            paused=paused, pause_until=format_time(until), pause_remaining=until - now if paused else 0
+            paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
         )
 
     def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:

@@ -15,9 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from jetpy.jetstream.models import format_time, parse_time
+from jetpy.jetstream.models import ZERO_TIME, format_time, parse_time
 
-__all__ = ["Pause"]
+__all__ = ["Pause", "utc"]
+
+_EPOCH = "1970-01-01T00:00:00Z"
+
+
+def utc(pause_until: str | None) -> str | None:
+    """A (valid) ``pause_until`` as nats-server keeps it once ``CONSUMER.PAUSE`` set it: in UTC,
+    None for no time or Go's zero time (which ``parse_time`` reads as 0, as it does the epoch)."""
+    if not pause_until:
+        return None
+    ns = parse_time(pause_until)
+    if ns == 0:
+        return None if pause_until.startswith("0001") else _EPOCH
+    return format_time(ns)
 
 
 class Pause:
@@ -57,4 +70,4 @@ class Pause:
     def advisory(self, now: int) -> dict[str, Any]:
         """The ``consumer_pause`` advisory's own fields: paused now, and until when (Go's zero
         time when the pause was lifted)."""
-        return {"paused": self.paused(now), "pause_until": format_time(self.until)}
+        return {"paused": self.paused(now), "pause_until": utc(self.text) or ZERO_TIME}
