@@ -239,6 +239,11 @@ def test_short_last_block_header(tmp_path: Path) -> None:
     assert (st.msgs, st.first_seq, st.last_seq, st.lost) == (0, 100, 99, None)
     assert s.store_msg("a", b"", b"x")[0] == 100
     s.stop()
+    s = FileStore(tmp_path / "s", cfg())  # the append went after a rewritten header, not over it
+    st = s.state()
+    assert (st.msgs, st.last_seq, st.lost) == (1, 100, None)
+    assert (m := s.load_msg(100)) is not None and m.data == b"x"
+    s.stop()
 
 
 # ----------------------------------------------------------------------------- bit rot

@@ -33,12 +33,23 @@ from jetpy.jetstream.stream import Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
-__all__ = ["SUBSCRIBE_STEP", "StreamEvents", "StreamRegistry", "ingest_handler"]
+__all__ = [
+    "SUBSCRIBE_STEP",
+    "StreamEvents",
+    "StreamRegistry",
+    "ingest_handler",
+    "recovery_line",
+    "seq_ranges",
+]
 
 log = logging.getLogger("jetpy.jetstream")
 
 SUBSCRIBE_STEP = 250
 """Subjects (un)subscribed per step of a create or update (see ``steps``): about a millisecond."""
+
+LOG_RANGES = 16
+"""Ranges of lost sequences one recovery log line names (the count is always exact): a damaged
+store must not write megabytes into the log on every start."""
 
 
 class StreamEvents(Protocol):
@@ -132,8 +143,9 @@ class StreamRegistry:
         self._add(stream)
         st = store.state()
         log.info("  Restored %d messages for stream '%s'", st.msgs, name)
-        if st.lost is not None and st.lost.msgs:
-            log.warning("stream '%s' lost messages on recovery: %s", name, st.lost.msgs)
+        notes = store.recovery_notes()
+        if st.lost is not None or notes:
+            log.warning("stream '%s' %s", name, recovery_line(st.lost.msgs if st.lost else [], notes))
         return stream
 
     def stop(self) -> None:
@@ -287,3 +299,24 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
 def _exhausted_ack(stream: str) -> bytes:
     """The answer to a publish while the server's limit for the stream's storage is used up."""
     return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))
+
+
+def seq_ranges(seqs: Sequence[int], limit: int = LOG_RANGES) -> str:
+    """Ascending sequences as ``1-5, 9, 12-40``, at most ``limit`` ranges (then how many more)."""
+    ranges: list[tuple[int, int]] = []
+    for q in seqs:
+        if ranges and q == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], q)
+        else:
+            ranges.append((q, q))
+    shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in ranges[:limit])
+    if len(ranges) > limit:
+        shown += f" and {len(ranges) - limit} more ranges"
+    return shown
+
+
+def recovery_line(lost: Sequence[int], notes: Sequence[str]) -> str:
+    """What a stream's recovery found, as one bounded log line: the lost sequences as ranges
+    and the store's notes on why."""
+    what = f"lost {len(lost)} messages on recovery: {seq_ranges(lost)}" if lost else "recovered with problems"
+    return f"{what} ({'; '.join(notes)})" if notes else what

@@ -474,6 +474,10 @@ class StreamStore(Protocol):
 
     def read_meta(self) -> bytes | None: ...
 
+    def recovery_notes(self) -> list[str]:
+        """What opening the store found wrong with its files and what was made of it, one line
+        each (the losses themselves are in ``state().lost``); empty for a healthy store."""
+
     def stop(self) -> None: ...
 
     def delete(self) -> None: ...

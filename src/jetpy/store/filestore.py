@@ -1,13 +1,15 @@
 """``FileStore``: a stream's messages in append-only block files, with group commit.
 
-Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock,
-recovery, first block), the append hot path, limits, removal (tombstones, the durable floor,
+Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, tail
+record, recovery, first block; a damaged tail record or an impossible header refuses to open
+with ``ErrCorrupt``, touching nothing, and what else was found is in ``recovery_notes``), the
+append hot path, limits, removal (tombstones, the durable floor,
 whole-block removal), purge/compact, consumers/metadata and the lifecycle. The parts, each in
 its module: ``StoreIndex`` (index.py: which seq is where, subjects, counters, the queries),
 ``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read), ``GroupCommit``
 (writer.py: write buffer, flush, sync, rollback, descriptors) and ``Expiry`` (expiry.py: TTLs
 and max_age). Byte formats are in ``record.py``, the directory layout in ``layout.py``, the
-open-time scan in ``recovery.py``, one block and its columns in ``segment.py``.
+open-time scan in ``recovery.py``, the tail record in ``tail.py``, one block and its columns in ``segment.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Hot paths: ``store_msg``, ``load_msg``, ``load_next_msg`` and ``load_next_batch`` make no more
@@ -40,6 +42,7 @@ from jetpy.subjects import matches_all as is_all
 
 from .base import (
     MAX_SUBJECT_BYTES,
+    ErrCorrupt,
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
@@ -56,11 +59,12 @@ from .base import (
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .expiry import Expiry
 from .index import StoreIndex
-from .layout import META_FILE, MSGS_DIR, OBS_DIR, lock_directory
+from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
 from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record, encode_erased
 from .recovery import read_tombstones, recover
 from .segment import NO_SID, Block
+from .tail import Tail, TailFile, read_tail
 from .writer import GroupCommit
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
@@ -89,21 +93,34 @@ class FileStore:
         self._obsdir = self._dir / OBS_DIR
         self._dir_lock = -1
         blocks: list[Block] = []
+        tail_file: TailFile | None = None
         try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._dir_lock = lock_directory(self._dir)
+            tail = read_tail(self._dir)
+            if isinstance(tail, str):
+                raise ErrCorrupt(tail)
+            rec = recover(msgdir, config.first_seq, tail, config.block_size)
+            self._notes = rec.notes
+            if tail is None and (rec.blocks or (self._dir / META_FILE).exists()):
+                self._notes.insert(
+                    0, f"{TAIL_FILE} is missing: the newest block could not be checked against it"
+                )
             if not msgdir.is_dir():
-                msgdir.mkdir(parents=True, exist_ok=True)
+                msgdir.mkdir()
                 fsync_dir(self._dir)
                 fsync_dir(self._dir.parent)
-            self._dir_lock = lock_directory(self._dir)
-            rec = recover(msgdir, config.first_seq)
             blocks = rec.blocks
             created = None
             if not blocks:
                 base = rec.last_seq + 1
                 created = Block.create(msgdir, BlockHeader(base, base - 1, base, 0, 1))
                 blocks.append(created)
+            elif blocks[-1].size < BLOCK_HEADER_SIZE:  # its header is rewritten below, appends follow it
+                blocks[-1].size = blocks[-1].flushed = BLOCK_HEADER_SIZE
             self._ix = ix = StoreIndex(rec)
-            self._w = w = GroupCommit(ix, msgdir, self._forget_reads)
+            tail_file = self._open_tail(tail)
+            self._w = w = GroupCommit(ix, msgdir, self._forget_reads, tail_file)
             self._rd = BlockReader(ix, w.wbuf, w.fd)
             self._expiry = Expiry(
                 live=ix.live,
@@ -139,10 +156,25 @@ class FileStore:
             for blk in blocks:
                 if blk.fd >= 0:
                     os.close(blk.fd)
+            if tail_file is not None:
+                tail_file.close()
             self._release_dir_lock()
             if isinstance(exc, OSError):
                 raise ErrStoreIO(exc.errno or _errno.EIO, None, f"opening {self._dir}: {exc}") from exc
             raise
+
+    def _open_tail(self, found: Tail | None) -> TailFile | None:
+        """The store's tail record, created from the recovered view if there was none (the sync
+        at the end of opening brings it up to date). None on read-only media."""
+        ix = self._ix
+        first = None if found is not None else Tail(ix.last_seq, ix.first_seq, ix.last_ts, ix.active.base, 0)
+        try:
+            return TailFile(self._dir, first)
+        except OSError as exc:
+            if exc.errno not in (_errno.EROFS, _errno.EACCES, _errno.EPERM):
+                raise
+            self._notes.append(f"{TAIL_FILE} cannot be written ({exc.strerror}): serving reads only")
+            return None
 
     def _bind(self) -> None:
         """Bind what the hot paths use, once (see the module docstring)."""
@@ -545,6 +577,10 @@ class FileStore:
         if not self._obsdir.is_dir():
             return []
         return sorted(p.name for p in self._obsdir.iterdir() if p.is_dir())
+
+    def recovery_notes(self) -> list[str]:
+        """What opening found wrong with the files and what was made of it, one line each."""
+        return list(self._notes)
 
     def write_meta(self, meta: bytes) -> None:
         self._check_read()

@@ -25,7 +25,7 @@ from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
 from .base import SimpleState
-from .recovery import MAX_LOST_REPORTED, Recovered
+from .recovery import Recovered
 from .segment import NO_SID, Block, SubjectInfo
 
 __all__ = ["StoreIndex"]
@@ -454,15 +454,14 @@ class StoreIndex:
         return n
 
     def forget_after(self, durable_seq: int) -> None:
-        """Drop every entry above ``durable_seq``, live or not (a rollback), and note them lost."""
-        lost: list[int] = []
+        """Drop every entry above ``durable_seq``, live or not (a rollback). They are not lost:
+        they were never acknowledged, and their publishers are told so."""
         affected: set[int] = set()
         by_sid = self.by_sid
         for blk in self.blocks:
             k = max(durable_seq + 1 - blk.base, 0)
             sids, lens = blk.sids, blk.lens
             for i in range(k, len(sids)):
-                lost.append(blk.base + i)
                 sid = sids[i]
                 if sid == NO_SID:
                     continue
@@ -486,7 +485,6 @@ class StoreIndex:
                 info.last = self.prev_of_sid(sid, durable_seq + 1)
         if self.msgs == 0:
             self.first_seq = self.last_seq + 1
-        self.lost.extend(lost[: max(MAX_LOST_REPORTED - len(self.lost), 0)])
 
     def keep_blocks(self, kept: list[Block]) -> None:
         """Replace the block list with ``kept`` (a rollback's survivors, oldest first)."""

@@ -446,6 +446,9 @@ class MemoryStore:
         self._check_open()
         return self._meta
 
+    def recovery_notes(self) -> list[str]:
+        return []
+
     def stop(self) -> None:
         self._closed = True
 

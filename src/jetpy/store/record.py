@@ -31,7 +31,8 @@ in-place rewrite of one slot always leaves the other intact)::
 Only the newest (active) block's header is rewritten: by ``flush`` whenever hwm/floor/last_ts
 changed (so a killed process leaves them in the page cache), and ``sync`` fdatasyncs that file,
 so they become durable together with the records they describe. Recovery takes the maximum over
-all blocks: a torn or truncated tail can therefore never make an acknowledged sequence look
+all blocks and the store's tail record (tail.py, which survives the loss of the block itself):
+a torn, truncated or deleted tail can therefore never make an acknowledged sequence look
 unused, and purges/compactions at the head need no per-message tombstones.
 
 Record (little-endian)::
