@@ -57,6 +57,7 @@ from jetpy.subjects import matches_all as is_all
 __all__ = [
     "FILE_HDR_OVERHEAD",
     "FILE_MSG_OVERHEAD",
+    "LOST_RANGES_SHOWN",
     "MAX_PAYLOAD",
     "MAX_SUBJECT_BYTES",
     "MEMORY_MSG_OVERHEAD",
@@ -135,11 +136,29 @@ class StoredMsg(msgspec.Struct, frozen=True, gc=False):
     data: bytes
 
 
+LOST_RANGES_SHOWN = 16
+"""Ranges of lost sequences ``LostData.ranges`` names (the count is always exact): a damaged
+store must not write megabytes into a log line or a report."""
+
+
 class LostData(msgspec.Struct, frozen=True):
-    """Messages the store had accepted but can no longer return (corruption, failed fsync)."""
+    """Messages the store had accepted but can no longer return (a damaged or missing file)."""
 
     msgs: list[int]
     bytes: int
+
+    def ranges(self, limit: int = LOST_RANGES_SHOWN) -> str:
+        """The lost sequences as ``1-5, 9, 12-40``, at most ``limit`` ranges (then how many more)."""
+        spans: list[tuple[int, int]] = []
+        for q in sorted(self.msgs):
+            if spans and q == spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], q)
+            else:
+                spans.append((q, q))
+        shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans[:limit])
+        if len(spans) > limit:
+            shown += f" and {len(spans) - limit} more ranges"
+        return shown
 
 
 class StreamState(msgspec.Struct, frozen=True):
@@ -181,7 +200,7 @@ class StoreConfig(msgspec.Struct, frozen=True):
     storage: Literal["file", "memory"] = "file"
     limits: StoreLimits = msgspec.field(default_factory=StoreLimits)
     first_seq: int = 1  # only used when the store is created
-    block_size: int = 0  # file store only; 0 = filestore.DEFAULT_BLOCK_SIZE
+    block_size: int = 0  # file store only; 0 = by max_bytes, as nats-server (filestore.block_size_for)
 
 
 class ConsumerState(msgspec.Struct, frozen=True):

@@ -67,7 +67,14 @@ from .segment import NO_SID, Block
 from .tail import Tail, TailFile, read_tail
 from .writer import GroupCommit
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "MAX_WRITE_BUFFER",
+    "MIN_BLOCK_SIZE",
+    "FileStore",
+    "block_size_for",
+    "read_meta_file",
+]
 
 DEFAULT_BLOCK_SIZE: Final = 8 * 1024 * 1024
 """Roll to a new block past this size. nats-server's maximum for limits streams: large enough that
@@ -77,11 +84,35 @@ block frees its space soon and that reading one block to carry its tombstones st
 MIN_BLOCK_SIZE: Final = 1024
 """Smallest accepted ``block_size`` (tests use tiny blocks to exercise rolling and removal)."""
 
+SMALL_STREAM_BLOCK_SIZE: Final = 32_000
+MEDIUM_BLOCK_SIZE: Final = 4 * 1024 * 1024
+
+
+def block_size_for(max_bytes: int) -> int:
+    """The block size of a stream with this ``max_bytes`` and no explicit ``block_size``, by
+    nats-server's rule: a quarter of ``max_bytes`` (plus 1, rounded up to 100) is at most
+    32,000 bytes -> 32,000; at least 8 MiB -> 8 MiB; in between -> 4 MiB. Without ``max_bytes``
+    8 MiB. A small stream so spreads over several blocks, and frees its space a block at a time."""
+    if max_bytes <= 0:
+        return DEFAULT_BLOCK_SIZE
+    size = max_bytes // 4 + 1
+    size += -size % 100
+    if size <= SMALL_STREAM_BLOCK_SIZE:
+        return SMALL_STREAM_BLOCK_SIZE
+    return DEFAULT_BLOCK_SIZE if size >= DEFAULT_BLOCK_SIZE else MEDIUM_BLOCK_SIZE
+
+
 MAX_WRITE_BUFFER: Final = 1024 * 1024
 """``store_msg`` flushes by itself beyond this many buffered bytes, bounding memory when the caller
 flushes rarely; one write of this size still carries thousands of small records per syscall."""
 
 _time_ns = time.time_ns
+
+
+def read_meta_file(directory: str | os.PathLike[str]) -> bytes | None:
+    """A stream directory's metadata bytes, without opening its store (None if there are none).
+    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read."""
+    return read_framed(Path(directory) / META_FILE, META_MAGIC)
 
 
 class FileStore:
@@ -101,7 +132,7 @@ class FileStore:
             if isinstance(tail, str):
                 raise ErrCorrupt(tail)
             rec = recover(msgdir, config.first_seq, tail, config.block_size)
-            self._notes = rec.notes
+            self._notes = [*rec.damaged, *rec.notes]
             if tail is None and (rec.blocks or (self._dir / META_FILE).exists()):
                 self._notes.insert(
                     0, f"{TAIL_FILE} is missing: the newest block could not be checked against it"
@@ -133,7 +164,6 @@ class FileStore:
             )
             self._bind()
             self._cfg = config
-            self._block_size = max(config.block_size or DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE)
             self._set_limits(config.limits)
             if created is not None:
                 w.created(created)
@@ -204,6 +234,8 @@ class FileStore:
         self._cfg = StoreConfig(
             self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size
         )
+        # for the blocks started from now on
+        self._block_size = max(self._cfg.block_size or block_size_for(lim.max_bytes), MIN_BLOCK_SIZE)
         self._max_payload = payload_cap(lim)
         self._discard_new = lim.discard == "new"
         self._max_per = max(lim.max_msgs_per_subject, 0)
@@ -591,7 +623,7 @@ class FileStore:
 
     def read_meta(self) -> bytes | None:
         self._check_read()
-        return read_framed(self._dir / META_FILE, META_MAGIC)
+        return read_meta_file(self._dir)
 
     def abandon(self) -> None:
         """Close every file without flushing, syncing or unlinking: what a crash leaves behind.

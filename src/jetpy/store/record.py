@@ -110,6 +110,7 @@ __all__ = [
     "encode_record",
     "encode_tombstone",
     "find_next_record",
+    "header_offset",
     "index_parts",
     "longest_record",
     "peek_header",
@@ -423,7 +424,12 @@ def encode_block_header(hdr: BlockHeader) -> tuple[int, bytes]:
     """``(file offset, 64 bytes)`` of the slot that ``hdr.gen`` selects."""
     body = _SLOT.pack(BLOCK_MAGIC, VERSION, hdr.base, hdr.hwm, hdr.floor, hdr.last_ts, hdr.gen)
     slot = body + _CRC.pack(_crc32(body))
-    return (hdr.gen % 2) * _SLOT_SIZE, slot + bytes(_SLOT_SIZE - len(slot))
+    return header_offset(hdr), slot + bytes(_SLOT_SIZE - len(slot))
+
+
+def header_offset(hdr: BlockHeader) -> int:
+    """The file offset of the slot ``hdr`` was read from (or is written to)."""
+    return (hdr.gen % 2) * _SLOT_SIZE
 
 
 def decode_block_header(buf: bytes, base: int) -> BlockHeader | None:

@@ -53,6 +53,7 @@ from .record import (
     check_record,
     decode_block_header,
     find_next_record,
+    header_offset,
     index_parts,
     range_end,
     record_headers,
@@ -90,7 +91,11 @@ class Recovered:
     # (seq, ts, ttl ns) of messages whose headers give them a TTL (ttl.msg_ttl); some may be
     # deleted by tombstones: the store keeps the live ones
     ttls: list[tuple[int, int, int]] = field(default_factory=list)
-    # what the scan found wrong and what was made of it, one line each (the store's log)
+    # what the scan found wrong and what was made of it, one line each (the store's log):
+    # damaged or short block files (the offline checker reports those record by record), then
+    # everything else (missing or cut-short blocks against the tail record, headers ahead of
+    # their records)
+    damaged: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -191,12 +196,13 @@ def read_tombstones(data: bytes, singles: list[int], ranges: list[tuple[int, int
         pos += rec_len
 
 
-def _read_and_fsync(path: Path) -> bytes:
-    """A block's bytes, after making them durable: whatever a crashed process left in the page
-    cache is treated as stored from now on, so it must not vanish at the next power cut."""
+def _read_and_fsync(path: Path, sync: bool = True) -> bytes:
+    """A block's bytes, after making them durable (``sync``): whatever a crashed process left in
+    the page cache is treated as stored from now on, so it must not vanish at the next power cut."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         size = os.fstat(fd).st_size
         chunks = []
         done = 0
@@ -231,11 +237,13 @@ def _block_of(blocks: list[Block], bases: list[int], seq: int) -> Block | None:
     return blk if seq < blk.end_seq else None
 
 
-def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_size: int = 0) -> Recovered:
+def recover(
+    msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_size: int = 0, read_only: bool = False
+) -> Recovered:
     """Scan ``msgdir`` and rebuild the store's in-memory state (see the module rules), checked
     against the store's tail record if it has one. Raises ``ErrCorrupt`` when a block's header
     is damaged or impossible (the stream must not be served from guesses), OSError when a block
-    cannot be read."""
+    cannot be read. ``read_only`` (the offline checker): nothing is synced or truncated."""
     found = list_blocks(msgdir) if msgdir.is_dir() else []
     blocks: list[Block] = []
     headers: list[tuple[Block, BlockHeader]] = []
@@ -244,13 +252,14 @@ def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_
     singles: list[int] = []
     ranges: list[tuple[int, int]] = []
     notes: list[str] = []
+    damaged: list[str] = []
     bad_bytes = 0
     max_seq = -1
     max_seq_ts = 0
     ttls: list[tuple[int, int, int]] = []
     cut: tuple[Path, int] | None = None  # the newest block's torn tail, cut once all is checked
     for n, (base, path) in enumerate(found):
-        data = _read_and_fsync(path)
+        data = _read_and_fsync(path, not read_only)
         blk = Block(path, base)
         hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base)
         if hdr is not None:
@@ -267,6 +276,13 @@ def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_
             continue
         bmax, bts, bad, torn = _scan_block(blk, data, sid_of, singles, ranges, ttls)
         bad_bytes += bad
+        if bad:
+            where = (
+                f"a torn tail at offset {torn}"
+                if torn is not None and bad == len(data) - torn
+                else "damaged records"
+            )
+            damaged.append(f"{path.name}: {bad} bytes of {where} could not be read")
         if bmax > max_seq:
             max_seq, max_seq_ts = bmax, bts
         if torn is not None and n == len(found) - 1:
@@ -280,7 +296,9 @@ def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_
     else:  # a new store
         last_seq = max(fresh_first_seq, 1) - 1
         floor = last_seq + 1
-    if cut is not None:  # a torn tail of the newest block: cut it so appends continue from valid data
+    if (
+        cut is not None and not read_only
+    ):  # a torn tail of the newest block: cut it so appends continue from valid data
         _truncate(*cut)
     last_ts = 0
     if max_seq == last_seq:
@@ -331,8 +349,11 @@ def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_
     for nb in [*blocks, None]:
         gap_end = (nb.base - 1) if nb is not None else last_seq
         if gap_end >= cursor:
-            for s in _uncovered(cursor, gap_end, covered, extra_cover):
+            gone = _uncovered(cursor, gap_end, covered, extra_cover)
+            for s in gone:
                 add_lost(s)
+            if gone and nb is not None:
+                notes.append(f"no block file holds sequences {gone[0]}-{gone[-1]}")
         if nb is None:
             break
         blk = nb
@@ -409,6 +430,7 @@ def recover(msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_
         lost=lost,
         lost_bytes=bad_bytes,
         ttls=ttls,
+        damaged=damaged,
         notes=notes,
     )
 
@@ -442,9 +464,12 @@ def _bounds(
     floor = tail.floor if tail is not None else 0
     for blk, hdr in headers:
         name = blk.path.name
+        at = header_offset(hdr)
         i = bases[blk.base]
         if hdr.floor > hdr.hwm + 1:
-            raise ErrCorrupt(f"{name}: impossible header: floor {hdr.floor} above hwm {hdr.hwm} + 1")
+            raise ErrCorrupt(
+                f"{name} at offset {at}: impossible header: floor {hdr.floor} above hwm {hdr.hwm} + 1"
+            )
         if blk is not newest:
             bound, why = blocks[i + 1].base - 1, f"the next block starts at {blocks[i + 1].base}"
             if tail is not None and blk.base < tail.block and tail.hwm < bound:
@@ -452,7 +477,7 @@ def _bounds(
         else:
             bound, why = blk.base - 1 + capacity, f"the block holds at most {capacity} sequences"
         if hdr.hwm > bound:
-            raise ErrCorrupt(f"{name}: impossible header: hwm {hdr.hwm}, but {why}")
+            raise ErrCorrupt(f"{name} at offset {at}: impossible header: hwm {hdr.hwm}, but {why}")
         if hdr.hwm > last_seq:
             notes.append(
                 f"{name}: header says sequences up to {hdr.hwm} were stored, the records end at {evidence}"
@@ -461,13 +486,14 @@ def _bounds(
         floor = max(floor, hdr.floor)
     for blk in headerless:
         if blk is not newest or (tail is not None and blk.base <= tail.block):
-            raise ErrCorrupt(f"{blk.path.name}: no valid header slot (both fail their checksum)")
+            raise ErrCorrupt(f"{blk.path.name} at offset 0: no valid header slot (both fail their checksum)")
     if tail is None and blocks and not headers:
         floor = blocks[0].base  # no evidence of anything below the oldest block
     for blk, hdr in headers:
         if hdr.floor > last_seq + 1:
             raise ErrCorrupt(
-                f"{blk.path.name}: impossible header: floor {hdr.floor} above the last sequence {last_seq} + 1"
+                f"{blk.path.name} at offset {header_offset(hdr)}: impossible header: floor {hdr.floor}"
+                f" above the last sequence {last_seq} + 1"
             )
     if tail is not None:
         held = next((b for b in blocks if b.base == tail.block), None)
@@ -479,7 +505,7 @@ def _bounds(
                 )
         elif held.size < tail.size:
             notes.append(
-                f"{held.path.name} is {held.size} bytes, {tail.size - held.size} fewer than the tail record"
+                f"{held.path.name} holds {held.size} valid bytes, {tail.size - held.size} fewer than the tail record"
                 " says: what they held (messages, deletions) is gone"
             )
     return last_seq, floor

@@ -100,9 +100,10 @@ def decode_tail(buf: bytes) -> Tail | str:
         if best is None or gen > best.gen:
             best = Tail(hwm, floor, last_ts, block, size, gen)
     if best is None:
-        return f"{TAIL_FILE}: no valid slot (both fail their checksum)"
+        return f"{TAIL_FILE} at offset 0: no valid slot (both fail their checksum)"
     if best.floor > best.hwm + 1:
-        return f"{TAIL_FILE}: impossible record: floor {best.floor} above hwm {best.hwm} + 1"
+        at = (best.gen % 2) * _SLOT_SIZE
+        return f"{TAIL_FILE} at offset {at}: impossible record: floor {best.floor} above hwm {best.hwm} + 1"
     return best
 
 
