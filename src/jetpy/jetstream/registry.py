@@ -1,7 +1,7 @@
 """StreamRegistry: the streams of a server, their life cycle, and the publish path into them.
 
 Owns: the streams by name; creating, updating, deleting and recovering them (with the stream
-metadata each file stream persists, and quarantine when it cannot be read); the bus
+metadata each file stream persists, and keeping one offline when it cannot be read back); the bus
 subscription on every stream's subjects and the handler behind it (:func:`ingest_handler`), which
 decides and applies a published message, hands its PubAck to the committer and tells the
 ``StreamEvents`` listener (the consumers' host) what was stored or removed; and the expiry timer.
@@ -26,12 +26,13 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
-from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.offline import OfflineStreams
+from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
 from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
 from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.stream import Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
-from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
+from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError
 
 __all__ = [
     "SUBSCRIBE_STEP",
@@ -39,17 +40,12 @@ __all__ = [
     "StreamRegistry",
     "ingest_handler",
     "recovery_line",
-    "seq_ranges",
 ]
 
 log = logging.getLogger("jetpy.jetstream")
 
 SUBSCRIBE_STEP = 250
 """Subjects (un)subscribed per step of a create or update (see ``steps``): about a millisecond."""
-
-LOG_RANGES = 16
-"""Ranges of lost sequences one recovery log line names (the count is always exact): a damaged
-store must not write megabytes into the log on every start."""
 
 
 class StreamEvents(Protocol):
@@ -110,47 +106,70 @@ class StreamRegistry:
         self.resources = ResourceLimits(self.streams, max_memory, max_storage)
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
+        self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
 
     # -- life cycle -----------------------------------------------------------------------------
 
     def recover(self) -> list[Stream]:
-        """Open every stream the store provider persisted; returns them (consumers next)."""
+        """Open every stream the store provider persisted; returns them (consumers next). One
+        that cannot be read back is kept offline, its files untouched (see ``offline``)."""
         recovered = []
-        for store in self.stores.recover():
-            stream = self._recover(store)
+        for found in self.stores.recover():
+            stream = self._recover(found)
             if stream is not None:
                 recovered.append(stream)
         return recovered
 
-    def _recover(self, store: StreamStore) -> Stream | None:
-        name = store.config.name
-        try:
-            raw = store.read_meta()
-            if raw is None:
-                raise ValueError("stream metadata missing")
-            meta = msgspec.json.decode(raw, type=_StreamMeta)
-        except (ValueError, msgspec.DecodeError) as e:  # keep the data, move it aside, say so
-            store.stop()
-            where = self.stores.quarantine(name, str(e))
-            log.error(
-                "stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where
-            )
+    def _recover(self, found: PersistedStream) -> Stream | None:
+        name = found.name
+        if found.meta is None:
+            self._offline(name, found.problem, None)
             return None
-        stream = Stream(meta.config, store, created_ns=meta.created)
-        # the store was opened without knowing its limits: apply them now
-        store.update_limits(limits_of(meta.config))
-        stream.rebuild_dedup(time.time_ns())
+        try:
+            meta = msgspec.json.decode(found.meta, type=_StreamMeta)
+        except (ValueError, msgspec.DecodeError) as e:
+            self._offline(name, f"its metadata does not decode: {e}", None)
+            return None
+        try:
+            store = found.open()
+        except StoreError as e:
+            self._offline(name, str(e), meta.config)
+            return None
+        try:
+            stream = Stream(meta.config, store, created_ns=meta.created)
+            # the store was opened without knowing its limits: apply them now
+            store.update_limits(limits_of(meta.config))
+            stream.rebuild_dedup(time.time_ns())
+        except StoreError as e:
+            store.stop()
+            self._offline(name, str(e), meta.config)
+            return None
         self._add(stream)
         st = store.state()
         log.info("  Restored %d messages for stream '%s'", st.msgs, name)
         notes = store.recovery_notes()
         if st.lost is not None or notes:
-            log.warning("stream '%s' %s", name, recovery_line(st.lost.msgs if st.lost else [], notes))
+            log.warning("stream '%s' %s", name, recovery_line(st.lost, notes))
         return stream
+
+    def _offline(self, name: str, reason: str, config: StreamConfig | None) -> None:
+        self.offline.add(name, reason, config)
+        log.error(
+            "stream '%s' is offline: %s; its files are kept as they are, nothing of it is served",
+            name,
+            reason,
+        )
+
+    def delete_offline(self, name: str) -> None:
+        """Delete an offline stream's files (an operator's request: the server never does)."""
+        self.offline.remove(name)
+        self.stores.remove(name)
+        log.warning("offline stream '%s' deleted on request", name)
 
     def stop(self) -> None:
         """Unsubscribe and stop every store (after the committer's final commit)."""
         self.expiry.cancel()
+        self.offline.stop()
         for name in list(self._subs):
             for h in self._subs.pop(name).handles.values():
                 self.bus.unsubscribe(h)
@@ -228,6 +247,20 @@ class StreamRegistry:
     def get(self, name: str) -> Stream | None:
         return self.streams.get(name)
 
+    def require(self, name: str) -> Stream:
+        """The stream named so; raises 10194 (offline, with why) or 10059 (no such stream)."""
+        s = self.streams.get(name)
+        if s is not None:
+            return s
+        self.refuse_offline(name)
+        raise ApiError.of(E.STREAM_NOT_FOUND)
+
+    def refuse_offline(self, name: str) -> None:
+        """Raise 10194 if a stream of this name is offline (its name is taken)."""
+        off = self.offline.get(name)
+        if off is not None:
+            raise off.error()
+
     def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
         """Does some subject of ``cfg`` overlap a subject of another stream (not ``skip``)?"""
         index = self._subjects
@@ -301,22 +334,10 @@ def _exhausted_ack(stream: str) -> bytes:
     return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))
 
 
-def seq_ranges(seqs: Sequence[int], limit: int = LOG_RANGES) -> str:
-    """Ascending sequences as ``1-5, 9, 12-40``, at most ``limit`` ranges (then how many more)."""
-    ranges: list[tuple[int, int]] = []
-    for q in seqs:
-        if ranges and q == ranges[-1][1] + 1:
-            ranges[-1] = (ranges[-1][0], q)
-        else:
-            ranges.append((q, q))
-    shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in ranges[:limit])
-    if len(ranges) > limit:
-        shown += f" and {len(ranges) - limit} more ranges"
-    return shown
-
-
-def recovery_line(lost: Sequence[int], notes: Sequence[str]) -> str:
+def recovery_line(lost: LostData | None, notes: Sequence[str]) -> str:
     """What a stream's recovery found, as one bounded log line: the lost sequences as ranges
     and the store's notes on why."""
-    what = f"lost {len(lost)} messages on recovery: {seq_ranges(lost)}" if lost else "recovered with problems"
+    what = "recovered with problems"
+    if lost is not None and lost.msgs:
+        what = f"lost {len(lost.msgs)} messages on recovery: {lost.ranges()}"
     return f"{what} ({'; '.join(notes)})" if notes else what

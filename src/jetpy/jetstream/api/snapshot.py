@@ -37,8 +37,7 @@ class SnapshotApi:
     def snapshot(self, args: list[str], hdr: bytes, body: bytes) -> StreamSnapshotResponse:
         if is_empty_request(body):
             raise ApiError.of(E.BAD_REQUEST)
-        if self.registry.get(args[0]) is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
+        self.registry.require(args[0])
         req = decode_request(body, StreamSnapshotRequest)
         if not is_valid_literal_subject(req.deliver_subject):
             raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)

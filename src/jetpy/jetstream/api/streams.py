@@ -93,10 +93,7 @@ class StreamApi:
     def _stream(self, args: list[str]) -> Stream:
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
-        s = self.registry.get(args[0])
-        if s is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
-        return s
+        return self.registry.require(args[0])
 
     def _persist(self, s: Stream) -> None:
         """Messages left the stream by this request: caches follow, and it is durable before
@@ -130,6 +127,7 @@ class StreamApi:
         self, cfg: StreamConfig, overlaps: Callable[[StreamConfig], bool]
     ) -> Steps[StreamCreateResponse]:
         check_stream_built(cfg)
+        self.registry.refuse_offline(cfg.name)
         existing = self.registry.get(cfg.name)
         if existing is not None:
             if existing.config == cfg:
@@ -188,29 +186,48 @@ class StreamApi:
             out.append(s)
         return out
 
-    def _page(self, body: bytes) -> tuple[list[Stream], int]:
-        """The streams NAMES/LIST select, and the offset of the page (a negative one reads as 0,
-        one past the end as the end)."""
-        req = decode_request(body, StreamListRequest)
-        streams = self._filtered_streams(req.subject)
-        return streams, min(max(req.offset, 0), len(streams))
+    def _filtered_offline(self, subject: str) -> dict[str, str]:
+        """Offline streams (name -> why) the filter selects: one whose config could not be read
+        has no subjects a filter could select."""
+        return {
+            off.name: off.reason
+            for off in self.registry.offline.all()
+            if not subject or any(subjects_overlap(subject, f) for f in off.subjects)
+        }
 
     def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
-        streams, offset = self._page(body)
-        page = streams[offset : offset + NAMES_LIMIT]
-        return StreamNamesResponse(
-            total=len(streams), offset=offset, limit=NAMES_LIMIT, streams=[s.name for s in page] or None
-        )
+        """Every stream's name, offline ones too (their names are taken)."""
+        req = decode_request(body, StreamListRequest)
+        online = [s.name for s in self._filtered_streams(req.subject)]
+        names = sorted([*online, *self._filtered_offline(req.subject)])
+        # a negative offset reads as 0, one past the end as the end
+        offset = min(max(req.offset, 0), len(names))
+        page = names[offset : offset + NAMES_LIMIT]
+        return StreamNamesResponse(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=page or None)
 
     def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> StreamListResponse:
-        streams, offset = self._page(body)
+        """The served streams' infos, page by page; offline ones by name and reason on every
+        page (``offline``, and ``missing`` for tools that predate it)."""
+        req = decode_request(body, StreamListRequest)
+        streams = self._filtered_streams(req.subject)
+        offset = min(max(req.offset, 0), len(streams))
         page = streams[offset : offset + LIST_LIMIT]
+        offline = self._filtered_offline(req.subject)
         return StreamListResponse(
-            total=len(streams), offset=offset, limit=LIST_LIMIT, streams=[stream_info(s) for s in page]
+            total=len(streams),
+            offset=offset,
+            limit=LIST_LIMIT,
+            streams=[stream_info(s) for s in page],
+            missing=sorted(offline) or None,
+            offline=offline or None,
         )
 
     def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamDeleteResponse]:
+        """Delete a stream; an offline one's files are deleted on this explicit request."""
         expect_empty(body)
+        if args and self.registry.get(args[0]) is None and self.registry.offline.get(args[0]) is not None:
+            self.registry.delete_offline(args[0])
+            return StreamDeleteResponse(success=True)
         s = self._stream(args)
         if _is_large(s.config):
             return self._delete_large(s)
