@@ -3,8 +3,8 @@
 Owns: the write buffer (records appended by ``FileStore.store_msg`` through the codec, and the
 tombstones appended here), ``flush`` (one ``pwrite`` of the buffer plus a rewrite of the active
 block's older header slot when hwm/floor/last_ts changed), ``sync`` (``fdatasync`` of every dirty
-block and of the directory, then the tail record's rewrite and sync, safe on a worker thread;
-so two syncs per group commit, the second of 64 bytes), creating the next block when the active
+block and of the directory, and at the same time the tail record's rewrite and sync on a
+helper thread: one sync's wait per group commit; safe on a worker thread), creating the next block when the active
 one is full, retiring dead blocks (unlinked once what covers them is durable), in-place
 rewrites (erase), the rollback after a failed write or fsync, and the bounded pool of block
 descriptors. Must not know: limits, purge semantics, queries, record decoding, recovery.
@@ -28,6 +28,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -48,6 +49,22 @@ from .segment import Block
 from .tail import TailFile
 
 __all__ = ["MAX_OPEN_SEALED", "GroupCommit"]
+
+TAIL_SYNC_THREADS: Final = 4
+"""Threads that rewrite and sync tail records while the stores' syncs wait on their blocks
+(stores sync in parallel; more would only queue on the disk)."""
+
+_tail_pool: ThreadPoolExecutor | None = None
+_tail_pool_lock: Final = threading.Lock()
+
+
+def _tail_syncs() -> ThreadPoolExecutor:
+    global _tail_pool
+    with _tail_pool_lock:
+        if _tail_pool is None:
+            _tail_pool = ThreadPoolExecutor(TAIL_SYNC_THREADS, thread_name_prefix="jetpy-tail-sync")
+        return _tail_pool
+
 
 MAX_OPEN_SEALED: Final = 64
 """Descriptors kept open for sealed (non-active) blocks, least recently used evicted: a terabyte
@@ -309,15 +326,19 @@ class GroupCommit:
                 for _b, fd, _off, _w in targets:
                     if fd not in fds:
                         fds.append(fd)
-                for fd in fds:
-                    os.fdatasync(fd)
-                if dir_dirty:
-                    fsync_dir(self._msgdir)
+                tail_job = None
                 if self._tail is not None and tail_vals is not None:
-                    # only now, with the blocks on disk: the record never claims more than they hold
-                    with self._tail_lock:
-                        if epoch == self._epoch:
-                            self._tail.write(*tail_vals)
+                    # the tail record is synced while the blocks are: one sync's wait, not two
+                    tail_job = _tail_syncs().submit(self._write_tail, epoch, tail_vals)
+                try:
+                    for fd in fds:
+                        os.fdatasync(fd)
+                    if dir_dirty:
+                        fsync_dir(self._msgdir)
+                finally:
+                    tail_err = tail_job.exception() if tail_job is not None else None
+                if tail_err is not None:
+                    raise tail_err
             except OSError as exc:
                 with self.lock:
                     self._sync_busy = False
@@ -359,6 +380,14 @@ class GroupCommit:
                     fsync_dir(self._msgdir)
                 except OSError:
                     pass
+
+    def _write_tail(self, epoch: int, vals: tuple[int, int, int, int, int]) -> None:
+        """Rewrite the tail record for the sync of ``epoch`` (not after a rollback voided it)."""
+        tail = self._tail
+        assert tail is not None
+        with self._tail_lock:
+            if epoch == self._epoch:
+                tail.write(*vals)
 
     # ------------------------------------------------------------------ rollback
 
