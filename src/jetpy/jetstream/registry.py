@@ -14,6 +14,7 @@ Must not know: consumers (only the ``StreamEvents`` seam it owns), the API, stor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -87,6 +88,31 @@ def _meta_json(cfg: StreamConfig, created: int) -> bytes:
     return msgspec.json.encode(_StreamMeta(cfg, created))
 
 
+def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
+    """A persisted stream read back (its store opened, its limits applied, its message ids
+    re-learnt), or why it cannot be served and its config if that at least was read. Touches
+    nothing but the stream's own files (it runs in a worker thread)."""
+    if found.meta is None:
+        return found.problem, None
+    try:
+        meta = msgspec.json.decode(found.meta, type=_StreamMeta)
+    except (ValueError, msgspec.DecodeError) as e:
+        return f"its metadata does not decode: {e}", None
+    try:
+        store = found.open()
+    except StoreError as e:
+        return str(e), meta.config
+    try:
+        stream = Stream(meta.config, store, created_ns=meta.created)
+        # the store was opened without knowing its limits: apply them now
+        store.update_limits(limits_of(meta.config))
+        stream.rebuild_dedup(time.time_ns())
+    except StoreError as e:
+        store.stop()
+        return str(e), meta.config
+    return stream
+
+
 class StreamRegistry:
     def __init__(
         self,
@@ -110,47 +136,28 @@ class StreamRegistry:
 
     # -- life cycle -----------------------------------------------------------------------------
 
-    def recover(self) -> list[Stream]:
+    async def recover(self) -> list[Stream]:
         """Open every stream the store provider persisted; returns them (consumers next). One
-        that cannot be read back is kept offline, its files untouched (see ``offline``)."""
+        that cannot be read back is kept offline, its files untouched (see ``offline``). Each
+        is read back in a worker thread (a stream of a million messages takes seconds), so the
+        loop serves the clients already connected meanwhile."""
         recovered = []
         for found in self.stores.recover():
-            stream = self._recover(found)
-            if stream is not None:
-                recovered.append(stream)
+            opened = await asyncio.to_thread(_open, found)
+            if isinstance(opened, Stream):
+                self._restored(opened)
+                recovered.append(opened)
+            else:
+                self._offline(found.name, *opened)
         return recovered
 
-    def _recover(self, found: PersistedStream) -> Stream | None:
-        name = found.name
-        if found.meta is None:
-            self._offline(name, found.problem, None)
-            return None
-        try:
-            meta = msgspec.json.decode(found.meta, type=_StreamMeta)
-        except (ValueError, msgspec.DecodeError) as e:
-            self._offline(name, f"its metadata does not decode: {e}", None)
-            return None
-        try:
-            store = found.open()
-        except StoreError as e:
-            self._offline(name, str(e), meta.config)
-            return None
-        try:
-            stream = Stream(meta.config, store, created_ns=meta.created)
-            # the store was opened without knowing its limits: apply them now
-            store.update_limits(limits_of(meta.config))
-            stream.rebuild_dedup(time.time_ns())
-        except StoreError as e:
-            store.stop()
-            self._offline(name, str(e), meta.config)
-            return None
+    def _restored(self, stream: Stream) -> None:
         self._add(stream)
-        st = store.state()
-        log.info("  Restored %d messages for stream '%s'", st.msgs, name)
-        notes = store.recovery_notes()
+        st = stream.store.state()
+        log.info("  Restored %d messages for stream '%s'", st.msgs, stream.name)
+        notes = stream.store.recovery_notes()
         if st.lost is not None or notes:
-            log.warning("stream '%s' %s", name, recovery_line(st.lost, notes))
-        return stream
+            log.warning("stream '%s' %s", stream.name, recovery_line(st.lost, notes))
 
     def _offline(self, name: str, reason: str, config: StreamConfig | None) -> None:
         self.offline.add(name, reason, config)
@@ -200,7 +207,7 @@ class StreamRegistry:
     def update_steps(self, stream: Stream, cfg: StreamConfig) -> Steps[None]:
         """:meth:`update` in steps (one per :data:`SUBSCRIBE_STEP` subjects changed)."""
         old_subjects = stream.config.subjects
-        stream.update_config(cfg)
+        yield from stream.update_config_steps(cfg)
         stream.store.write_meta(_meta_json(cfg, stream.created_ns))
         if old_subjects != cfg.subjects:
             yield from self._subscribe_to(stream, cfg.subjects)

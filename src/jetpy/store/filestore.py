@@ -42,16 +42,19 @@ from jetpy.subjects import matches_all as is_all
 
 from .base import (
     MAX_SUBJECT_BYTES,
+    PURGE_STEP,
     ErrCorrupt,
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
     SimpleState,
+    Steps,
     StoreConfig,
     StoredMsg,
     StoreLimits,
     StreamState,
     check_discard_new,
+    finish,
     payload_cap,
     purge_ex,
     stream_state,
@@ -244,16 +247,36 @@ class FileStore:
         self._enforce = bool(self._max_per or self._max_msgs or self._max_bytes)
 
     def update_limits(self, limits: StoreLimits) -> None:
+        finish(self.update_limits_steps(limits))
+
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
         self._check_write()
         self._set_limits(limits)
-        self._enforce_all()
+        return self._enforce_steps()
 
     def _enforce_all(self) -> None:
+        finish(self._enforce_steps())
+
+    def _enforce_steps(self) -> Steps:
+        """Remove the oldest messages (of a subject, then of the stream) until every limit
+        holds, yielding every ``PURGE_STEP`` removals."""
+        n = 0
         if self._max_per:
             for info in list(self._subjects.values()):
                 while info.count > self._max_per:
                     self._remove_seq(self._subj_first(info))
-        self._enforce_totals()
+                    n += 1
+                    if not n % PURGE_STEP:
+                        yield
+        ix = self._ix
+        while (self._max_msgs and ix.msgs > self._max_msgs) or (
+            self._max_bytes and ix.bytes > self._max_bytes
+        ):
+            self._remove_seq(ix.first_seq)
+            n += 1
+            if not n % PURGE_STEP:
+                yield
+        return n
 
     def _enforce_totals(self) -> None:
         ix = self._ix
@@ -528,6 +551,9 @@ class FileStore:
         self._w.retire(blk)
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        return finish(self.purge_steps(subject, seq, keep))
+
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
         self._check_write()
         ix = self._ix
         return purge_ex(
@@ -535,6 +561,7 @@ class FileStore:
             seq,
             keep,
             msgs=ix.msgs,
+            first_seq=ix.first_seq,
             last_seq=ix.last_seq,
             purge_all=self._purge_all,
             compact=self.compact,

@@ -19,6 +19,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Iterator
 from typing import Final
 
 from jetpy.subjects import is_literal, subject_matches
@@ -258,26 +259,29 @@ class StoreIndex:
                     return blk.base + i
         return 0
 
-    def matching_seqs(self, filter_subject: str, upper: int) -> list[int]:
-        """Live seqs <= upper whose subject matches, ascending."""
+    def matching_seqs(self, filter_subject: str, upper: int) -> Iterator[int]:
+        """Live seqs <= upper whose subject matches, ascending, found as they are consumed (a
+        block at a time): the caller may remove each one it is given, and blocks may go meanwhile."""
         infos = self.matching(filter_subject)
-        out: list[int] = []
         if len(infos) == 1:
             info = infos[0]
+            sid = info.sid
             s = self.subj_first(info)
             while s and s <= upper:
-                out.append(s)
-                s = self.next_of_sid(info.sid, s + 1, info.last)
-            return out
+                yield s
+                if self.by_sid[sid] is not info:  # it had no more messages (its id may be reused)
+                    return
+                s = self.next_of_sid(sid, s + 1, info.last)
+            return
         wanted = {i.sid for i in infos}
         if not wanted:
-            return out
-        for blk in self.blocks:
+            return
+        for blk in list(self.blocks):
             if blk.base > upper:
                 break
             base = blk.base
-            out.extend(base + i for i, sid in enumerate(blk.sids) if sid in wanted and base + i <= upper)
-        return out
+            sids = blk.sids
+            yield from [base + i for i, sid in enumerate(sids[: upper - base + 1]) if sid in wanted]
 
     def nth_newest(self, keep: int) -> int:
         """The seq s such that exactly ``keep`` live messages are >= s."""

@@ -52,13 +52,21 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "StreamApi"]
+__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi"]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
 transforms) is checked in a worker thread and applied in slices (``steps``), the API answering
 other requests after it, in order: tens of milliseconds of work then never hold the event loop.
 Smaller ones take a few milliseconds at most and are answered at once."""
+
+
+LARGE_PURGE: Final = 50_000
+"""A purge of a stream holding more messages than this (or an update whose lowered limits remove
+some of them) is worked on in slices (``steps``) and its sync in a worker thread, the API
+answering other requests after it, in order: a purge by subject of a million messages takes
+about a second of work, which would otherwise hold every client (a smaller one takes tens of
+milliseconds at most)."""
 
 
 def _is_large(cfg: StreamConfig) -> bool:
@@ -150,7 +158,10 @@ class StreamApi:
         if _is_large(cfg0) or _is_large(s.config):
             return self._update_large(s, cfg0, pedantic)
         cfg = check_stream_update(s.config, cfg0, pedantic=pedantic)
-        return run_steps(self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name)))
+        steps = self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name))
+        if s.store.state().msgs > LARGE_PURGE:  # lowered limits may remove many of them
+            return paced(steps)
+        return run_steps(steps)
 
     async def _update_large(self, s: Stream, cfg0: StreamConfig, pedantic: bool) -> StreamUpdateResponse:
         cfg = await asyncio.to_thread(check_stream_update, s.config, cfg0, pedantic=pedantic)
@@ -238,7 +249,7 @@ class StreamApi:
         await paced(self.registry.delete_steps(s))
         return StreamDeleteResponse(success=True)
 
-    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> StreamPurgeResponse:
+    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamPurgeResponse]:
         req = decode_request(body, StreamPurgeRequest)
         seq, keep, subject = req.seq, req.keep, req.filter
         s = self._stream(args)
@@ -248,8 +259,17 @@ class StreamApi:
             raise ApiError.of(E.STREAM_PURGE_FAILED, err="stream purge not permitted")
         if seq and keep:
             raise ApiError.of(E.BAD_REQUEST)
-        purged = s.apply_purge(PurgeEntry(subject, seq, keep))
+        entry = PurgeEntry(subject, seq, keep)
+        if s.store.state().msgs > LARGE_PURGE:
+            return self._purge_large(s, entry)
+        purged = s.apply_purge(entry)
         self._persist(s)
+        return StreamPurgeResponse(success=True, purged=purged)
+
+    async def _purge_large(self, s: Stream, entry: PurgeEntry) -> StreamPurgeResponse:
+        purged = await paced(s.purge_steps(entry))
+        self.registry.removed(s)
+        await self.committer.sync_off_loop(s)  # durable before the reply, like every purge
         return StreamPurgeResponse(success=True, purged=purged)
 
     def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgGetResponse:
