@@ -75,9 +75,10 @@ class Record:
     seq: int
 
 
-def records(block: Path) -> list[Record]:
-    """Every record of an intact block file, by the documented layout."""
-    data = block.read_bytes()
+def records(block: Path, data: bytes | None = None) -> list[Record]:
+    """Every record of an intact block file (or of ``data``, its bytes), by the documented layout."""
+    if data is None:
+        data = block.read_bytes()
     out = []
     pos = BLOCK_HEADER
     while pos + _RECORD.size <= len(data):

@@ -495,10 +495,10 @@ def _bounds(
                 f"{blk.path.name} at offset {header_offset(hdr)}: impossible header: floor {hdr.floor}"
                 f" above the last sequence {last_seq} + 1"
             )
-    if tail is not None:
+    if tail is not None and tail.hwm >= floor:  # (else everything it knew of is deleted)
         held = next((b for b in blocks if b.base == tail.block), None)
         if held is None:
-            if tail.size > BLOCK_HEADER_SIZE or tail.hwm >= max(tail.block, floor):
+            if tail.size > BLOCK_HEADER_SIZE or tail.hwm >= tail.block:
                 what = "msgs/ holds no block files" if not blocks else f"{block_name(tail.block)} is missing"
                 notes.append(
                     f"{what}; the tail record says it held {tail.size} bytes, up to sequence {tail.hwm}"

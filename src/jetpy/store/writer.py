@@ -209,8 +209,14 @@ class GroupCommit:
         self.write_out()
         ix = self._ix
         floor = ix.first_seq if ix.msgs else base
+        header = BlockHeader(base, hwm, floor, ix.last_ts, 1)
         try:
-            blk = Block.create(self._msgdir, BlockHeader(base, hwm, floor, ix.last_ts, 1))
+            try:
+                blk = Block.create(self._msgdir, header)
+            except OSError as exc:
+                if exc.errno != _errno.ENOSPC or not self._reclaim_empty_active():
+                    raise
+                blk = Block.create(self._msgdir, header)
         except OSError as exc:
             raise ErrStoreIO(exc.errno or _errno.EIO, None, f"creating block {base}: {exc}") from exc
         old = ix.active
@@ -225,6 +231,29 @@ class GroupCommit:
             self._lru[old] = None
             self._evict_fds()
         return old
+
+    def _reclaim_empty_active(self) -> bool:
+        """On a full disk, the space of a stream that is empty (purged) but whose only block
+        still holds its old records: once its floor is durable (header and tail record say
+        every sequence is deleted), the block file goes, so the next one can be created. False
+        if the stream is not in that state (nothing is touched then)."""
+        ix = self._ix
+        if ix.msgs or len(ix.blocks) != 1:
+            return False
+        old = ix.active
+        self.flush()
+        self.sync()
+        self._lru.pop(old, None)
+        self._forget_reads(old)
+        with self.lock:
+            self._dirty.discard(old)
+            self._close_fd_locked(old)
+        try:
+            os.unlink(old.path)
+            fsync_dir(self._msgdir)
+        except OSError:
+            return False
+        return True
 
     def retire(self, blk: Block) -> None:
         """Forget a block the index no longer has: close it, unlink it after the next sync."""
