@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check
+.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/jetpy-server -a 127.0.0.1 -p 4222 -m 8222 -js -sd ./data
 
-# Debian's nats-server is the reference for the differential tests (skipped visibly without it).
+# Debian's nats-server and Go with Debian's nats.go: references for the differential tests (skipped visibly without).
 reference:
 	@bash scripts/install-reference.sh || true
 
@@ -39,6 +39,11 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 test: $(STAMP) reference browser java-check lint typecheck layers pytest
+
+# A 1 GiB stream backed up and restored, every message compared (`make test` runs a 48 MiB slice;
+# this one needs ~4 GB of free disk under /tmp and about a minute).
+test-backup-1g: $(STAMP)
+	JETPY_BACKUP_1G=1 $(BIN)/pytest -q -s tests/integration/test_backup_large.py -k 1GiB
 
 # jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
 bench: $(STAMP) reference

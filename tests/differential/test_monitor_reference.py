@@ -29,7 +29,6 @@ pytestmark = pytest.mark.differential
 
 # path of a field ("varz.tls_timeout", "connz.connections[].rtt") -> why jetpy differs
 ALLOWED: dict[str, str] = {
-    "varz.tls_timeout": "missing: jetpy has no TLS, so there is no TLS timeout to report",
     "varz.system_account": "missing: jetpy has no system account ($SYS)",
     "accountz.system_account": "missing: jetpy has no system account ($SYS)",
 }

@@ -56,6 +56,7 @@ class Fault:
 
     damage: Callable[[Path], list[int]]  # returns the sequences it destroyed
     offline: str = ""  # the file an offline stream's reason must name ("" = served)
+    quarantined: bool = False  # moved aside whole: it never became a stream (no metadata)
     lost: list[int] = field(default_factory=list)  # filled in by the damage
     note: str = ""  # what the recovery log line must say besides the ranges
 
@@ -195,7 +196,7 @@ FAULTS: dict[str, Fault] = {
     "META_FLIP": Fault(meta("flipped"), offline="meta.dat"),
     "META_ZERO": Fault(meta("zeroed"), offline="meta.dat"),
     "META_TRUNC": Fault(meta("truncated"), offline="meta.dat"),
-    "META_DEL": Fault(meta("deleted"), offline="metadata is missing"),
+    "META_DEL": Fault(meta("deleted"), quarantined=True),
     "TAIL_ZERO": Fault(tail_zeroed, offline="tail.dat at offset 0: no valid slot"),
 }
 
@@ -225,22 +226,33 @@ async def test_every_stream_file_fault_is_served_or_offline_exactly(
         sdir = stream_dir(store, name)
         assert len(blocks(sdir)) >= 4, "the stream spans several blocks"
         fault.lost = sorted(fault.damage(sdir))
-    before = {name: snapshot(stream_dir(store, name)) for name, f in FAULTS.items() if f.offline}
+    before = {
+        name: snapshot(stream_dir(store, name)) for name, f in FAULTS.items() if f.offline or f.quarantined
+    }
 
     q = jetpy(store, tmp_path / "b.log")
     procs.append(q)
     nc = await nats.connect(q.url)
     js = nc.jetstream()
     names = await api(nc, "$JS.API.STREAM.NAMES")
-    assert sorted(names["streams"]) == sorted(FAULTS), "every stream's name is known, offline or not"
+    gone = {n for n, f in FAULTS.items() if f.quarantined}
+    assert sorted(names["streams"]) == sorted(set(FAULTS) - gone), (
+        "every stream's name is known, offline or not"
+    )
     listed = await api(nc, "$JS.API.STREAM.LIST")
     offline = {n for n, f in FAULTS.items() if f.offline}
     assert set(listed["offline"]) == offline and set(listed["missing"]) == offline
-    assert {s["config"]["name"] for s in listed["streams"]} == set(FAULTS) - offline
+    assert {s["config"]["name"] for s in listed["streams"]} == set(FAULTS) - offline - gone
     log = q.log()
 
     for name, fault in FAULTS.items():
         info = await api(nc, f"$JS.API.STREAM.INFO.{name}")
+        if fault.quarantined:  # moved aside whole, nothing deleted, and said so
+            assert info["error"]["err_code"] == 10059, (name, info)
+            (moved,) = (store / "jetstream" / "quarantine").glob(f"{name}.*")
+            assert snapshot(moved) == before.pop(name), f"{name}: quarantined as it was"
+            assert re.search(rf"stream '{name}' stream metadata missing .*quarantined at ", log), name
+            continue
         if fault.offline:
             err = info["error"]
             assert (err["code"], err["err_code"]) == (500, 10194), (name, err)

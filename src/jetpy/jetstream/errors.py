@@ -128,6 +128,7 @@ __all__ = [
     "NO_MESSAGE_FOUND",
     "PEDANTIC",
     "PEER_REMAP",
+    "PERMISSIONS_VIOLATION",
     "RAFT_GENERAL",
     "REPLICAS_COUNT_CANNOT_BE_NEGATIVE",
     "REQUIRED_API_LEVEL",
@@ -284,6 +285,12 @@ class ApiError(Exception):
 
 def _e(code: int, err_code: int, description: str) -> ErrorCode:
     return ErrorCode(code, err_code, description)
+
+
+# -- jetpy's own (nats-server has no such check): a request that would read, capture or write
+# subjects its caller may not subscribe or publish to (jetstream.access). 403 and 10403 are
+# outside nats-server's codes, so clients cannot mistake it for one of them.
+PERMISSIONS_VIOLATION = _e(403, 10403, "permissions violation for {action} to {subject}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,10 @@ Must not know: consumers (only the ``StreamEvents`` seam it owns), the API, stor
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import secrets
+import string
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -31,15 +34,16 @@ from jetpy.jetstream.offline import OfflineStreams
 from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
 from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
 from jetpy.jetstream.steps import Steps, run_steps
-from jetpy.jetstream.stream import Stream, limits_of, pub_error
+from jetpy.jetstream.stream import MsgEntry, PublishResult, SkipEntry, Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
-from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError
+from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError, StreamStore
 
 __all__ = [
     "SUBSCRIBE_STEP",
     "StreamEvents",
     "StreamRegistry",
     "ingest_handler",
+    "new_identity",
     "recovery_line",
 ]
 
@@ -72,6 +76,22 @@ class _StreamMeta(msgspec.Struct):
 
     config: StreamConfig
     created: int
+    identity: str = ""  # absent in metadata written before identities existed
+
+
+_IDENTITY_ALPHABET = string.ascii_letters + string.digits
+_IDENTITY_LEN = 8
+
+
+def new_identity() -> str:
+    """A new stream's identity: 8 random letters and digits, the form nats-server's has."""
+    return "".join(secrets.choice(_IDENTITY_ALPHABET) for _ in range(_IDENTITY_LEN))
+
+
+def _derived_identity(name: str, created: int) -> str:
+    """A stable identity for a stream persisted without one: the same after every restart."""
+    digest = hashlib.sha256(f"{name}\x00{created}".encode()).digest()
+    return "".join(_IDENTITY_ALPHABET[b % len(_IDENTITY_ALPHABET)] for b in digest[:_IDENTITY_LEN])
 
 
 class _Subscribed:
@@ -84,8 +104,8 @@ class _Subscribed:
         self.handles: dict[str, Any] = {}
 
 
-def _meta_json(cfg: StreamConfig, created: int) -> bytes:
-    return msgspec.json.encode(_StreamMeta(cfg, created))
+def _meta_json(cfg: StreamConfig, created: int, identity: str) -> bytes:
+    return msgspec.json.encode(_StreamMeta(cfg, created, identity))
 
 
 def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
@@ -103,7 +123,8 @@ def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
     except StoreError as e:
         return str(e), meta.config
     try:
-        stream = Stream(meta.config, store, created_ns=meta.created)
+        identity = meta.identity or _derived_identity(found.name, meta.created)
+        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
         # the store was opened without knowing its limits: apply them now
         store.update_limits(limits_of(meta.config))
         stream.rebuild_dedup(time.time_ns())
@@ -130,6 +151,7 @@ class StreamRegistry:
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
         self.resources = ResourceLimits(self.streams, max_memory, max_storage)
+        self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
         self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
@@ -143,6 +165,16 @@ class StreamRegistry:
         loop serves the clients already connected meanwhile."""
         recovered = []
         for found in self.stores.recover():
+            if found.missing:  # never became a stream: moved aside, as it is, and said so
+                where = self.stores.quarantine(found.name, found.problem)
+                log.error(
+                    "stream '%s' %s (a creation or restore that never finished): quarantined at %s,"
+                    " nothing deleted",
+                    found.name,
+                    found.problem,
+                    where,
+                )
+                continue
             opened = await asyncio.to_thread(_open, found)
             if isinstance(opened, Stream):
                 self._restored(opened)
@@ -193,11 +225,28 @@ class StreamRegistry:
         )
         store = self.stores.create(store_cfg)
         now = time.time_ns()
-        store.write_meta(_meta_json(cfg, now))
-        stream = Stream(cfg, store, now)
+        identity = new_identity()
+        store.write_meta(_meta_json(cfg, now, identity))
+        stream = Stream(cfg, store, now, identity)
         self.streams[stream.name] = stream
         self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
+        self.expiry.schedule()
+        return stream
+
+    def adopt(
+        self, cfg: StreamConfig, store: StreamStore, created_ns: int, msg_ids: list[tuple[str, int, int]]
+    ) -> Stream:
+        """Make a store filled elsewhere (a restore) the stream ``cfg`` names: its metadata is
+        written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
+        remembered for de-duplication, and it is subscribed as a created stream is."""
+        store.update_limits(limits_of(cfg))
+        # a new incarnation of the name: sources of it copy it again rather than risk a skip
+        identity = new_identity()
+        store.write_meta(_meta_json(cfg, created_ns, identity))
+        stream = Stream(cfg, store, created_ns, identity)
+        stream.rebuild_dedup(time.time_ns(), msg_ids)
+        self._add(stream)
         self.expiry.schedule()
         return stream
 
@@ -208,7 +257,7 @@ class StreamRegistry:
         """:meth:`update` in steps (one per :data:`SUBSCRIBE_STEP` subjects changed)."""
         old_subjects = stream.config.subjects
         yield from stream.update_config_steps(cfg)
-        stream.store.write_meta(_meta_json(cfg, stream.created_ns))
+        stream.store.write_meta(_meta_json(cfg, stream.created_ns, stream.identity))
         if old_subjects != cfg.subjects:
             yield from self._subscribe_to(stream, cfg.subjects)
         self.events.updated(stream)
@@ -272,6 +321,40 @@ class StreamRegistry:
         """Does some subject of ``cfg`` overlap a subject of another stream (not ``skip``)?"""
         index = self._subjects
         return any(owner != skip for subj in cfg.subjects for owner in index.overlapping(subj))
+
+    # -- copies from other streams (mirrors, sources) -------------------------------------------
+
+    def apply_copy(self, stream: Stream, entry: MsgEntry) -> PublishResult:
+        """Store a message a mirror or source copied (decided by ``Stream.decide_copy``), with
+        what the publish path does after storing (kept in step with :func:`ingest_handler`),
+        but no PubAck: its durability is the group commit's business."""
+        resources = self.resources
+        gauge = resources.gauge(stream.config.storage)
+        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+            return PublishResult(_exhausted_ack(stream.name))
+        res = stream.apply_msg(entry)
+        stored = res.stored
+        if stored is not None:
+            gauge.used += len(stored.subject) + len(stored.hdr) + len(stored.data) + MSG_SIZE_BOUND
+            if (
+                stored.hdr
+                or stream.recent.enabled
+                or stream.consumer_count
+                or stream.config.retention == "interest"
+            ):
+                self.events.stored(stream, stored)
+            if res.expires:
+                self.expiry.schedule_before(res.expires)
+            rp = res.republish
+            if rp is not None:
+                self.bus.publish(rp[0], None, rp[2], rp[1])
+            self.committer.mark_dirty(stream)
+        return res
+
+    def skip(self, stream: Stream, entry: SkipEntry) -> None:
+        """Use up sequences with no message (a mirror across its origin's gap)."""
+        stream.apply_skip(entry)
+        self.committer.mark_dirty(stream)
 
     # -- what happened to a stream's contents ---------------------------------------------------
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import StreamConfig, StreamSourceInfo
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.republish import RepublishedMsg, Republisher
 from jetpy.jetstream.seek import seq_at_time
@@ -40,8 +42,10 @@ from jetpy.subjects import is_valid_subject, subject_matches
 __all__ = [
     "DeleteEntry",
     "MsgEntry",
+    "OriginsReport",
     "PublishResult",
     "PurgeEntry",
+    "SkipEntry",
     "Stream",
     "StreamEntry",
     "limits_of",
@@ -130,8 +134,25 @@ class DeleteEntry(msgspec.Struct, frozen=True):
     erase: bool = True
 
 
-StreamEntry = MsgEntry | PurgeEntry | DeleteEntry
+class SkipEntry(msgspec.Struct, frozen=True):
+    """Sequences ``seq .. seq+num-1`` used up with no message: a mirror keeping its origin's
+    numbers across messages the origin no longer had when they were to be copied."""
+
+    seq: int
+    num: int
+
+
+StreamEntry = MsgEntry | PurgeEntry | DeleteEntry | SkipEntry
 """What changes a stream's contents: the unit a replicated log carries (propose, commit, apply)."""
+
+
+class OriginsReport(Protocol):
+    """What a stream that copies other streams (a mirror, or one with sources) reports about
+    them in its info: the host running its copies sets ``Stream.origins`` to one of these."""
+
+    def mirror_info(self, now: int) -> StreamSourceInfo | None: ...
+
+    def sources_info(self, now: int) -> list[StreamSourceInfo]: ...
 
 
 class Stream:
@@ -140,11 +161,14 @@ class Stream:
     anything) and :meth:`apply` (the decided change, applied deterministically to the store and
     to the stream's own state). A single server decides and applies at once (:meth:`process`)."""
 
-    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int) -> None:
+    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int, identity: str = "") -> None:
         self.config = config
         self.name = config.name
         self.store = store
         self.created_ns = created_ns
+        # which incarnation of this name it is: a stream deleted and created again gets a new one
+        # (nats-server's Nats-Stream-Identity), so those copying it can tell
+        self.identity = identity
         self.durable = config.storage == "file"
         self._ack_format = _ack_format(self.name)  # the PubAck, but for its sequence
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
@@ -152,7 +176,9 @@ class Stream:
         self._last_msg_id = ""
         # the newest messages, for consumers that keep up (their host maintains the contents)
         self.recent = RecentMessages(_store_never_discards(config))
-        self.consumer_count = 0  # kept by the consumers' host
+        self.consumer_count = 0  # kept by the consumers' host (the publish path reads it)
+        self.direct_count = 0  # of those, the internal ones of mirrors and sources: not reported
+        self.origins: OriginsReport | None = None  # set while it copies other streams
         self._derive(config)
 
     def _derive(self, config: StreamConfig) -> None:
@@ -223,13 +249,16 @@ class Stream:
         msg_id, rollup, ttl = checked
         return MsgEntry(subj, hdr, data[len(hdr) :], now, ttl, msg_id, rollup)
 
-    def apply(self, entry: StreamEntry) -> PublishResult | int | bool:
+    def apply(self, entry: StreamEntry) -> PublishResult | int | bool | None:
         """Apply a decided change: a message (its PublishResult), a purge (how many messages
-        went) or a delete (whether the message was there)."""
+        went), a delete (whether the message was there) or a skip."""
         if isinstance(entry, MsgEntry):
             return self.apply_msg(entry)
         if isinstance(entry, PurgeEntry):
             return self.apply_purge(entry)
+        if isinstance(entry, SkipEntry):
+            self.apply_skip(entry)
+            return None
         return self.apply_delete(entry)
 
     def apply_msg(self, e: MsgEntry) -> PublishResult:
@@ -244,6 +273,42 @@ class Stream:
 
     def apply_delete(self, e: DeleteEntry) -> bool:
         return self.store.erase_msg(e.seq) if e.erase else self.store.remove_msg(e.seq)
+
+    def apply_skip(self, e: SkipEntry) -> None:
+        self.store.skip_msgs(e.seq, e.num)
+
+    def decide_copy(self, subject: str, hdr: bytes, payload: bytes, ts: int) -> MsgEntry | PublishResult:
+        """Check a message copied from another stream (by a mirror, at the origin's ``ts``, or
+        from a source). As nats-server 2.15 takes them: the stream's own limits and its input
+        transform apply; a ``Nats-TTL`` is kept even where this stream would refuse one from a
+        publisher; ``Nats-Msg-Id`` is not de-duplicated (the copy keeps its place in its origin's
+        order); a rollup rolls up only where this stream allows rollups, and is never refused.
+        The caller has taken the ``Nats-Expected-*`` headers out: they were checked upstream."""
+        cfg = self.config
+        if self._map_subject is not None:
+            subject = self._map_subject(subject)
+        try:
+            if cfg.sealed:
+                raise ApiError.of(E.STREAM_SEALED)
+            if cfg.max_msg_size >= 0 and len(payload) > cfg.max_msg_size:
+                raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
+            if len(hdr) > MAX_HEADER_SIZE:
+                raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+            ttl = 0
+            rollup = b""
+            if hdr:
+                raw_ttl = get_header(hdr, H_TTL)
+                if raw_ttl is not None:
+                    try:
+                        ttl = parse_ttl(raw_ttl)
+                    except ValueError:
+                        raise ApiError.of(E.MESSAGE_TTL_INVALID) from None
+                if cfg.allow_rollup_hdrs and not cfg.deny_purge:
+                    r = get_header(hdr, H_ROLLUP) or b""
+                    rollup = r if r in (b"sub", b"all") else b""
+        except ApiError as e:
+            return PublishResult(pub_error(self.name, e))
+        return MsgEntry(subject, hdr, payload, ts, ttl, "", rollup)
 
     def _store(
         self, subj: str, hdr: bytes, payload: bytes, ts: int, ttl: int, msg_id: str, rollup: bytes
@@ -360,14 +425,25 @@ class Stream:
                 break
             dedup.popitem(last=False)
 
-    def rebuild_dedup(self, now: int) -> None:
-        """After a restart: re-learn message ids published within the duplicate window (only
-        the messages inside it are read, in bulk)."""
+    def rebuild_dedup(self, now: int, seen: Iterable[tuple[str, int, int]] | None = None) -> None:
+        """After a restart: re-learn message ids published within the duplicate window, from
+        the store (only the messages inside the window are read, in bulk), or from ``seen``
+        ((id, seq, ts) in sequence order, gathered by whoever wrote the messages: a restore,
+        which must not read a large stream again on the loop)."""
         window = self.config.duplicate_window
-        st = self.store.state()
-        if st.msgs == 0 or window <= 0 or now - st.last_ts > window:
+        if window <= 0:
             return
-        seq = seq_at_time(self.store, now - window, st.first_seq, st.last_seq)
+        for mid, seq, ts in self._msg_ids(now - window) if seen is None else seen:
+            if now - ts <= window:
+                self._dedup[mid] = (seq, ts)
+                self._last_msg_id = mid
+
+    def _msg_ids(self, since: int) -> Iterator[tuple[str, int, int]]:
+        """(id, seq, ts) of the stored messages from time ``since`` on that carry an id."""
+        st = self.store.state()
+        if st.msgs == 0 or st.last_ts < since:
+            return
+        seq = seq_at_time(self.store, since, st.first_seq, st.last_seq)
         while True:
             batch = self.store.load_next_batch("", seq, DEDUP_BATCH)
             if not batch:
@@ -378,8 +454,7 @@ class Stream:
                     continue
                 mid = get_header(msg.hdr, H_MSG_ID)
                 if mid:
-                    self._dedup[mid.decode()] = (msg.seq, msg.ts)
-                    self._last_msg_id = mid.decode()
+                    yield mid.decode(), msg.seq, msg.ts
 
 
 def _go_quote(raw: bytes) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
+from jetpy.server.permissions import Permissions
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
@@ -61,6 +62,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "filtered",
         "handler",
         "hprefix",
         "max_msgs",
@@ -77,6 +79,7 @@ class Subscription:
         self.sid = sid
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
+        self.filtered = False  # its client may not see every message it matches (permissions)
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
@@ -148,6 +151,9 @@ class Broker:
         # receivers (their ``flow``) that the flush of a client's read left backed up: that
         # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
         self.backed_up: list[Any] = []
+        # the permissions of the client whose read is being handled (None: the server itself,
+        # or a client without permissions): what in-process subscribers ask of their caller
+        self.caller: Permissions | None = None
 
     # -- interest -------------------------------------------------------------------------------
 

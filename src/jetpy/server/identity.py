@@ -54,9 +54,12 @@ def info_document(
     auth_required: bool,
     max_payload: int,
     jetstream: bool,
+    tls_required: bool = False,
+    tls_verify: bool = False,
 ) -> dict[str, Any]:
     """The INFO every client is greeted with, before its own ``client_id``/``client_ip``
-    (nats-server's field order; ``auth_required`` and ``jetstream`` only when true)."""
+    (nats-server's field order; ``auth_required``, ``tls_required``, ``tls_verify`` and
+    ``jetstream`` only when true)."""
     info: dict[str, Any] = {
         "server_id": server_id,
         "server_name": server_name,
@@ -69,12 +72,24 @@ def info_document(
     }
     if auth_required:
         info["auth_required"] = True
+    if tls_required:
+        info["tls_required"] = True
+    if tls_verify:
+        info["tls_verify"] = True
     info["max_payload"] = max_payload
     if jetstream:
         info["jetstream"] = True
     return info
 
 
-def client_info(document: dict[str, Any], client_id: int, client_ip: str) -> bytes:
-    """The INFO line for one client: ``document`` with that client's id and address."""
-    return enc.info({**document, "client_id": client_id, "client_ip": client_ip})
+def client_info(
+    document: dict[str, Any], client_id: int, client_ip: str, nonce: str = "", ldm: bool = False
+) -> bytes:
+    """The INFO line for one client: ``document`` with that client's id and address, the nonce
+    it must sign when nkey users exist, and ``ldm`` when the server is in lame duck mode."""
+    info = {**document, "client_id": client_id, "client_ip": client_ip}
+    if nonce:
+        info["nonce"] = nonce
+    if ldm:
+        info["ldm"] = True
+    return enc.info(info)

@@ -2,11 +2,12 @@
 
 The composition root for JetStream: the broker becomes its ``MessageBus``; file streams live in
 ``<store_dir>/jetstream/$G/streams/<name>/`` (nats-server's layout, one account for now) and
-memory streams in memory. A stream directory that cannot be opened (a damaged or impossible
-file, an I/O error, another server holding it) is reported as unopened and left exactly as it
-is: the engine keeps that stream offline. Knows nothing of the server
-around it: it is handed the options, the broker and the server's name, and hands back a
-:class:`~jetpy.server.js_service.JetStreamService`.
+memory streams in memory. A stream directory is handed to the engine unopened, with its
+metadata: one whose files cannot be trusted is left exactly as it is (the engine keeps that
+stream offline); one without metadata (a creation or restore that never finished: the metadata
+is written last) is moved to ``<store_dir>/jetstream/quarantine/``, never deleted. Knows nothing
+of the server around it: it is handed the options, the broker and the server's name, and hands
+back a :class:`~jetpy.server.js_service.JetStreamService`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from jetpy.jetstream.ports import JetStreamConfig, MessageHandler, PersistedStream
+from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler, PersistedStream
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.js_service import JetStreamService
@@ -51,6 +53,9 @@ class BrokerBus:
 
     def unsubscribe(self, handle: Any) -> None:
         self.broker.unsubscribe_internal(handle)
+
+    def caller(self) -> Caller | None:
+        return self.broker.caller
 
     def has_interest(self, subject: str) -> bool:
         return self.broker.has_interest(subject.encode())
@@ -93,17 +98,28 @@ class DirectoryStores:
             path = os.path.join(self.streams_dir, name)
             if not os.path.isdir(path):
                 continue
+            missing = False
             try:
                 meta, problem = read_meta_file(path), ""
                 if meta is None:
-                    problem = "its metadata is missing"
+                    problem, missing = "stream metadata missing", True
             except StoreError as e:
                 meta, problem = None, str(e)
             # opened with no limits: the engine applies the stream's own before anything is stored
-            found.append(
-                PersistedStream(name, meta, problem, partial(FileStore, path, StoreConfig(name=name)))
-            )
+            opener = partial(FileStore, path, StoreConfig(name=name))
+            found.append(PersistedStream(name, meta, problem, opener, missing))
         return found
+
+    def quarantine(self, name: str, reason: str) -> str:
+        qdir = os.path.join(self.root, "quarantine")
+        os.makedirs(qdir, exist_ok=True)
+        dest = os.path.join(qdir, f"{name}.{time.strftime('%Y%m%dT%H%M%S')}")
+        src = os.path.join(self.streams_dir, name)
+        if os.path.exists(src):
+            shutil.move(src, dest)
+        with open(os.path.join(qdir, "README.txt"), "a") as f:
+            f.write(f"{dest}: {reason}\n")
+        return dest
 
     def remove(self, name: str) -> None:
         shutil.rmtree(os.path.join(self.streams_dir, name))

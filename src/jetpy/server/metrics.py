@@ -378,6 +378,18 @@ class Metrics:
             "counter",
         )
         out.sample("jetpy_store_reads_total", sid, io.reads)
+        server = self.endpoints.server
+        out.family("jetpy_auth_failures_total", "Client connections refused for their credentials", "counter")
+        out.sample("jetpy_auth_failures_total", sid, server.auth_failures)
+        out.family(
+            "jetpy_permission_violations_total",
+            "Publishes, reply subjects and subscriptions refused by a user's permissions, by kind",
+            "counter",
+        )
+        for kind in ("publish", "reply", "subscribe"):
+            out.sample(
+                "jetpy_permission_violations_total", f'{sid},kind="{kind}"', server.violations.get(kind, 0)
+            )
         lag = self.loop_lag
         out.histogram(
             "jetpy_event_loop_lag_seconds", "How late the event loop woke from a timer", sid, lag.histogram

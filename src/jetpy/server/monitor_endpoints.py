@@ -34,7 +34,7 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import TLS_TIMEOUT, ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
 __all__ = [
@@ -162,6 +162,8 @@ class MonitoredServer(Protocol):
     closed_connections: deque[ClientConnection]  # the most recent, oldest first
     total_connections: int
     slow_consumers: int
+    auth_failures: int  # CONNECTs refused
+    violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
 
     @property
@@ -266,14 +268,20 @@ class Endpoints:
         }
         if s.auth.required:
             v["auth_required"] = True
+        if o.tls is not None:
+            v["tls_required"] = True
+            if o.tls.verifies:
+                v["tls_verify"] = True
+        v["max_connections"] = o.max_connections
+        if o.max_subscriptions:
+            v["max_subscriptions"] = o.max_subscriptions
         v.update(
-            max_connections=o.max_connections,
             ping_interval=ns(o.ping_interval),
             ping_max=o.ping_max,
             http_host=self.http_host,
             http_port=self.http_port,
             http_base_path="",
-            https_port=0,
+            https_port=o.https_port,
             auth_timeout=go_number(o.auth_timeout),
             max_control_line=o.max_control_line,
             max_payload=o.max_payload,
@@ -282,8 +290,9 @@ class Endpoints:
             gateway={},
             leaf={},
             mqtt={},
-            websocket={},
+            websocket=_varz_websocket(o),
             jetstream=self._varz_jetstream(),
+            tls_timeout=go_number(o.tls.timeout if o.tls is not None else TLS_TIMEOUT),
             write_deadline=ns(o.write_deadline),
             start=go_time(s.start_time),
             now=go_time(now),
@@ -388,7 +397,7 @@ class Endpoints:
         info: dict[str, Any] = {
             "cid": c.cid,
             "kind": c.kind,
-            "type": "nats",
+            "type": c.client_type,
             "ip": c.host,
             "port": c.port,
             "start": go_time(c.start),
@@ -690,3 +699,22 @@ def _request_rtt(c: ClientConnection) -> None:
     """As nats-server, a real client (one that sent a lang) without an RTT yet gets a PING."""
     if c.lang and not c.closed:
         c.send_rtt_ping()
+
+
+def _varz_websocket(o: ServerOptions) -> dict[str, Any]:
+    """/varz's ``websocket``: the block's settings, empty ones left out (nats-server's)."""
+    ws = o.websocket
+    if ws is None or not ws.port:
+        return {}
+    doc: dict[str, Any] = {"host": ws.host, "port": ws.port}
+    if ws.handshake_timeout:
+        doc["handshake_timeout"] = ns(ws.handshake_timeout)
+    for key, value in (
+        ("no_tls", ws.no_tls),
+        ("same_origin", ws.same_origin),
+        ("allowed_origins", list(ws.allowed_origins)),
+        ("compression", ws.compression),
+    ):
+        if value:
+            doc[key] = value
+    return doc

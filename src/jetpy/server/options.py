@@ -20,18 +20,56 @@ PING_INTERVAL = 120.0  # seconds between server PINGs on an idle connection
 PING_MAX = 2  # unanswered PINGs before the connection is stale
 AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
-LAME_DUCK_DURATION = 120.0
+LAME_DUCK_DURATION = 120.0  # seconds lame duck mode spreads the clients' closes over
+LAME_DUCK_GRACE_PERIOD = 10.0  # seconds between the ldm INFO and the first close
+TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
 
 
 @dataclass(slots=True)
 class User:
-    """One entry of ``authorization { users [...] }``. ``password`` may be a bcrypt hash ($2a$...)."""
+    """One entry of ``authorization { users [...] }``: a user and password (``password`` may be
+    a bcrypt hash, $2a$...) or an nkey."""
 
     user: str
     password: str = ""
     permissions: dict[str, object] | None = None
     account: str | None = None
+    nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    """The ``tls {}`` block (or ``--tls*`` flags): how the client port (and the HTTPS monitoring
+    port) does TLS; see ``jetpy.server.tls``."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False  # require and verify client certificates
+    verify_and_map: bool = False  # ... and take the user from them
+    timeout: float = TLS_TIMEOUT
+    handshake_first: bool = False  # the handshake before INFO (clients must ask for it too)
+    min_version: str = "1.2"
+
+    @property
+    def verifies(self) -> bool:
+        return self.verify or self.verify_and_map
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketOptions:
+    """The ``websocket {}`` block: a listener for browser clients (see ``jetpy.server.websocket``);
+    ``tls`` is required unless ``no_tls``."""
+
+    port: int = 0  # 0: no WebSocket listener; -1: any free port
+    host: str = DEFAULT_HOST
+    no_tls: bool = False
+    tls: TlsOptions | None = None
+    compression: bool = False
+    same_origin: bool = False
+    allowed_origins: tuple[str, ...] = ()
+    handshake_timeout: float = 0.0  # 0: not set (the TLS timeout's default, 2 s, applies)
 
 
 @dataclass(slots=True)
@@ -42,10 +80,15 @@ class ServerOptions:
     client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
+    https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
+    tls: TlsOptions | None = None  # TLS required on the client port
+    websocket: WebSocketOptions | None = None
     max_payload: int = MAX_PAYLOAD
     max_pending: int = MAX_PENDING
     max_connections: int = MAX_CONNECTIONS
     max_control_line: int = MAX_CONTROL_LINE
+    max_subscriptions: int = 0  # per connection; 0 (or less) = unlimited
+    max_sub_tokens: int = 0  # tokens in a subscription's subject; 0 = unlimited (at most 256)
     ping_interval: float = PING_INTERVAL
     ping_max: int = PING_MAX
     write_deadline: float = WRITE_DEADLINE
@@ -72,3 +115,4 @@ class ServerOptions:
     config_file: str = ""
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION
+    lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD

@@ -74,11 +74,13 @@ __all__ = [
     "ErrStoreClosed",
     "ErrStoreIO",
     "ErrStoreLocked",
+    "ErrWrongSequence",
     "LostData",
     "SimpleState",
     "Steps",
     "StoreConfig",
     "StoreError",
+    "StoreExport",
     "StoreLimits",
     "StoredMsg",
     "StreamState",
@@ -281,6 +283,10 @@ class ErrStoreIO(StoreError):
         super().__init__(text)
 
 
+class ErrWrongSequence(StoreError):
+    description = "wrong sequence for skipped msg"  # nats-server's text
+
+
 class ErrCorrupt(StoreError):
     """Stored bytes failed their checksum or sanity checks (``seqs`` names messages, if known)."""
 
@@ -463,6 +469,18 @@ class ConsumerStore(Protocol):
         """Forget this consumer's state."""
 
 
+class StoreExport(Protocol):
+    """Every message a store held at one instant (``StreamStore.export``), to be read in slices
+    from any one thread while the store goes on (the backup's read; see ``export.py``)."""
+
+    def read(self, max_bytes: int) -> list[StoredMsg]:
+        """The next messages in sequence order, about ``max_bytes`` of them (at least one while
+        any are left); an empty list once all were read. Raises ErrCorrupt / ErrStoreIO."""
+
+    def close(self) -> None:
+        """Release what the export holds (descriptors); reading after it returns nothing."""
+
+
 @runtime_checkable
 class StreamStore(Protocol):
     """What the JetStream layer may ask of a stream's storage. Not thread-safe except ``sync``.
@@ -511,6 +529,12 @@ class StreamStore(Protocol):
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
 
+    def skip_msgs(self, seq: int, num: int) -> None:
+        """Use up sequences ``seq .. seq+num-1`` without storing anything (nats-server's
+        ``SkipMsgs``): they read as deleted and the next message gets ``seq + num``. ``seq`` must
+        be ``last_seq + 1`` (``ErrWrongSequence`` otherwise). A mirror keeps its origin's numbers
+        this way across the origin's gaps."""
+
     def state(self, deleted_details: bool = False) -> StreamState: ...
 
     def filtered_state(self, start_seq: int, filter_subject: str) -> SimpleState: ...
@@ -535,6 +559,10 @@ class StreamStore(Protocol):
     def flush(self) -> int: ...
 
     def sync(self) -> None: ...
+
+    def export(self) -> StoreExport:
+        """The messages live now, readable later from another thread while this store keeps
+        storing and removing (a consistent backup). Cheap: no payload is copied or read here."""
 
     def consumer_store(self, name: str) -> ConsumerStore: ...
 

@@ -47,6 +47,7 @@ from .base import (
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
+    ErrWrongSequence,
     SimpleState,
     Steps,
     StoreConfig,
@@ -61,6 +62,7 @@ from .base import (
 )
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .expiry import Expiry
+from .export import EXPORT_FDS, ExportPart, FileExport
 from .index import StoreIndex
 from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
@@ -596,6 +598,23 @@ class FileStore:
         self._expiry.forget_below(seq)
         return removed
 
+    def skip_msgs(self, seq: int, num: int) -> None:
+        self._check_write(roll=True)
+        ix = self._ix
+        if seq != ix.last_seq + 1:
+            raise ErrWrongSequence()
+        if num <= 0:
+            return
+        end = seq + num - 1
+        if not ix.msgs:
+            self.compact(end + 1)
+            return
+        # the skipped seqs live in no block: the next block starts after them, and a range
+        # tombstone in it accounts for them (recovery would otherwise report them lost)
+        self._roll(end + 1, end)
+        self._w.range_tombstone(seq, end)
+        ix.last_seq = end
+
     # ------------------------------------------------------------------ expiry
 
     def _hdr_of(self, seq: int) -> bytes:
@@ -623,6 +642,24 @@ class FileStore:
         self._w.sync()
 
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
+
+    def export(self) -> FileExport:
+        """See ``export.py``: the write buffer goes to the OS, then each block with live messages
+        is taken as copies of its index columns and (the oldest ``EXPORT_FDS``) a duplicated
+        descriptor."""
+        self.flush()
+        parts: list[ExportPart] = []
+        try:
+            for blk in self._ix.blocks:
+                if blk.live:
+                    fd = os.dup(self._w.fd(blk)) if len(parts) < EXPORT_FDS else -1
+                    parts.append(
+                        ExportPart(fd, str(blk.path), blk.base, blk.offs[:], blk.lens[:], blk.sids[:])
+                    )
+        except OSError as exc:
+            FileExport(parts, []).close()
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"exporting {self._dir}: {exc}") from exc
+        return FileExport(parts, list(self._ix.by_sid))
 
     def consumer_store(self, name: str) -> FileConsumerStore:
         self._check_read()

@@ -24,6 +24,7 @@ from .base import (
     PURGE_STEP,
     ErrMsgTooLarge,
     ErrStoreClosed,
+    ErrWrongSequence,
     SimpleState,
     Steps,
     StoreConfig,
@@ -39,6 +40,7 @@ from .base import (
 )
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
+from .export import MemoryExport
 
 _time_ns = time.time_ns
 
@@ -268,6 +270,16 @@ class MemoryStore:
             self._remove(s)
         return len(below)
 
+    def skip_msgs(self, seq: int, num: int) -> None:
+        self._check_open()
+        if seq != self._last + 1:
+            raise ErrWrongSequence()
+        if num <= 0:
+            return
+        self._last = seq + num - 1
+        if not self._msgs:
+            self._first = self._last + 1
+
     def _set_limits(self, limits: StoreLimits) -> None:
         self._lim = limits
         self._max_payload = payload_cap(limits)
@@ -453,6 +465,10 @@ class MemoryStore:
         return None
 
     # ------------------------------------------------------------------ consumers, metadata
+
+    def export(self) -> MemoryExport:
+        self._check_open()
+        return MemoryExport(list(self._msgs.values()))
 
     def consumer_store(self, name: str) -> MemoryConsumerStore:
         self._check_open()

@@ -24,7 +24,7 @@ from jetpy.jetstream.api.messages import (
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
-from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.api.router import Route, WithHeaders
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.errors import ApiError
@@ -32,8 +32,9 @@ from jetpy.jetstream.info import consumer_info
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
-from jetpy.jetstream.unbuilt import check_consumer_built
+from jetpy.jetstream.unbuilt import check_consumer_built, check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
+from jetpy.protocol.headers import encode_headers
 
 __all__ = ["ConsumerApi"]
 
@@ -70,12 +71,16 @@ class ConsumerApi:
 
     # -- create ---------------------------------------------------------------------------------
 
-    def create_durable(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerCreateResponse:
+    def create_durable(
+        self, args: list[str], hdr: bytes, body: bytes
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         if len(args) != 2:
             raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT)
         return self._create(args[0], args[1], "", body, legacy_durable=True)
 
-    def create(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerCreateResponse:
+    def create(
+        self, args: list[str], hdr: bytes, body: bytes
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         name = args[1] if len(args) > 1 else ""
@@ -91,7 +96,7 @@ class ConsumerApi:
         *,
         legacy_durable: bool,
         new_style: bool = False,
-    ) -> ConsumerCreateResponse:
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
         # missing config is the zero config (ack none, deliver all), a config or field of the
         # wrong JSON type is invalid JSON (2.9 gives no detail); the stream name in the body must
@@ -128,6 +133,7 @@ class ConsumerApi:
         others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
         check_consumer_built(cfg)
+        check_direct_built(stream.config, cfg)
         cname = cfg.durable_name or cfg.name
         existing = consumers.get(cname) if cname else None
         if existing is not None:
@@ -137,10 +143,13 @@ class ConsumerApi:
                 bound = existing.push and existing.active
                 new = check_consumer_update(existing.config, cfg, deliver_subject_bound=bound)
                 self.manager.update(existing, new)
-            return ConsumerCreateResponse.of(consumer_info(existing))
+            return _answer(stream, existing)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
-        if stream.config.max_consumers > 0 and len(consumers) >= stream.config.max_consumers:
+        if (
+            stream.config.max_consumers > 0
+            and len(self.manager.listed(stream)) >= stream.config.max_consumers
+        ):
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()
@@ -151,7 +160,7 @@ class ConsumerApi:
             cfg = msgspec.structs.replace(cfg, name=cname)
         c = self.manager.create(stream, cname, cfg)
         self.manager.action_advisory(c, "create")
-        return ConsumerCreateResponse.of(consumer_info(c))
+        return _answer(stream, c)
 
     # -- read -----------------------------------------------------------------------------------
 
@@ -164,7 +173,7 @@ class ConsumerApi:
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         s = self._stream(args[0])
-        consumers = self.manager.consumers(s)
+        consumers = self.manager.listed(s)
         cs = [consumers[n] for n in sorted(consumers)]
         # a negative offset reads as 0 (nats-server 2.9 panics on it), one past the end as the end
         return cs, min(max(req.offset, 0), len(cs))
@@ -187,3 +196,12 @@ class ConsumerApi:
         c = self._consumer(args)
         self.manager.delete(c)
         return ConsumerDeleteResponse(success=True)
+
+
+def _answer(stream: Stream, c: Consumer) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
+    """The create response; a mirror's or source's own consumer is also told which incarnation
+    of the stream it reads (``Nats-Stream-Identity``, as nats-server 2.15 answers)."""
+    resp = ConsumerCreateResponse.of(consumer_info(c))
+    if c.config.direct:
+        return WithHeaders(resp, encode_headers([("Nats-Stream-Identity", stream.identity)]))
+    return resp

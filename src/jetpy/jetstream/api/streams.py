@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.direct import BadTime, check_get, lookup, request_time
@@ -52,7 +52,7 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi"]
+__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher"]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
@@ -78,10 +78,45 @@ def _is_large(cfg: StreamConfig) -> bool:
     return n > LARGE_CONFIG
 
 
+class StreamWatcher(Protocol):
+    """Who must hear of streams coming, changing and going through the API (the host of the
+    streams' mirrors and sources)."""
+
+    def started(self, stream: Stream) -> None: ...
+
+    def updated(self, stream: Stream, old: StreamConfig) -> None: ...
+
+    def stopping(self, stream: Stream) -> None: ...
+
+    def deleted(self, name: str) -> None: ...
+
+
+class _Unwatched:
+    def started(self, stream: Stream) -> None:
+        pass
+
+    def updated(self, stream: Stream, old: StreamConfig) -> None:
+        pass
+
+    def stopping(self, stream: Stream) -> None:
+        pass
+
+    def deleted(self, name: str) -> None:
+        pass
+
+
 class StreamApi:
-    def __init__(self, registry: StreamRegistry, committer: Committer) -> None:
+    def __init__(
+        self, registry: StreamRegistry, committer: Committer, watcher: StreamWatcher | None = None
+    ) -> None:
         self.registry = registry
         self.committer = committer
+        self.watcher: StreamWatcher = watcher or _Unwatched()
+
+    def _origin(self, name: str) -> StreamConfig | None:
+        """Another stream's config (for the rules on mirrors and sources that look at it)."""
+        s = self.registry.get(name)
+        return s.config if s is not None else None
 
     def routes(self) -> dict[str, Route[Any]]:
         # a stream route takes exactly this many tokens after its key: any other count has no
@@ -121,13 +156,13 @@ class StreamApi:
         pedantic = _pedantic(req)
         if _is_large(cfg0):
             return self._create_large(cfg0, pedantic)
-        cfg = check_stream_create(cfg0, pedantic=pedantic)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin)
         return run_steps(self._create(cfg, self.registry.subjects_overlap))
 
     async def _create_large(self, cfg0: StreamConfig, pedantic: bool) -> StreamCreateResponse:
         # pure checks of immutable configs, in a worker thread: the API is serialized by the
         # router, so nothing changes the streams' subjects meanwhile
-        cfg = await asyncio.to_thread(check_stream_create, cfg0, pedantic=pedantic)
+        cfg = await asyncio.to_thread(check_stream_create, cfg0, pedantic=pedantic, origins=self._origin)
         overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg)
         return await paced(self._create(cfg, lambda _: overlap))
 
@@ -137,6 +172,8 @@ class StreamApi:
         check_stream_built(cfg)
         self.registry.refuse_offline(cfg.name)
         existing = self.registry.get(cfg.name)
+        if existing is None and cfg.name in self.registry.reserved:  # being restored
+            raise ApiError.of(E.STREAM_NAME_EXIST)
         if existing is not None:
             if existing.config == cfg:
                 # nats-server (non-clustered) answers an identical create with did_create true too
@@ -146,6 +183,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         self.registry.resources.check_reservation(cfg)
         s = yield from self.registry.create_steps(cfg)
+        self.watcher.started(s)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
 
     def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamUpdateResponse]:
@@ -157,14 +195,16 @@ class StreamApi:
         pedantic = _pedantic(req)
         if _is_large(cfg0) or _is_large(s.config):
             return self._update_large(s, cfg0, pedantic)
-        cfg = check_stream_update(s.config, cfg0, pedantic=pedantic)
+        cfg = check_stream_update(s.config, cfg0, pedantic=pedantic, origins=self._origin)
         steps = self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name))
         if s.store.state().msgs > LARGE_PURGE:  # lowered limits may remove many of them
             return paced(steps)
         return run_steps(steps)
 
     async def _update_large(self, s: Stream, cfg0: StreamConfig, pedantic: bool) -> StreamUpdateResponse:
-        cfg = await asyncio.to_thread(check_stream_update, s.config, cfg0, pedantic=pedantic)
+        cfg = await asyncio.to_thread(
+            check_stream_update, s.config, cfg0, pedantic=pedantic, origins=self._origin
+        )
         overlap = await asyncio.to_thread(self.registry.subjects_overlap, cfg, s.name)
         return await paced(self._update(s, cfg, overlap))
 
@@ -173,7 +213,9 @@ class StreamApi:
         if overlap:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
         self.registry.resources.check_reservation(cfg, skip=s.name)
+        old = s.config
         yield from self.registry.update_steps(s, cfg)
+        self.watcher.updated(s, old)
         self._persist(s)  # removals by lowered limits are durable before the reply, like purges
         return StreamUpdateResponse.of(stream_info(s))
 
@@ -240,13 +282,16 @@ class StreamApi:
             self.registry.delete_offline(args[0])
             return StreamDeleteResponse(success=True)
         s = self._stream(args)
+        self.watcher.stopping(s)
         if _is_large(s.config):
             return self._delete_large(s)
         self.registry.delete(s)
+        self.watcher.deleted(s.name)
         return StreamDeleteResponse(success=True)
 
     async def _delete_large(self, s: Stream) -> StreamDeleteResponse:
         await paced(self.registry.delete_steps(s))
+        self.watcher.deleted(s.name)
         return StreamDeleteResponse(success=True)
 
     def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamPurgeResponse]:

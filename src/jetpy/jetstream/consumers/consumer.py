@@ -28,7 +28,7 @@ from jetpy.jetstream.consumers.delivery import Send, SendBatch
 from jetpy.jetstream.consumers.pacing import Pacer
 from jetpy.jetstream.consumers.pending import Pending, PendingAcks
 from jetpy.jetstream.consumers.pull import WaitingRequests, status
-from jetpy.jetstream.consumers.push import PushDelivery
+from jetpy.jetstream.consumers.push import DIRECT_FC_WINDOW, FC_WINDOW, PushDelivery
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time, parse_time
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.seek import seq_at_time
@@ -225,7 +225,12 @@ class Consumer:
         self.config = config
         self.filters = config.filters
         self._pending_acks.configure(config.ack_wait, config.backoff)
-        self._push_delivery.configure(config.deliver_subject, config.flow_control, config.idle_heartbeat)
+        self._push_delivery.configure(
+            config.deliver_subject,
+            config.flow_control,
+            config.idle_heartbeat,
+            DIRECT_FC_WINDOW if config.direct else FC_WINDOW,
+        )
         self._waiting.configure(config.max_waiting, config.max_batch, config.max_expires, config.max_bytes)
         self._pacer.rate_bps = self._rate = config.rate_limit_bps
         self._replay_original = config.replay_policy == "original"

@@ -24,13 +24,16 @@ from typing import Any, Protocol
 
 import msgspec
 
+from jetpy.jetstream.access import check_read, consumer_reads
 from jetpy.jetstream.consumers.acks import ack_prefix, parse_ack, parse_ack_subject
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.delivery import Send, SendBatch
 from jetpy.jetstream.consumers.push import flow_control_prefix
+from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.stream import Stream
+from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError, StreamStore
 
 __all__ = ["ConsumerManager", "Durability", "ephemeral_name"]
@@ -161,6 +164,8 @@ class ConsumerManager:
         consumers = self._by_stream.setdefault(stream, {})
         consumers[name] = c
         stream.consumer_count = len(consumers)
+        if cfg.direct:  # a mirror's or source's own: not listed, not counted in reports
+            stream.direct_count += 1
         if stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
@@ -201,6 +206,8 @@ class ConsumerManager:
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
             stream.consumer_count = len(consumers)
+            if c.config.direct:
+                stream.direct_count -= 1
         cs = self._stores.pop(c, None)
         self._dirty.discard(c)
         if cs is not None and forget:
@@ -230,8 +237,16 @@ class ConsumerManager:
             self.durability.mark_dirty(stream)
 
     def consumers(self, stream: Stream) -> dict[str, Consumer]:
-        """The stream's consumers by name (read-only for callers)."""
+        """The stream's consumers by name (read-only for callers), internal ones included."""
         return self._by_stream.get(stream) or {}
+
+    def listed(self, stream: Stream) -> dict[str, Consumer]:
+        """The consumers the API lists and counts: not the ``direct`` ones of mirrors and
+        sources (nats-server hides them too)."""
+        cs = self._by_stream.get(stream) or {}
+        if not stream.direct_count:
+            return cs
+        return {n: c for n, c in cs.items() if not c.config.direct}
 
     def get(self, stream: Stream, name: str) -> Consumer | None:
         return self.consumers(stream).get(name)
@@ -296,6 +311,8 @@ class ConsumerManager:
             ack = parse_ack(data[hdr_len:])
             if meta is None or ack is None:
                 return
+            if ack.kind == "next" and reply and self._refused_read(c) is not None:
+                reply = None  # acknowledged, but what follows is not for a caller who may not read it
             c.ack(meta, ack, reply.decode() if reply else None, time.time_ns(), pump=False)
             self._kick(c)  # deliver what the acks of this read made room for, once
 
@@ -305,10 +322,25 @@ class ConsumerManager:
         def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             if c.closed or not reply:
                 return
+            refused = self._refused_read(c)
+            if refused is not None:
+                self.bus.publish(
+                    reply.decode(), None, b"", encode_headers([], refused.code, refused.description)
+                )
+                return
             c.request(reply.decode(), data[hdr_len:], time.time_ns())
             self.after(c)
 
         return handle
+
+    def _refused_read(self, c: Consumer) -> ApiError | None:
+        """Why the client pulling from ``c`` may not read what it delivers (jetstream.access),
+        or None when it may."""
+        try:
+            check_read(self.bus.caller(), consumer_reads(c.stream.config, c.config))
+        except ApiError as e:
+            return e
+        return None
 
     def _on_fc(self, c: Consumer) -> Any:
         def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
