@@ -70,8 +70,8 @@ CAPACITY_BYTES: Final = 8 * 1024 * 1024
 """Bytes a block is taken to hold at most when judging whether its header's high-water mark is
 possible (the store's own block size if larger): the default block size."""
 
-# A lost list longer than this is cut short (the count stays exact in ``lost_count``): a damaged
-# header claiming an absurd hwm must not make recovery allocate billions of ints.
+# A lost list longer than this is cut short: whatever the damage, recovery must not allocate
+# billions of ints (a header claiming an absurd hwm is refused before that, see ``_bounds``).
 MAX_LOST_REPORTED: Final = 1 << 20
 
 

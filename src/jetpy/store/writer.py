@@ -242,7 +242,7 @@ class GroupCommit:
             return False
         old = ix.active
         self.flush()
-        self.sync()
+        self.sync()  # on the owning thread, unlike every other sync: this is a full disk's rare path
         self._lru.pop(old, None)
         self._forget_reads(old)
         with self.lock:
