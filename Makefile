@@ -68,6 +68,12 @@ raft-sim: $(STAMP)
 raft-bench: $(STAMP)
 	$(BIN)/python -m tests.raft.bench_raft
 
+# The fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9 under
+# publish, random and targeted damage to every stream file, a full disk; JETPY_FAULT_RUNS=N.
+.PHONY: faults
+faults: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q --timeout=3600 tests/faults
+
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:
 	@command -v java >/dev/null 2>&1 || test -n "$$JAVA_HOME" || \
