@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g
+.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g raft-sim raft-bench
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,25 @@ bench: $(STAMP) reference
 .PHONY: faults-consumer
 faults-consumer: $(STAMP)
 	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q -s --timeout=3600 tests/faults/test_consumer_*.py
+
+# The Raft simulation over many seeds (CI runs a 2,400-seed slice in tests/raft/test_sim.py);
+# failing seeds are printed with their plan: replay one with `python -m tests.raft.sim --seed N -v`.
+SEEDS ?= 100000
+START ?= 0
+raft-sim: $(STAMP)
+	$(BIN)/python -m tests.raft.sim --seeds $(SEEDS) --start $(START)
+	$(BIN)/python -m tests.raft.sim --seeds $$(( $(SEEDS) / 5 )) --start $(START) --storm
+
+# Raft library throughput (entries per CPU second through the simulation, the library alone, and
+# on disk); see the README's Raft section.
+raft-bench: $(STAMP)
+	$(BIN)/python -m tests.raft.bench_raft
+
+# The fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9 under
+# publish, random and targeted damage to every stream file, a full disk; JETPY_FAULT_RUNS=N.
+.PHONY: faults
+faults: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q --timeout=3600 tests/faults
 
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:

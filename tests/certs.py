@@ -33,6 +33,10 @@ class Pki:
     rogue_ca: Path  # another CA, trusted by nobody
     rogue_cert: Path  # a client certificate it signed
     rogue_key: Path
+    route_cert: Path  # 127.0.0.1/localhost for both ends of a TLS route (server and client auth)
+    route_key: Path
+    rogue_route_cert: Path  # the same, signed by the rogue CA
+    rogue_route_key: Path
 
 
 def _name(**parts: str) -> x509.Name:
@@ -117,6 +121,10 @@ def make_pki(directory: Path) -> Pki:
     alice = _leaf(ca, _name(cn="alice"), [x509.RFC822Name("alice@example.com")], client)
     bob = _leaf(ca, _name(o="Acme", ou="eng", cn="bob"), [], client)
     mallory = _leaf(rogue, _name(cn="alice"), [x509.RFC822Name("alice@example.com")], client)
+    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    local = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    route = _leaf(ca, _name(cn="route"), local, both)
+    rogue_route = _leaf(rogue, _name(cn="route"), local, both)
     d = directory
     return Pki(
         ca=_write_cert(d / "ca.pem", ca[0]),
@@ -129,4 +137,8 @@ def make_pki(directory: Path) -> Pki:
         rogue_ca=_write_cert(d / "rogue-ca.pem", rogue[0]),
         rogue_cert=_write_cert(d / "rogue.pem", mallory[0]),
         rogue_key=_write_key(d / "rogue-key.pem", mallory[1]),
+        route_cert=_write_cert(d / "route.pem", route[0]),
+        route_key=_write_key(d / "route-key.pem", route[1]),
+        rogue_route_cert=_write_cert(d / "rogue-route.pem", rogue_route[0]),
+        rogue_route_key=_write_key(d / "rogue-route-key.pem", rogue_route[1]),
     )

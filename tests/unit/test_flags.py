@@ -183,12 +183,6 @@ def test_usage_errors(argv: list[str], message: str) -> None:
     ("argv", "message"),
     [
         (["--help_tls"], "--help_tls: TLS help is not supported yet"),
-        (["--cluster", "nats://0.0.0.0:6222"], "--cluster: clustering is not supported yet"),
-        (["--cluster_name", "c"], "--cluster_name: clustering is not supported yet"),
-        (["--routes", "nats://a:6222"], "--routes: clustering is not supported yet"),
-        (["--cluster_advertise", "x"], "--cluster_advertise: clustering is not supported yet"),
-        (["--no_advertise"], "--no_advertise: clustering is not supported yet"),
-        (["--connect_retries", "3"], "--connect_retries: clustering is not supported yet"),
         (["-s"], "-s: syslog is not supported yet"),
         (["--signal", "stop"], "--signal: signalling a running server (use kill) is not supported yet"),
     ],

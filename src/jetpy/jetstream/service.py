@@ -63,7 +63,7 @@ class JetStream:
         return c.config if c is not None else None
 
     async def start(self) -> None:
-        recovered = self.registry.recover()
+        recovered = await self.registry.recover()
         for storage in ("memory", "file"):  # what recovered streams use counts from the start
             self.registry.resources.recount(storage)
         self.committer.start([s.store for s in recovered if s.durable])

@@ -26,8 +26,10 @@ from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
+from jetpy.server.cluster import Cluster
+from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.connection import PLAIN, ClientConnection
-from jetpy.server.identity import client_info, info_document, new_server_id
+from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.lameduck import lame_duck
@@ -42,6 +44,7 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
+GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
 _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
@@ -82,6 +85,7 @@ class Server:
         self._ldm = False  # in lame duck mode
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
+        self.cluster: Cluster | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -96,6 +100,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
+        check_cluster_options(opts)
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -131,6 +136,9 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
+            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker})
+            await self.cluster.start()
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
@@ -151,9 +159,20 @@ class Server:
         return list(self.connections.values())
 
     def announce_ldm(self) -> None:
+        if self.cluster is not None:  # the peers drop this server from their clients' connect_urls
+            self.cluster.announce_ldm()
         for c in self.connections.values():
             if c.connected and c.protocol >= 1 and not c.closed:
-                c.send(client_info(self._infos[c.listener], c.cid, c.host, c.nonce, ldm=True))
+                c.send(
+                    client_info(
+                        self._infos[c.listener],
+                        c.cid,
+                        c.host,
+                        c.nonce,
+                        ldm=True,
+                        cluster=self._cluster_info(c),
+                    )
+                )
 
     async def shutdown(self) -> None:
         """Stop accepting, flush every client's pending output, close them, stop JetStream."""
@@ -164,6 +183,8 @@ class Server:
         ws_server, self._ws_server = self._ws_server, None
         if ws_server is not None:
             ws_server.close()
+        if self.cluster is not None:
+            await self.cluster.stop()
         closing = list(self.connections.values())
         for conn in closing:
             conn.close("Server Shutdown")
@@ -285,7 +306,7 @@ class Server:
         task.add_done_callback(self._background.discard)
 
     def totals(self) -> tuple[int, int, int, int]:
-        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
         im, om, ib, ob = (
             self._closed_in_msgs,
             self._closed_out_msgs,
@@ -297,6 +318,9 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
+        if self.cluster is not None:
+            rim, rom, rib, rob = self.cluster.totals()
+            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------
@@ -364,7 +388,44 @@ class Server:
         }
 
     def info_for(self, conn: ClientConnection) -> bytes:
-        return client_info(self._infos[conn.listener], conn.cid, conn.host, conn.nonce)
+        return client_info(
+            self._infos[conn.listener], conn.cid, conn.host, conn.nonce, cluster=self._cluster_info(conn)
+        )
+
+    # -- the cluster ------------------------------------------------------------------------------
+
+    def _cluster_info(self, conn: ClientConnection) -> dict[str, Any] | None:
+        """What a client is told of the cluster: its name and (once a peer joined) connect_urls,
+        the servers' WebSocket URLs for a WebSocket client, as nats-server tells them."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        doc: dict[str, Any] = {"cluster": cluster.name}
+        urls = cluster.connect_urls(websocket=conn.listener.kind == "websocket")
+        if urls:
+            doc["connect_urls"] = urls
+        return doc
+
+    def client_urls(self, websocket: bool = False) -> list[str]:
+        """This server's client URLs for connect_urls (``client_advertise``, else the listen
+        address; every interface's address when listening on all of them), or its WebSocket
+        URLs (none without a WebSocket listener)."""
+        if websocket:
+            wso = self.options.websocket
+            if wso is None or not self.ws_port:
+                return []
+            host, port = wso.host, self.ws_port
+        elif self.options.client_advertise:
+            return [self.options.client_advertise]
+        else:
+            host, port = self.options.host, self.port
+        return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def topology_changed(self) -> None:
+        """Send the clients that take async INFO (CONNECT protocol 1) the cluster's new INFO."""
+        for conn in self.connections.values():
+            if conn.connected and conn.protocol >= 1 and not conn.closed:
+                conn.send(self.info_for(conn))
 
 
 def _verifies(tls: TlsOptions | None) -> bool:

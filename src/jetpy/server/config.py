@@ -31,6 +31,7 @@ from typing import Any
 
 from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
+from jetpy.server.config_cluster import check_cluster_options, cluster_block
 from jetpy.server.config_values import (
     PORT_RE,
     Context,
@@ -73,7 +74,6 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 UNSUPPORTED_FIELDS = frozenset(
     {
         "https",
-        "cluster",
         "gateway",
         "leaf",
         "leafnodes",
@@ -184,6 +184,7 @@ def validate_options(opts: ServerOptions) -> None:
             raise ConfigError(
                 f"no_auth_user: {q(opts.no_auth_user)} not present as user in authorization block"
             )
+    check_cluster_options(opts)
 
 
 # -- dispatch ---------------------------------------------------------------------------------
@@ -406,6 +407,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "authorization": security.authorization,
     "no_auth_user": _setter("no_auth_user", to_str),
     "jetstream": _jetstream,
+    "cluster": cluster_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", to_bool),

@@ -41,6 +41,7 @@ __all__ = [
     "authorization",
     "checked_tls",
     "tls",
+    "tls_options",
     "websocket",
 ]
 
@@ -270,6 +271,11 @@ def _tls_timeout(key: str, value: Any, pos: Position) -> float:
 
 
 def tls(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    ctx.opts.tls = tls_options(key, value, pos)
+
+
+def tls_options(key: str, value: Any, pos: Position) -> TlsOptions:
+    """A ``tls {}`` block (the server's, or the cluster's), checked as nats-server checks it."""
     block = to_map(key, value, pos)
     fields: dict[str, Any] = {}
     for k, v in block.items():
@@ -297,7 +303,7 @@ def tls(ctx: Context, key: str, value: Any, pos: Position) -> None:
     for required in ("cert_file", "key_file"):
         if not fields.get(required):
             raise ConfigError(f"missing '{required}' in TLS configuration", pos)
-    ctx.opts.tls = checked_tls(TlsOptions(**fields), pos)
+    return checked_tls(TlsOptions(**fields), pos)
 
 
 def checked_tls(tls: TlsOptions, pos: Position | None = None) -> TlsOptions:

@@ -7,8 +7,8 @@ whatever their order) and the help text. Knows nothing of the config file format
 ``config.load_config``; never prints, exits or starts anything: the caller (``main``) does.
 
 Differences from nats-server, on purpose: a bad flag raises ``UsageError`` meant to exit with
-status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (clusters,
-syslog, profiling) are recognised and refused with "... is not supported yet" instead
+status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (syslog,
+profiling) are recognised and refused with "... is not supported yet" instead
 of silently doing nothing; ``--no_auth_user`` is accepted as a jetpy extension; the merged options
 are checked as nats-server checks them at startup, so ``-t`` also catches those mistakes.
 """
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from jetpy.server.config import ConfigError, load_config, validate_options
+from jetpy.server.config_cluster import apply_cluster_url, apply_routes
 from jetpy.server.options import ServerOptions, TlsOptions
 from jetpy.server.signals import COMMANDS as SIGNAL_COMMANDS
 
@@ -103,6 +104,13 @@ def _set(attr: str) -> Callable[[ServerOptions, FlagValue], None]:
     return apply
 
 
+def _set_cluster(attr: str) -> Callable[[ServerOptions, FlagValue], None]:
+    def apply(opts: ServerOptions, value: FlagValue) -> None:
+        setattr(opts.cluster, attr, value)
+
+    return apply
+
+
 def _debug_trace(debug: bool) -> Callable[[ServerOptions, FlagValue], None]:
     """-DV, -VV, -DVV: like nats-server, only switch on (``-DV=false`` changes nothing)."""
 
@@ -134,7 +142,6 @@ def _ctl(attr: str) -> Callable[[_Run, FlagValue], None]:
     return control
 
 
-_CLUSTER = "clustering"
 FLAGS: tuple[Flag, ...] = (
     # Server
     Flag(("a", "addr", "net"), "str", apply=_set("host")),
@@ -177,12 +184,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("tlscacert",), "str", apply=_tls_flag("ca_file")),
     Flag(("help_tls",), "bool", unsupported="TLS help"),
     # Cluster
-    Flag(("routes",), "str", unsupported=_CLUSTER),
-    Flag(("cluster", "cluster_listen"), "str", unsupported=_CLUSTER),
-    Flag(("cluster_name",), "str", unsupported=_CLUSTER),
-    Flag(("no_advertise",), "bool", unsupported=_CLUSTER),
-    Flag(("cluster_advertise",), "str", unsupported=_CLUSTER),
-    Flag(("connect_retries",), "int", unsupported=_CLUSTER),
+    Flag(("routes",), "str", apply=lambda o, v: apply_routes(o, str(v))),
+    Flag(("cluster", "cluster_listen"), "str", apply=lambda o, v: apply_cluster_url(o, str(v))),
+    Flag(("cluster_name",), "str", apply=_set_cluster("name")),
+    Flag(("no_advertise",), "bool", apply=_set_cluster("no_advertise")),
+    Flag(("cluster_advertise",), "str", apply=_set_cluster("advertise")),
+    Flag(("connect_retries",), "int", apply=_set_cluster("connect_retries")),
     # Profiling
     Flag(("profile",), "int", unsupported="the profiling port"),
     # Common
@@ -347,13 +354,21 @@ Authorization Options:
         --auth <token>               Authorization token required for connections
         --no_auth_user <user>        User for connections without credentials
 
+Cluster Options:
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
+        --cluster_listen <url>       Cluster url from which members can solicit routes
+
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
 
 Flags are nats-server's: -flag or --flag, -flag=value or -flag value; explicit flags override
-the configuration file. Recognised but not supported yet: --help_tls, clustering (--routes, --cluster, --cluster_name,
---cluster_advertise, --cluster_listen, --no_advertise, --connect_retries), syslog (-s, -r),
+the configuration file. Recognised but not supported yet: --help_tls, syslog (-s, -r),
 --ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile; of --signal's commands,
 stop (use kill -9) and reopen (log rotation).
 """

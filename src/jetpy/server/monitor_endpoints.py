@@ -6,8 +6,9 @@ and, for JetStream, the service's own report (:meth:`JetStreamService.jsz_stats`
 server through :class:`MonitoredServer`, the narrow view it owns. Knows nothing of HTTP: each
 endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
 
-jetpy is one server with one account (``$G``) and no system account, routes, gateways or leaf
-nodes, so those endpoints answer with nats-server's shapes for exactly that: empty.
+jetpy has one account (``$G``) and no system account, gateways or leaf nodes, so those endpoints
+answer with nats-server's shapes for exactly that: empty. Routes are read through
+:mod:`monitor_cluster`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any, Protocol
 
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.cluster import Cluster
 from jetpy.server.connection import ClientConnection
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
+from jetpy.server.monitor_cluster import routez, varz_cluster
 from jetpy.server.monitor_format import (
     ProcessUsage,
     Query,
@@ -165,6 +168,7 @@ class MonitoredServer(Protocol):
     auth_failures: int  # CONNECTs refused
     violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
+    cluster: Cluster | None  # None: no routes configured
 
     @property
     def system_subscriptions(self) -> int:
@@ -172,7 +176,7 @@ class MonitoredServer(Protocol):
         ...
 
     def totals(self) -> tuple[int, int, int, int]:
-        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
         ...
 
 
@@ -266,6 +270,9 @@ class Endpoints:
             "host": o.host,
             "port": s.port,
         }
+        urls = s.cluster.connect_urls() if s.cluster is not None else None
+        if urls:
+            v["connect_urls"] = urls
         if s.auth.required:
             v["auth_required"] = True
         if o.tls is not None:
@@ -286,7 +293,7 @@ class Endpoints:
             max_control_line=o.max_control_line,
             max_payload=o.max_payload,
             max_pending=o.max_pending,
-            cluster={},
+            cluster=varz_cluster(s.cluster, o.cluster),
             gateway={},
             leaf={},
             mqtt={},
@@ -303,8 +310,8 @@ class Endpoints:
             cpu=go_number(cpu),
             connections=len(s.connections),
             total_connections=s.total_connections,
-            routes=0,
-            remotes=0,
+            routes=len(s.cluster.remotes) if s.cluster is not None else 0,
+            remotes=len(s.cluster.remotes) if s.cluster is not None else 0,
             leafnodes=0,
             in_msgs=in_msgs,
             out_msgs=out_msgs,
@@ -592,14 +599,18 @@ class Endpoints:
             )
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
 
-    # -- cluster endpoints: a single server has none of these --------------------------------------
+    # -- cluster endpoints: routes (gateways and leaf nodes are not built) --------------------------
 
     async def routez(self, q: Query) -> Reply:
-        if q.get("subs").lower() != "detail":
-            q.boolean("subs")
-        return json_reply(
-            {"server_id": self.server.server_id, "now": go_time(time.time()), "num_routes": 0, "routes": []}
-        )
+        return json_reply(self.routez_doc(q))
+
+    def routez_doc(self, q: Query) -> dict[str, Any]:
+        """/routez as a document (also what ``$SYS.REQ.SERVER.PING.ROUTEZ`` and /metrics read)."""
+        subs = q.get("subs").lower()
+        if subs != "detail":
+            subs = "1" if q.boolean("subs") else ""
+        s = self.server
+        return routez(s.cluster, s.server_id, s.server_name, subs)
 
     async def gatewayz(self, q: Query) -> Reply:
         q.boolean("accs")

@@ -24,6 +24,7 @@ LAME_DUCK_DURATION = 120.0  # seconds lame duck mode spreads the clients' closes
 LAME_DUCK_GRACE_PERIOD = 10.0  # seconds between the ldm INFO and the first close
 TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
+DEFAULT_ROUTE_AUTH_TIMEOUT = 2.0  # seconds a route has to send CONNECT when cluster auth is set
 
 
 @dataclass(slots=True)
@@ -72,6 +73,47 @@ class WebSocketOptions:
     handshake_timeout: float = 0.0  # 0: not set (the TLS timeout's default, 2 s, applies)
 
 
+@dataclass(slots=True, repr=False)
+class ClusterOptions:
+    """The ``cluster {}`` block and the cluster flags. Routes are on when ``port`` is not 0
+    (-1: a random port), as in nats-server. Printed without its password."""
+
+    name: str = ""  # "" = generated when the cluster starts, and adopted from peers (dynamic)
+    host: str = DEFAULT_HOST
+    port: int = 0
+    routes: list[str] = field(default_factory=list)  # nats-route://[user:pass@]host:port to solicit
+    username: str = ""  # what a peer's CONNECT must carry
+    password: str = ""
+    auth_timeout: float = DEFAULT_ROUTE_AUTH_TIMEOUT
+    advertise: str = ""  # host:port told to peers instead of the listen address
+    no_advertise: bool = False  # do not tell clients about the other servers' URLs
+    connect_retries: int = 0  # attempts for a route learned by gossip (configured ones: forever)
+    tls: TlsOptions | None = None  # routes over TLS (both ends, the handshake first), see cluster.py
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+    def __repr__(self) -> str:
+        auth = f", username={self.username!r}, password=[REDACTED]" if self.username else ""
+        return (
+            f"ClusterOptions(name={self.name!r}, host={self.host!r}, port={self.port}, "
+            f"routes={[_redact_url(r) for r in self.routes]}{auth}, advertise={self.advertise!r}, "
+            f"no_advertise={self.no_advertise}, connect_retries={self.connect_retries}, tls={self.tls!r})"
+        )
+
+    __str__ = __repr__
+
+
+def _redact_url(url: str) -> str:
+    """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, hostport = rest.rpartition("@")
+    if not (sep and at and ":" in creds):
+        return url
+    return f"{scheme}://{creds.partition(':')[0]}:[REDACTED]@{hostport}"
+
+
 @dataclass(slots=True)
 class ServerOptions:
     host: str = DEFAULT_HOST
@@ -116,3 +158,5 @@ class ServerOptions:
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION
     lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD
+    # routes to the other servers of a cluster
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)

@@ -111,6 +111,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("write_deadline", "WriteDeadline", "Reloaded: write_deadline = {value}", "duration"),
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
     Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
+    Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 

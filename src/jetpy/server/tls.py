@@ -4,7 +4,8 @@ of a client connection.
 Owns :class:`TlsOptions` (what jetpy takes from nats-server's tls block: ``cert_file``,
 ``key_file``, ``ca_file``, ``verify``, ``verify_and_map``, ``timeout``, ``handshake_first``,
 ``min_version``), :func:`server_context` (TLS 1.2 at least, as nats-server; client certificates
-required and verified against ``ca_file`` with ``verify``/``verify_and_map``), and
+required and verified against ``ca_file`` with ``verify``/``verify_and_map``),
+:func:`client_context` (this server as the client: the routes it solicits), and
 :class:`TlsLayer`, a memory-BIO TLS session (the standard library's ``ssl.SSLObject``) that a
 connection's :class:`~jetpy.server.stack.Stack` runs its bytes through, so TLS works the same
 under the NATS protocol and under WebSocket.
@@ -26,7 +27,7 @@ from jetpy.server.auth import CertNames
 from jetpy.server.options import TlsOptions
 from jetpy.server.stack import LayerError
 
-__all__ = ["MIN_VERSIONS", "TlsLayer", "server_context", "subject_string"]
+__all__ = ["MIN_VERSIONS", "TlsLayer", "client_context", "server_context", "subject_string"]
 
 _HANDSHAKE_RECORD: Final = 0x16  # the first byte of a TLS ClientHello
 _READ_CHUNK: Final = 256 * 1024
@@ -59,6 +60,21 @@ def server_context(opts: TlsOptions) -> ssl.SSLContext:
             ctx.load_verify_locations(opts.ca_file)
         else:
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return ctx
+
+
+def client_context(opts: TlsOptions) -> ssl.SSLContext:
+    """The context this server dials with when it is the client of a TLS connection (a route it
+    solicits): its certificate as the client certificate, the peer's verified against
+    ``ca_file`` (else the system's roots) and the name it was dialled by, as nats-server's
+    route TLS does."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = _MIN_VERSIONS[opts.min_version]
+    ctx.load_cert_chain(opts.cert_file, opts.key_file)
+    if opts.ca_file:
+        ctx.load_verify_locations(opts.ca_file)
+    else:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     return ctx
 
 
