@@ -352,15 +352,21 @@ class WaitingRequests:
                 req.max_bytes -= size
             source.deliver(m, p, req.reply, now)
             sent += 1
+            req.delivered += 1
+            req.batch -= 1
+            req.last_sent = now
             waiting.popleft()
-            if self._delivered(req, now):
+            if req.batch > 0 and not (req.has_max_bytes and req.max_bytes <= 0):
                 waiting.append(req)  # round robin over waiting requests
+            elif req.has_max_bytes and req.max_bytes > 0:
+                self._status(req.reply, 409, "Batch Completed", _left(req))
         self._answer_no_wait(source)
         return sent
 
-    def _delivered(self, req: PullRequest, now: int) -> bool:
+    def _more_for(self, req: PullRequest, now: int) -> bool:
         """Count a message sent to ``req``; returns whether it wants more (else it is done, and
-        told so if its batch ended with bytes to spare: ``409 Batch Completed``)."""
+        told so if its batch ended with bytes to spare: ``409 Batch Completed``). :meth:`serve`
+        does the same inline (its per-message path)."""
         req.delivered += 1
         req.batch -= 1
         req.last_sent = now
@@ -410,7 +416,7 @@ class WaitingRequests:
             source.deliver(m, p, req.reply, now)
             sent += 1
             waiting.popleft()
-            if self._delivered(req, now):
+            if self._more_for(req, now):
                 if self.priority.prioritized:
                     self._insert(req)  # behind the others of its priority
                 else:
