@@ -148,7 +148,7 @@ def test_a_request_that_cannot_take_the_message_gives_its_new_pin_back() -> None
 def test_overflow_serves_a_request_only_while_its_minimum_is_met() -> None:
     c, host, _ = setup("overflow", n=4)
     pull(c, "big", b'5, "group": "g", "min_pending": 10' + LONG)
-    assert host.to("big") == []
+    assert host.to("big") == [] and c.info(T0).num_pending == 4  # the message it could not take too
     pull(c, "two", b'5, "group": "g", "min_pending": 3' + LONG)
     assert data(host.to("two")) == [b"0", b"1"]  # 4 and 3 left when they went, then 2: below 3
     pull(c, "acks", b'5, "group": "g", "min_ack_pending": 2' + LONG)
@@ -168,3 +168,14 @@ def test_prioritized_serves_lower_priorities_first_in_arrival_order() -> None:
         c.pump(T0)
     order = [s.route for s in host.sends if not s.status]
     assert order == ["p0", "p0", "p1a", "p1b", "p1a", "p1b", "p5", "p5", "bare"]
+
+
+def test_a_message_too_big_for_a_request_still_counts_as_pending() -> None:
+    c, host, _ = setup("none", n=2)
+    pull(c, "small", b'1, "max_bytes": 3')
+    assert [s.status for s in host.to("small")] == ["409 Message Size Exceeds MaxBytes"]
+    assert c.num_pending() == 2 and c.info(T0).num_pending == 2
+    pull(c, "r", b"2")
+    sent = host.to("r")
+    assert [s.payload for s in sent] == [b"0", b"1"]
+    assert [s.reply.rsplit(".", 1)[1] for s in sent if s.reply] == ["1", "0"]  # pending after each

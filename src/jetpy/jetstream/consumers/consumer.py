@@ -214,6 +214,8 @@ class Consumer:
                 n += self.store.num_pending(self.next_stream_seq, f, False)
             starts = self._last_per_subject_starts
             n += len(starts) if starts else 0
+            if self._pacer.held is not None:  # taken from the stream, not sent yet
+                n += 1
             self._num_pending = n
         return n
 
@@ -345,10 +347,17 @@ class Consumer:
             return None
         if not self.can_deliver_new():
             return None
-        m = pacer.take_held() if pacer.held is not None else self._next_new()
+        if pacer.held is not None:
+            m = pacer.take_held()
+            if self._num_pending is not None:
+                self._num_pending -= 1  # a held message counts as pending (see put_back)
+        else:
+            m = self._next_new()
         if m is None:
             return None
         if self._replay_original and pacer.hold_for_replay(m, now):
+            if self._num_pending is not None:
+                self._num_pending += 1
             return None
         return m, None
 
@@ -467,11 +476,14 @@ class Consumer:
         return len(m.subject) + len(reply) + len(m.hdr) + len(m.data)
 
     def put_back(self, m: StoredMsg, p: Pending | None) -> None:
-        """Put back a message taken by :meth:`next_message` but not sent."""
+        """Put back a message taken by :meth:`next_message` but not sent: a new one is held as
+        the next one out, and counts as pending again (as nats-server steps back its cursor)."""
         if p is not None:
             self._pending_acks.put_back(m.seq)
         else:
             self._pacer.hold(m)
+            if self._num_pending is not None:
+                self._num_pending += 1
 
     def pump(self, now: int) -> int:
         """Deliver what may be delivered now, up to :data:`PUMP_BUDGET` messages (``more`` says
