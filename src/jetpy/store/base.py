@@ -556,9 +556,10 @@ class StreamStore(Protocol):
         """``update_limits`` in steps, yielding every ``PURGE_STEP`` messages its lower limits
         remove (they hold for what is stored in between); returns how many it removed."""
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         """Remove messages older than ``max_age`` or past their own TTL at ``now_ns`` (and leave
-        delete markers if configured); returns how many were removed."""
+        delete markers if configured), at most ``limit`` of them (0: all); returns how many were
+        removed (``limit`` when more may be due: call again)."""
 
     def next_expiry(self) -> int | None:
         """When (ns since epoch) the next message expires (by age or TTL), or None if none will."""

@@ -622,9 +622,9 @@ class FileStore:
         assert blk is not None
         return self._msg_at(blk, seq - blk.base).hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_write()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_read()

@@ -331,9 +331,9 @@ class MemoryStore:
     def _hdr_of(self, seq: int) -> bytes:
         return self._msgs[seq].msg.hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_open()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_open()
