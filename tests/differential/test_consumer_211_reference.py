@@ -589,7 +589,7 @@ async def test_requesters_that_are_gone_as_nats_server(jetpy_proc: Proc, newest_
         psub = await js.pull_subscribe_bind("C", "D")
         try:
             await psub.fetch(5, timeout=0.3)
-        except NatsTimeout:
+        except TimeoutError:  # nats-py's own, or asyncio's when its deadline is spent
             out["first fetch"] = "timed out"
         inbox = nc.new_inbox()
         sub = await nc.subscribe(inbox)
