@@ -101,18 +101,19 @@ def _servers(conn: ConnOptions) -> str:
     return ", ".join(conn.servers)
 
 
-def connect(conn: ConnOptions) -> Wire:
+def connect(conn: ConnOptions, what: str = "source") -> Wire:
+    """A connection; failing, one error naming the option to look at."""
     try:
         return Wire(conn)
     except WireError as e:
         text = str(e)
         if "uthoriz" in text or "uthentic" in text:
             raise JetStreamReadError(
-                f"jetstream source: the server refused the credentials (options 'user'/'password' or "
+                f"jetstream {what}: the server refused the credentials (options 'user'/'password' or "
                 f"'token', or user:password@ in 'servers'): {text}"
             ) from None
         raise JetStreamReadError(
-            f"jetstream source: cannot reach a NATS server at {_servers(conn)} (option 'servers'): {text}"
+            f"jetstream {what}: cannot reach a NATS server at {_servers(conn)} (option 'servers'): {text}"
         ) from None
 
 

@@ -160,6 +160,15 @@ class Wire:
         self._send(f"SUB {self._inbox}.* 1\r\n".encode())
 
     @property
+    def inbox(self) -> str:
+        """This connection's reply prefix: ``<inbox>.<anything>`` comes back to it."""
+        return self._inbox
+
+    def send(self, data: bytes) -> None:
+        """Raw protocol bytes (frames built by the caller)."""
+        self._send(data)
+
+    @property
     def is_jetpy(self) -> bool:
         """The server is jetpy (it names itself in INFO's ``go``), so it has the bulk read."""
         return "jetpy" in str(self.info.get("go", ""))
