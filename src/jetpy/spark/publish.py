@@ -149,40 +149,44 @@ def _publish(
 
 
 def _ack(w: Wire, res: Published, inbox: bytes, pending: set[int]) -> None:
-    """Read one PubAck (or skip a stray message)."""
-    subj, _, hlen, view = w.next_frame()
-    if not subj.startswith(inbox):
-        return
-    try:
+    """Read the PubAcks buffered (at least one message)."""
+    acks = w.plain_replies(len(pending))
+    if not acks:  # something else first: a status (no responders), or a stray message
+        subj, _, hlen, view = w.next_frame()
+        if not subj.startswith(inbox + b".") or not subj[len(inbox) + 1 :].isdigit():
+            return
         row = int(subj[len(inbox) + 1 :])
-    except ValueError:
-        return
-    if row not in pending:
-        return
-    pending.discard(row)
-    if hlen:
-        r = Reply(bytes(view[:hlen]), b"")
-        if r.status == 503:
+        if row not in pending:
+            return
+        if hlen:
+            status = Reply(bytes(view[:hlen]), b"").status
+            if status == 503:
+                raise WireError(
+                    f"row {row}: no stream listens on its subject (option 'subject' or the 'subject' column)"
+                )
+            raise WireError(f"row {row}: unexpected reply {bytes(view[:hlen]).splitlines()[0]!r}")
+        acks = [(row, bytes(view))]
+    for row, ack in acks:
+        if row not in pending:
+            continue
+        pending.discard(row)
+        if b'"error"' in ack:
+            err = json.loads(ack).get("error") or {}
             raise WireError(
-                f"row {row}: no stream listens on its subject (option 'subject' or the 'subject' column)"
+                f"row {row}: the stream refused it: {err.get('description')} ({err.get('err_code')})"
             )
-        raise WireError(f"row {row}: unexpected reply {bytes(view[:hlen]).splitlines()[0]!r}")
-    ack = bytes(view)
-    if b'"error"' in ack:
-        err = json.loads(ack).get("error") or {}
-        raise WireError(f"row {row}: the stream refused it: {err.get('description')} ({err.get('err_code')})")
-    k = ack.find(b'"seq":')
-    if k < 0:
-        raise WireError(f"row {row}: not a PubAck: {ack[:200]!r}")
-    k += 6
-    e = k
-    while e < len(ack) and 48 <= ack[e] <= 57:
-        e += 1
-    seq = int(ack[k:e])
-    if b'"duplicate":true' in ack or b'"duplicate": true' in ack:
-        res.duplicates += 1
-    else:
-        res.published += 1
-        if not res.first_seq or seq < res.first_seq:
-            res.first_seq = seq
-        res.last_seq = max(res.last_seq, seq)
+        k = ack.find(b'"seq":')
+        if k < 0:
+            raise WireError(f"row {row}: not a PubAck: {ack[:200]!r}")
+        k += 6
+        e = k
+        while e < len(ack) and 48 <= ack[e] <= 57:
+            e += 1
+        seq = int(ack[k:e])
+        if b'"duplicate":true' in ack or b'"duplicate": true' in ack:
+            res.duplicates += 1
+        else:
+            res.published += 1
+            if not res.first_seq or seq < res.first_seq:
+                res.first_seq = seq
+            res.last_seq = max(res.last_seq, seq)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -157,6 +158,10 @@ class Wire:
         else:
             raise WireError("cannot connect to NATS: " + "; ".join(errors))
         self._inbox = f"_INBOX.{os.urandom(8).hex()}"
+        # MSG <inbox>.<n> <sid> <size>\r\n<payload without CR or LF>\r\n (PubAcks, API replies)
+        self._reply_re = re.compile(
+            b"MSG " + re.escape(self._inbox.encode()) + rb"\.([0-9]+) 1 [0-9]+\r\n([^\r\n]*)\r\n"
+        )
         self._send(f"SUB {self._inbox}.* 1\r\n".encode())
 
     @property
@@ -317,6 +322,25 @@ class Wire:
             elif line.startswith(b"-ERR"):
                 raise WireError(line[5:].decode(errors="replace").strip(" '"))
             # PONG, +OK, INFO: nothing to do
+
+    def plain_replies(self, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` buffered plain messages (no headers) to this connection's
+        ``<inbox>.<number>`` subjects, as (number, payload), taken in one pass: the PubAck path.
+        Stops at anything else (read that with :meth:`next_frame`); reads from the socket only
+        when nothing at all is buffered."""
+        if self._r >= self._w:
+            self._fill()
+        out: list[tuple[int, bytes]] = []
+        rb, pos, w = self._rb, self._r, self._w
+        match = self._reply_re.match
+        while len(out) < limit:
+            m = match(rb, pos, w)
+            if m is None:
+                break
+            out.append((int(m.group(1)), m.group(2)))
+            pos = m.end()
+        self._r = pos
+        return out
 
     def _next_msg(self) -> tuple[bytes, bytes, bytes]:
         """The next MSG/HMSG as (subject, headers, payload) bytes."""
