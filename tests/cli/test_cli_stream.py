@@ -70,9 +70,9 @@ async def test_stream_add_direct_get_flag(any_server: Proc, tmp_path: Path) -> N
     assert run_cli(url, "stream", "add", "NODIRECT", "--subjects", "nd.>", "--no-allow-direct").code == 0
     assert (await config_of(url, "NODIRECT"))["allow_direct"] is False
     conf = tmp_path / "s.json"  # a config file says for itself: absent means off
-    conf.write_text(json.dumps({"name": "FROMFILE", "subjects": ["ff.>"]}))
+    conf.write_text(json.dumps({"name": "DIRECTFILE", "subjects": ["df.>"]}))
     assert run_cli(url, "stream", "add", "--config", str(conf)).code == 0
-    assert (await config_of(url, "FROMFILE")).get("allow_direct", False) is False
+    assert (await config_of(url, "DIRECTFILE")).get("allow_direct", False) is False
 
 
 async def test_seed_subjects_counts_and_listing(any_server: Proc) -> None:
