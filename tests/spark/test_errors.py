@@ -19,6 +19,7 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from conftest import JETPY_SERVER, Proc, free_port, start_process
+from jetpy.spark import paths
 from jetpy.spark.options import ConnOptions
 from jetpy.spark.paths import JetStreamReadError, SeqRange, read_partition
 
@@ -161,3 +162,20 @@ def test_streaming_query_resumes_exactly_once_after_server_restart(
     assert q2.exception() is None
     seqs = sorted(r.seq for r in spark.read.parquet(str(out)).collect())
     assert seqs == list(range(1, 501))
+
+
+def test_tasks_reuse_a_clean_connection(own_server: list[Proc], tmp_path: Path) -> None:
+    """A Python worker keeps the connection of a read that ended cleanly for its next task (a
+    PING instead of a connect); one that broke, or went stale with a server restart, is not."""
+    p = own_server[0]
+    make_stream(p.url, "REUSED", ["reused"], 50, lambda i: "reused")
+    r = SeqRange("REUSED", 1, 50, (), ConnOptions(servers=(p.url,)), False, 500, 65536, True, "bulk")
+    assert sum(b.num_rows for b in read_partition(r)) == 50
+    kept = list(paths._idle[r.conn])
+    assert len(kept) == 1
+    assert sum(b.num_rows for b in read_partition(r)) == 50
+    assert paths._idle[r.conn] == kept  # the same connection, back again
+    p.stop()
+    own_server.append(_jetpy(tmp_path, p.port))
+    assert sum(b.num_rows for b in read_partition(r)) == 50  # a fresh connection
+    assert paths._idle[r.conn] != kept

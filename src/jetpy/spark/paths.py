@@ -199,12 +199,39 @@ def _keep(filters: tuple[str, ...]) -> Callable[[bytes], bool] | None:
     return lambda subject: any(subject_matches(f, subject.decode()) for f in filters)
 
 
+_idle: dict[ConnOptions, list[Wire]] = {}
+IDLE_PER_SERVER: Final = 2
+"""Connections kept open between tasks in a Python worker (Spark reuses workers): a task then
+starts with one PING instead of a connect."""
+
+
+def _acquire(conn: ConnOptions) -> Wire:
+    idle = _idle.get(conn)
+    while idle:
+        w = idle.pop()
+        if w.ping():
+            return w
+        w.close()
+    return connect(conn)
+
+
+def _release(w: Wire) -> None:
+    """A connection whose read ended cleanly (nothing more is coming on it) waits for the next."""
+    idle = _idle.setdefault(w.conn, [])
+    if len(idle) < IDLE_PER_SERVER:
+        idle.append(w)
+    else:
+        w.close()
+
+
 def read_partition(r: SeqRange) -> Iterator[pa.RecordBatch]:
     """Every message of one partition as Arrow record batches (runs on executors). Errors are
     :class:`JetStreamReadError` naming the stream and the option."""
-    w = connect(r.conn)
+    w = _acquire(r.conn)
+    clean = False
     try:
         yield from _read(w, r)
+        clean = r.path == "bulk"  # the other paths may leave replies (a pull) in flight
     except ApiReplyError as e:
         if e.err_code == _STREAM_NOT_FOUND:
             raise _deleted(r) from None
@@ -214,7 +241,10 @@ def read_partition(r: SeqRange) -> Iterator[pa.RecordBatch]:
     except WireError as e:
         raise _explain(w, r, e) from None
     finally:
-        w.close()
+        if clean:
+            _release(w)
+        else:
+            w.close()
 
 
 def _deleted(r: SeqRange) -> JetStreamReadError:

@@ -235,6 +235,22 @@ class Wire:
     def close(self) -> None:
         self._close_sock()
 
+    def ping(self) -> bool:
+        """Whether the connection still works and has nothing pending: a PING answered by a
+        PONG with nothing else before it (used before a kept connection is reused)."""
+        if self._sock is None or self._r != self._w:
+            return False
+        try:
+            self._send(b"PING\r\n")
+            while True:
+                line = self._read_line()
+                if line == b"PONG":
+                    return self._r == self._w
+                if line != b"+OK" and not line.startswith(b"INFO "):
+                    return False
+        except (WireError, OSError):
+            return False
+
     def set_timeout(self, seconds: float | None) -> None:
         """How long a read waits for the server (None: ``timeoutMs`` again)."""
         self._sock.settimeout(self.timeout if seconds is None else seconds)
