@@ -21,6 +21,7 @@ Must not know: Spark's reader classes, option parsing.
 
 from __future__ import annotations
 
+import atexit
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -203,6 +204,14 @@ _idle: dict[ConnOptions, list[Wire]] = {}
 IDLE_PER_SERVER: Final = 2
 """Connections kept open between tasks in a Python worker (Spark reuses workers): a task then
 starts with one PING instead of a connect."""
+
+
+@atexit.register
+def _close_idle() -> None:
+    for idle in _idle.values():
+        for w in idle:
+            w.close()
+    _idle.clear()
 
 
 def _acquire(conn: ConnOptions) -> Wire:

@@ -1,17 +1,19 @@
-"""The connector's read path: a small blocking NATS client for requests and batched direct gets.
+"""The connector's connection: a small blocking NATS client, and the batched direct-get path.
 
 Owns: one TCP (or TLS) connection speaking the client side of the NATS protocol (INFO, CONNECT
-with user/password or token, PING/PONG, SUB, PUB, MSG/HMSG), a request/reply helper for the
-JetStream API, and :meth:`Wire.direct_batch`, which reads a batched direct get (nats-server 2.11,
-ADR-31) straight into column lists: stream sequence, subject, timestamp, payload and, on demand,
-the message's own headers.
+with user/password or token, PING/PONG, SUB, PUB/HPUB, MSG/HMSG) with a receive buffer whose
+messages can be handed out as views (a bulk read's 1 MiB messages are never copied to be read),
+a request/reply helper for the JetStream API, PubAcks taken in bulk (the sink), and
+:meth:`Wire.read_range`, the ``direct`` read path: batched direct gets (nats-server 2.11,
+ADR-31) read straight into column lists: stream sequence, subject, timestamp, payload and, on
+demand, the message's own headers.
 Must not know: Spark, Arrow, the server's internals.
 
 Why not nats-py here: a Spark task spends its time in this loop, and nats-py builds a ``Msg``
-object, parses headers into a dict and schedules a callback for every message, which caps a
-reader at a few tens of thousands of messages per second. This loop parses each frame with a few
-``bytes.find`` calls and appends to lists; the writer, where PubAcks are the bottleneck, uses
-nats-py. Blocking sockets also keep an event loop out of Spark's Python workers.
+object, parses headers into a dict and schedules a callback (or a future) for every message,
+which caps a reader or a writer at a few tens of thousands of messages per second. This client
+parses frames with a few ``bytes.find`` calls or one regex pass. Blocking sockets also keep an
+event loop out of Spark's Python workers.
 """
 
 from __future__ import annotations
@@ -396,23 +398,6 @@ class Wire:
 
     def stream_info(self, stream: str) -> dict[str, Any]:
         return self.api(f"STREAM.INFO.{stream}")
-
-    def direct_batch(
-        self,
-        stream: str,
-        req: dict[str, Any],
-        out: BatchColumns,
-        keep: Callable[[bytes], bool] | None = None,
-        up_to: int = 0,
-    ) -> tuple[int, int, int]:
-        """One batched direct get, appended to ``out``; returns ``(status, num_pending, last_seq)``.
-
-        ``status`` is 204 after a batch (``num_pending`` and ``last_seq`` from its EOB), 404 when
-        no message matched. Messages past ``up_to`` (if set) or rejected by ``keep`` (subject
-        filter) are read but not kept.
-        """
-        reply = self._send_batch(stream, req)
-        return self._receive_batch(stream, reply, out, keep, up_to)
 
     def read_range(
         self,
