@@ -24,7 +24,7 @@ def _decode(payload: bytes, **kw: object) -> list[dict[str, object]]:
     args: dict[str, object] = {"lo": 1, "hi": 10**9, "after": 0, "with_headers": True, "keep": None}
     args.update(kw)
     batch, _, _ = to_batch(
-        BulkChunk(bulk.decode_header(view), view),
+        BulkChunk(bulk.decode_header(view), view, 1, 10**9),
         "S",
         int(args["lo"]),  # type: ignore[call-overload]
         int(args["hi"]),  # type: ignore[call-overload]

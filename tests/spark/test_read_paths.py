@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from conftest import Proc
 from jetpy.spark.options import ConnOptions
-from jetpy.spark.paths import JetStreamReadError, choose_path, connect, stream_head
+from jetpy.spark.paths import JetStreamReadError, SeqRange, choose_path, connect, read_partition, stream_head
 
 from .conftest import make_stream, run
 
@@ -174,3 +174,21 @@ def test_streaming_reads_on_every_server(
     rows = spark.read.parquet(str(out)).orderBy("seq").collect()
     assert [r.seq for r in rows] == list(range(1, 251))
     assert [bytes(r.data) for r in rows[:2]] == [b"m1", b"m2"]
+
+
+@pytest.mark.parametrize(("window", "max_bytes"), [(0, 1 << 20), (7, 1 << 20), (40, 1024), (1000, 1024)])
+def test_bulk_windows_in_flight_read_exactly_the_range(js_server: Proc, window: int, max_bytes: int) -> None:
+    """Two windows in flight, replies interleaved by the server's turns, windows cut short by
+    max_bytes asked again: every live message of the range once, none outside it."""
+    url = js_server.url
+    name = f"WIN{window}x{max_bytes}"
+    make_stream(url, name, [f"{name.lower()}.>"], 400, lambda i: f"{name.lower()}.{i % 4}")
+
+    async def holes(js: JetStreamContext) -> None:
+        for seq in (1, 2, 50, 51, 52, 200, 333):
+            await js.delete_msg(name, seq)
+
+    run(holes, url)
+    r = SeqRange(name, 3, 350, (), ConnOptions(servers=(url,)), False, 100, max_bytes, True, "bulk", window)
+    seqs = sorted(s for b in read_partition(r) for s in b.column("seq").to_pylist())
+    assert seqs == [i for i in range(3, 351) if i not in (50, 51, 52, 200, 333)]

@@ -20,7 +20,7 @@ import json
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from jetpy.protocol.bulk import (
     BULK_API,
@@ -54,46 +54,71 @@ reserved 0."""
 
 @dataclass(frozen=True, slots=True)
 class BulkChunk:
-    """One data message of a reply: its header and its payload (a view of the receive buffer)."""
+    """One data message of a reply: its header, its payload (a view of the receive buffer), and
+    the window of sequences its request asked for (records are checked against it)."""
 
     header: ChunkHeader
     payload: memoryview
+    lo: int
+    hi: int
+
+
+PIPELINE_DEPTH: Final = 2
+"""Requests in flight: the server makes the next window's messages while the task decodes, so
+neither waits for the other (on a busy machine, for the other to be scheduled)."""
 
 
 def read_bulk(
-    w: Wire, stream: str, first: int, last: int, filters: tuple[str, ...], max_bytes: int
+    w: Wire, stream: str, first: int, last: int, filters: tuple[str, ...], max_bytes: int, window: int = 0
 ) -> Iterator[BulkChunk]:
-    """Every data message of the bulk read of ``first..last``, request after request, until the
-    range (or the stream) is done."""
+    """Every data message of the bulk read of ``first..last`` until the range (or the stream)
+    is done. With ``window`` (sequences expected to hold about ``max_bytes``), the range is asked
+    for window by window, ``PIPELINE_DEPTH`` requests at a time; the server serves requests in
+    turns, so messages of two windows may interleave (each is in order within its window). A
+    window cut short by ``max_bytes`` is asked again from where its reply stopped."""
     subject = f"{w.conn.api_prefix}.{BULK_API}.{stream}"
-    seq = first
-    while seq <= last:
-        body: dict[str, Any] = {"seq": seq, "up_to_seq": last, "max_bytes": max_bytes}
+    size = window if window > 0 else last - first + 1
+    pending: dict[bytes, tuple[int, int]] = {}  # reply subject -> (its window's first, last)
+
+    def ask(lo: int, hi: int) -> None:
+        body: dict[str, Any] = {"seq": lo, "up_to_seq": hi, "max_bytes": max_bytes}
         if filters:
             body["filter_subjects"] = list(filters)
-        reply = w.send_request(subject, json.dumps(body).encode())
-        while True:
-            subj, _, hlen, view = w.next_frame()
-            if subj != reply:
-                continue  # a late reply to an earlier request
-            if hlen:
-                r = Reply(bytes(view[:hlen]), b"")
-                if r.status == 503:
-                    raise WireError("no responders to the bulk read (JetStream is not enabled on the server)")
-                raise WireError(f"unexpected reply to the bulk read: {bytes(view[:hlen])[:80]!r}")
-            if view[0:1].tobytes() == b"{":
-                err = json.loads(bytes(view)).get("error") or {}
-                raise ApiReplyError(int(err.get("err_code") or 0), str(err.get("description", "")))
-            try:
-                h = decode_header(view)
-            except BulkFormatError as e:
-                raise WireError(f"stream {stream!r}: {e}") from None
-            yield BulkChunk(h, view)
-            if h.last:
-                break
-        if h.next_seq <= seq or h.next_seq > h.last_seq:
-            return  # the stream ends before the range does (the caller checks what that means)
-        seq = h.next_seq
+        pending[w.send_request(subject, json.dumps(body).encode())] = (lo, hi)
+
+    nxt = first
+    ended = False  # the stream ends before the range does: ask for no more windows
+    while True:
+        while not ended and nxt <= last and len(pending) < PIPELINE_DEPTH:
+            hi = min(nxt + size - 1, last)
+            ask(nxt, hi)
+            nxt = hi + 1
+        if not pending:
+            return
+        subj, _, hlen, view = w.next_frame()
+        span = pending.get(subj)
+        if span is None:
+            continue  # a late reply to an earlier request
+        if hlen:
+            r = Reply(bytes(view[:hlen]), b"")
+            if r.status == 503:
+                raise WireError("no responders to the bulk read (JetStream is not enabled on the server)")
+            raise WireError(f"unexpected reply to the bulk read: {bytes(view[:hlen])[:80]!r}")
+        if view[0:1].tobytes() == b"{":
+            err = json.loads(bytes(view)).get("error") or {}
+            raise ApiReplyError(int(err.get("err_code") or 0), str(err.get("description", "")))
+        try:
+            h = decode_header(view)
+        except BulkFormatError as e:
+            raise WireError(f"stream {stream!r}: {e}") from None
+        yield BulkChunk(h, view, span[0], span[1])
+        if not h.last:
+            continue
+        del pending[subj]
+        if h.next_seq > h.last_seq:
+            ended = ended or h.next_seq <= last  # nothing at or past next_seq yet
+        elif span[0] < h.next_seq <= span[1]:
+            ask(h.next_seq, span[1])  # cut short by max_bytes: the rest of the window
 
 
 # ----------------------------------------------------------------------------- decoding

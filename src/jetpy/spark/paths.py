@@ -93,6 +93,8 @@ class SeqRange:
     fetch_max_bytes: int
     fail_on_data_loss: bool
     path: str = "bulk"
+    window: int = 0
+    """Sequences per bulk-read request, so that two can be in flight (0: one request at a time)."""
 
 
 # ----------------------------------------------------------------------------- the server
@@ -290,16 +292,19 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
         if r.filters:
             filters = r.filters
             keep = lambda s: any(subject_matches(f, s) for f in filters)  # noqa: E731
-        for chunk in read_bulk(w, r.stream, r.first, r.last, r.filters, r.fetch_max_bytes):
+        afters: dict[int, int] = {}  # a window's first sequence -> the last one read in it
+        for chunk in read_bulk(w, r.stream, r.first, r.last, r.filters, r.fetch_max_bytes, r.window):
             h = chunk.header
             head = (h.first_seq, h.last_seq)
             if not h.count:
                 continue
+            after = afters.get(chunk.lo, chunk.lo - 1)
             batch, lo, hi = to_batch(
-                chunk, r.stream, r.first, r.last, last_seen, schema, r.include_headers, keep
+                chunk, r.stream, chunk.lo, chunk.hi, after, schema, r.include_headers, keep
             )
-            first_seen = first_seen or lo
-            last_seen = hi
+            afters[chunk.lo] = hi
+            first_seen = min(first_seen, lo) if first_seen else lo
+            last_seen = max(last_seen, hi)
             yield batch
     else:
         keep_bytes = _keep(r.filters)

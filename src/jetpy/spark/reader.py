@@ -162,11 +162,13 @@ def plan(o: SourceOptions, head: StreamHead, r: SeqRange, cores: int | None = No
         parts = math.ceil(parts / cores) * cores
     parts = min(max(parts, o.min_partitions), n)
     step = math.ceil(n / parts)
+    # an unfiltered bulk read asks for windows of about fetchMaxBytes, two in flight
+    window = int(o.fetch_max_bytes * 0.9 * head.msgs / head.bytes) if head.bytes and not r.filters else 0
     out = []
     lo = r.first
     while lo <= r.last:
         hi = min(lo + step - 1, r.last)
-        out.append(replace(r, first=lo, last=hi))
+        out.append(replace(r, first=lo, last=hi, window=max(window, 0)))
         lo = hi + 1
     return out
 
