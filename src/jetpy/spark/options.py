@@ -46,10 +46,11 @@ DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 """Bytes per batched direct-get request (the server stops a batch once it is reached)."""
 DEFAULT_MAX_PER_PARTITION = 1_000_000
 """Sequences per Spark partition, at most (``maxBytesPerPartition`` usually decides first)."""
-DEFAULT_MAX_BYTES_PER_PARTITION = 64 * 1024 * 1024
-"""Stored bytes per Spark partition, at most: about half a million small messages, a task of
-about half a second at a core's bulk-read speed, so Spark's cost per task (tens of
-milliseconds) stays small while a large stream still spreads over a cluster (1 GB: 16 tasks)."""
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+"""Stored bytes per Spark partition, at most: Spark's own default for files
+(``spark.sql.files.maxPartitionBytes``), about a million small messages, a task of about a second
+at a core's bulk-read speed, so Spark's cost per task (tens of milliseconds) stays small while a
+large stream still spreads over a cluster (1 GB: 8 tasks, or more to fill the cores)."""
 READ_MODES = ("auto", "bulk", "direct", "consumer")
 """``readMode``: how a partition is read (``spark/paths.py``); ``auto`` picks the fastest the
 server offers for the stream."""
