@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check
+.PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g raft-sim raft-bench
 
 $(STAMP): pyproject.toml setup.py src/jetpy-spark-python.pth
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml setup.py src/jetpy-spark-python.pth
 run: $(STAMP)
 	$(BIN)/jetpy-server -a 127.0.0.1 -p 4222 -m 8222 -js -sd ./data
 
-# Debian's nats-server is the reference for the differential tests (skipped visibly without it).
+# Debian's nats-server and Go with Debian's nats.go: references for the differential tests (skipped visibly without).
 reference:
 	@bash scripts/install-reference.sh || true
 
@@ -42,9 +42,39 @@ pytest: $(STAMP)
 
 test: $(STAMP) reference browser java-check lint typecheck layers pytest
 
+# A 1 GiB stream backed up and restored, every message compared (`make test` runs a 48 MiB slice;
+# this one needs ~4 GB of free disk under /tmp and about a minute).
+test-backup-1g: $(STAMP)
+	JETPY_BACKUP_1G=1 $(BIN)/pytest -q -s tests/integration/test_backup_large.py -k 1GiB
+
 # jetpy vs nats-server with the same fast Go client, in alternation (see README, Performance).
 bench: $(STAMP) reference
 	$(BIN)/python scripts/compare_bench.py $(BENCH_ARGS)
+
+# The consumer fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9
+# under consume with AckSync, damaged or deleted consumer files; JETPY_FAULT_RUNS=N for more.
+.PHONY: faults-consumer
+faults-consumer: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q -s --timeout=3600 tests/faults/test_consumer_*.py
+
+# The Raft simulation over many seeds (CI runs a 2,400-seed slice in tests/raft/test_sim.py);
+# failing seeds are printed with their plan: replay one with `python -m tests.raft.sim --seed N -v`.
+SEEDS ?= 100000
+START ?= 0
+raft-sim: $(STAMP)
+	$(BIN)/python -m tests.raft.sim --seeds $(SEEDS) --start $(START)
+	$(BIN)/python -m tests.raft.sim --seeds $$(( $(SEEDS) / 5 )) --start $(START) --storm
+
+# Raft library throughput (entries per CPU second through the simulation, the library alone, and
+# on disk); see the README's Raft section.
+raft-bench: $(STAMP)
+	$(BIN)/python -m tests.raft.bench_raft
+
+# The fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9 under
+# publish, random and targeted damage to every stream file, a full disk; JETPY_FAULT_RUNS=N.
+.PHONY: faults
+faults: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q --timeout=3600 tests/faults
 
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.
 java-check:

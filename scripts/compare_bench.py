@@ -6,6 +6,11 @@ fresh store directory, ``-a 127.0.0.1 -p PORT -js -sd DIR``), runs one natsbench
 it and stops it, alternating A B A B A B so that drift of the shared machine hits both sides
 alike; then prints the medians and the ratio jetpy/nats-server per scenario and metric.
 
+The cluster scenario (``cluster-pubsub``) starts three servers of a kind instead, routed to the
+first (``--cluster``/``--routes``, no JetStream), and runs ``scripts/clusterbench`` (a Go client
+built like natsbench, from Debian's nats.go) with its publisher on the second server and its
+subscriber on the first: every message crosses a route. Server CPU is summed over the three.
+
 natsbench (``/work/shared/bench``) prints one JSON line per run; a Python client would saturate
 long before either server. A scenario whose jetpy run fails is reported as failed (and not
 retried in later rounds), never a crash. Servers are always stopped, also on Ctrl-C or SIGTERM.
@@ -57,6 +62,8 @@ STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
 RUN_TIMEOUT = 60  # natsbench's bound on the measured phase, seconds
 RUN_GRACE = 90  # extra seconds natsbench may need for setup (stream, prefill) before we kill it
 DEFAULT_NATSBENCH = Path("/tmp/natsbench")  # where /work/shared/bench/README.md builds it
+CLUSTERBENCH_SRC = REPO_ROOT / "scripts" / "clusterbench"
+GOPATH = "/usr/share/gocode"  # Debian's Go packages (golang-github-nats-io-go-nats-dev)
 LOG_TAIL = 800  # characters of a failed server's log worth quoting
 
 
@@ -66,6 +73,7 @@ class Scenario:
     args: tuple[str, ...]  # natsbench flags selecting the scenario
     default_msgs: int  # natsbench's own default for it
     latency: bool = False  # one round trip at a time: --msgs is capped at default_msgs
+    cluster: int = 0  # servers in a cluster (clusterbench), 0: one server (natsbench)
 
     def msgs(self, requested: int | None) -> int:
         if requested is None:
@@ -86,6 +94,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("jsfetch-none", ("-s", "jsfetch", "-ack", "none"), 200_000),
         Scenario("jsordered", ("-s", "jsordered"), 200_000),
         Scenario("jspush", ("-s", "jspush", "-ack", "explicit"), 200_000),
+        Scenario("cluster-pubsub", (), 500_000, cluster=3),
     )
 }
 # Everything the README baselines cover; jetpy's failures show as failed rows.
@@ -98,6 +107,7 @@ DEFAULT_SCENARIOS = (
     "jsfetch-none",
     "jsordered",
     "jspush",
+    "cluster-pubsub",
 )
 
 # (natsbench JSON field, label, higher is better)
@@ -332,6 +342,57 @@ def find_natsbench(explicit: Path | None) -> Path:
     return cached
 
 
+def find_clusterbench() -> Path:
+    """scripts/clusterbench, built in GOPATH mode from Debian's nats.go as natsbench is (once,
+    again when its source is newer)."""
+    out = _cache_dir() / "clusterbench"
+    src = CLUSTERBENCH_SRC / "main.go"
+    if out.is_file() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    if shutil.which("go") is None or not Path(GOPATH, "src/github.com/nats-io/nats.go").is_dir():
+        raise Fatal(
+            "the cluster scenario needs go and Debian's nats.go to build scripts/clusterbench "
+            "(apt-get install golang-go golang-github-nats-io-go-nats-dev; `make reference` does)"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": GOPATH, "GOFLAGS": "", "GOPROXY": "off"}
+    env.setdefault("GOCACHE", str(_cache_dir() / "gocache"))
+    proc = subprocess.run(
+        ["go", "build", "-o", str(out), "./scripts/clusterbench"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise Fatal(f"building clusterbench failed:\n{proc.stderr[-LOG_TAIL:]}")
+    return out
+
+
+def run_clusterbench(
+    binary: Path, servers: Sequence[Server], msgs: int, size: int, timeout: int, label: str
+) -> tuple[bool, dict[str, Any], str]:
+    """(ok, JSON, error) of one cluster run: publisher on servers[1], subscriber on servers[0]."""
+    cmd = [
+        str(binary),
+        "-pub",
+        servers[1].url,
+        "-sub",
+        servers[0].url,
+        "-n",
+        str(msgs),
+        "-size",
+        str(size),
+        "-timeout",
+        f"{timeout}s",
+        "-spids",
+        ",".join(str(s.proc.pid) for s in servers),
+        "-label",
+        label,
+    ]
+    return _run_client(cmd, timeout)
+
+
 def run_natsbench(
     natsbench: Path, scen: Scenario, url: str, msgs: int, size: int, timeout: int, server_pid: int, label: str
 ) -> tuple[bool, dict[str, Any], str]:
@@ -352,10 +413,15 @@ def run_natsbench(
         "-label",
         label,
     ]
+    return _run_client(cmd, timeout)
+
+
+def _run_client(cmd: list[str], timeout: int) -> tuple[bool, dict[str, Any], str]:
+    """Run a bench client that prints one JSON line (exit 1 with it when incomplete)."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + RUN_GRACE)
     except subprocess.TimeoutExpired:
-        return False, {}, f"natsbench did not finish within {timeout + RUN_GRACE} s"
+        return False, {}, f"{Path(cmd[0]).name} did not finish within {timeout + RUN_GRACE} s"
     result: dict[str, Any] = {}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
@@ -370,7 +436,7 @@ def run_natsbench(
             f"errors {result.get('errors')}"
         )
     else:
-        why = f"natsbench exit {proc.returncode}"
+        why = f"{Path(cmd[0]).name} exit {proc.returncode}"
     stderr = proc.stderr.strip().splitlines()
     return False, result, why + (f": {stderr[-1]}" if stderr else "")
 
@@ -434,6 +500,16 @@ def _stop(server: Server) -> None:
     shutil.rmtree(server.store, ignore_errors=True)
 
 
+def _spawn(name: str, argv: list[str], port: int, store: Path, workdir: Path) -> Server:
+    log = workdir / f"{name}-{port}.log"
+    with log.open("wb") as logf:
+        # Its own session, so Ctrl-C reaches us (and natsbench) but we decide how the server stops.
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Server(name, proc, port, store, log)
+
+
 @contextlib.contextmanager
 def running_server(
     name: str, command: Sequence[str], workdir: Path, start_timeout: float
@@ -441,19 +517,49 @@ def running_server(
     """A fresh server on a free port with a fresh store directory, stopped on exit whatever happens."""
     port = free_port()
     store = Path(tempfile.mkdtemp(prefix=f"{name}-store-", dir=workdir))
-    log = workdir / f"{name}-{port}.log"
     argv = [*command, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
-    with log.open("wb") as logf:
-        # Its own session, so Ctrl-C reaches us (and natsbench) but we decide how the server stops.
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = Server(name, proc, port, store, log)
+    server = _spawn(name, argv, port, store, workdir)
     try:
         _wait_ready(server, start_timeout)
         yield server
     finally:
         _stop(server)
+
+
+@contextlib.contextmanager
+def running_cluster(
+    name: str, command: Sequence[str], workdir: Path, start_timeout: float, size: int
+) -> Iterator[list[Server]]:
+    """``size`` fresh servers on free ports routed to the first (no JetStream: jetpy does not
+    cluster it), each stopped on exit whatever happens."""
+    servers: list[Server] = []
+    seed_route = 0
+    try:
+        for i in range(size):
+            port, route = free_port(), free_port()
+            store = Path(tempfile.mkdtemp(prefix=f"{name}{i}-", dir=workdir))
+            argv = [
+                *command,
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-n",
+                f"{name}{i}",
+                "--cluster_name",
+                "BENCH",
+            ]
+            argv += ["--cluster", f"nats://127.0.0.1:{route}"]
+            if i:
+                argv += ["--routes", f"nats-route://127.0.0.1:{seed_route}"]
+            else:
+                seed_route = route
+            servers.append(_spawn(f"{name}{i}", argv, port, store, workdir))
+            _wait_ready(servers[-1], start_timeout)
+        yield servers
+    finally:
+        for server in servers:
+            _stop(server)
 
 
 def jetpy_command(override: str | None) -> list[str]:
@@ -475,8 +581,36 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C, through every `finally`
 
 
+def _run_one(
+    args: argparse.Namespace,
+    scen: Scenario,
+    side: str,
+    msgs: int,
+    clients: dict[str, Path],
+    commands: dict[str, list[str]],
+    workdir: Path,
+) -> tuple[bool, dict[str, Any], str]:
+    """One run of ``scen`` against fresh servers of ``side``."""
+    if scen.cluster:
+        with running_cluster(side, commands[side], workdir, args.start_timeout, scen.cluster) as servers:
+            ok, result, err = run_clusterbench(
+                clients["clusterbench"], servers, msgs, args.size, args.timeout, side
+            )
+            dead = [s for s in servers if s.proc.poll() is not None]
+            if not ok and dead:
+                err += f" ({dead[0].name} exited {dead[0].proc.returncode}: {dead[0].log_tail()})"
+            return ok, result, err
+    with running_server(side, commands[side], workdir, args.start_timeout) as srv:
+        ok, result, err = run_natsbench(
+            clients["natsbench"], scen, srv.url, msgs, args.size, args.timeout, srv.proc.pid, side
+        )
+        if not ok and srv.proc.poll() is not None:
+            err += f" (server exited {srv.proc.returncode}: {srv.log_tail()})"
+        return ok, result, err
+
+
 def run_all(
-    args: argparse.Namespace, natsbench: Path, commands: dict[str, list[str]], workdir: Path
+    args: argparse.Namespace, clients: dict[str, Path], commands: dict[str, list[str]], workdir: Path
 ) -> list[RunRecord]:
     records: list[RunRecord] = []
     try:
@@ -489,13 +623,9 @@ def run_all(
                         continue  # failed before: report it, do not pay for it again
                     rec = RunRecord(name, side, rnd, ok=False)
                     try:
-                        with running_server(side, commands[side], workdir, args.start_timeout) as srv:
-                            ok, result, err = run_natsbench(
-                                natsbench, scen, srv.url, msgs, args.size, args.timeout, srv.proc.pid, side
-                            )
-                            if not ok and srv.proc.poll() is not None:
-                                err += f" (server exited {srv.proc.returncode}: {srv.log_tail()})"
-                            rec.ok, rec.result, rec.error = ok, result, err
+                        rec.ok, rec.result, rec.error = _run_one(
+                            args, scen, side, msgs, clients, commands, workdir
+                        )
                     except RuntimeError as exc:
                         rec.error = str(exc)
                     records.append(rec)
@@ -533,11 +663,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         nats_server = reference_server(args.reference)
-        natsbench = find_natsbench(args.natsbench)
+        clients = {"natsbench": find_natsbench(args.natsbench)}
+        if any(SCENARIOS[s].cluster for s in args.scenarios):
+            clients["clusterbench"] = find_clusterbench()
     except Fatal as exc:
         print(f"compare_bench: {exc}", file=sys.stderr)
         return 2
     commands = {NATS: [nats_server], JETPY: jetpy_command(args.jetpy_cmd)}
+    natsbench = clients["natsbench"]
     print(f"natsbench: {natsbench}")
     version = subprocess.run(
         [nats_server, "--version"], capture_output=True, text=True, check=False
@@ -548,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 0
     with tempfile.TemporaryDirectory(prefix="jetpy-bench-") as tmp:
         try:
-            records = run_all(args, natsbench, commands, Path(tmp))
+            records = run_all(args, clients, commands, Path(tmp))
         except _Interrupted as exc:
             records, code = exc.records, 130
     if code == 0 and any(r.side == NATS and not r.ok for r in records):

@@ -49,9 +49,15 @@ def test_msgs_per_scenario() -> None:
 
 
 def test_every_scenario_named_in_the_brief_exists() -> None:
-    names = "pubsub req jspub-file jspub-memory jsfetch-explicit jsfetch-none jsordered jspush"
+    names = "pubsub req jspub-file jspub-memory jsfetch-explicit jsfetch-none jsordered jspush cluster-pubsub"
     for name in names.split():
         assert name in cb.SCENARIOS
+
+
+def test_the_cluster_scenario_runs_three_servers_with_clusterbench(tmp_path: Path) -> None:
+    scen = cb.SCENARIOS["cluster-pubsub"]
+    assert scen.cluster == 3 and "cluster-pubsub" in cb.DEFAULT_SCENARIOS
+    assert (cb.CLUSTERBENCH_SRC / "main.go").is_file()
 
 
 @pytest.mark.parametrize("argv", [["--scenarios", "nope"], ["--scenarios", ","], ["--rounds", "0"]])

@@ -122,7 +122,7 @@ async def test_damage_is_reported_not_repaired(tmp_path: Path) -> None:
         in check.out
     )
     assert f"torn tail at offset {len(data) - 6} (6 bytes)" in check.out
-    assert "consumer READER: meta.dat" in check.out
+    assert "consumer READER: obs/READER/meta.dat at offset 12: truncated header" in check.out
     assert (
         check.err.strip().splitlines()[-1].startswith("jetpy: error: damage found in 1 of 2 streams: EVENTS")
     )

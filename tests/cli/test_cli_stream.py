@@ -225,3 +225,26 @@ async def test_purge_and_rm(jetpy: Proc) -> None:
     after, again = run_many(url, ["stream", "info", "GONE"], ["stream", "rm", "GONE", "-f"])
     assert after.code == 1 and "stream not found (err_code 10059)" in one_error_line(after)
     assert again.code == 1 and "10059" in one_error_line(again)
+
+
+async def test_info_shows_a_mirror_and_sources(any_server: Proc) -> None:
+    url = any_server.url
+    await api(url, "STREAM.CREATE.CLIO", {"name": "CLIO", "subjects": ["clio.>"]})
+    await js_publish(url, ("clio.a", b"1"))
+    await api(
+        url, "STREAM.CREATE.CLIM", {"name": "CLIM", "mirror": {"name": "CLIO", "filter_subject": "clio.a"}}
+    )
+    mapping = [{"src": "clio.>", "dest": "copied.>"}]
+    await api(
+        url,
+        "STREAM.CREATE.CLIS",
+        {"name": "CLIS", "sources": [{"name": "CLIO", "subject_transforms": mapping}]},
+    )
+    mirror, sources = run_many(url, ["stream", "info", "CLIM"], ["stream", "info", "CLIS"])
+    assert mirror.code == 0 and sources.code == 0, (mirror, sources)
+    assert "Mirror Information:" in mirror.out and "Stream Name: CLIO" in mirror.out
+    assert "Lag:" in mirror.out and "Last Seen:" in mirror.out
+    assert "Source Information:" in sources.out
+    if "jetpy.server" in any_server.args:  # 2.9.10 echoes neither filters nor mappings in the info
+        assert "Subject Filter: clio.a" in mirror.out
+        assert "Subject Mapping: clio.> to copied.>" in sources.out

@@ -235,3 +235,45 @@ def test_refusals_read_as_nats_servers(tmp_path: Path) -> None:
     finally:
         for p, _ in procs.values():
             p.stop(signal.SIGKILL)
+
+
+PERMS_BEFORE = """
+listen: 127.0.0.1:{port}
+authorization {{ users: [ {{user: a, password: a, permissions: {{subscribe: ["foo.>", "bar"], publish: ">"}}}} ] }}
+"""
+PERMS_AFTER = """
+listen: 127.0.0.1:{port}
+authorization {{ users: [ {{user: a, password: a, permissions: {{subscribe: ["bar"], publish: "x"}}}} ] }}
+"""
+
+
+@pytest.mark.parametrize("binary", ["jetpy", "nats-server 2.15.1"])
+def test_sighup_applies_new_permissions_to_connected_clients(tmp_path: Path, binary: str) -> None:
+    """As nats-server: the client stays, its subscriptions the new permissions refuse are
+    removed (an -ERR each and a notice in the log), and its publishes are checked anew."""
+    if binary != "jetpy" and REFERENCE_NEWEST is None:
+        pytest.skip("the newest nats-server is not installed")
+    port = free_port()
+    conf = tmp_path / "perms.conf"
+    conf.write_text(PERMS_BEFORE.format(port=port))
+    cmd = [*JETPY_SERVER, "-c", str(conf)] if binary == "jetpy" else [str(REFERENCE_NEWEST), "-c", str(conf)]
+    p = start_process(cmd, tmp_path / "perms.log")
+    try:
+        a = Raw(port, "a", "a")
+        assert a.exchange(b"SUB foo.x 1\r\nSUB bar 2\r\nSUB foo.> 3\r\n") == b"PONG\r\n"
+        conf.write_text(PERMS_AFTER.format(port=port))
+        log = hangup(p, "Reloaded server configuration")
+        out = a.exchange(b"PUB y 1\r\nz\r\nPUB bar 1\r\nq\r\n")
+        removed = sorted(out.split(b"\r\n")[:2])
+        assert removed == [
+            b'-ERR \'Permissions Violation for Subscription to "foo.>" (sid "3")\'',
+            b'-ERR \'Permissions Violation for Subscription to "foo.x" (sid "1")\'',
+        ]
+        assert out.endswith(
+            b"-ERR 'Permissions Violation for Publish to \"y\"'\r\n"
+            b"-ERR 'Permissions Violation for Publish to \"bar\"'\r\nPONG\r\n"
+        )
+        assert 'Removed sub "foo.x" (sid "1") for User "a" - not authorized' in log
+        assert "Reloaded: authorization users" in log
+    finally:
+        p.stop(signal.SIGKILL)

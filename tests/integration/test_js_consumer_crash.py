@@ -1,11 +1,12 @@
 """Crash tests for consumers: jetpy-server killed with SIGKILL while a durable pull consumer acks.
 
-What jetpy promises (``jetstream/consumers.py``): a durable consumer's state is written in the
-background and never runs ahead of what the stream has synced, so after a crash it may redeliver
-messages (even ones whose ack was confirmed: nats-server does not promise a confirmed ack survives
-a crash either), but it never skips one. That is what is checked: every message not acknowledged
-before the kill is delivered again after the restart. A clean restart keeps durable consumers'
-config and state exactly; ephemeral consumers do not come back.
+What jetpy promises (``jetstream/consumers/persist.py``): a durable consumer's state is written
+in the background and never runs ahead of what the stream has synced, so after a crash it may
+redeliver messages whose ack was not confirmed, but it never skips one (and an AckSync-confirmed
+ack never comes back: ``tests/faults/test_consumer_acksync.py``). What is checked here: every
+message not acknowledged before the kill is delivered again after the restart, and none whose
+AckSync was confirmed. A clean restart keeps durable consumers' config and state exactly;
+ephemeral consumers do not come back.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ def _jetpy(store: Path, log: Path) -> Proc:
     return start_process([*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], log)
 
 
-async def _ack_until_killed(p: Proc, acked: set[int], rng: random.Random) -> None:
+async def _ack_until_killed(p: Proc, acked: set[int], confirmed: set[int], rng: random.Random) -> None:
     """Fetch and ack (some confirmed, some not, some never) until the server dies under us;
-    ``acked`` gets every message an ack was sent for."""
+    ``acked`` gets every message an ack was sent for, ``confirmed`` those confirmed."""
     nc = await nats.connect(p.url, allow_reconnect=False)
     js = nc.jetstream()
     sub = await js.pull_subscribe("k", durable="D", stream="K")
@@ -41,8 +42,9 @@ async def _ack_until_killed(p: Proc, acked: set[int], rng: random.Random) -> Non
             for m in await sub.fetch(rng.randint(1, 30), timeout=2):
                 r = rng.random()
                 if r < 0.5:
-                    await m.ack_sync()
                     acked.add(m.metadata.sequence.stream)
+                    await m.ack_sync()
+                    confirmed.add(m.metadata.sequence.stream)
                 elif r < 0.9:
                     acked.add(m.metadata.sequence.stream)  # sent, not confirmed: it may have happened
                     await m.ack()
@@ -99,12 +101,15 @@ async def test_kill9_while_acking_never_skips_a_message(tmp_path: Path) -> None:
         )
         await nc.close()
         acked: set[int] = set()
+        confirmed: set[int] = set()
         for round_ in range(3):
-            await _ack_until_killed(p, acked, rng)
+            await _ack_until_killed(p, acked, confirmed, rng)
             p = _jetpy(store, tmp_path / f"{round_ + 1}.log")
         seen = await _drain(p)
         missing = set(range(1, MESSAGES + 1)) - acked - seen
         assert not missing, f"skipped after a crash: {sorted(missing)[:20]}"
+        back = confirmed & seen
+        assert not back, f"confirmed acks redelivered after a crash: {sorted(back)[:20]}"
         assert acked, "the kill came before any ack: the test checked nothing"
         nc = await nats.connect(p.url)
         info = await nc.jetstream().consumer_info("K", "D")

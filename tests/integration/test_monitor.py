@@ -194,7 +194,7 @@ async def test_varz_fields_and_counters_move_with_traffic(srv: Server) -> None:
     assert v0["jetstream"] == {} and v0["cluster"] == {} and v0["routes"] == 0 and v0["leafnodes"] == 0
     assert (v0["connections"], v0["total_connections"], v0["in_msgs"], v0["subscriptions"]) == (0, 0, 0, 0)
     assert v0["http_req_stats"] == {"/varz": 1}
-    assert "tls_timeout" not in v0 and "auth_required" not in v0
+    assert v0["tls_timeout"] == 2 and "tls_required" not in v0 and "auth_required" not in v0
 
     sub_nc, pub_nc = await connect(srv, "sub"), await connect(srv, "pub")
     got: list[bytes] = []

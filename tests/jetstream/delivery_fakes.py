@@ -48,6 +48,7 @@ class Source:
     room: int = 1_000_000
     deliveries: list[tuple[str, int]] = field(default_factory=list)  # (to, seq)
     bursts: list[int] = field(default_factory=list)  # sizes of bulk deliveries
+    more: bool = False  # a loop stopped at PUMP_BUDGET
     _held: StoredMsg | None = None
 
     def plain_next(self, now: int) -> bool:

@@ -225,16 +225,48 @@ async def s_placement(c: Ctx) -> None:
     await c.ok_stream(placement={})  # empty: nothing asked
 
 
+async def until(probe: Callable[[], Awaitable[bool]], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not await probe():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.05)
+
+
 async def s_mirror(c: Ctx) -> None:
     origin = await c.ok_stream()
-    _, doc = await c.stream(subjects=[], mirror={"name": origin})
-    assert "mirror" in refused(doc)
+    await c.pub(f"{origin.lower()}.a", b"one")
+    await c.pub(f"{origin.lower()}.b", b"two")
+    mirror = await c.ok_stream(subjects=[], mirror={"name": origin})
+
+    async def copied() -> bool:
+        return bool((await c.info(mirror))["state"]["messages"] == 2)
+
+    await until(copied)
+    got = await c.api(f"STREAM.MSG.GET.{mirror}", {"seq": 2})
+    want = await c.api(f"STREAM.MSG.GET.{origin}", {"seq": 2})
+    assert got["message"] == want["message"]  # subject, sequence, data and time: the origin's
+    # ADR-60's own durable consumer for the copy (work-queue and interest origins): not built
+    consumer = {"name": "C", "deliver_subject": "dc"}
+    _, doc = await c.stream(subjects=[], mirror={"name": origin, "consumer": consumer})
+    assert "consumer is not supported" in refused(doc)
 
 
 async def s_sources(c: Ctx) -> None:
-    origin = await c.ok_stream()
-    _, doc = await c.stream(sources=[{"name": origin}])
-    assert "sources" in refused(doc)
+    a, b = await c.ok_stream(), await c.ok_stream()
+    await c.pub(f"{a.lower()}.x", b"from a")
+    await c.pub(f"{b.lower()}.y", b"from b")
+    name = await c.ok_stream(sources=[{"name": a}, {"name": b}])
+
+    async def copied() -> bool:
+        return bool((await c.info(name))["state"]["messages"] == 2)
+
+    await until(copied)
+    froms = set()
+    for seq in (1, 2):
+        m = await c.js.get_msg(name, seq)
+        assert m.headers is not None
+        froms.add(m.headers["Nats-Stream-Source"].split(" ")[:2][0])
+    assert froms == {a, b}
 
 
 async def s_compression(c: Ctx) -> None:
@@ -276,8 +308,22 @@ async def s_allow_direct(c: Ctx) -> None:
 
 
 async def s_mirror_direct(c: Ctx) -> None:
-    _, doc = await c.stream(mirror_direct=True)  # needs a mirror, which is refused for now
+    _, doc = await c.stream(mirror_direct=True)
     assert refused(doc) == "stream has no mirror but does have mirror direct"
+    origin = await c.ok_stream(allow_direct=True)
+    await c.pub(f"{origin.lower()}.a", b"d")
+    mirror = await c.ok_stream(subjects=[], mirror={"name": origin})
+    assert (await c.info(mirror))["config"]["mirror_direct"] is True  # taken from the origin
+
+    answered = set()
+
+    async def mirror_answers() -> bool:
+        m = await c.nc.request(f"$JS.API.DIRECT.GET.{origin}", json.dumps({"seq": 1}).encode(), timeout=2)
+        assert m.data == b"d"
+        answered.add(m.headers["Nats-Stream"] if m.headers else "")
+        return mirror in answered
+
+    await until(mirror_answers)  # the origin and its caught-up mirror share the direct gets
 
 
 async def s_discard_new_per_subject(c: Ctx) -> None:
@@ -639,8 +685,13 @@ async def c_mem_storage(c: Ctx) -> None:
 
 
 async def c_direct(c: Ctx) -> None:
-    s = await c.ok_stream()
-    assert "direct" in refused(await c.consumer(s, direct=True, deliver_subject="dd"))
+    s = await filled(c, 2)
+    sub = await c.nc.subscribe("dd")
+    doc = await c.ok_consumer(s, direct=True, deliver_subject="dd")
+    assert (await sub.next_msg(timeout=2)).data == b"0"
+    # a mirror's or source's own consumer: not listed, not counted
+    assert doc["name"] not in (await c.api(f"CONSUMER.NAMES.{s}"))["consumers"]
+    assert (await c.info(s))["state"]["consumer_count"] == 0
 
 
 async def c_metadata(c: Ctx) -> None:

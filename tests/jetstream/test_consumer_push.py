@@ -4,7 +4,14 @@ heartbeats. Sans-IO with an invented clock and a fake message source."""
 
 from __future__ import annotations
 
-from jetpy.jetstream.consumers.push import FC_WINDOW, PUSH_BURST, PushDelivery, flow_control_prefix
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET
+from jetpy.jetstream.consumers.push import (
+    DIRECT_FC_WINDOW,
+    FC_WINDOW,
+    PUSH_BURST,
+    PushDelivery,
+    flow_control_prefix,
+)
 
 from .delivery_fakes import Recorder, Source, msg
 
@@ -61,12 +68,29 @@ def test_flow_control_asks_after_a_window_and_stalls_at_two() -> None:
     ) + "2"
 
 
+def test_a_direct_consumer_has_a_smaller_window() -> None:
+    """A mirror's or source's own consumer: its receiver answers on the next loop turn, so a
+    small window is what one loop turn copies at most."""
+    rec = Recorder()
+    p = PushDelivery("S", "C", rec, T0)
+    p.configure("deliver", True, 0, DIRECT_FC_WINDOW)
+    p.set_active(True, T0)
+    size = 1024
+    src = Source([msg(i, size - 1) for i in range(1, 4 * FC_WINDOW // size)], bulk=False)
+    assert p.pump(src, T0) == 2 * DIRECT_FC_WINDOW // size
+    assert p.stalled()
+
+
 def test_flow_control_counts_bulk_runs_too() -> None:
     p, rec = push(flow_control=True)
     p.set_active(True, T0)
     size = 1024
     src = Source([msg(i, size - 1) for i in range(1, 4 * FC_WINDOW // size)])
     sent = p.pump(src, T0)
+    assert sent == min(PUMP_BUDGET, 2 * FC_WINDOW // size)  # a pump sends at most its budget
+    while src.more:  # the consumer's host pumps it again on the next loop turn
+        src.more = False
+        sent += p.pump(src, T0)
     # a bulk run is counted after it went out: the stall is checked between runs
     assert sent == 2 * FC_WINDOW // size
     assert set(src.bursts) == {PUSH_BURST}

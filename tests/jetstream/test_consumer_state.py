@@ -31,6 +31,7 @@ from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.validate import check_consumer_config, check_stream_config
 from jetpy.protocol.headers import parse_headers
 from jetpy.store import MemoryStore, StoreConfig, StoredMsg
+from jetpy.store.consumer_state import past_last_seq, state_problems
 
 from .delivery_fakes import Sent
 
@@ -64,6 +65,9 @@ class Host:
 
     def state_changed(self, consumer: Consumer) -> None:
         pass
+
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        self.send(reply, reply, None, b"", b"")  # no state store: confirmed when applied
 
 
 @dataclass
@@ -445,6 +449,10 @@ class ConsumerMachine(RuleBasedStateMachine):
         if not hasattr(self, "c"):
             return
         state = self.c.snapshot()
+        # what recovery checks a state file against (consumer_state.state_problems): never a
+        # state a consumer really had
+        assert state_problems(state) == [], state
+        assert past_last_seq(state, self.n) is None
         other = Consumer(self.stream, "D", self.cfg, T0, Host(), self.now, state)
         a, b = self.c.info("now"), other.info("now")
         for f in ("delivered", "ack_floor"):

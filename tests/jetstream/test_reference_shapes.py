@@ -335,8 +335,8 @@ STREAM_INPUTS: list[dict[str, Any]] = [
     {"name": "D7", "subjects": ["d7.>"], "republish": {"dest": "r7.>"}},
     {"name": "D8", "subjects": ["d8"], "retention": "interest", "no_ack": True, "allow_direct": True},
     {"name": "D9", "subjects": ["d9"], "sealed": False, "deny_purge": True},
-    # placement on an unclustered server, mirrors and sources: refused until built
-    # (tests/jetstream/test_accepted_fields.py)
+    # placement on an unclustered server: refused (tests/jetstream/test_accepted_fields.py);
+    # mirrors and sources: compared with 2.15.1 in tests/differential/test_mirrors_sources_reference.py
     {"name": "D12", "subjects": ["d12"], "retention": "workqueue", "max_age": 50 * S, "duplicate_window": 10 * S},
 ]  # fmt: skip
 

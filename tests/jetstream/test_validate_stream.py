@@ -69,6 +69,47 @@ def test_mirror_and_sources() -> None:
         StreamConfig(name="A", sources=[StreamSource(name="O"), StreamSource(name="P")])
     )
     assert sourced.subjects == []
+    assert sourced.duplicate_window == 0  # 2.15: copies are not de-duplicated, no default window
+    own = check_stream_config(StreamConfig(name="A", subjects=["a"], sources=[StreamSource(name="O")]))
+    assert own.duplicate_window == 0
+
+
+def test_rules_that_look_at_the_origin() -> None:
+    origins = {
+        "O": check_stream_config(
+            StreamConfig(name="O", subjects=["o.>"], allow_direct=True, max_msg_size=100)
+        ),
+        "L": check_stream_config(StreamConfig(name="L", subjects=["l.>"], sources=[StreamSource(name="C")])),
+    }
+    look = origins.get
+    m = check_stream_config(StreamConfig(name="M", mirror=StreamSource(name="O")), origins=look)
+    assert m.mirror_direct is True  # follows the origin's allow_direct
+    gone = check_stream_config(StreamConfig(name="M", mirror=StreamSource(name="GONE")), origins=look)
+    assert gone.mirror_direct is False
+    with pytest.raises(ApiError) as e:
+        check_stream_config(
+            StreamConfig(name="M", mirror=StreamSource(name="O")), origins=look, pedantic=True
+        )
+    assert e.value.err_code == 10157
+    with pytest.raises(ApiError) as e:
+        check_stream_config(
+            StreamConfig(name="M", mirror=StreamSource(name="O"), max_msg_size=10), origins=look
+        )
+    assert e.value.err_code == 10030
+    with pytest.raises(ApiError) as e:
+        check_stream_config(
+            StreamConfig(name="S", sources=[StreamSource(name="O")], max_msg_size=10), origins=look
+        )
+    assert e.value.err_code == 10046
+    with pytest.raises(ApiError) as e:  # C sources L, which sources C
+        check_stream_config(
+            StreamConfig(name="C", subjects=["c"], sources=[StreamSource(name="L")]), origins=look
+        )
+    assert (e.value.err_code, e.value.description) == (10052, "detected cycle")
+    ext = StreamSource(name="X", external=ExternalStream(api="$JS.h.API", deliver="o"))
+    with pytest.raises(ApiError) as e:  # its deliveries would land in the origin's subjects
+        check_stream_config(StreamConfig(name="S", sources=[StreamSource(name="O"), ext]), origins=look)
+    assert e.value.err_code == 10022
 
 
 def test_negative_limits_clamp_or_fail_pedantic() -> None:

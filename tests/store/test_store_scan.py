@@ -39,7 +39,10 @@ def build(path: Path) -> FileStore:
     s.remove_msg(80)  # a tombstone
     s.erase_msg(90)
     s.purge("gone")  # whole middle blocks go: range tombstones
-    s.consumer_store("C").update(ConsumerState(delivered_stream_seq=7, pending={5: (1, 1)}))
+    s.consumer_store("C").update(
+        ConsumerState(delivered_consumer_seq=1, delivered_stream_seq=7, pending={5: (1, 1)})
+    )
+    s.consumer_store("C").write_meta(b'{"config": {}}')
     return s
 
 
@@ -78,7 +81,8 @@ def test_damage_is_reported_with_the_codecs_reason(tmp_path: Path) -> None:
     assert regions[0].reason.startswith("checksum mismatch") and regions[1].reason.startswith("truncated")
     assert any(isinstance(r, Record) and r.offset > victim.offset for r in items), "re-synchronised"
     rep = check_stream("scan", tmp_path / "s")
-    assert len(rep.problems) == 2 and "damaged region" in rep.problems[0] and "torn tail" in rep.problems[1]
+    assert len(rep.problems) == 3 and "damaged region" in rep.problems[0] and "torn tail" in rep.problems[1]
+    assert rep.problems[2] == f"lost sequences: {victim.seq}" and rep.lost == [victim.seq]
 
 
 def test_consumer_files_that_fail_their_checks(tmp_path: Path) -> None:
@@ -86,7 +90,7 @@ def test_consumer_files_that_fail_their_checks(tmp_path: Path) -> None:
     state = tmp_path / "s" / "obs" / "C" / "o.dat"
     state.write_bytes(state.read_bytes()[:-1])
     (c,) = read_consumers(tmp_path / "s")
-    assert c.meta == "missing" and "o.dat" in c.problems[0] and c.state != "ok"
+    assert c.meta == "ok" and "o.dat" in c.problems[0] and c.state != "ok"
 
 
 def test_the_lock_is_seen_not_taken(tmp_path: Path) -> None:

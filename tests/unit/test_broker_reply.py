@@ -11,6 +11,8 @@ Delivery = tuple[bytes, bytes, bytes | None, int, bytes, bytes]
 class Recorder:
     """A subscriber that records its deliveries: (sid, subject, reply, hdr_len, data, tail)."""
 
+    kind = "Client"
+
     def __init__(self) -> None:
         self.got: list[Delivery] = []
 

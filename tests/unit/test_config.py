@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from certs import make_pki
 from jetpy.server.conf_format import parse_config_text
 from jetpy.server.config import (
     ConfigError,
@@ -259,17 +260,13 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "tls",
-        "cluster",
         "gateway",
         "leafnodes",
-        "websocket",
         "mqtt",
         "accounts",
         "operator",
         "resolver",
         "system_account",
-        "https_port",
         "syslog",
     ],
 )
@@ -285,9 +282,7 @@ def test_switching_off_an_unsupported_feature_is_fine() -> None:
     "key",
     [
         "max_traced_msg_len",
-        "max_subscriptions",
         "disable_sublist_cache",
-        "lame_duck_grace_period",
         "server_tags",
         "no_header_support",
     ],
@@ -361,7 +356,14 @@ def test_default_permissions_without_users_warn() -> None:
         ("authorization { users: {user: a} }", "t.conf:1:17: Expected users field to be an array, got a map"),
         ('authorization { users: [ "a" ] }', 'Expected user entry to be a map/struct, got string "a"'),
         ("authorization { users: [{user: a, foo: 1}] }", 't.conf:1:35: unknown field "foo"'),
-        ("authorization { users: [{user: a, nkey: UABC}] }", 'field "nkey" is not supported by jetpy yet'),
+        ("authorization { users: [{user: a, nkey: UABC}] }", "Not a valid public nkey for a user"),
+        (
+            "authorization { users: [{user: a, nkey: UB4TRNBN4YGI44LF5SKQDFZRCPTB5535LXT3AJKH5QKZIN27EEZYS2GE}] }",
+            "Nkey users do not take usernames or passwords",
+        ),
+        ('authorization { users: [{user: a, permissions: {subscribe: "a b c"}}] }', 'subject "a b c" is not'),
+        ('authorization { users: [{user: a, permissions: {subscribe: "a..b q"}}] }', 'subject "a..b" is not'),
+        ('authorization { users: [{user: a, permissions: {publish: "a q"}}] }', 'subject "a q" is not'),
         (
             "authorization { users: [{user: a, permissions: {bogus: 1}}] }",
             'Unknown field "bogus" parsing permissions',
@@ -531,3 +533,55 @@ def test_validate_options(opts: ServerOptions, fragment: str) -> None:
 def test_validate_options_accepts_defaults_and_good_no_auth_user() -> None:
     validate_options(ServerOptions())
     validate_options(ServerOptions(no_auth_user="y", users=[User("y")]))
+
+
+# -- tls and websocket --------------------------------------------------------------------------
+
+
+def test_tls_block(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    text = (
+        f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}", ca_file: "{pki.ca}", '
+        'verify_and_map: true, timeout: "500ms", handshake_first: true, min_version: "1.3" }'
+    )
+    tls = options(text).tls
+    assert tls is not None and tls.verifies and tls.timeout == 0.5 and tls.handshake_first
+    assert tls.min_version == "1.3"
+    cert = f'cert_file: "{pki.server_cert}", key_file: "{pki.server_key}"'
+    assert "missing 'cert_file' in TLS configuration" in error_of(f'tls {{ key_file: "{pki.server_key}" }}')
+    assert 'error parsing tls config, unknown field "foo"' in error_of(f"tls {{ {cert}, foo: 1 }}")
+    assert 'field "cipher_suites" is not supported by jetpy yet' in error_of(
+        f"tls {{ {cert}, cipher_suites: [] }}"
+    )
+    assert "unsupported TLS version: TLS 1.1" in error_of(f'tls {{ {cert}, min_version: "1.1" }}')
+    assert "not supported by jetpy yet unless true or false" in error_of(
+        f'tls {{ {cert}, handshake_first: "300ms" }}'
+    )
+    assert "holds no private key" in error_of(
+        f'tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.ca}" }}'
+    )
+
+
+def test_websocket_block(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    ws = options(
+        'websocket { listen: "127.0.0.1:8080", no_tls: true, compression: true, same_origin: true, '
+        'allowed_origins: ["https://app.example"], handshake_timeout: "3s" }'
+    ).websocket
+    assert ws is not None and (ws.host, ws.port, ws.compression, ws.handshake_timeout) == (
+        "127.0.0.1",
+        8080,
+        True,
+        3.0,
+    )
+    assert ws.allowed_origins == ("https://app.example",)
+    ws = options(
+        f'ws {{ port: 443, tls {{ cert_file: "{pki.server_cert}", key_file: "{pki.server_key}" }} }}'
+    ).websocket
+    assert ws is not None and ws.tls is not None
+    assert 'unknown field "foo"' in error_of("websocket { port: 1, no_tls: true, foo: 1 }")
+    assert 'field "jwt_cookie" is not supported by jetpy yet' in error_of('websocket { jwt_cookie: "x" }')
+    with pytest.raises(ConfigError, match="websocket requires TLS configuration"):
+        validate_options(options("websocket { port: 8080 }"))
+    with pytest.raises(ConfigError, match="unable to parse allowed origin"):
+        validate_options(options('websocket { port: 8080, no_tls: true, allowed_origins: "nope" }'))

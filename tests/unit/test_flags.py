@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from certs import make_pki
 from jetpy.server.config import ConfigError
 from jetpy.server.flags import FLAGS, HELP_TEXT, ParsedArgs, UsageError, parse_args
-from jetpy.server.options import ServerOptions, User
+from jetpy.server.options import ServerOptions, TlsOptions, User
 
 
 def opts_of(*argv: str) -> ServerOptions:
@@ -181,25 +182,41 @@ def test_usage_errors(argv: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--tls"], "--tls: TLS is not supported yet"),
-        (["--tlscert", "c.pem"], "--tlscert: TLS is not supported yet"),
-        (["--tlskey=k.pem"], "--tlskey: TLS is not supported yet"),
-        (["--tlscacert", "ca.pem"], "--tlscacert: TLS is not supported yet"),
-        (["--tlsverify"], "--tlsverify: TLS is not supported yet"),
-        (["--cluster", "nats://0.0.0.0:6222"], "--cluster: clustering is not supported yet"),
-        (["--cluster_name", "c"], "--cluster_name: clustering is not supported yet"),
-        (["--routes", "nats://a:6222"], "--routes: clustering is not supported yet"),
-        (["--cluster_advertise", "x"], "--cluster_advertise: clustering is not supported yet"),
-        (["--no_advertise"], "--no_advertise: clustering is not supported yet"),
-        (["--connect_retries", "3"], "--connect_retries: clustering is not supported yet"),
-        (["-ms", "8443"], "-ms: HTTPS monitoring is not supported yet"),
-        (["--https_port=8443"], "--https_port: HTTPS monitoring is not supported yet"),
+        (["--help_tls"], "--help_tls: TLS help is not supported yet"),
         (["-s"], "-s: syslog is not supported yet"),
         (["--signal", "stop"], "--signal: signalling a running server (use kill) is not supported yet"),
     ],
 )
 def test_unsupported_flags(argv: list[str], message: str) -> None:
     assert str(usage_error(*argv)) == message
+
+
+def test_tls_flags(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    opts = opts_of("--tlscert", str(pki.server_cert), "--tlskey", str(pki.server_key))
+    assert opts.tls == TlsOptions(cert_file=str(pki.server_cert), key_file=str(pki.server_key))
+    opts = opts_of(
+        "--tlsverify",
+        "--tlscert",
+        str(pki.server_cert),
+        "--tlskey",
+        str(pki.server_key),
+        "--tlscacert",
+        str(pki.ca),
+    )
+    assert opts.tls is not None and opts.tls.verify and opts.tls.ca_file == str(pki.ca)
+    with pytest.raises(ConfigError, match="TLS Server certificate must be present and valid"):
+        parse_args(["--tls"])
+    with pytest.raises(ConfigError, match=r"open /nope\.pem: no such file or directory"):
+        parse_args(["--tlscert", "/nope.pem", "--tlskey", str(pki.server_key)])
+    opts = opts_of("-ms", "-1", "--tlscert", str(pki.server_cert), "--tlskey", str(pki.server_key))
+    assert opts.https_port == -1
+    with pytest.raises(ConfigError, match="TLS cert and key required for HTTPS"):
+        parse_args(["--https_port=8443"])
+    with pytest.raises(ConfigError, match="can't specify both HTTP"):
+        parse_args(
+            ["-m", "8222", "-ms", "8443", "--tlscert", str(pki.server_cert), "--tlskey", str(pki.server_key)]
+        )
 
 
 def test_unsupported_flag_still_needs_valid_syntax() -> None:
@@ -301,3 +318,14 @@ def test_startup_checks_run_after_flags(tmp_path: Path) -> None:
         ConfigError, match=r"max_payload \(1048576\) cannot be higher than max_pending \(1000\)"
     ):
         parse_args(["-c", str(conf)])
+
+
+def test_signal_ldm_is_accepted() -> None:
+    assert parse_args(["--signal", "ldm=123"]).signal == "ldm=123"
+
+
+def test_lame_duck_grace_period(tmp_path: Path) -> None:
+    conf = tmp_path / "ldm.conf"
+    conf.write_text('lame_duck_duration: "30s"\nlame_duck_grace_period: "2s"\n')
+    opts = parse_args(["-c", str(conf)]).options
+    assert (opts.lame_duck_duration, opts.lame_duck_grace_period) == (30.0, 2.0)

@@ -45,6 +45,7 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "object": ("jetpy.cli.obj", "Use and manage Object Store buckets.", ("obj",)),
     "server": ("jetpy.cli.server", "Inspect and check the server (`jetpy server` with flags runs one).", ()),
     "store": ("jetpy.cli.store", "Offline tools for a stopped server's file store.", ()),
+    "cluster": ("jetpy.cli.cluster", "Run a local cluster of jetpy servers (`jetpy cluster up`).", ()),
 }
 # command name -> (module, function name)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -3,8 +3,9 @@ file store (like Kafka's DumpLogSegments).
 
 Owns: the two commands, what they print (the JSON report's shape included), decoding the stream
 metadata's JSON, and their exit codes: 0 every checked byte is valid, 1 damage was found
-(damaged or torn records, bad block headers, unreadable metadata or consumer state), 2 no store
-at DIR (usage). The reading itself is the store layer's offline scanner (``jetpy.store.scan``,
+(damaged or torn records, bad block headers, unreadable metadata; a consumer's missing,
+damaged or impossible state or metadata, or a state past the stream's last sequence, each with
+its file, offset and reason), 2 no store at DIR (usage). The reading itself is the store layer's offline scanner (``jetpy.store.scan``,
 the CLI's one allowed import of the store, in the import-linter contract), imported when a
 command runs: it never writes, truncates or fsyncs anything, so both commands are safe on a
 stopped server's directory and on read-only media.
@@ -60,6 +61,8 @@ def _consumer_dict(c: ConsumerReport) -> dict[str, Any]:
             ack_floor_stream_seq=c.ack_floor_stream_seq,
             pending=c.pending,
         )
+    if c.faults:
+        out["problems"] = [{"file": f.file, "offset": f.offset, "reason": f.reason} for f in c.faults]
     return out
 
 
@@ -106,6 +109,10 @@ def _report(r: StreamReport) -> dict[str, Any]:
         "first_seq": min(r.live, default=0),
         "last_seq": r.last_seq,
         "floor": r.floor,
+        "tail": None
+        if r.tail is None
+        else {"hwm": r.tail.hwm, "floor": r.tail.floor, "block": r.tail.block, "size": r.tail.size},
+        "lost": r.lost,
         "consumers": [_consumer_dict(c) for c in r.consumers],
         "problems": problems,
         "ok": not problems,

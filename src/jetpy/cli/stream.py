@@ -1,4 +1,4 @@
-"""`jetpy stream ...`: add, ls, info, subjects, edit, rm, purge, get, view.
+"""`jetpy stream ...`: add, ls, info, subjects, edit, rm, purge, get, view (and backup, restore).
 
 Owns: the stream flags (spelled as the nats CLI's `nats stream add`), turning them (or a JSON
 config file) into the ``$JS.API.STREAM.*`` request bodies, and printing streams, their per-subject
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.backup import stream_backup, stream_restore
 from jetpy.cli.common import (
     config_diff,
     confirm,
@@ -32,6 +33,8 @@ from jetpy.cli.reports import stream_report
 __all__ = ["app", "format_stream_info", "stream_flags_config"]
 
 app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app.command("backup")(stream_backup)  # the verbs live in cli/backup.py
+app.command("restore")(stream_restore)
 
 _RETENTION = {
     "limits": "limits",
@@ -209,7 +212,33 @@ def format_stream_info(si: dict[str, Any]) -> None:
     lost = st.get("lost")
     if isinstance(lost, dict) and lost.get("msgs"):
         state.append(("Lost Messages", f"{len(lost['msgs']):,} ({V.format_bytes(lost.get('bytes', 0))})"))
-    print_sections([("Configuration", conf), ("State", state)])
+    sections = [("Configuration", conf)]
+    if isinstance(si.get("mirror"), dict):
+        sections.append(("Mirror Information", _copy_lines(si["mirror"])))
+    for src in si.get("sources") or []:
+        sections.append(("Source Information", _copy_lines(src)))
+    print_sections([*sections, ("State", state)])
+
+
+def _copy_lines(block: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A mirror's or a source's block of the info, as nats' `stream info` shows it."""
+    lines: list[tuple[str, Any]] = [("Stream Name", block.get("name", ""))]
+    if block.get("filter_subject"):
+        lines.append(("Subject Filter", block["filter_subject"]))
+    for tr in block.get("subject_transforms") or []:
+        lines.append(("Subject Mapping", f"{tr.get('src') or '>'} to {tr.get('dest') or '>'}"))
+    ext = block.get("external") or {}
+    if ext.get("api"):
+        lines.append(("Ext. API Prefix", ext["api"]))
+    if ext.get("deliver"):
+        lines.append(("Ext. Delivery Prefix", ext["deliver"]))
+    lines.append(("Lag", V.format_count(block.get("lag", 0))))
+    active = block.get("active", -1)
+    lines.append(("Last Seen", "never" if active < 0 else V.format_duration(active, zero="now")))
+    err = block.get("error")
+    if isinstance(err, dict):
+        lines.append(("Error", f"{err.get('description', '')} ({err.get('err_code', 0)})"))
+    return lines
 
 
 def _header_info(name: str, si: dict[str, Any]) -> None:

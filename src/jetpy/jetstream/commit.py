@@ -9,6 +9,8 @@ behaviour, an explicit opt-out here). Memory streams never get here.
 
 Also knows, per store, the highest sequence known to be on disk (``durable_upto``): durable
 consumer state is clamped to it, so a crash can cause redelivery but never a skipped message.
+After every commit round that made more of a store durable it calls ``on_commit`` (the
+consumers' AckSync confirmations that wait for their message to be synced follow it).
 
 Must not know: streams' rules, consumers, the API. Knows stores through ``StreamStore`` and the
 network through ``MessageBus.publish_reply``.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -54,6 +57,7 @@ class Committer:
         self._syncer: asyncio.Task[None] | None = None
         self._durable_upto: dict[int, int] = {}  # id(store) -> highest synced sequence
         self.commits = 0  # fsync rounds (group commits) since start, for the benchmark notes
+        self.on_commit: Callable[[], None] | None = None  # after every commit round
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)  # each round's wall time, for /metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -103,6 +107,13 @@ class Committer:
             stream.store.flush()
             stream.store.sync()
 
+    async def sync_off_loop(self, stream: Stream) -> None:
+        """``sync_now`` with the sync in a worker thread: for a change whose sync may be long
+        (a large purge writes a tombstone per message), so the loop serves everyone meanwhile."""
+        if stream.durable:
+            stream.store.flush()
+            await asyncio.get_running_loop().run_in_executor(None, stream.store.sync)
+
     def forget(self, stream: Stream) -> None:
         """The stream is being deleted: nothing of it is committed any more (parked acks are
         dropped, as the stream's answer is gone with it)."""
@@ -110,6 +121,11 @@ class Committer:
         self._parked = [p for p in self._parked if p.store is not store]
         self._dirty.discard(store)
         self._durable_upto.pop(id(store), None)
+
+    def synced(self, store: StreamStore) -> None:
+        """``store`` was flushed and synced by its filler (a restore) before it became a stream:
+        it is on disk up to its last sequence, as a recovered one is."""
+        self._durable_upto[id(store)] = store.state().last_seq
 
     def durable_upto(self, store: StreamStore) -> int | None:
         """The highest sequence of ``store`` known to be on disk (None: not a durable store, or
@@ -139,6 +155,7 @@ class Committer:
             except ErrStoreIO as e:
                 failed[store] = e
         syncing = [s for s in dirty if s not in failed]
+        advanced = False
         if syncing:
             loop = asyncio.get_running_loop()
             started = time.perf_counter()
@@ -152,8 +169,11 @@ class Committer:
                 elif isinstance(res, BaseException):
                     failed[store] = ErrStoreIO(0, detail=str(res))
                 else:
+                    advanced |= flushed[store] > self._durable_upto.get(id(store), 0)
                     self._durable_upto[id(store)] = flushed[store]
             self.commits += 1
+            if advanced and self.on_commit is not None:
+                self.on_commit()
         for p in parked:
             err = failed.get(p.store)
             if err is not None and (not err.lost or p.seq in err.lost):

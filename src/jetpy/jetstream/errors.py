@@ -81,6 +81,7 @@ __all__ = [
     "CONSUMER_NAME_TOO_LONG",
     "CONSUMER_NOT_FOUND",
     "CONSUMER_OFFLINE",
+    "CONSUMER_OFFLINE_REASON",
     "CONSUMER_ON_MAPPED",
     "CONSUMER_OVERLAPPING_SUBJECT_FILTERS",
     "CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP",
@@ -128,6 +129,7 @@ __all__ = [
     "NO_MESSAGE_FOUND",
     "PEDANTIC",
     "PEER_REMAP",
+    "PERMISSIONS_VIOLATION",
     "RAFT_GENERAL",
     "REPLICAS_COUNT_CANNOT_BE_NEGATIVE",
     "REQUIRED_API_LEVEL",
@@ -172,6 +174,7 @@ __all__ = [
     "STREAM_NOT_FOUND",
     "STREAM_NOT_MATCH",
     "STREAM_OFFLINE",
+    "STREAM_OFFLINE_REASON",
     "STREAM_PURGE_FAILED",
     "STREAM_RECONFIGURE_NOT_IN_PROGRESS",
     "STREAM_REPLICAS_NOT_SUPPORTED",
@@ -285,6 +288,12 @@ def _e(code: int, err_code: int, description: str) -> ErrorCode:
     return ErrorCode(code, err_code, description)
 
 
+# -- jetpy's own (nats-server has no such check): a request that would read, capture or write
+# subjects its caller may not subscribe or publish to (jetstream.access). 403 and 10403 are
+# outside nats-server's codes, so clients cannot mistake it for one of them.
+PERMISSIONS_VIOLATION = _e(403, 10403, "permissions violation for {action} to {subject}")
+
+
 # ---------------------------------------------------------------------------------------------
 # The table. Names follow nats-server's constants without the ``JS`` prefix and ``Err``/``ErrF``
 # suffix (JSStreamNotFoundErr -> STREAM_NOT_FOUND). Grouped by concern; err_code is the key.
@@ -348,6 +357,7 @@ STREAM_PURGE_FAILED = _e(500, 10110, "{err}")
 STREAM_ROLLUP_FAILED = _e(500, 10111, "{err}")
 STREAM_INFO_MAX_SUBJECTS = _e(500, 10117, "subject details would exceed maximum allowed")
 STREAM_OFFLINE = _e(500, 10118, "stream is offline")
+STREAM_OFFLINE_REASON = _e(500, 10194, "stream is offline: {err}")
 STREAM_MOVE_AND_SCALE = _e(400, 10123, "can not move and scale a stream in a single update")
 STREAM_MOVE_IN_PROGRESS = _e(400, 10124, "stream move already in progress")
 STREAM_NAME_CONTAINS_PATH_SEPARATORS = _e(400, 10128, "Stream name can not contain path separators")
@@ -445,6 +455,7 @@ CONSUMER_STORE_FAILED = _e(500, 10104, "error creating store for consumer: {err}
 CONSUMER_EXISTING_ACTIVE = _e(400, 10105, "consumer already exists and is still active")
 CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME = _e(400, 10106, "consumer replacement durable config not the same")
 CONSUMER_OFFLINE = _e(500, 10119, "consumer is offline")
+CONSUMER_OFFLINE_REASON = _e(500, 10195, "consumer is offline: {err}")
 CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH = _e(
     400, 10131, "Consumer create request did not match filtered subject from create subject"
 )

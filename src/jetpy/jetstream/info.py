@@ -1,7 +1,8 @@
 """The info documents of running streams and consumers, as the API and /jsz report them.
 
-Owns: ``StreamInfo`` (config, created, and the ``StreamState`` with the optional subject details,
-deleted list, lost data and consumer count), the page of ``state.subjects`` STREAM.INFO answers
+Owns: ``StreamInfo`` (config, created, the ``StreamState`` with the optional subject details,
+deleted list, lost data and consumer count, and the mirror or sources blocks the stream's
+``origins`` report), the page of ``state.subjects`` STREAM.INFO answers
 with, and ``ConsumerInfo`` as of now, all as the typed models. Must not know: routing, the
 network, how streams and consumers are kept.
 """
@@ -75,18 +76,22 @@ def stream_state(
         num_deleted=st.num_deleted,
         deleted=(st.deleted or []) if deleted_details else [],
         lost=LostStreamData(msgs=lost.msgs, bytes=lost.bytes) if lost is not None and lost.msgs else None,
-        consumer_count=s.consumer_count,
+        consumer_count=s.consumer_count - s.direct_count,
     )
 
 
 def stream_info(
     s: Stream, *, deleted_details: bool = False, subjects: dict[str, int] | None = None
 ) -> StreamInfo:
-    """StreamInfo as of now (see :func:`stream_state`)."""
+    """StreamInfo as of now (see :func:`stream_state`), with its mirror's or sources' blocks."""
+    origins = s.origins
+    now = time.time_ns()
     return StreamInfo(
         config=s.config,
         created=format_time(s.created_ns),
         state=stream_state(s, deleted_details=deleted_details, subjects=subjects),
+        mirror=origins.mirror_info(now) if origins is not None else None,
+        sources=origins.sources_info(now) if origins is not None else [],
     )
 
 

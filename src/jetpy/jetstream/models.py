@@ -80,8 +80,10 @@ __all__ = [
     "StoredMessage",
     "StreamConfig",
     "StreamConsumerLimits",
+    "StreamConsumerSource",
     "StreamInfo",
     "StreamSource",
+    "StreamSourceInfo",
     "StreamState",
     "SubjectTransform",
     "Uint64",
@@ -323,6 +325,14 @@ class ExternalStream(_Wire, frozen=True):
     deliver: str = _always("")
 
 
+class StreamConsumerSource(_Wire, frozen=True):
+    """A durable consumer the user created on the origin for a mirror or source to use
+    (nats-server 2.14, ADR-60: for work-queue and interest origins). Refused until built."""
+
+    name: str = _always("")
+    deliver_subject: str = _always("")
+
+
 class StreamSource(_Wire, frozen=True):
     name: str = _always("")
     opt_start_seq: Uint64 = 0
@@ -330,6 +340,7 @@ class StreamSource(_Wire, frozen=True):
     filter_subject: str = ""
     subject_transforms: list[SubjectTransform] = msgspec.field(default_factory=list)
     external: ExternalStream | None = None
+    consumer: StreamConsumerSource | None = None
 
 
 class RePublish(_Wire, frozen=True):
@@ -419,6 +430,22 @@ class ClusterInfo(_Wire, frozen=True):
     leader: str = ""
 
 
+class StreamSourceInfo(_Wire, frozen=True):
+    """How a mirror or one source is doing (Go ``StreamSourceInfo``, nats-server 2.15's fields
+    and order): ``lag`` is what the origin still holds for it, ``seq`` (sources only) the last
+    origin sequence copied, ``active`` nanoseconds since the origin was last heard from (-1:
+    never), ``error`` why its consumer on the origin could not be set up."""
+
+    name: str = _always("")
+    external: ExternalStream | None = None
+    lag: int = _always(0)
+    seq: int = 0
+    active: int = _always(-1)
+    error: ApiErrorBody | None = None
+    filter_subject: str = ""
+    subject_transforms: list[SubjectTransform] = msgspec.field(default_factory=list)
+
+
 class StreamInfo(_Wire, frozen=True):
     """A stream's info as STREAM.CREATE/UPDATE/INFO/LIST answer it (``info.stream_info``). A
     single server writes no ``cluster``; like nats-server 2.9, no ``ts``."""
@@ -426,6 +453,8 @@ class StreamInfo(_Wire, frozen=True):
     config: StreamConfig = _always(StreamConfig())
     created: str = _always(ZERO_TIME)
     state: StreamState = _always(StreamState())
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------

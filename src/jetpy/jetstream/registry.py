@@ -1,7 +1,7 @@
 """StreamRegistry: the streams of a server, their life cycle, and the publish path into them.
 
 Owns: the streams by name; creating, updating, deleting and recovering them (with the stream
-metadata each file stream persists, and quarantine when it cannot be read); the bus
+metadata each file stream persists, and keeping one offline when it cannot be read back); the bus
 subscription on every stream's subjects and the handler behind it (:func:`ingest_handler`), which
 decides and applies a published message, hands its PubAck to the committer and tells the
 ``StreamEvents`` listener (the consumers' host) what was stored or removed; and the expiry timer.
@@ -14,7 +14,11 @@ Must not know: consumers (only the ``StreamEvents`` seam it owns), the API, stor
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
+import secrets
+import string
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -26,14 +30,22 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
-from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.offline import OfflineStreams
+from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
 from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
 from jetpy.jetstream.steps import Steps, run_steps
-from jetpy.jetstream.stream import Stream, limits_of, pub_error
+from jetpy.jetstream.stream import MsgEntry, PublishResult, SkipEntry, Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
-from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
+from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError, StreamStore
 
-__all__ = ["SUBSCRIBE_STEP", "StreamEvents", "StreamRegistry", "ingest_handler"]
+__all__ = [
+    "SUBSCRIBE_STEP",
+    "StreamEvents",
+    "StreamRegistry",
+    "ingest_handler",
+    "new_identity",
+    "recovery_line",
+]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -64,6 +76,22 @@ class _StreamMeta(msgspec.Struct):
 
     config: StreamConfig
     created: int
+    identity: str = ""  # absent in metadata written before identities existed
+
+
+_IDENTITY_ALPHABET = string.ascii_letters + string.digits
+_IDENTITY_LEN = 8
+
+
+def new_identity() -> str:
+    """A new stream's identity: 8 random letters and digits, the form nats-server's has."""
+    return "".join(secrets.choice(_IDENTITY_ALPHABET) for _ in range(_IDENTITY_LEN))
+
+
+def _derived_identity(name: str, created: int) -> str:
+    """A stable identity for a stream persisted without one: the same after every restart."""
+    digest = hashlib.sha256(f"{name}\x00{created}".encode()).digest()
+    return "".join(_IDENTITY_ALPHABET[b % len(_IDENTITY_ALPHABET)] for b in digest[:_IDENTITY_LEN])
 
 
 class _Subscribed:
@@ -76,8 +104,34 @@ class _Subscribed:
         self.handles: dict[str, Any] = {}
 
 
-def _meta_json(cfg: StreamConfig, created: int) -> bytes:
-    return msgspec.json.encode(_StreamMeta(cfg, created))
+def _meta_json(cfg: StreamConfig, created: int, identity: str) -> bytes:
+    return msgspec.json.encode(_StreamMeta(cfg, created, identity))
+
+
+def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
+    """A persisted stream read back (its store opened, its limits applied, its message ids
+    re-learnt), or why it cannot be served and its config if that at least was read. Touches
+    nothing but the stream's own files (it runs in a worker thread)."""
+    if found.meta is None:
+        return found.problem, None
+    try:
+        meta = msgspec.json.decode(found.meta, type=_StreamMeta)
+    except (ValueError, msgspec.DecodeError) as e:
+        return f"its metadata does not decode: {e}", None
+    try:
+        store = found.open()
+    except StoreError as e:
+        return str(e), meta.config
+    try:
+        identity = meta.identity or _derived_identity(found.name, meta.created)
+        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
+        # the store was opened without knowing its limits: apply them now
+        store.update_limits(limits_of(meta.config))
+        stream.rebuild_dedup(time.time_ns())
+    except StoreError as e:
+        store.stop()
+        return str(e), meta.config
+    return stream
 
 
 class StreamRegistry:
@@ -97,48 +151,64 @@ class StreamRegistry:
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
         self.resources = ResourceLimits(self.streams, max_memory, max_storage)
+        self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
+        self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
 
     # -- life cycle -----------------------------------------------------------------------------
 
-    def recover(self) -> list[Stream]:
-        """Open every stream the store provider persisted; returns them (consumers next)."""
+    async def recover(self) -> list[Stream]:
+        """Open every stream the store provider persisted; returns them (consumers next). One
+        that cannot be read back is kept offline, its files untouched (see ``offline``). Each
+        is read back in a worker thread (a stream of a million messages takes seconds), so the
+        loop serves the clients already connected meanwhile."""
         recovered = []
-        for store in self.stores.recover():
-            stream = self._recover(store)
-            if stream is not None:
-                recovered.append(stream)
+        for found in self.stores.recover():
+            if found.missing:  # never became a stream: moved aside, as it is, and said so
+                where = self.stores.quarantine(found.name, found.problem)
+                log.error(
+                    "stream '%s' %s (a creation or restore that never finished): quarantined at %s,"
+                    " nothing deleted",
+                    found.name,
+                    found.problem,
+                    where,
+                )
+                continue
+            opened = await asyncio.to_thread(_open, found)
+            if isinstance(opened, Stream):
+                self._restored(opened)
+                recovered.append(opened)
+            else:
+                self._offline(found.name, *opened)
         return recovered
 
-    def _recover(self, store: StreamStore) -> Stream | None:
-        name = store.config.name
-        try:
-            raw = store.read_meta()
-            if raw is None:
-                raise ValueError("stream metadata missing")
-            meta = msgspec.json.decode(raw, type=_StreamMeta)
-        except (ValueError, msgspec.DecodeError) as e:  # keep the data, move it aside, say so
-            store.stop()
-            where = self.stores.quarantine(name, str(e))
-            log.error(
-                "stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where
-            )
-            return None
-        stream = Stream(meta.config, store, created_ns=meta.created)
-        # the store was opened without knowing its limits: apply them now
-        store.update_limits(limits_of(meta.config))
-        stream.rebuild_dedup(time.time_ns())
+    def _restored(self, stream: Stream) -> None:
         self._add(stream)
-        st = store.state()
-        log.info("  Restored %d messages for stream '%s'", st.msgs, name)
-        if st.lost is not None and st.lost.msgs:
-            log.warning("stream '%s' lost messages on recovery: %s", name, st.lost.msgs)
-        return stream
+        st = stream.store.state()
+        log.info("  Restored %d messages for stream '%s'", st.msgs, stream.name)
+        notes = stream.store.recovery_notes()
+        if st.lost is not None or notes:
+            log.warning("stream '%s' %s", stream.name, recovery_line(st.lost, notes))
+
+    def _offline(self, name: str, reason: str, config: StreamConfig | None) -> None:
+        self.offline.add(name, reason, config)
+        log.error(
+            "stream '%s' is offline: %s; its files are kept as they are, nothing of it is served",
+            name,
+            reason,
+        )
+
+    def delete_offline(self, name: str) -> None:
+        """Delete an offline stream's files (an operator's request: the server never does)."""
+        self.offline.remove(name)
+        self.stores.remove(name)
+        log.warning("offline stream '%s' deleted on request", name)
 
     def stop(self) -> None:
         """Unsubscribe and stop every store (after the committer's final commit)."""
         self.expiry.cancel()
+        self.offline.stop()
         for name in list(self._subs):
             for h in self._subs.pop(name).handles.values():
                 self.bus.unsubscribe(h)
@@ -155,11 +225,30 @@ class StreamRegistry:
         )
         store = self.stores.create(store_cfg)
         now = time.time_ns()
-        store.write_meta(_meta_json(cfg, now))
-        stream = Stream(cfg, store, now)
+        identity = new_identity()
+        store.write_meta(_meta_json(cfg, now, identity))
+        stream = Stream(cfg, store, now, identity)
         self.streams[stream.name] = stream
         self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
+        self.expiry.schedule()
+        return stream
+
+    def adopt(
+        self, cfg: StreamConfig, store: StreamStore, created_ns: int, msg_ids: list[tuple[str, int, int]]
+    ) -> Stream:
+        """Make a store filled elsewhere (a restore) the stream ``cfg`` names: its metadata is
+        written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
+        remembered for de-duplication, and it is subscribed as a created stream is."""
+        store.update_limits(limits_of(cfg))
+        # a new incarnation of the name: sources of it copy it again rather than risk a skip
+        identity = new_identity()
+        store.write_meta(_meta_json(cfg, created_ns, identity))
+        stream = Stream(cfg, store, created_ns, identity)
+        stream.rebuild_dedup(time.time_ns(), msg_ids)
+        if stream.durable:
+            self.committer.synced(store)  # its filler synced it: consumer state may cover it all
+        self._add(stream)
         self.expiry.schedule()
         return stream
 
@@ -169,8 +258,8 @@ class StreamRegistry:
     def update_steps(self, stream: Stream, cfg: StreamConfig) -> Steps[None]:
         """:meth:`update` in steps (one per :data:`SUBSCRIBE_STEP` subjects changed)."""
         old_subjects = stream.config.subjects
-        stream.update_config(cfg)
-        stream.store.write_meta(_meta_json(cfg, stream.created_ns))
+        yield from stream.update_config_steps(cfg)
+        stream.store.write_meta(_meta_json(cfg, stream.created_ns, stream.identity))
         if old_subjects != cfg.subjects:
             yield from self._subscribe_to(stream, cfg.subjects)
         self.events.updated(stream)
@@ -216,10 +305,58 @@ class StreamRegistry:
     def get(self, name: str) -> Stream | None:
         return self.streams.get(name)
 
+    def require(self, name: str) -> Stream:
+        """The stream named so; raises 10194 (offline, with why) or 10059 (no such stream)."""
+        s = self.streams.get(name)
+        if s is not None:
+            return s
+        self.refuse_offline(name)
+        raise ApiError.of(E.STREAM_NOT_FOUND)
+
+    def refuse_offline(self, name: str) -> None:
+        """Raise 10194 if a stream of this name is offline (its name is taken)."""
+        off = self.offline.get(name)
+        if off is not None:
+            raise off.error()
+
     def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
         """Does some subject of ``cfg`` overlap a subject of another stream (not ``skip``)?"""
         index = self._subjects
         return any(owner != skip for subj in cfg.subjects for owner in index.overlapping(subj))
+
+    # -- copies from other streams (mirrors, sources) -------------------------------------------
+
+    def apply_copy(self, stream: Stream, entry: MsgEntry) -> PublishResult:
+        """Store a message a mirror or source copied (decided by ``Stream.decide_copy``), with
+        what the publish path does after storing (kept in step with :func:`ingest_handler`),
+        but no PubAck: its durability is the group commit's business."""
+        resources = self.resources
+        gauge = resources.gauge(stream.config.storage)
+        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+            return PublishResult(_exhausted_ack(stream.name))
+        res = stream.apply_msg(entry)
+        stored = res.stored
+        if stored is not None:
+            gauge.used += len(stored.subject) + len(stored.hdr) + len(stored.data) + MSG_SIZE_BOUND
+            if (
+                stored.hdr
+                or stream.recent.enabled
+                or stream.consumer_count
+                or stream.config.retention == "interest"
+            ):
+                self.events.stored(stream, stored)
+            if res.expires:
+                self.expiry.schedule_before(res.expires)
+            rp = res.republish
+            if rp is not None:
+                self.bus.publish(rp[0], None, rp[2], rp[1])
+            self.committer.mark_dirty(stream)
+        return res
+
+    def skip(self, stream: Stream, entry: SkipEntry) -> None:
+        """Use up sequences with no message (a mirror across its origin's gap)."""
+        stream.apply_skip(entry)
+        self.committer.mark_dirty(stream)
 
     # -- what happened to a stream's contents ---------------------------------------------------
 
@@ -287,3 +424,12 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
 def _exhausted_ack(stream: str) -> bytes:
     """The answer to a publish while the server's limit for the stream's storage is used up."""
     return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))
+
+
+def recovery_line(lost: LostData | None, notes: Sequence[str]) -> str:
+    """What a stream's recovery found, as one bounded log line: the lost sequences as ranges
+    and the store's notes on why."""
+    what = "recovered with problems"
+    if lost is not None and lost.msgs:
+        what = f"lost {len(lost.msgs)} messages on recovery: {lost.ranges()}"
+    return f"{what} ({'; '.join(notes)})" if notes else what

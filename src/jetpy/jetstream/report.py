@@ -62,7 +62,7 @@ class Report:
         return mem, sto
 
     def _consumer_count(self) -> int:
-        return sum(s.consumer_count for s in self.registry.streams.values())
+        return sum(s.consumer_count - s.direct_count for s in self.registry.streams.values())
 
     def account_info(self, args: list[str], hdr: bytes, body: bytes) -> AccountInfoResponse:
         mem, sto = self.usage()
@@ -98,7 +98,7 @@ class Report:
             msgs += state.messages
             nbytes += state.bytes
             if streams:
-                cs = self.consumers.consumers(s) if consumers else {}
+                cs = self.consumers.listed(s) if consumers else {}
                 details.append(
                     StreamDetail(
                         name=name,

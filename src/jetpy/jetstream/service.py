@@ -16,6 +16,7 @@ from jetpy.jetstream.api.bulk import BULK_SUBJECTS, BulkRead
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
+from jetpy.jetstream.api.guard import RequestGuard
 from jetpy.jetstream.api.router import API_SUBJECTS, ApiRouter, ApiStats
 from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
@@ -24,6 +25,7 @@ from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report
+from jetpy.jetstream.sourcing import Sourcing
 from jetpy.meters import Histogram
 
 __all__ = ["JetStream"]
@@ -37,6 +39,7 @@ class JetStream:
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
         self.consumers = ConsumerManager(bus, self.committer)
+        self.committer.on_commit = self.consumers.committed
         self.registry = StreamRegistry(
             bus, stores, self.committer, self.consumers, config.max_memory, config.max_storage
         )
@@ -44,16 +47,19 @@ class JetStream:
         self.report = Report(config, self.registry, self.consumers, self.api_stats)
         self.router = ApiRouter(bus, self.api_stats)
         self.router.add(self.report.routes())
-        self.router.add(StreamApi(self.registry, self.committer).routes())
+        self.sourcing = Sourcing(self.registry, bus)
+        self.router.add(StreamApi(self.registry, self.committer, self.sourcing).routes())
         self.router.add(ConsumerApi(self.registry, self.consumers).routes())
-        self.router.add(SnapshotApi(self.registry).routes())
+        self.snapshots = SnapshotApi(self.registry, self.consumers, bus, self.sourcing)
+        self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
-        self._direct = DirectGet(self.registry.streams, bus)
+        self.router.guard = RequestGuard(self.registry)
+        self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._bulk = BulkRead(self.registry.streams, bus)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
-        recovered = self.registry.recover()
+        recovered = await self.registry.recover()
         for storage in ("memory", "file"):  # what recovered streams use counts from the start
             self.registry.resources.recount(storage)
         self.committer.start([s.store for s in recovered if s.durable])
@@ -66,11 +72,15 @@ class JetStream:
             self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
         ]
         self.registry.expiry.schedule()
+        for stream in recovered:  # mirrors and sources go on from what they stored
+            self.sourcing.started(stream)
 
     async def stop(self) -> None:
+        self.sourcing.close()
         self.registry.expiry.cancel()
         self._bulk.stop()
         await self.router.stop()  # a large create or update still being worked on stops here
+        await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state
         await self.committer.stop()
         await self.consumers.stop()

@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import StreamConfig, StreamSourceInfo
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.republish import RepublishedMsg, Republisher
+from jetpy.jetstream.seek import seq_at_time
+from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.transform import SubjectTransform
 from jetpy.protocol.headers import get_header
 from jetpy.store.base import (
@@ -38,8 +42,10 @@ from jetpy.subjects import is_valid_subject, subject_matches
 __all__ = [
     "DeleteEntry",
     "MsgEntry",
+    "OriginsReport",
     "PublishResult",
     "PurgeEntry",
+    "SkipEntry",
     "Stream",
     "StreamEntry",
     "limits_of",
@@ -49,6 +55,8 @@ __all__ = [
 
 _json = msgspec.json.Encoder()
 _time_ns = time.time_ns
+
+DEDUP_BATCH = 1024  # messages read at once when re-learning message ids after a restart
 
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
@@ -126,8 +134,25 @@ class DeleteEntry(msgspec.Struct, frozen=True):
     erase: bool = True
 
 
-StreamEntry = MsgEntry | PurgeEntry | DeleteEntry
+class SkipEntry(msgspec.Struct, frozen=True):
+    """Sequences ``seq .. seq+num-1`` used up with no message: a mirror keeping its origin's
+    numbers across messages the origin no longer had when they were to be copied."""
+
+    seq: int
+    num: int
+
+
+StreamEntry = MsgEntry | PurgeEntry | DeleteEntry | SkipEntry
 """What changes a stream's contents: the unit a replicated log carries (propose, commit, apply)."""
+
+
+class OriginsReport(Protocol):
+    """What a stream that copies other streams (a mirror, or one with sources) reports about
+    them in its info: the host running its copies sets ``Stream.origins`` to one of these."""
+
+    def mirror_info(self, now: int) -> StreamSourceInfo | None: ...
+
+    def sources_info(self, now: int) -> list[StreamSourceInfo]: ...
 
 
 class Stream:
@@ -136,11 +161,14 @@ class Stream:
     anything) and :meth:`apply` (the decided change, applied deterministically to the store and
     to the stream's own state). A single server decides and applies at once (:meth:`process`)."""
 
-    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int) -> None:
+    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int, identity: str = "") -> None:
         self.config = config
         self.name = config.name
         self.store = store
         self.created_ns = created_ns
+        # which incarnation of this name it is: a stream deleted and created again gets a new one
+        # (nats-server's Nats-Stream-Identity), so those copying it can tell
+        self.identity = identity
         self.durable = config.storage == "file"
         self._ack_format = _ack_format(self.name)  # the PubAck, but for its sequence
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
@@ -148,7 +176,9 @@ class Stream:
         self._last_msg_id = ""
         # the newest messages, for consumers that keep up (their host maintains the contents)
         self.recent = RecentMessages(_store_never_discards(config))
-        self.consumer_count = 0  # kept by the consumers' host
+        self.consumer_count = 0  # kept by the consumers' host (the publish path reads it)
+        self.direct_count = 0  # of those, the internal ones of mirrors and sources: not reported
+        self.origins: OriginsReport | None = None  # set while it copies other streams
         self._derive(config)
 
     def _derive(self, config: StreamConfig) -> None:
@@ -168,11 +198,16 @@ class Stream:
     def update_config(self, config: StreamConfig, now_ns: int | None = None) -> None:
         """Apply a new config; lowered limits (max_age included) take effect at once, as
         nats-server's UpdateConfig does, so the update's reply already shows their effect."""
+        run_steps(self.update_config_steps(config, now_ns))
+
+    def update_config_steps(self, config: StreamConfig, now_ns: int | None = None) -> Steps[None]:
+        """:meth:`update_config` in steps: lowered limits may remove a million messages, a few
+        thousand per step (the new limits hold for what is stored in between)."""
         self.config = config
         self._derive(config)
         # in place: consumers hold this object (the update may also have removed messages)
         self.recent.reset(_store_never_discards(config))
-        self.store.update_limits(limits_of(config))
+        yield from self.store.update_limits_steps(limits_of(config))
         if config.max_age > 0:
             self.store.expire(time.time_ns() if now_ns is None else now_ns)
 
@@ -214,13 +249,16 @@ class Stream:
         msg_id, rollup, ttl = checked
         return MsgEntry(subj, hdr, data[len(hdr) :], now, ttl, msg_id, rollup)
 
-    def apply(self, entry: StreamEntry) -> PublishResult | int | bool:
+    def apply(self, entry: StreamEntry) -> PublishResult | int | bool | None:
         """Apply a decided change: a message (its PublishResult), a purge (how many messages
-        went) or a delete (whether the message was there)."""
+        went), a delete (whether the message was there) or a skip."""
         if isinstance(entry, MsgEntry):
             return self.apply_msg(entry)
         if isinstance(entry, PurgeEntry):
             return self.apply_purge(entry)
+        if isinstance(entry, SkipEntry):
+            self.apply_skip(entry)
+            return None
         return self.apply_delete(entry)
 
     def apply_msg(self, e: MsgEntry) -> PublishResult:
@@ -229,8 +267,48 @@ class Stream:
     def apply_purge(self, e: PurgeEntry) -> int:
         return self.store.purge(e.subject, e.seq, e.keep)
 
+    def purge_steps(self, e: PurgeEntry) -> Steps[int]:
+        """:meth:`apply_purge` in steps (a large purge yields to other work between them)."""
+        return self.store.purge_steps(e.subject, e.seq, e.keep)
+
     def apply_delete(self, e: DeleteEntry) -> bool:
         return self.store.erase_msg(e.seq) if e.erase else self.store.remove_msg(e.seq)
+
+    def apply_skip(self, e: SkipEntry) -> None:
+        self.store.skip_msgs(e.seq, e.num)
+
+    def decide_copy(self, subject: str, hdr: bytes, payload: bytes, ts: int) -> MsgEntry | PublishResult:
+        """Check a message copied from another stream (by a mirror, at the origin's ``ts``, or
+        from a source). As nats-server 2.15 takes them: the stream's own limits and its input
+        transform apply; a ``Nats-TTL`` is kept even where this stream would refuse one from a
+        publisher; ``Nats-Msg-Id`` is not de-duplicated (the copy keeps its place in its origin's
+        order); a rollup rolls up only where this stream allows rollups, and is never refused.
+        The caller has taken the ``Nats-Expected-*`` headers out: they were checked upstream."""
+        cfg = self.config
+        if self._map_subject is not None:
+            subject = self._map_subject(subject)
+        try:
+            if cfg.sealed:
+                raise ApiError.of(E.STREAM_SEALED)
+            if cfg.max_msg_size >= 0 and len(payload) > cfg.max_msg_size:
+                raise ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
+            if len(hdr) > MAX_HEADER_SIZE:
+                raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+            ttl = 0
+            rollup = b""
+            if hdr:
+                raw_ttl = get_header(hdr, H_TTL)
+                if raw_ttl is not None:
+                    try:
+                        ttl = parse_ttl(raw_ttl)
+                    except ValueError:
+                        raise ApiError.of(E.MESSAGE_TTL_INVALID) from None
+                if cfg.allow_rollup_hdrs and not cfg.deny_purge:
+                    r = get_header(hdr, H_ROLLUP) or b""
+                    rollup = r if r in (b"sub", b"all") else b""
+        except ApiError as e:
+            return PublishResult(pub_error(self.name, e))
+        return MsgEntry(subject, hdr, payload, ts, ttl, "", rollup)
 
     def _store(
         self, subj: str, hdr: bytes, payload: bytes, ts: int, ttl: int, msg_id: str, rollup: bytes
@@ -360,24 +438,36 @@ class Stream:
                 break
             dedup.popitem(last=False)
 
-    def rebuild_dedup(self, now: int) -> None:
-        """After a restart: re-learn message ids published within the duplicate window."""
+    def rebuild_dedup(self, now: int, seen: Iterable[tuple[str, int, int]] | None = None) -> None:
+        """After a restart: re-learn message ids published within the duplicate window, from
+        the store (only the messages inside the window are read, in bulk), or from ``seen``
+        ((id, seq, ts) in sequence order, gathered by whoever wrote the messages: a restore,
+        which must not read a large stream again on the loop)."""
         window = self.config.duplicate_window
-        st = self.store.state()
-        if st.msgs == 0 or window <= 0:
+        if window <= 0:
             return
-        seq = st.first_seq
+        for mid, seq, ts in self._msg_ids(now - window) if seen is None else seen:
+            if now - ts <= window:
+                self._dedup[mid] = (seq, ts)
+                self._last_msg_id = mid
+
+    def _msg_ids(self, since: int) -> Iterator[tuple[str, int, int]]:
+        """(id, seq, ts) of the stored messages from time ``since`` on that carry an id."""
+        st = self.store.state()
+        if st.msgs == 0 or st.last_ts < since:
+            return
+        seq = seq_at_time(self.store, since, st.first_seq, st.last_seq)
         while True:
-            msg = self.store.load_next_msg("", seq)
-            if msg is None:
+            batch = self.store.load_next_batch("", seq, DEDUP_BATCH)
+            if not batch:
                 break
-            seq = msg.seq + 1
-            if now - msg.ts > window or not msg.hdr:
-                continue
-            mid = get_header(msg.hdr, H_MSG_ID)
-            if mid:
-                self._dedup[mid.decode()] = (msg.seq, msg.ts)
-                self._last_msg_id = mid.decode()
+            seq = batch[-1].seq + 1
+            for msg in batch:
+                if not msg.hdr:
+                    continue
+                mid = get_header(msg.hdr, H_MSG_ID)
+                if mid:
+                    yield mid.decode(), msg.seq, msg.ts
 
 
 def _go_quote(raw: bytes) -> str:

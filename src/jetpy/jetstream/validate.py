@@ -19,12 +19,19 @@ rule the later one wins too (a republish source need not overlap the stream's su
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Final
 
 from msgspec.structs import replace
 
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.copy_rules import (
+    Lookup,
+    check_cycles,
+    check_delivery_prefix,
+    mirror_origin,
+    source_origin,
+)
 from jetpy.jetstream.errors import ApiError, ErrorCode
 from jetpy.jetstream.models import (
     JS_MAX_DESCRIPTION_LEN,
@@ -113,11 +120,15 @@ def _collide(a: str, b: str) -> bool:
 _UNLIMITED_FIELDS: Final = ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers")
 
 
-def check_stream_config(cfg: StreamConfig, *, pedantic: bool = False) -> StreamConfig:
+def check_stream_config(
+    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+) -> StreamConfig:
     """nats-server's ``checkStreamCfg``: the normalized config, or ``ApiError``.
 
-    Used for both create and update (update adds :func:`check_stream_update`). Checks that need
-    other streams (subject overlap 10065, source cycles, origin message size) are the caller's.
+    Used for both create and update (update adds :func:`check_stream_update`). Subject overlap
+    with other streams (10065) is the caller's; with ``origins`` the rules that look at a
+    mirror's or source's origin apply too (its message size, ``mirror_direct`` taken from its
+    ``allow_direct``, source cycles), in nats-server's order.
     """
     _check_stream_name(cfg.name)
     if len(cfg.description) > JS_MAX_DESCRIPTION_LEN:
@@ -147,7 +158,7 @@ def check_stream_config(cfg: StreamConfig, *, pedantic: bool = False) -> StreamC
         raise _invalid("max age needs to be >= 100ms")
 
     dup = cfg.duplicate_window
-    if dup == 0 and cfg.mirror is None:
+    if dup == 0 and cfg.mirror is None and not cfg.sources:  # 2.15: copies are not de-duplicated
         if cfg.max_age and cfg.max_age < DEFAULT_DUPLICATE_WINDOW:
             if pedantic:
                 raise _pedantic("duplicate window cannot be bigger than max age")
@@ -170,12 +181,19 @@ def check_stream_config(cfg: StreamConfig, *, pedantic: bool = False) -> StreamC
 
     _check_marker_ttl(cfg, changes, pedantic)
 
+    seen: list[str] = []  # the subjects of the origins in sight (for delivery prefixes)
     if cfg.mirror is not None:
         _check_mirror(cfg)
+        if origins is not None and cfg.mirror.external is None:
+            direct = mirror_origin(cfg, origins, seen, pedantic)
+            if direct != cfg.mirror_direct:
+                changes["mirror_direct"] = direct
     elif cfg.mirror_direct:  # nats-server 2.11+
         raise _invalid("stream has no mirror but does have mirror direct")
-    _check_sources(cfg.sources)
-    _check_external_prefixes(cfg)
+    _check_sources(cfg, origins, seen)
+    _check_external_prefixes(cfg, seen)
+    if origins is not None:
+        check_cycles(cfg, origins)
 
     subjects = list(cfg.subjects)
     if not subjects:
@@ -206,11 +224,13 @@ def check_stream_config(cfg: StreamConfig, *, pedantic: bool = False) -> StreamC
     return replace(cfg, **changes) if changes else cfg
 
 
-def check_stream_create(cfg: StreamConfig, *, pedantic: bool = False) -> StreamConfig:
+def check_stream_create(
+    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+) -> StreamConfig:
     """``STREAM.CREATE``'s rules: :func:`check_stream_config` plus "not sealed at birth"."""
     if cfg.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    return check_stream_config(cfg, pedantic=pedantic)
+    return check_stream_config(cfg, pedantic=pedantic, origins=origins)
 
 
 def _check_stream_name(name: str) -> None:
@@ -290,15 +310,17 @@ def _source_key(src: StreamSource) -> tuple[str, str, str]:
     return name, srcs, dests
 
 
-def _check_sources(sources: Sequence[StreamSource]) -> None:
+def _check_sources(cfg: StreamConfig, origins: Lookup | None, subjects: list[str]) -> None:
     seen: set[tuple[str, str, str]] = set()
-    for src in sources:
+    for src in cfg.sources:
         if not is_valid_name(src.name):
             raise _fail(E.SOURCE_INVALID_STREAM_NAME)
         key = _source_key(src)
         if key in seen:
             raise _fail(E.SOURCE_DUPLICATE_DETECTED)
         seen.add(key)
+        if origins is not None and src.external is None:
+            source_origin(cfg, src, origins, subjects)
         if src.filter_subject and src.subject_transforms:
             raise _fail(E.SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED)
         for tr in src.subject_transforms:
@@ -310,13 +332,14 @@ def _check_sources(sources: Sequence[StreamSource]) -> None:
             raise _fail(E.SOURCE_OVERLAPPING_SUBJECT_FILTERS)
 
 
-def _check_external_prefixes(cfg: StreamConfig) -> None:
+def _check_external_prefixes(cfg: StreamConfig, subjects: list[str]) -> None:
     externals = [s.external for s in ([cfg.mirror] if cfg.mirror else []) + list(cfg.sources)]
     for ext in externals:
         if ext is None:
             continue
         if ext.deliver and not is_valid_subject(ext.deliver, allow_wildcards=False):
             raise _fail(E.STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ, prefix=ext.deliver)
+        check_delivery_prefix(ext.deliver, subjects)
     for ext in externals:
         if ext is None or not ext.api:
             continue
@@ -363,12 +386,14 @@ def _check_republish(cfg: StreamConfig, subjects: list[str], pedantic: bool) -> 
     return replace(rp, src=src) if src != rp.src else rp
 
 
-def check_stream_update(old: StreamConfig, new: StreamConfig, *, pedantic: bool = False) -> StreamConfig:
+def check_stream_update(
+    old: StreamConfig, new: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+) -> StreamConfig:
     """nats-server's ``configUpdateCheck``: the normalized new config, or ``ApiError``.
 
     ``old`` is the stream's current (normalized) config; ``new`` may be raw or normalized.
     """
-    cfg = check_stream_config(new, pedantic=pedantic)
+    cfg = check_stream_config(new, pedantic=pedantic, origins=origins)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage != old.storage:

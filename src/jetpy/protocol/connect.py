@@ -25,7 +25,14 @@ from typing import Any, Final
 
 from jetpy.protocol.errors import ProtocolError
 
-__all__ = ["CONNECT_FIELDS", "INFO_FIELDS", "ConnectOptions", "decode_connect", "validate_info"]
+__all__ = [
+    "CONNECT_FIELDS",
+    "INFO_FIELDS",
+    "ConnectOptions",
+    "decode_connect",
+    "decode_fields",
+    "validate_info",
+]
 
 # kinds of a Go struct field, as far as JSON decoding can tell them apart
 BOOL: Final = "bool"
@@ -231,7 +238,19 @@ def decode_connect(raw: bytes, prev: ConnectOptions = DEFAULT_CONNECT) -> Connec
 
 def validate_info(raw: bytes) -> None:
     """Check an INFO a client sent as nats-server does (it is otherwise ignored)."""
+    decode_fields(raw, INFO_FIELDS)
+
+
+def decode_fields(raw: bytes, fields: dict[str, str]) -> dict[str, Any]:
+    """The fields of a JSON object argument that ``fields`` (wire name -> kind) names, checked
+    by Go's rules as above and keyed by their wire names; others are ignored, ``null`` is
+    absent. Raises ``ProtocolError(None)``. (Servers' INFO and CONNECT on routes use it.)"""
+    out: dict[str, Any] = {}
     for key, value in _pairs(raw) or ():
-        kind = _field(INFO_FIELDS, key)
-        if kind is not None and value is not None:
-            _check(kind, value)
+        if value is None:
+            continue
+        kind = _field(fields, key)
+        if kind is not None:
+            name = key if key in fields else next(k for k in fields if k.lower() == key.lower())
+            out[name] = _check(kind, value)
+    return out

@@ -19,6 +19,7 @@ __all__ = [
     "ERR_MAX_CONNECTIONS",
     "ERR_MAX_CONTROL_LINE",
     "ERR_MAX_PAYLOAD",
+    "ERR_MAX_SUBSCRIPTIONS",
     "ERR_NO_RESPONDERS_HEADERS",
     "ERR_STALE_CONNECTION",
     "ERR_UNKNOWN_OP",
@@ -35,6 +36,7 @@ ERR_STALE_CONNECTION = "Stale Connection"
 ERR_INVALID_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 ERR_MAX_CONNECTIONS = "maximum connections exceeded"
+ERR_MAX_SUBSCRIPTIONS = "maximum subscriptions exceeded"  # non-fatal
 ERR_INVALID_SUBJECT = "Invalid Subject"  # non-fatal
 ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"  # non-fatal
 

@@ -22,26 +22,34 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from jetpy.protocol.errors import ERR_MAX_CONNECTIONS
+from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
-from jetpy.server.client_log import ClientLog
-from jetpy.server.connection import ClientConnection
-from jetpy.server.identity import client_info, info_document, new_server_id
+from jetpy.server.client_log import ClientIdentity, ClientLog
+from jetpy.server.cluster import Cluster
+from jetpy.server.config_cluster import check_cluster_options
+from jetpy.server.connection import PLAIN, ClientConnection
+from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
+from jetpy.server.tls import TlsLayer, server_context
+from jetpy.server.websocket import WebSocketLayer, WebSocketSettings, origin_parts
 
 __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
+GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
 _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
+MAX_SUBS_LOG_INTERVAL = 2.0  # seconds between two "maximum subscriptions exceeded" log lines
 
 
 class Server:
@@ -54,6 +62,8 @@ class Server:
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
         self.broker = Broker()
+        self.client_listener = self._client_listener(self.options)
+        self.ws_listener = self._ws_listener(self.options)
         self.auth = Authenticator(self.options)
         self.connections: dict[int, ClientConnection] = {}
         self.closed_connections: collections.deque[ClientConnection] = collections.deque(
@@ -62,20 +72,26 @@ class Server:
         self.total_connections = 0
         self.slow_consumers = 0
         self.auth_failures = 0
+        self.violations: dict[str, int] = {}  # permission violations by kind, for /metrics
+        self._max_subs_logged = float("-inf")
         self.client_log = ClientLog(log)
         self.start_time = time.time()
         self.port = 0
         self.http_port = 0
+        self.ws_port = 0
         self._cid = 0
         self._listener: asyncio.Server | None = None
+        self._ws_server: asyncio.Server | None = None
+        self._ldm = False  # in lame duck mode
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
+        self.cluster: Cluster | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
         self._closed_out_bytes = 0
         self._stopped = asyncio.Event()
-        self._info_base: dict[str, Any] = {}
+        self._infos: dict[Listener, dict[str, Any]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.events = SystemEvents(self, self._spawn)
 
@@ -84,21 +100,79 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
+        check_cluster_options(opts)
         port = 0 if opts.port == -1 else opts.port
+        client = self.client_listener
         self._listener = await loop.create_server(
-            lambda: ClientConnection(self), opts.host, port, reuse_address=True, backlog=1024
+            lambda: ClientConnection(self, client), opts.host, port, reuse_address=True, backlog=1024
         )
         sock = self._listener.sockets[0]
         self.port = sock.getsockname()[1]
-        self._info_base = self._build_info()
+        ws, wso = self.ws_listener, opts.websocket
+        if ws is not None and wso is not None:
+            ws_host = wso.host
+            self._ws_server = await loop.create_server(
+                lambda: ClientConnection(self, ws),
+                ws_host,
+                0 if wso.port == -1 else wso.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.ws_port = self._ws_server.sockets[0].getsockname()[1]
+            scheme = "wss" if ws.tls is not None else "ws"
+            log.info("Listening for websocket clients on %s://%s:%d", scheme, ws_host, self.ws_port)
+            if ws.tls is None:
+                log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
+        self._build_infos()
         self.events.start()
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
-        if opts.http_port:
-            self._monitor = Monitor(self)
+        if opts.http_port or opts.https_port:
+            self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
         log.info("Listening for client connections on %s:%d", opts.host, self.port)
+        if client.tls is not None:
+            log.info("TLS required for client connections")
+            if client.tls_first:
+                log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
+            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker})
+            await self.cluster.start()
+
+    async def lame_duck(self) -> None:
+        """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
+        them gradually, then shut down."""
+        if self._listener is None or self._ldm:
+            return
+        self._ldm = True
+        opts = self.options
+        await lame_duck(self, opts.lame_duck_duration, opts.lame_duck_grace_period)
+        await self.shutdown()
+
+    def stop_accepting(self) -> None:
+        for server in (self._listener, self._ws_server):
+            if server is not None:
+                server.close()
+
+    def clients(self) -> list[ClientConnection]:
+        return list(self.connections.values())
+
+    def announce_ldm(self) -> None:
+        if self.cluster is not None:  # the peers drop this server from their clients' connect_urls
+            self.cluster.announce_ldm()
+        for c in self.connections.values():
+            if c.connected and c.protocol >= 1 and not c.closed:
+                c.send(
+                    client_info(
+                        self._infos[c.listener],
+                        c.cid,
+                        c.host,
+                        c.nonce,
+                        ldm=True,
+                        cluster=self._cluster_info(c),
+                    )
+                )
 
     async def shutdown(self) -> None:
         """Stop accepting, flush every client's pending output, close them, stop JetStream."""
@@ -106,6 +180,11 @@ class Server:
             return
         listener, self._listener = self._listener, None
         listener.close()
+        ws_server, self._ws_server = self._ws_server, None
+        if ws_server is not None:
+            ws_server.close()
+        if self.cluster is not None:
+            await self.cluster.stop()
         closing = list(self.connections.values())
         for conn in closing:
             conn.close("Server Shutdown")
@@ -163,7 +242,7 @@ class Server:
                 conn.log.error(conn.ident, ERR_MAX_CONNECTIONS)
                 conn.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             log.info("Closed %d connections to fall within max_connections", over)
-        self._info_base = self._build_info()  # what new clients are told (max_payload, auth)
+        self._build_infos()  # what new clients are told (max_payload, auth)
 
     # -- addresses ------------------------------------------------------------------------------
 
@@ -172,14 +251,15 @@ class Server:
         host = self.options.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return f"nats://{host}:{self.port}"
+        return f"{'tls' if self.options.tls else 'nats'}://{host}:{self.port}"
 
     @property
     def monitor_url(self) -> str:
         host = self.options.http_host or self.options.host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return f"http://{host}:{self.http_port}"
+        scheme = "https" if self.options.https_port else "http"
+        return f"{scheme}://{host}:{self.http_port}"
 
     # -- connections ----------------------------------------------------------------------------
 
@@ -206,6 +286,12 @@ class Server:
         self.closed_connections.append(conn)
         self.events.disconnected(conn)
 
+    def max_subs_exceeded(self, who: ClientIdentity) -> None:
+        now = time.monotonic()
+        if now - self._max_subs_logged >= MAX_SUBS_LOG_INTERVAL:
+            self._max_subs_logged = now
+            self.client_log.error(who, ERR_MAX_SUBSCRIPTIONS)
+
     def connected(self, conn: ClientConnection) -> None:
         self.events.connected(conn)
 
@@ -220,7 +306,7 @@ class Server:
         task.add_done_callback(self._background.discard)
 
     def totals(self) -> tuple[int, int, int, int]:
-        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
         im, om, ib, ob = (
             self._closed_in_msgs,
             self._closed_out_msgs,
@@ -232,21 +318,115 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
+        if self.cluster is not None:
+            rim, rom, rib, rob = self.cluster.totals()
+            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------
 
-    def _build_info(self) -> dict[str, Any]:
-        opts = self.options
-        return info_document(
-            server_id=self.server_id,
-            server_name=self.server_name,
-            host=opts.host,
-            port=self.port,
-            auth_required=self.auth.required,
-            max_payload=opts.max_payload,
-            jetstream=opts.jetstream,
+    @staticmethod
+    def _client_listener(opts: ServerOptions) -> Listener:
+        """The client port's connections: plain, or TLS as the tls block says."""
+        tls = opts.tls
+        if tls is None:
+            return PLAIN
+        ctx = server_context(tls)
+        return Listener(
+            tls=ctx,
+            tls_first=tls.handshake_first,
+            tls_timeout=tls.timeout,
+            tls_map=tls.verify_and_map,
+            layers=lambda: [TlsLayer(ctx)],
         )
 
+    @staticmethod
+    def _ws_listener(opts: ServerOptions) -> Listener | None:
+        """The WebSocket port's connections: an upgrade (over TLS unless no_tls), then NATS."""
+        wso = opts.websocket
+        if wso is None or not wso.port:
+            return None
+        settings = WebSocketSettings(
+            compression=wso.compression,
+            same_origin=wso.same_origin,
+            allowed=frozenset(p for p in map(origin_parts, wso.allowed_origins) if p is not None),
+            tls=wso.tls is not None,
+            max_message=opts.max_payload + opts.max_control_line + 64 * 1024,
+        )
+        if wso.tls is None:
+            return Listener(
+                tls_timeout=wso.handshake_timeout or TLS_TIMEOUT,
+                kind="websocket",
+                layers=lambda: [WebSocketLayer(settings)],
+            )
+        ctx = server_context(wso.tls)
+        return Listener(
+            tls=ctx,
+            tls_first=True,
+            tls_timeout=wso.handshake_timeout or TLS_TIMEOUT,
+            tls_map=wso.tls.verify_and_map,
+            kind="websocket",
+            layers=lambda: [TlsLayer(ctx), WebSocketLayer(settings)],
+        )
+
+    def _build_infos(self) -> None:
+        opts = self.options
+        listeners = [self.client_listener] + ([self.ws_listener] if self.ws_listener is not None else [])
+        self._infos = {
+            listener: info_document(
+                server_id=self.server_id,
+                server_name=self.server_name,
+                host=opts.host,
+                port=self.port,
+                auth_required=self.auth.required,
+                max_payload=opts.max_payload,
+                jetstream=opts.jetstream,
+                tls_required=listener.tls is not None and listener.kind != "websocket",
+                tls_verify=listener.tls is not None and listener.kind != "websocket" and _verifies(opts.tls),
+            )
+            for listener in listeners
+        }
+
     def info_for(self, conn: ClientConnection) -> bytes:
-        return client_info(self._info_base, conn.cid, conn.host)
+        return client_info(
+            self._infos[conn.listener], conn.cid, conn.host, conn.nonce, cluster=self._cluster_info(conn)
+        )
+
+    # -- the cluster ------------------------------------------------------------------------------
+
+    def _cluster_info(self, conn: ClientConnection) -> dict[str, Any] | None:
+        """What a client is told of the cluster: its name and (once a peer joined) connect_urls,
+        the servers' WebSocket URLs for a WebSocket client, as nats-server tells them."""
+        cluster = self.cluster
+        if cluster is None:
+            return None
+        doc: dict[str, Any] = {"cluster": cluster.name}
+        urls = cluster.connect_urls(websocket=conn.listener.kind == "websocket")
+        if urls:
+            doc["connect_urls"] = urls
+        return doc
+
+    def client_urls(self, websocket: bool = False) -> list[str]:
+        """This server's client URLs for connect_urls (``client_advertise``, else the listen
+        address; every interface's address when listening on all of them), or its WebSocket
+        URLs (none without a WebSocket listener)."""
+        if websocket:
+            wso = self.options.websocket
+            if wso is None or not self.ws_port:
+                return []
+            host, port = wso.host, self.ws_port
+        elif self.options.client_advertise:
+            return [self.options.client_advertise]
+        else:
+            host, port = self.options.host, self.port
+        return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def topology_changed(self) -> None:
+        """Send the clients that take async INFO (CONNECT protocol 1) the cluster's new INFO."""
+        for conn in self.connections.values():
+            if conn.connected and conn.protocol >= 1 and not conn.closed:
+                conn.send(self.info_for(conn))
+
+
+def _verifies(tls: TlsOptions | None) -> bool:
+    return tls is not None and tls.verifies

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
+from jetpy.server.permissions import Permissions
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
@@ -35,6 +36,8 @@ log = logging.getLogger("jetpy.server")
 
 
 class Subscriber(Protocol):
+    kind: str  # "Client", "Router" or "internal", as /connz and the cluster tell them apart
+
     def deliver(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
     ) -> None: ...
@@ -61,6 +64,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "filtered",
         "handler",
         "hprefix",
         "max_msgs",
@@ -77,6 +81,7 @@ class Subscription:
         self.sid = sid
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
+        self.filtered = False  # its client may not see every message it matches (permissions)
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
@@ -148,6 +153,12 @@ class Broker:
         # receivers (their ``flow``) that the flush of a client's read left backed up: that
         # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
         self.backed_up: list[Any] = []
+        # told of every local subscription made (+1) or dropped (-1): the cluster announces
+        # this server's interest to its routes (None: no cluster, nothing to tell)
+        self.on_interest: Callable[[Subscription, int], None] | None = None
+        # the permissions of the client whose read is being handled (None: the server itself,
+        # or a client without permissions): what in-process subscribers ask of their caller
+        self.caller: Permissions | None = None
 
     # -- interest -------------------------------------------------------------------------------
 
@@ -155,10 +166,25 @@ class Broker:
         self.subs.insert(sub.subject, sub.queue, sub)
         if self._watchers:
             self._interest_changed(sub)
+        if self.on_interest is not None:
+            self.on_interest(sub, 1)
 
     def remove(self, sub: Subscription) -> None:
-        self.subs.remove(sub.subject, sub.queue, sub)
+        if self.subs.remove(sub.subject, sub.queue, sub):
+            if self._watchers:
+                self._interest_changed(sub)
+            if self.on_interest is not None:
+                self.on_interest(sub, -1)
+
+    def add_remote(self, sub: Subscription) -> None:
+        """A route's subscription (another server's interest): routed to like any other, never
+        announced back to the routes."""
+        self.subs.insert(sub.subject, sub.queue, sub)
         if self._watchers:
+            self._interest_changed(sub)
+
+    def remove_remote(self, sub: Subscription) -> None:
+        if self.subs.remove(sub.subject, sub.queue, sub) and self._watchers:
             self._interest_changed(sub)
 
     def subscribe_internal(

@@ -45,13 +45,15 @@ class ClientIdentity:
     name: str = ""
     user: str | None = None  # "" with a token, the user's name with a user, None without auth
     connected: bool = False
+    nkey: bool = False  # ``user`` is a public nkey
+    websocket: bool = False  # named ``wid:N``, as nats-server names WebSocket clients
 
 
 def client_prefix(c: ClientIdentity) -> str:
     """nats-server's ``host:port - cid:N`` and, once connected, ``- "v1.2:lang:name" -
     "$G/user:alice"`` (each part only when there is something to say)."""
     host = f"[{c.host}]" if ":" in c.host else c.host
-    prefix = f"{host}:{c.port} - cid:{c.cid}"
+    prefix = f"{host}:{c.port} - {'wid' if c.websocket else 'cid'}:{c.cid}"
     if not c.connected:
         return prefix
     parts = [f"v{c.version}" if c.version else "", c.lang, c.name]
@@ -59,7 +61,8 @@ def client_prefix(c: ClientIdentity) -> str:
     if ncs:
         prefix += f' - "{ncs}"'
     if c.user is not None:
-        prefix += f' - "$G/{"user:" + c.user if c.user else "token"}"'
+        who = ("nkey:" if c.nkey else "user:") + c.user if c.user else "token"
+        prefix += f' - "$G/{who}"'
     return prefix
 
 

@@ -2,7 +2,7 @@
 
 Owns the meaning of configuration keys: their aliases (``max_conn`` = ``max_connections``), types,
 units (sizes, Go duration strings), nats-server's cross-checks inside a block, and the split of
-what jetpy does not do into errors (it would change security or topology: TLS, clusters,
+what jetpy does not do into errors (it would change security or topology: clusters,
 accounts...) and warnings (harmless to ignore: tuning and cosmetic keys). Also the checks
 nats-server makes when it starts (``validate_options``). Knows nothing of the file syntax (that is
 ``conf_format``) or the command line (``flags``), and never starts anything.
@@ -19,24 +19,34 @@ Behaviour mirrors nats-server 2.9.10 as observed with ``nats-server -c FILE -t``
 * jetpy extension: ``jetstream { sync_interval: "2m" }`` (nats-server 2.10's ``sync``/
   ``sync_interval``); ``"always"`` means fsync before every acknowledgement.
 
-User permissions are normalised to nats-server's JSON shape, each part optional::
-
-    {"publish": {"allow": [...], "deny": [...]}, "subscribe": {...},
-     "responses": {"max": 1, "ttl": 120.0}}   # ttl in seconds
+The security blocks (``authorization``, ``tls``, ``websocket``) are ``config_security``'s; the
+value converters and the run's context are ``config_values``'.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import re
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position, parse_config_file
-from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions, User
-from jetpy.subjects import is_valid_subject
+from jetpy.server import config_security as security
+from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
+from jetpy.server.config_cluster import check_cluster_options, cluster_block
+from jetpy.server.config_values import (
+    PORT_RE,
+    Context,
+    Handler,
+    describe,
+    go_duration,
+    host_port,
+    parse_duration,
+    q,
+    to_bool,
+    to_int,
+    to_str,
+)
+from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions
+from jetpy.server.websocket import origin_parts
 
 __all__ = [
     "IGNORED_FIELDS",
@@ -53,6 +63,7 @@ __all__ = [
 # nats-server's hard limits and defaults for what the config file can say.
 MAX_PAYLOAD_LIMIT = 2**31 - 1  # protocol lengths are int32 in nats-server; larger is "too big"
 MAX_CONTROL_LINE_LIMIT = 2**31 - 1
+MAX_SUB_TOKENS_LIMIT = 256  # nats-server's bound on max_sub_tokens
 LAME_DUCK_MIN_DURATION = 30.0  # seconds; shorter would cut clients off before they can move
 DEFAULT_RESPONSE_MAX_MSGS = 1  # allow_responses: true = one reply ...
 DEFAULT_RESPONSE_TTL = 120.0  # ... within two minutes
@@ -62,15 +73,10 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 # where data flows. Refused like the matching command-line flags.
 UNSUPPORTED_FIELDS = frozenset(
     {
-        "tls",
         "https",
-        "https_port",
-        "cluster",
         "gateway",
         "leaf",
         "leafnodes",
-        "websocket",
-        "ws",
         "mqtt",
         "accounts",
         "operator",
@@ -105,11 +111,6 @@ IGNORED_FIELDS = frozenset(
         "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
-        "max_subscriptions",
-        "max_subs",
-        "max_sub_tokens",
-        "max_subscription_tokens",
-        "lame_duck_grace_period",
         "no_system_account",
         "no_system",
         "no_sys_acc",
@@ -122,35 +123,6 @@ IGNORED_FIELDS = frozenset(
 )
 JETSTREAM_UNSUPPORTED = frozenset({"key", "ek", "encryption_key", "cipher"})  # encryption at rest: refused
 JETSTREAM_IGNORED = frozenset({"domain", "unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
-
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d*(?:\.\d*)?)(ns|us|µs|μs|ms|s|m|h)")
-_PORT_RE = re.compile(r"[+-]?\d+")
-
-
-class _Context:
-    """What one ``apply_config`` run collects: the options being filled, warnings, errors."""
-
-    def __init__(self, opts: ServerOptions) -> None:
-        self.opts = opts
-        self.warnings: list[str] = []
-        self.errors: list[ConfigError] = []
-        self.store_dir_at: Position | None = None
-
-    def warn(self, pos: Position, message: str) -> None:
-        self.warnings.append(f"{pos}: {message}")
-
-
-Handler = Callable[[_Context, str, Any, Position], None]
 
 
 def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
@@ -167,7 +139,7 @@ def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOpt
 
 def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
     """Apply an already parsed configuration over a copy of ``opts``. See ``load_config``."""
-    ctx = _Context(ServerOptions() if opts is None else copy.deepcopy(opts))
+    ctx = Context(ServerOptions() if opts is None else copy.deepcopy(opts))
     _apply_block(ctx, conf, _TOP_LEVEL)
     if len(ctx.errors) == 1:
         raise ctx.errors[0]
@@ -178,45 +150,47 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
 
 def validate_options(opts: ServerOptions) -> None:
     """The cross-checks nats-server makes when it starts, after config file and flags merge."""
+    if opts.tls is not None:
+        if not opts.tls.cert_file or not opts.tls.key_file:  # (the flags; the file says more)
+            raise ConfigError("TLS Server certificate must be present and valid")
+        security.checked_tls(opts.tls)
+    ws = opts.websocket
+    if ws is not None and ws.port:
+        if ws.tls is None and not ws.no_tls:
+            raise ConfigError("websocket requires TLS configuration")
+        for origin in ws.allowed_origins:
+            if origin_parts(origin) is None:
+                raise ConfigError(
+                    f"unable to parse allowed origin: parse {q(origin)}: invalid URI for request"
+                )
+    if opts.https_port:
+        if opts.http_port:
+            raise ConfigError(
+                "Can't start monitoring: can't specify both HTTP "
+                f"({opts.http_port}) and HTTPs ({opts.https_port}) ports"
+            )
+        if opts.tls is None:
+            raise ConfigError("Can't start monitoring: TLS cert and key required for HTTPS")
     if opts.log_format not in LOG_FORMATS:
-        raise ConfigError(f"log_format: {_q(opts.log_format)} is not one of {', '.join(LOG_FORMATS)}")
+        raise ConfigError(f"log_format: {q(opts.log_format)} is not one of {', '.join(LOG_FORMATS)}")
     if opts.max_payload > opts.max_pending:
         raise ConfigError(
             f"max_payload ({opts.max_payload}) cannot be higher than max_pending ({opts.max_pending})"
         )
     if opts.no_auth_user:
         if not opts.users:
-            raise ConfigError(f"no_auth_user: {_q(opts.no_auth_user)} present, but users are not defined")
+            raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} present, but users are not defined")
         if all(u.user != opts.no_auth_user for u in opts.users):
             raise ConfigError(
-                f"no_auth_user: {_q(opts.no_auth_user)} not present as user in authorization block"
+                f"no_auth_user: {q(opts.no_auth_user)} not present as user in authorization block"
             )
-
-
-def parse_duration(text: str) -> float:
-    """A Go ``time.ParseDuration`` string (``"1h30m"``, ``"250ms"``, ``"-5s"``, ``"0"``) in seconds."""
-    sign = -1.0 if text.startswith("-") else 1.0
-    s = text[1:] if text.startswith(("+", "-")) else text
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError(f"invalid duration {json.dumps(text)}")
-    total, pos = 0.0, 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None or m.group(1) in ("", "."):
-            raise ValueError(
-                f'invalid duration {json.dumps(text)} (use a number and a unit, e.g. "2m", "10s", "1h30m")'
-            )
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
+    check_cluster_options(opts)
 
 
 # -- dispatch ---------------------------------------------------------------------------------
 
 
-def _apply_block(ctx: _Context, block: ConfigMap, table: dict[str, Handler]) -> None:
+def _apply_block(ctx: Context, block: ConfigMap, table: dict[str, Handler]) -> None:
     for key, value in block.items():
         pos = block.position(key)
         name = key.lower()
@@ -230,84 +204,27 @@ def _apply_block(ctx: _Context, block: ConfigMap, table: dict[str, Handler]) -> 
             ctx.errors.append(e)
 
 
-def _unsupported(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _unsupported(ctx: Context, key: str, value: Any, pos: Position) -> None:
     if value is False:  # switching off something jetpy does not do anyway ("syslog: false") is fine
         return
     raise ConfigError(f'field "{key}" is not supported by jetpy yet', pos)
 
 
-def _ignored(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _ignored(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.warn(pos, f'field "{key}" is not supported by jetpy; ignored')
 
 
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"float {value}"
-    if isinstance(value, str):
-        return f"string {_q(value)}"
-    if isinstance(value, datetime):
-        return f"datetime {value.isoformat()}"
-    if isinstance(value, dict):
-        return "a map"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
-
-
-def _q(text: str) -> str:
-    """Quote like Go's %q, as nats-server's messages do."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _wrong(key: str, value: Any, expected: str, pos: Position) -> ConfigError:
-    return ConfigError(f'invalid value for "{key}": expected {expected}, got {_describe(value)}', pos)
-
-
-_V = TypeVar("_V")
-
-
-def _expect(kind: type[_V], expected: str) -> Callable[[str, Any, Position], _V]:
-    """A converter that takes a value of ``kind`` as it is and refuses anything else (a boolean
-    is no integer here, though Python's bool is an int)."""
-
-    def convert(key: str, value: Any, pos: Position) -> _V:
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise _wrong(key, value, expected, pos)
-        return value
-
-    return convert
-
-
-_int = _expect(int, "an integer")
-_str = _expect(str, "a string")
-_bool = _expect(bool, "a boolean (true/false)")
-_map = _expect(ConfigMap, "a map ({ ... })")
-
-
 def _setter(attr: str, convert: Callable[[str, Any, Position], Any]) -> Handler:
-    def handler(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
         setattr(ctx.opts, attr, convert(key, value, pos))
 
     return handler
 
 
-def _go_duration(key: str, value: Any, pos: Position) -> float:
-    if not isinstance(value, str):
-        raise _wrong(key, value, 'a duration string such as "2m"', pos)
-    try:
-        return parse_duration(value)
-    except ValueError as e:
-        raise ConfigError(f"error parsing {key}: {e}", pos) from e
-
-
 def _duration_setter(attr: str) -> Handler:
     """A duration option that, like nats-server, still takes integer seconds with a warning."""
 
-    def handler(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             ctx.warn(
                 pos,
@@ -316,7 +233,7 @@ def _duration_setter(attr: str) -> Handler:
             )
             seconds = float(value)
         else:
-            seconds = _go_duration(key, value, pos)
+            seconds = go_duration(key, value, pos)
         if seconds <= 0:  # nats-server takes it and then misbehaves; a timer needs a positive period
             raise ConfigError(f'invalid value for "{key}": must be a positive duration', pos)
         setattr(ctx.opts, attr, seconds)
@@ -324,9 +241,18 @@ def _duration_setter(attr: str) -> Handler:
     return handler
 
 
+def _sub_tokens(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    n = to_int(key, value, pos)
+    if n > MAX_SUB_TOKENS_LIMIT:
+        raise ConfigError(f"{key} value is too big", pos)
+    if n < 0:
+        raise ConfigError(f"{key} value can not be negative", pos)
+    ctx.opts.max_sub_tokens = n
+
+
 def _limited_int(attr: str, limit: int) -> Handler:
-    def handler(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-        n = _int(key, value, pos)
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
+        n = to_int(key, value, pos)
         if n > limit:
             raise ConfigError(f"{key} value is too big", pos)
         setattr(ctx.opts, attr, n)
@@ -337,261 +263,69 @@ def _limited_int(attr: str, limit: int) -> Handler:
 # -- addresses --------------------------------------------------------------------------------
 
 
-def _host_port(key: str, value: Any, pos: Position) -> tuple[str | None, int]:
-    """``listen``/``http``: a port number, or ``host:port`` (``[::1]:4222``, ``:4222``)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return None, value
-    text = _str(key, value, pos)
-    if text.startswith("["):
-        close = text.find("]")
-        host, rest = (text[1:close], text[close + 1 :]) if close > 0 else ("", "")
-        ok = rest.startswith(":")
-        port_text = rest[1:]
-    else:
-        host, colon, port_text = text.rpartition(":")
-        ok = bool(colon) and ":" not in host
-    if not ok:
-        raise ConfigError(f"could not parse address string {_q(text)}", pos)
-    if not _PORT_RE.fullmatch(port_text):
-        raise ConfigError(f"could not parse port {_q(port_text)}", pos)
-    return host, int(port_text)
-
-
-def _listen(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-    host, port = _host_port(key, value, pos)
+def _listen(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    host, port = host_port(key, value, pos)
     if host is not None:
         ctx.opts.host = host or DEFAULT_HOST  # ":4222" means every interface, as nats-server
     ctx.opts.port = port
 
 
-def _http(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-    host, port = _host_port(key, value, pos)
+def _http(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    host, port = host_port(key, value, pos)
     if host is not None:
         ctx.opts.http_host = host
     ctx.opts.http_port = port
 
 
-def _lame_duck(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-    seconds = _go_duration(key, value, pos)
+def _lame_duck(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    seconds = go_duration(key, value, pos)
     if seconds < LAME_DUCK_MIN_DURATION:
         raise ConfigError(f"invalid lame_duck_duration of {value}, minimum is 30 seconds", pos)
     ctx.opts.lame_duck_duration = seconds
 
 
-def _trace_verbose(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _lame_duck_grace(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    seconds = go_duration(key, value, pos)
+    if seconds < 0:
+        raise ConfigError(f"invalid lame_duck_grace_period of {value}, must be positive", pos)
+    ctx.opts.lame_duck_grace_period = seconds
+
+
+def _trace_verbose(ctx: Context, key: str, value: Any, pos: Position) -> None:
     # nats-server's verbose trace adds the system account's traffic; jetpy has none, so it is trace.
-    if _bool(key, value, pos):
+    if to_bool(key, value, pos):
         ctx.opts.trace = True
 
 
-def _store_dir(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _store_dir(ctx: Context, key: str, value: Any, pos: Position) -> None:
     if ctx.store_dir_at is not None:
         raise ConfigError(f"Duplicate 'store_dir' configuration (first set at {ctx.store_dir_at})", pos)
-    ctx.opts.store_dir = _str(key, value, pos)
+    ctx.opts.store_dir = to_str(key, value, pos)
     ctx.store_dir_at = pos
-
-
-# -- authorization ----------------------------------------------------------------------------
-
-
-class _AuthBlock:
-    """What an ``authorization {}`` block said, checked as a whole once it has been read."""
-
-    def __init__(self) -> None:
-        self.user: str = ""
-        self.password: str = ""
-        self.token: str = ""
-        self.timeout: float | None = None
-        self.users: list[User] | None = None
-        self.default_permissions: dict[str, object] | None = None
-
-
-def _authorization(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-    block = _map(key, value, pos)
-    auth = _AuthBlock()
-    for k, v in block.items():
-        kpos = block.position(k)
-        name = k.lower()
-        try:
-            if name in ("user", "username"):
-                auth.user = _str(k, v, kpos)
-            elif name in ("pass", "password"):
-                auth.password = _str(k, v, kpos)
-            elif name == "token":
-                auth.token = _str(k, v, kpos)
-            elif name == "timeout":
-                auth.timeout = _auth_timeout(k, v, kpos)
-            elif name == "users":
-                auth.users = _users(k, v, kpos)
-            elif name in ("default_permission", "default_permissions", "permissions"):
-                auth.default_permissions = _permissions(k, v, kpos)
-            elif name == "nkeys":
-                raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
-            elif k not in block.variables_used:
-                raise ConfigError(f'unknown field "{k}"', kpos)
-        except ConfigError as e:
-            ctx.errors.append(e)
-    if (auth.user or auth.password) and auth.token:
-        raise ConfigError("Cannot have a user/pass and token", pos)
-    if auth.users is not None and auth.user:
-        raise ConfigError("Can not have a single user/pass and a users array", pos)
-    if auth.users is not None and auth.token:
-        raise ConfigError("Can not have a token and a users array", pos)
-    if auth.default_permissions is not None:
-        if auth.users:
-            for u in auth.users:
-                if u.permissions is None:
-                    u.permissions = copy.deepcopy(auth.default_permissions)
-        else:
-            ctx.warn(pos, "default_permissions apply to the users array only; ignored")
-    ctx.opts.username, ctx.opts.password, ctx.opts.token = auth.user, auth.password, auth.token
-    ctx.opts.users = auth.users or []
-    if auth.timeout is not None:
-        ctx.opts.auth_timeout = auth.timeout
-
-
-def _auth_timeout(key: str, value: Any, pos: Position) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _wrong(key, value, 'seconds or a duration string such as "2s"', pos)
-    seconds = _go_duration(key, value, pos) if isinstance(value, str) else float(value)
-    if seconds <= 0:
-        raise ConfigError(f'invalid value for "{key}": must be a positive number of seconds', pos)
-    return seconds
-
-
-def _users(key: str, value: Any, pos: Position) -> list[User]:
-    if not isinstance(value, ConfigList):
-        raise ConfigError(f"Expected users field to be an array, got {_describe(value)}", pos)
-    users: list[User] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(value):
-        epos = value.positions[i]
-        if not isinstance(entry, ConfigMap):
-            raise ConfigError(f"Expected user entry to be a map/struct, got {_describe(entry)}", epos)
-        user = User(user="")
-        for k, v in entry.items():
-            kpos = entry.position(k)
-            name = k.lower()
-            if name in ("user", "username"):
-                user.user = _str(k, v, kpos)
-            elif name in ("pass", "password"):
-                user.password = _str(k, v, kpos)
-            elif name in ("permission", "permissions", "authorization"):
-                user.permissions = _permissions(k, v, kpos)
-            elif name in ("nkey", "allowed_connection_types"):
-                raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
-            elif k not in entry.variables_used:
-                raise ConfigError(f'unknown field "{k}"', kpos)
-        if not user.user:
-            raise ConfigError("User entry requires a user", epos)
-        if user.user in seen:
-            raise ConfigError(f"Duplicate user {_q(user.user)} detected", epos)
-        seen.add(user.user)
-        users.append(user)
-    return users
-
-
-def _permissions(key: str, value: Any, pos: Position) -> dict[str, object]:
-    if not isinstance(value, ConfigMap):
-        raise ConfigError(f"Expected permissions to be a map/struct, got {_describe(value)}", pos)
-    perms: dict[str, object] = {}
-    for k, v in value.items():
-        kpos = value.position(k)
-        name = k.lower()
-        if name in ("pub", "publish", "import"):
-            perms["publish"] = _subject_permission(k, v, kpos)
-        elif name in ("sub", "subscribe", "export"):
-            perms["subscribe"] = _subject_permission(k, v, kpos)
-        elif name == "allow_responses":
-            responses = _response_permission(k, v, kpos)
-            if responses is not None:
-                perms["responses"] = responses
-        elif k not in value.variables_used:
-            raise ConfigError(f'Unknown field "{k}" parsing permissions', kpos)
-    return perms
-
-
-def _subject_permission(key: str, value: Any, pos: Position) -> dict[str, list[str]]:
-    """``"a.b"``, ``["a", "b"]`` (both meaning allow) or ``{allow: ..., deny: ...}``."""
-    if isinstance(value, ConfigMap):
-        out: dict[str, list[str]] = {}
-        for k, v in value.items():
-            name = k.lower()
-            if name not in ("allow", "deny"):
-                raise ConfigError(
-                    f"Unknown field name {_q(k)} parsing subject permissions, only 'allow' or "
-                    "'deny' are permitted",
-                    value.position(k),
-                )
-            out[name] = _subjects(k, v, value.position(k))
-        return out
-    return {"allow": _subjects(key, value, pos)}
-
-
-def _subjects(key: str, value: Any, pos: Position) -> list[str]:
-    if isinstance(value, str):
-        subjects = [value]
-    elif isinstance(value, ConfigList):
-        subjects = []
-        for i, s in enumerate(value):
-            if not isinstance(s, str):
-                raise ConfigError(
-                    f"Subject in permissions array cannot be cast to string, got {_describe(s)}",
-                    value.positions[i],
-                )
-            subjects.append(s)
-    else:
-        raise ConfigError(
-            f"Expected subject permissions to be a subject, or array of subjects, got {_describe(value)}", pos
-        )
-    for s in subjects:
-        if not is_valid_subject(s):
-            raise ConfigError(f"subject {_q(s)} is not a valid subject", pos)
-    return subjects
-
-
-def _response_permission(key: str, value: Any, pos: Position) -> dict[str, object] | None:
-    if isinstance(value, bool):
-        return {"max": DEFAULT_RESPONSE_MAX_MSGS, "ttl": DEFAULT_RESPONSE_TTL} if value else None
-    if not isinstance(value, ConfigMap):
-        raise ConfigError("error parsing response permissions, expected a boolean or a map", pos)
-    out: dict[str, object] = {"max": DEFAULT_RESPONSE_MAX_MSGS, "ttl": DEFAULT_RESPONSE_TTL}
-    for k, v in value.items():
-        kpos = value.position(k)
-        name = k.lower()
-        if name in ("max", "max_msgs", "max_messages", "max_responses"):
-            out["max"] = _int(k, v, kpos)
-        elif name in ("expires", "ttl"):
-            if not isinstance(v, str):
-                raise ConfigError("error parsing expires, not a duration string", kpos)
-            out["ttl"] = _go_duration(k, v, kpos)
-        else:
-            raise ConfigError(f'Unknown field "{k}" parsing permissions', kpos)
-    return out
 
 
 # -- jetstream --------------------------------------------------------------------------------
 
 
-def _jetstream(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _jetstream(ctx: Context, key: str, value: Any, pos: Position) -> None:
     if isinstance(value, bool):
         ctx.opts.jetstream = value
     elif isinstance(value, str):
         word = value.lower()
         if word not in ("enabled", "enable", "disabled", "disable"):
-            raise ConfigError(f"Expected 'enabled' or 'disabled' for string value, got {_q(value)}", pos)
+            raise ConfigError(f"Expected 'enabled' or 'disabled' for string value, got {q(value)}", pos)
         ctx.opts.jetstream = word.startswith("enable")
     elif isinstance(value, ConfigMap):
         ctx.opts.jetstream = True
         _apply_block(ctx, value, _JETSTREAM)
     else:
-        raise ConfigError(f"Expected map, bool or string to define JetStream, got {_describe(value)}", pos)
+        raise ConfigError(f"Expected map, bool or string to define JetStream, got {describe(value)}", pos)
 
 
 def _storage_size(name: str) -> Handler:
     """Integers as written (the syntax already applied suffixes), or nats-server's size strings."""
 
-    def handler(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             size = value
         elif isinstance(value, str):
@@ -600,8 +334,8 @@ def _storage_size(name: str) -> Handler:
                 size = 0
             elif text[-1] not in STORAGE_STRING_SHIFTS:
                 raise ConfigError(f"{name} sizes defined as strings must end in K, M, G, T", pos)
-            elif not _PORT_RE.fullmatch(text[:-1]):
-                raise ConfigError(f"{name}: cannot parse {_q(value)} as a size", pos)
+            elif not PORT_RE.fullmatch(text[:-1]):
+                raise ConfigError(f"{name}: cannot parse {q(value)} as a size", pos)
             else:
                 size = int(text[:-1]) << STORAGE_STRING_SHIFTS[text[-1]]
         else:
@@ -611,18 +345,18 @@ def _storage_size(name: str) -> Handler:
     return handler
 
 
-def _sync_interval(ctx: _Context, key: str, value: Any, pos: Position) -> None:
+def _sync_interval(ctx: Context, key: str, value: Any, pos: Position) -> None:
     if isinstance(value, str) and value.lower() == "always":
         ctx.opts.sync_interval = None
         return
-    seconds = _go_duration(key, value, pos)
+    seconds = go_duration(key, value, pos)
     if seconds <= 0:
         raise ConfigError(f'invalid value for "{key}": must be a positive duration or "always"', pos)
     ctx.opts.sync_interval = seconds
 
 
-def _jetstream_enabled(ctx: _Context, key: str, value: Any, pos: Position) -> None:
-    ctx.opts.jetstream = _bool(key, value, pos)
+def _jetstream_enabled(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    ctx.opts.jetstream = to_bool(key, value, pos)
 
 
 _JETSTREAM: dict[str, Handler] = {
@@ -644,37 +378,47 @@ _JETSTREAM: dict[str, Handler] = {
 
 _TOP_LEVEL: dict[str, Handler] = {
     "listen": _listen,
-    "port": _setter("port", _int),
-    "host": _setter("host", _str),
-    "net": _setter("host", _str),
-    "server_name": _setter("server_name", _str),
-    "client_advertise": _setter("client_advertise", _str),
+    "port": _setter("port", to_int),
+    "host": _setter("host", to_str),
+    "net": _setter("host", to_str),
+    "server_name": _setter("server_name", to_str),
+    "client_advertise": _setter("client_advertise", to_str),
     "http": _http,
-    "http_port": _setter("http_port", _int),
-    "monitor_port": _setter("http_port", _int),
+    "http_port": _setter("http_port", to_int),
+    "https_port": _setter("https_port", to_int),
+    "tls": security.tls,
+    "websocket": security.websocket,
+    "ws": security.websocket,
+    "monitor_port": _setter("http_port", to_int),
     "max_payload": _limited_int("max_payload", MAX_PAYLOAD_LIMIT),
-    "max_pending": _setter("max_pending", _int),
-    "max_connections": _setter("max_connections", _int),
-    "max_conn": _setter("max_connections", _int),
+    "max_pending": _setter("max_pending", to_int),
+    "max_connections": _setter("max_connections", to_int),
+    "max_conn": _setter("max_connections", to_int),
     "max_control_line": _limited_int("max_control_line", MAX_CONTROL_LINE_LIMIT),
+    "max_subscriptions": _setter("max_subscriptions", to_int),
+    "max_subs": _setter("max_subscriptions", to_int),
+    "max_sub_tokens": _sub_tokens,
+    "max_subscription_tokens": _sub_tokens,
     "ping_interval": _duration_setter("ping_interval"),
-    "ping_max": _setter("ping_max", _int),
+    "ping_max": _setter("ping_max", to_int),
     "write_deadline": _duration_setter("write_deadline"),
     "lame_duck_duration": _lame_duck,
-    "authorization": _authorization,
-    "no_auth_user": _setter("no_auth_user", _str),
+    "lame_duck_grace_period": _lame_duck_grace,
+    "authorization": security.authorization,
+    "no_auth_user": _setter("no_auth_user", to_str),
     "jetstream": _jetstream,
+    "cluster": cluster_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
-    "debug": _setter("debug", _bool),
-    "trace": _setter("trace", _bool),
+    "debug": _setter("debug", to_bool),
+    "trace": _setter("trace", to_bool),
     "trace_verbose": _trace_verbose,
-    "logtime": _setter("logtime", _bool),
-    "log_format": _setter("log_format", _str),
-    "log_file": _setter("log_file", _str),
-    "logfile": _setter("log_file", _str),
-    "pid_file": _setter("pid_file", _str),
-    "pidfile": _setter("pid_file", _str),
+    "logtime": _setter("logtime", to_bool),
+    "log_format": _setter("log_format", to_str),
+    "log_file": _setter("log_file", to_str),
+    "logfile": _setter("log_file", to_str),
+    "pid_file": _setter("pid_file", to_str),
+    "pidfile": _setter("pid_file", to_str),
     **dict.fromkeys(UNSUPPORTED_FIELDS, _unsupported),
     **dict.fromkeys(IGNORED_FIELDS, _ignored),
 }

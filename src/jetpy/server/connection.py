@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Final, Protocol, cast
 
 from jetpy.protocol import Parser, ProtocolError
@@ -37,17 +38,31 @@ from jetpy.protocol.errors import (
     ERR_MAX_CONNECTIONS,
     ERR_MAX_CONTROL_LINE,
     ERR_MAX_PAYLOAD,
+    ERR_MAX_SUBSCRIPTIONS,
     ERR_NO_RESPONDERS_HEADERS,
     ERR_STALE_CONNECTION,
     ERR_UNKNOWN_OP,
 )
 from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
-from jetpy.server.auth import Authenticator
+from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.client_layers import ClientLayers
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
+from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.options import ServerOptions
+from jetpy.server.permissions import (
+    RESERVED_REPLY_PREFIXES,
+    SYS_QUEUE,
+    Permissions,
+    Replies,
+    pub_violation,
+    reply_violation,
+    sub_violation,
+    tokens_violation,
+)
+from jetpy.server.stack import Listener, Stack
 from jetpy.server.trace import trace_in, trace_out
 from jetpy.subjects import valid_literal_bytes, valid_sub_bytes
 
@@ -63,6 +78,7 @@ CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO)
 RTT_MEASUREMENT_INTERVAL: Final = 3600.0  # nats-server re-measures a busy client's RTT hourly
 
 _INVALID_PUB_SUBJECT: Final = enc.err(ERR_INVALID_PUB_SUBJECT)
+_MAX_SUBS: Final = enc.err(ERR_MAX_SUBSCRIPTIONS)
 _INVALID_SUBJECT: Final = enc.err(ERR_INVALID_SUBJECT)
 
 # nats-server's closed-connection reasons (/connz?state=closed) for each protocol error
@@ -83,6 +99,7 @@ class ConnectionHost(Protocol):
     auth: Authenticator
     auth_failures: int  # CONNECTs refused, for /varz
     slow_consumers: int  # clients disconnected as slow consumers, for /varz
+    violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     client_log: ClientLog  # what clients did wrong, rate-limited
 
     def next_cid(self) -> int:
@@ -105,12 +122,25 @@ class ConnectionHost(Protocol):
         """The INFO line this client is greeted with."""
         ...
 
+    def max_subs_exceeded(self, who: ClientIdentity) -> None:
+        """A client hit ``max_subscriptions`` (logged at most every 2 s, as nats-server)."""
+        ...
 
-class ClientConnection(asyncio.Protocol):
+
+PLAIN: Final = Listener()  # the client port without TLS
+
+
+class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
     kind = "Client"
+    server: ConnectionHost
 
-    def __init__(self, server: ConnectionHost) -> None:
+    def __init__(self, server: ConnectionHost, listener: Listener = PLAIN) -> None:
         self.server = server
+        self.listener = listener
+        self.stack: Stack | None = None  # TLS, WebSocket: the layers under the protocol
+        self._stack_up = listener.plain  # every layer's handshake done
+        self._greeted = False  # INFO sent
+        self._handshake_timer: asyncio.TimerHandle | None = None
         opts = server.options
         self.broker = server.broker
         self.auth_required = server.auth.required
@@ -139,6 +169,12 @@ class ClientConnection(asyncio.Protocol):
         self.lang = ""
         self.version = ""
         self.user = ""
+        self.identity: Identity = ANONYMOUS  # whom the client authenticated as
+        self.perms: Permissions | None = None
+        self._pub_ok: Callable[[bytes], bool] | None = None  # the publish check, when there is one
+        self.replies: Replies | None = None  # requests it may answer (allow_responses)
+        self.nonce = new_nonce() if server.auth.uses_nonce else ""  # for nkey users to sign
+        self.cert: CertNames | None = None  # a verified client certificate's names (TLS)
         self.connect_opts: ConnectOptions | None = None  # the last CONNECT (credentials for a reload)
         self.connected = False  # CONNECT processed and authorized
         self.subs: dict[bytes, Subscription] = {}
@@ -152,7 +188,8 @@ class ClientConnection(asyncio.Protocol):
         self.out_bytes = 0
         self.host = ""
         self.port = 0
-        self.ident = ClientIdentity("", 0, self.cid)  # who this client is, for log lines
+        self.ident = ClientIdentity("", 0, self.cid, websocket=listener.kind == "websocket")
+        self.client_type = "websocket" if listener.kind == "websocket" else "nats"  # for /connz
         self.log = server.client_log
         self.rtt = 0.0
         self._start_mono = time.monotonic()
@@ -188,8 +225,18 @@ class ClientConnection(asyncio.Protocol):
             self.log.error(self.ident, ERR_MAX_CONNECTIONS)
             self.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             return
-        self.send(server.info_for(self))
         loop = asyncio.get_running_loop()
+        listener = self.listener
+        if listener.layers is None:
+            self._greet()
+        else:
+            self.stack = Stack(listener.layers(), self.transport.write)
+            if listener.tls is not None:
+                if not listener.tls_first:  # INFO in plaintext, then the client starts TLS
+                    self.transport.write(server.info_for(self))
+                    self._greeted = True
+                log.debug("%s - Starting TLS client connection handshake", client_prefix(self.ident))
+            self._handshake_timer = loop.call_later(listener.tls_timeout, self._handshake_timeout)
         if self.auth_required:
             self._auth_timer = loop.call_later(server.options.auth_timeout, self._auth_timeout)
         if server.options.ping_interval > 0:
@@ -228,9 +275,19 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        if self.stack is not None:
+            self._layered(self.stack, data)
+        else:
+            self._received(data)
+
+    def _received(self, data: bytes) -> None:
+        """Protocol bytes from the client (through its layers, if it has any)."""
+        if self.closed:
+            return
         self._last_in = time.monotonic()
         broker = self.broker
         broker.begin_batch()
+        broker.caller = self.perms  # whom JetStream's handlers serve while this read is handled
         try:
             try:
                 ops = self.parser.feed(data)
@@ -252,6 +309,7 @@ class ClientConnection(asyncio.Protocol):
                     trace_in(self, ops)
                 self._handle(ops)
         finally:
+            broker.caller = None
             broker.end_batch()
         backed_up = broker.backed_up
         if backed_up:  # this read's messages backed receivers up: let them catch up first
@@ -271,6 +329,7 @@ class ClientConnection(asyncio.Protocol):
         pedantic = self.pedantic
         echo = self.echo
         no_responders = self.no_responders
+        pub_ok = self._pub_ok
         n_in = b_in = 0
         for op in ops:
             code = op[0]
@@ -278,7 +337,17 @@ class ClientConnection(asyncio.Protocol):
                 _, subject, datas, sizes = op
                 n_in += len(datas)
                 b_in += sum(map(len, datas))
-                if verbose or pedantic:  # acknowledged and checked one by one
+                if pub_ok is not None and not pub_ok(subject):  # refused, but for replies it may send
+                    for data, sz in zip(datas, sizes, strict=True):
+                        if pedantic and not valid_literal_bytes(subject):
+                            self.send(_INVALID_PUB_SUBJECT)
+                        if self._answers(subject):
+                            if verbose:
+                                self.send(enc.OK)
+                            publish(self, subject, None, 0, data, echo, sz)
+                        else:
+                            self._violation("publish", *pub_violation(subject))
+                elif verbose or pedantic:  # acknowledged and checked one by one
                     for data, sz in zip(datas, sizes, strict=True):
                         if pedantic and not valid_literal_bytes(subject):
                             self.send(_INVALID_PUB_SUBJECT)
@@ -297,6 +366,18 @@ class ClientConnection(asyncio.Protocol):
                     # nats-server complains but still delivers (an empty subject is a client
                     # HMSG, which nats-server takes without a check)
                     self.send(_INVALID_PUB_SUBJECT)
+                if pub_ok is not None and not pub_ok(subject) and not self._answers(subject):
+                    self._violation("publish", *pub_violation(subject))
+                    continue
+                # (a first test on the second byte keeps the usual inbox replies cheap)
+                if (
+                    reply is not None
+                    and len(reply) > 3
+                    and reply[1] in b"RJG"
+                    and reply.startswith(RESERVED_REPLY_PREFIXES)
+                ):
+                    self._violation("reply", *reply_violation(reply))
+                    continue
                 if verbose:
                     self.send(enc.OK)
                 if publish(self, subject, reply, hdr_len, data, echo, sizes) == 0 and no_responders and reply:
@@ -321,6 +402,7 @@ class ClientConnection(asyncio.Protocol):
                 pedantic = self.pedantic
                 echo = self.echo
                 no_responders = self.no_responders
+                pub_ok = self._pub_ok
             elif code == ERR:
                 self.close("Parse Error")
                 break
@@ -329,8 +411,9 @@ class ClientConnection(asyncio.Protocol):
         self.in_bytes += b_in
 
     def _login_anonymous(self) -> None:
-        self.user = self.anonymous_user or ""
-        self.ident.user, self.ident.connected = self.user, True
+        self._set_identity(self.server.auth.anonymous())
+        self.broker.caller = self.perms  # (inside this client's read)
+        self.ident.connected = True
         self.connected = True
         self._cancel_auth_timer()
         self.server.connected(self)
@@ -352,18 +435,23 @@ class ClientConnection(asyncio.Protocol):
         self.version = opts.version
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
-        if self.auth_required:
-            user = self.server.auth.authenticate(opts)
-            if user is None:
-                self.server.auth_failures += 1
-                self.log.error(self.ident, _auth_error(opts))
-                self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-                return False
-            self.user = user
-            self._cancel_auth_timer()
+        auth = self.server.auth
+        identity = (
+            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+            if self.auth_required
+            else ANONYMOUS
+        )
+        # a CONNECT naming an account is refused whatever the credentials, as by nats-server
+        if identity is None or opts.account or opts.new_account:
+            self.server.auth_failures += 1
+            self.log.error(self.ident, auth.error_text(opts))
+            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            return False
+        self._cancel_auth_timer()
+        self._set_identity(identity)
+        self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
-        ident.user = self.user if self.auth_required else None
         ident.connected = True
         if not CLIENT_PROTO_ZERO <= opts.protocol <= CLIENT_PROTO_INFO:
             self.log.error(ident, ERR_INVALID_PROTOCOL)
@@ -382,7 +470,20 @@ class ClientConnection(asyncio.Protocol):
         return True
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
-        # nats-server checks the subject only; any queue name is taken as is
+        # nats-server's order: permissions (and the reserved queue), the token and subscription
+        # limits, then the subject; any other queue name is taken as is
+        perms = self.perms
+        if queue == SYS_QUEUE or (perms is not None and not perms.may_subscribe(subject, queue)):
+            self._violation("subscribe", *sub_violation(subject, queue, sid))
+            return
+        opts = self.server.options
+        if opts.max_sub_tokens and subject.count(b".") >= opts.max_sub_tokens:
+            self._violation("subscribe", *tokens_violation(subject, sid))
+            return
+        if opts.max_subscriptions > 0 and len(self.subs) >= opts.max_subscriptions:
+            self.send(_MAX_SUBS)
+            self.server.max_subs_exceeded(self.ident)
+            return
         if not valid_sub_bytes(subject):
             self.send(_INVALID_SUBJECT)
             return
@@ -390,6 +491,8 @@ class ClientConnection(asyncio.Protocol):
             sub = Subscription(self, subject, queue, sid)
             self.subs[sid] = sub
             self.broker.add(sub)
+            if perms is not None:
+                self._filter_new(sub)
         if self.verbose:
             self.send(enc.OK)
 
@@ -403,6 +506,9 @@ class ClientConnection(asyncio.Protocol):
                 self.broker.remove(sub)
         if self.verbose:
             self.send(enc.OK)
+
+    def info(self) -> bytes:
+        return self.server.info_for(self)
 
     def _no_responders(self, reply: bytes) -> None:
         """Tell the publisher nobody listens: a 503 status to its first plain subscription
@@ -427,14 +533,22 @@ class ClientConnection(asyncio.Protocol):
             return
         auth = self.server.auth
         self.auth_required = auth.required
-        user = auth.authenticate(self.connect_opts or DEFAULT_CONNECT)
-        if user is None:
+        opts = self.connect_opts or DEFAULT_CONNECT
+        if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
+            identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
+        else:
+            identity = (
+                auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+                if auth.required
+                else ANONYMOUS
+            )
+        if identity is None:
             self.server.auth_failures += 1
-            self.log.error(self.ident, _auth_error(self.connect_opts or DEFAULT_CONNECT))
+            self.log.error(self.ident, auth.error_text(opts))
             self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
-        self.user = user
-        self.ident.user = user if auth.required else None
+        self._set_identity(identity)
+        self._remove_unauthorized_subs()
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -525,7 +639,10 @@ class ClientConnection(asyncio.Protocol):
         self.out = bytearray()
         if self.trace:
             trace_out(self, out)
-        t.write(out)
+        if self.stack is None:
+            t.write(out)
+        else:
+            self.stack.outbound(bytes(out))
         if self._write_blocked_at:  # past the transport's high-water mark: check the limits
             blocked_for = time.monotonic() - self._write_blocked_at
             if (
@@ -591,8 +708,10 @@ class ClientConnection(asyncio.Protocol):
         t = self.transport
         if t is not None:
             if self.out and not abort:
-                t.write(self.out)
+                self._write(self.out)
             self.out = bytearray()
+            if self.stack is not None and not abort and not self._lost:
+                self.stack.closing(reason)
             if abort:
                 t.abort()
             else:
@@ -604,10 +723,10 @@ class ClientConnection(asyncio.Protocol):
             return
         self.closed = True
         log.debug("%s - Client connection closed: %s", client_prefix(self.ident), reason)
-        for timer in (self._ping_timer, self._auth_timer):
+        for timer in (self._ping_timer, self._auth_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
-        self._ping_timer = self._auth_timer = None
+        self._ping_timer = self._auth_timer = self._handshake_timer = None
         for sub in self.subs.values():
             self.broker.remove(sub)
         self.subs.clear()
@@ -624,13 +743,3 @@ def _log_text(e: ProtocolError) -> str:
     if e.err in (ERR_MAX_PAYLOAD, ERR_MAX_CONTROL_LINE) and e.detail:
         return e.detail
     return e.detail or e.err or "protocol violation"
-
-
-def _auth_error(opts: ConnectOptions) -> str:
-    """nats-server 2.15's line for refused credentials: who the client claimed to be, never the
-    secret it gave."""
-    if opts.user:
-        return f'authentication error - User "{opts.user}"'
-    if opts.auth_token:
-        return 'authentication error - Token "[REDACTED]"'
-    return "authentication error"

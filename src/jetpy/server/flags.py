@@ -7,8 +7,8 @@ whatever their order) and the help text. Knows nothing of the config file format
 ``config.load_config``; never prints, exits or starts anything: the caller (``main``) does.
 
 Differences from nats-server, on purpose: a bad flag raises ``UsageError`` meant to exit with
-status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (TLS, clusters,
-syslog, profiling) are recognised and refused with "... is not supported yet" instead
+status 1 (nats-server prints usage and exits 0); flags for features jetpy lacks (syslog,
+profiling) are recognised and refused with "... is not supported yet" instead
 of silently doing nothing; ``--no_auth_user`` is accepted as a jetpy extension; the merged options
 are checked as nats-server checks them at startup, so ``-t`` also catches those mistakes.
 """
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from jetpy.server.config import ConfigError, load_config, validate_options
-from jetpy.server.options import ServerOptions
+from jetpy.server.config_cluster import apply_cluster_url, apply_routes
+from jetpy.server.options import ServerOptions, TlsOptions
 from jetpy.server.signals import COMMANDS as SIGNAL_COMMANDS
 
 __all__ = [
@@ -103,6 +104,13 @@ def _set(attr: str) -> Callable[[ServerOptions, FlagValue], None]:
     return apply
 
 
+def _set_cluster(attr: str) -> Callable[[ServerOptions, FlagValue], None]:
+    def apply(opts: ServerOptions, value: FlagValue) -> None:
+        setattr(opts.cluster, attr, value)
+
+    return apply
+
+
 def _debug_trace(debug: bool) -> Callable[[ServerOptions, FlagValue], None]:
     """-DV, -VV, -DVV: like nats-server, only switch on (``-DV=false`` changes nothing)."""
 
@@ -114,6 +122,19 @@ def _debug_trace(debug: bool) -> Callable[[ServerOptions, FlagValue], None]:
     return apply
 
 
+def _tls_flag(field: str | None) -> Callable[[ServerOptions, FlagValue], None]:
+    """--tls, --tlscert, --tlskey, --tlscacert, --tlsverify: any of them switches TLS on (the
+    certificate and key are then required, as by nats-server); ``--tls=false`` does nothing."""
+
+    def apply(opts: ServerOptions, value: FlagValue) -> None:
+        if value is False:
+            return
+        tls = opts.tls or TlsOptions()
+        opts.tls = replace(tls, **{field: value}) if field else tls  # type: ignore[arg-type]
+
+    return apply
+
+
 def _ctl(attr: str) -> Callable[[_Run, FlagValue], None]:
     def control(run: _Run, value: FlagValue) -> None:
         setattr(run, attr, value)
@@ -121,8 +142,6 @@ def _ctl(attr: str) -> Callable[[_Run, FlagValue], None]:
     return control
 
 
-_TLS = "TLS"
-_CLUSTER = "clustering"
 FLAGS: tuple[Flag, ...] = (
     # Server
     Flag(("a", "addr", "net"), "str", apply=_set("host")),
@@ -130,7 +149,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("n", "name", "server_name"), "str", apply=_set("server_name")),
     Flag(("P", "pid"), "str", apply=_set("pid_file")),
     Flag(("m", "http_port"), "int", apply=_set("http_port")),
-    Flag(("ms", "https_port"), "int", unsupported="HTTPS monitoring"),
+    Flag(("ms", "https_port"), "int", apply=_set("https_port")),
     Flag(("c", "config"), "str", control=_ctl("config_file")),
     Flag(("t",), "bool", control=_ctl("test_config")),
     Flag(("sl", "signal"), "str", control=_ctl("signal")),
@@ -158,19 +177,19 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("auth",), "str", apply=_set("token")),
     Flag(("no_auth_user",), "str", apply=_set("no_auth_user")),  # jetpy extension
     # TLS
-    Flag(("tls",), "bool", unsupported=_TLS),
-    Flag(("tlscert",), "str", unsupported=_TLS),
-    Flag(("tlskey",), "str", unsupported=_TLS),
-    Flag(("tlsverify",), "bool", unsupported=_TLS),
-    Flag(("tlscacert",), "str", unsupported=_TLS),
-    Flag(("help_tls",), "bool", unsupported=_TLS),
+    Flag(("tls",), "bool", apply=_tls_flag(None)),
+    Flag(("tlscert",), "str", apply=_tls_flag("cert_file")),
+    Flag(("tlskey",), "str", apply=_tls_flag("key_file")),
+    Flag(("tlsverify",), "bool", apply=_tls_flag("verify")),
+    Flag(("tlscacert",), "str", apply=_tls_flag("ca_file")),
+    Flag(("help_tls",), "bool", unsupported="TLS help"),
     # Cluster
-    Flag(("routes",), "str", unsupported=_CLUSTER),
-    Flag(("cluster", "cluster_listen"), "str", unsupported=_CLUSTER),
-    Flag(("cluster_name",), "str", unsupported=_CLUSTER),
-    Flag(("no_advertise",), "bool", unsupported=_CLUSTER),
-    Flag(("cluster_advertise",), "str", unsupported=_CLUSTER),
-    Flag(("connect_retries",), "int", unsupported=_CLUSTER),
+    Flag(("routes",), "str", apply=lambda o, v: apply_routes(o, str(v))),
+    Flag(("cluster", "cluster_listen"), "str", apply=lambda o, v: apply_cluster_url(o, str(v))),
+    Flag(("cluster_name",), "str", apply=_set_cluster("name")),
+    Flag(("no_advertise",), "bool", apply=_set_cluster("no_advertise")),
+    Flag(("cluster_advertise",), "str", apply=_set_cluster("advertise")),
+    Flag(("connect_retries",), "int", apply=_set_cluster("connect_retries")),
     # Profiling
     Flag(("profile",), "int", unsupported="the profiling port"),
     # Common
@@ -209,7 +228,7 @@ def parse_args(argv: list[str]) -> ParsedArgs:
         raise UsageError(unsupported[0])
     if run.signal:  # nats-server signals and exits before it reads any config
         if run.signal.partition("=")[0] not in SIGNAL_COMMANDS:
-            # stop is SIGKILL (kill -9 does it); reopen and ldm ask for what jetpy lacks
+            # stop is SIGKILL (kill -9 does it); reopen asks for log rotation, which jetpy lacks
             raise UsageError(
                 f"{run.signal_flag}: signalling a running server (use kill) is not supported yet"
             )
@@ -301,9 +320,10 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring (the TLS certificate below)
     -c, --config <file>              Configuration file (nats-server format)
     -t                               Test configuration and exit
-    -sl,--signal <signal>[=<pid>]    Send signal to jetpy-server process (reload, quit, term)
+    -sl,--signal <signal>[=<pid>]    Send signal to jetpy-server process (ldm, reload, quit, term)
                                      <pid> can be a PID or the path to a PID file
         --client_advertise <string>  Client URL to advertise
 
@@ -321,20 +341,34 @@ JetStream Options:
     -js, --jetstream                 Enable JetStream functionality
     -sd, --store_dir <dir>           Set the storage directory
 
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
+
 Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
         --no_auth_user <user>        User for connections without credentials
 
+Cluster Options:
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
+        --cluster_listen <url>       Cluster url from which members can solicit routes
+
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
 
 Flags are nats-server's: -flag or --flag, -flag=value or -flag value; explicit flags override
-the configuration file. Recognised but not supported yet: HTTPS monitoring (-ms), TLS (--tls,
---tlscert, --tlskey, --tlsverify, --tlscacert), clustering (--routes, --cluster, --cluster_name,
---cluster_advertise, --cluster_listen, --no_advertise, --connect_retries), syslog (-s, -r),
+the configuration file. Recognised but not supported yet: --help_tls, syslog (-s, -r),
 --ports_file_dir, --log_size_limit, --max_traced_msg_len, --profile; of --signal's commands,
-stop (use kill -9), reopen (log rotation) and ldm (lame duck mode).
+stop (use kill -9) and reopen (log rotation).
 """

@@ -9,8 +9,10 @@ in, values out: knows nothing of sockets, connections, the monitor or the rest o
 from __future__ import annotations
 
 import base64
+import ipaddress
 import platform
 import secrets
+import socket
 from typing import Any, Final
 
 from jetpy.protocol import encode as enc
@@ -23,6 +25,7 @@ __all__ = [
     "client_info",
     "go_version",
     "info_document",
+    "listen_hosts",
     "new_server_id",
 ]
 
@@ -54,9 +57,12 @@ def info_document(
     auth_required: bool,
     max_payload: int,
     jetstream: bool,
+    tls_required: bool = False,
+    tls_verify: bool = False,
 ) -> dict[str, Any]:
     """The INFO every client is greeted with, before its own ``client_id``/``client_ip``
-    (nats-server's field order; ``auth_required`` and ``jetstream`` only when true)."""
+    (nats-server's field order; ``auth_required``, ``tls_required``, ``tls_verify`` and
+    ``jetstream`` only when true)."""
     info: dict[str, Any] = {
         "server_id": server_id,
         "server_name": server_name,
@@ -69,12 +75,52 @@ def info_document(
     }
     if auth_required:
         info["auth_required"] = True
+    if tls_required:
+        info["tls_required"] = True
+    if tls_verify:
+        info["tls_verify"] = True
     info["max_payload"] = max_payload
     if jetstream:
         info["jetstream"] = True
     return info
 
 
-def client_info(document: dict[str, Any], client_id: int, client_ip: str) -> bytes:
-    """The INFO line for one client: ``document`` with that client's id and address."""
-    return enc.info({**document, "client_id": client_id, "client_ip": client_ip})
+def client_info(
+    document: dict[str, Any],
+    client_id: int,
+    client_ip: str,
+    nonce: str = "",
+    ldm: bool = False,
+    cluster: dict[str, Any] | None = None,
+) -> bytes:
+    """The INFO line for one client: ``document`` with that client's id and address, the nonce
+    it must sign when nkey users exist, (when clustered) the ``cluster`` name and
+    ``connect_urls``, and ``ldm`` when the server is in lame duck mode, in nats-server's order."""
+    info = {**document, "client_id": client_id, "client_ip": client_ip}
+    if nonce:
+        info["nonce"] = nonce
+    if cluster:
+        info.update(cluster)
+    if ldm:
+        info["ldm"] = True
+    return enc.info(info)
+
+
+def listen_hosts(host: str) -> list[str]:
+    """The addresses clients reach a server listening on ``host`` at, for INFO ``connect_urls``:
+    ``host`` itself, or for every interface (``0.0.0.0``, ``::``) this machine's addresses other
+    than loopback, as nats-server lists them (loopback only when there is nothing else)."""
+    if host not in ("0.0.0.0", "::", ""):
+        return [host]
+    found: list[str] = []
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        infos = []
+    for family, _, _, _, addr in infos:
+        ip = str(addr[0])
+        if host == "0.0.0.0" and family != socket.AF_INET:
+            continue
+        if not ipaddress.ip_address(ip.partition("%")[0]).is_loopback and ip not in found:
+            found.append(ip)
+    return found or (["127.0.0.1"] if host != "::" else ["::1"])

@@ -2,7 +2,8 @@
 
 Owns process concerns only: argument handling (delegated to ``flags``), logging (``logs``), the pid
 file, uvloop, and signals: SIGTERM/SIGINT shut down gracefully (clients flushed and closed,
-stores synced), a second one exits at once; SIGHUP reloads the ``-c`` file (``reload``);
+stores synced), a second one exits at once; SIGHUP reloads the ``-c`` file (``reload``); SIGUSR2 enters lame duck mode (``lameduck``) and
+exits when it is done;
 ``--signal <command>[=<pid>]`` signals a running server instead of starting one (``signals``).
 """
 
@@ -41,6 +42,15 @@ async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
         reload_config(server, parsed.reload if parsed else lambda: (opts, []), _reconfigure)
 
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
+    ldm: list[asyncio.Task[None]] = []
+
+    def on_lame_duck() -> None:  # nats-server's SIGUSR2: lame duck mode, then exit
+        log.info('Trapped "user defined signal 2" signal')
+        if not ldm:
+            ldm.append(loop.create_task(server.lame_duck()))
+            ldm[0].add_done_callback(lambda _: stopping.set())
+
+    loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
 
     def on_signal(signame: str) -> None:
         if stopping.is_set():
@@ -52,6 +62,8 @@ async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
     await stopping.wait()
+    for task in ldm:
+        task.cancel()  # a signal to stop ends lame duck mode early
     await server.shutdown()
     log.info("Server Exiting..")
     return 0

@@ -11,7 +11,10 @@ the exporter work unchanged against jetpy's monitoring port with no exporter in 
 - ``gnatsd_connz_*``: the sums over the open connections (``in_msgs``... as counters) and, per
   connection (the first ``DEFAULT_LIST_SIZE`` by cid), the same with ``cid``, ``kind``, ``type``,
   ``ip``, ``port``, ``name``, ``lang``, ``version`` labels; ``gnatsd_subsz_*``,
-  ``gnatsd_routez_num_routes``, ``gnatsd_healthz_status`` (0 = ok);
+  ``gnatsd_routez_num_routes`` and per route ``gnatsd_routez_route_{info,rtt_seconds,
+  subscriptions,uptime_seconds,in_msgs,out_msgs,in_bytes,out_bytes}`` (labels ``server_id``,
+  ``rid``; ``route_info`` adds ``remote_id``, ``remote_name``, ``account``, ``ip``,
+  ``compression``), ``gnatsd_healthz_status`` (0 = ok);
 - ``jetstream_server_*``, ``jetstream_account_*``, ``jetstream_stream_*`` and
   ``jetstream_consumer_*`` from /jsz with the exporter's labels (``server_id``, ``server_name``,
   ``cluster``, ``domain``, ``meta_leader``, ``is_meta_leader``, then ``account``,
@@ -201,7 +204,7 @@ class Metrics:
         out.gauge(
             "gnatsd_healthz_status_value", "status", f'{sid},value="{escape_label(health["status"])}"', 1
         )
-        out.gauge("gnatsd_routez_num_routes", "num_routes", sid, 0)
+        self._routez(out, sid)
         self._jetstream(out, server.server_id, server.server_name)
         self._own(out, sid)
         return out.text()
@@ -273,6 +276,43 @@ class Metrics:
             out.sample(full, sid, sum(vals[attr] for _c, vals in rows))
             for labels, vals in detail:
                 out.sample(full, labels, vals[attr])
+
+    def _routez(self, out: _Out, sid: str) -> None:
+        """The exporter's route families: one sample per route (labels ``server_id``, ``rid``;
+        ``route_info`` also names the peer), durations in seconds."""
+        doc = self.endpoints.routez_doc(Query({}))
+        routes = doc["routes"]
+        out.gauge("gnatsd_routez_num_routes", "num_routes", sid, doc["num_routes"])
+        base = [(f'{sid},rid="{r["rid"]}"', r) for r in routes]
+        out.rows(
+            "gnatsd_routez_route_info",
+            "route_info",
+            [
+                (
+                    _labels(
+                        [
+                            ("server_id", doc["server_id"]),
+                            ("rid", str(r["rid"])),
+                            ("remote_id", r["remote_id"]),
+                            ("remote_name", r["remote_name"]),
+                            ("account", ""),
+                            ("ip", r["ip"]),
+                            ("compression", r["compression"]),
+                        ]
+                    ),
+                    1,
+                )
+                for r in routes
+            ],
+        )
+        out.rows("gnatsd_routez_route_rtt_seconds", "rtt_seconds", [(k, _seconds(r["rtt"])) for k, r in base])
+        for field in ("subscriptions", "in_msgs", "out_msgs", "in_bytes", "out_bytes"):
+            out.rows(f"gnatsd_routez_route_{field}", field, [(k, r[field]) for k, r in base])
+        out.rows(
+            "gnatsd_routez_route_uptime_seconds",
+            "uptime_seconds",
+            [(k, _uptime_seconds(r["uptime"])) for k, r in base],
+        )
 
     def _subsz(self, out: _Out, sid: str) -> None:
         for key, value in sorted(self.endpoints.sublist_stats().items()):
@@ -378,6 +418,18 @@ class Metrics:
             "counter",
         )
         out.sample("jetpy_store_reads_total", sid, io.reads)
+        server = self.endpoints.server
+        out.family("jetpy_auth_failures_total", "Client connections refused for their credentials", "counter")
+        out.sample("jetpy_auth_failures_total", sid, server.auth_failures)
+        out.family(
+            "jetpy_permission_violations_total",
+            "Publishes, reply subjects and subscriptions refused by a user's permissions, by kind",
+            "counter",
+        )
+        for kind in ("publish", "reply", "subscribe"):
+            out.sample(
+                "jetpy_permission_violations_total", f'{sid},kind="{kind}"', server.violations.get(kind, 0)
+            )
         lag = self.loop_lag
         out.histogram(
             "jetpy_event_loop_lag_seconds", "How late the event loop woke from a timer", sid, lag.histogram
@@ -402,3 +454,19 @@ def _flatten(doc: Mapping[str, Any], prefix: str, into: dict[str, Any]) -> None:
             _flatten(value, full, into)
         else:
             into[full] = value
+
+
+_GO_UNITS: Final = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"([0-9.]+)(ns|µs|us|ms|s|m|h)")
+_UPTIME_PART = re.compile(r"(\d+)([ydhms])")
+_UPTIME_UNITS: Final = {"y": 365 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def _seconds(go: str) -> float:
+    """A Go duration string (``"203µs"``, ``"1.5s"``) in seconds."""
+    return sum(float(n) * _GO_UNITS[u] for n, u in _GO_PART.findall(go))
+
+
+def _uptime_seconds(text: str) -> float:
+    """nats-server's uptime (``"7d13h49m13s"``) in seconds, as the exporter parses it."""
+    return float(sum(int(n) * _UPTIME_UNITS[u] for n, u in _UPTIME_PART.findall(text)))

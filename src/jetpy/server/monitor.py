@@ -1,4 +1,5 @@
-"""Monitor: nats-server's monitoring HTTP server (``-m``/``--http_port``) on asyncio.
+"""Monitor: nats-server's monitoring HTTP server (``-m``/``--http_port``, or over TLS with
+``-ms``/``--https_port`` and the client port's certificate) on asyncio.
 
 Owns the HTTP/1.1 side: listening, reading requests within fixed limits, keep-alive, error
 statuses (an unknown path is a 404 with a short JSON error), the response headers nats-server
@@ -17,6 +18,7 @@ import asyncio
 import email.utils
 import logging
 import re
+import ssl
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -32,6 +34,7 @@ log = logging.getLogger("jetpy.server")
 
 MAX_HEAD_BYTES = 16 * 1024  # request line + headers: monitoring URLs are short; more gets 431
 MAX_HEADERS = 100  # header lines per request; more gets 431
+TLS_HANDSHAKE_TIMEOUT = 2.0  # seconds an HTTPS client has to finish its handshake
 MAX_BODY_BYTES = 64 * 1024  # a GET carries no body: a small one is read and dropped, more gets 413
 MAX_CONNECTIONS = 256  # concurrent monitoring connections; one more gets 503 and is closed
 IDLE_TIMEOUT = 30.0  # seconds a connection may take to send its next request (or the rest of it)
@@ -151,7 +154,8 @@ def _join_host_port(host: str, port: int) -> str:
 class Monitor:
     """The monitoring HTTP server of one server."""
 
-    def __init__(self, server: MonitoredServer) -> None:
+    def __init__(self, server: MonitoredServer, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls  # HTTPS (https_port) with the client port's certificate
         self.server = server
         self.endpoints = Endpoints(server)
         self.loop_lag = LoopLag()
@@ -165,17 +169,28 @@ class Monitor:
         self._closing = False
 
     async def start(self) -> int:
-        """Listen on ``http_host`` (or ``host``) and ``http_port`` (-1: any free port); the port."""
+        """Listen on ``http_host`` (or ``host``) and ``http_port``, or ``https_port`` with TLS
+        (-1: any free port); the port."""
         opts = self.server.options
         host = opts.http_host or opts.host or "0.0.0.0"
-        port = 0 if opts.http_port < 0 else opts.http_port
+        wanted = opts.https_port if self.tls is not None else opts.http_port
+        port = 0 if wanted < 0 else wanted
         self._listener = await asyncio.start_server(
-            self._serve, host, port, limit=MAX_HEAD_BYTES, reuse_address=True, backlog=128
+            self._serve,
+            host,
+            port,
+            limit=MAX_HEAD_BYTES,
+            reuse_address=True,
+            backlog=128,
+            ssl=self.tls,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self.tls is not None else None,
         )
         self.port = int(self._listener.sockets[0].getsockname()[1])
-        self.endpoints.http_port = self.port
+        if self.tls is None:  # /varz reports https_port as configured, as nats-server does
+            self.endpoints.http_port = self.port
         self.loop_lag.start()
-        log.info("Starting http monitor on %s", _join_host_port(host, self.port))
+        scheme = "https" if self.tls is not None else "http"
+        log.info("Starting %s monitor on %s", scheme, _join_host_port(host, self.port))
         return self.port
 
     async def stop(self) -> None:

@@ -6,8 +6,9 @@ and, for JetStream, the service's own report (:meth:`JetStreamService.jsz_stats`
 server through :class:`MonitoredServer`, the narrow view it owns. Knows nothing of HTTP: each
 endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
 
-jetpy is one server with one account (``$G``) and no system account, routes, gateways or leaf
-nodes, so those endpoints answer with nats-server's shapes for exactly that: empty.
+jetpy has one account (``$G``) and no system account, gateways or leaf nodes, so those endpoints
+answer with nats-server's shapes for exactly that: empty. Routes are read through
+:mod:`monitor_cluster`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any, Protocol
 
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.cluster import Cluster
 from jetpy.server.connection import ClientConnection
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
+from jetpy.server.monitor_cluster import routez, varz_cluster
 from jetpy.server.monitor_format import (
     ProcessUsage,
     Query,
@@ -34,7 +37,7 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import TLS_TIMEOUT, ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
 __all__ = [
@@ -162,7 +165,10 @@ class MonitoredServer(Protocol):
     closed_connections: deque[ClientConnection]  # the most recent, oldest first
     total_connections: int
     slow_consumers: int
+    auth_failures: int  # CONNECTs refused
+    violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
+    cluster: Cluster | None  # None: no routes configured
 
     @property
     def system_subscriptions(self) -> int:
@@ -170,7 +176,7 @@ class MonitoredServer(Protocol):
         ...
 
     def totals(self) -> tuple[int, int, int, int]:
-        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client, open or closed."""
+        """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
         ...
 
 
@@ -264,26 +270,36 @@ class Endpoints:
             "host": o.host,
             "port": s.port,
         }
+        urls = s.cluster.connect_urls() if s.cluster is not None else None
+        if urls:
+            v["connect_urls"] = urls
         if s.auth.required:
             v["auth_required"] = True
+        if o.tls is not None:
+            v["tls_required"] = True
+            if o.tls.verifies:
+                v["tls_verify"] = True
+        v["max_connections"] = o.max_connections
+        if o.max_subscriptions:
+            v["max_subscriptions"] = o.max_subscriptions
         v.update(
-            max_connections=o.max_connections,
             ping_interval=ns(o.ping_interval),
             ping_max=o.ping_max,
             http_host=self.http_host,
             http_port=self.http_port,
             http_base_path="",
-            https_port=0,
+            https_port=o.https_port,
             auth_timeout=go_number(o.auth_timeout),
             max_control_line=o.max_control_line,
             max_payload=o.max_payload,
             max_pending=o.max_pending,
-            cluster={},
+            cluster=varz_cluster(s.cluster, o.cluster),
             gateway={},
             leaf={},
             mqtt={},
-            websocket={},
+            websocket=_varz_websocket(o),
             jetstream=self._varz_jetstream(),
+            tls_timeout=go_number(o.tls.timeout if o.tls is not None else TLS_TIMEOUT),
             write_deadline=ns(o.write_deadline),
             start=go_time(s.start_time),
             now=go_time(now),
@@ -294,8 +310,8 @@ class Endpoints:
             cpu=go_number(cpu),
             connections=len(s.connections),
             total_connections=s.total_connections,
-            routes=0,
-            remotes=0,
+            routes=len(s.cluster.remotes) if s.cluster is not None else 0,
+            remotes=len(s.cluster.remotes) if s.cluster is not None else 0,
             leafnodes=0,
             in_msgs=in_msgs,
             out_msgs=out_msgs,
@@ -388,7 +404,7 @@ class Endpoints:
         info: dict[str, Any] = {
             "cid": c.cid,
             "kind": c.kind,
-            "type": "nats",
+            "type": c.client_type,
             "ip": c.host,
             "port": c.port,
             "start": go_time(c.start),
@@ -583,14 +599,18 @@ class Endpoints:
             )
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
 
-    # -- cluster endpoints: a single server has none of these --------------------------------------
+    # -- cluster endpoints: routes (gateways and leaf nodes are not built) --------------------------
 
     async def routez(self, q: Query) -> Reply:
-        if q.get("subs").lower() != "detail":
-            q.boolean("subs")
-        return json_reply(
-            {"server_id": self.server.server_id, "now": go_time(time.time()), "num_routes": 0, "routes": []}
-        )
+        return json_reply(self.routez_doc(q))
+
+    def routez_doc(self, q: Query) -> dict[str, Any]:
+        """/routez as a document (also what ``$SYS.REQ.SERVER.PING.ROUTEZ`` and /metrics read)."""
+        subs = q.get("subs").lower()
+        if subs != "detail":
+            subs = "1" if q.boolean("subs") else ""
+        s = self.server
+        return routez(s.cluster, s.server_id, s.server_name, subs)
 
     async def gatewayz(self, q: Query) -> Reply:
         q.boolean("accs")
@@ -690,3 +710,22 @@ def _request_rtt(c: ClientConnection) -> None:
     """As nats-server, a real client (one that sent a lang) without an RTT yet gets a PING."""
     if c.lang and not c.closed:
         c.send_rtt_ping()
+
+
+def _varz_websocket(o: ServerOptions) -> dict[str, Any]:
+    """/varz's ``websocket``: the block's settings, empty ones left out (nats-server's)."""
+    ws = o.websocket
+    if ws is None or not ws.port:
+        return {}
+    doc: dict[str, Any] = {"host": ws.host, "port": ws.port}
+    if ws.handshake_timeout:
+        doc["handshake_timeout"] = ns(ws.handshake_timeout)
+    for key, value in (
+        ("no_tls", ws.no_tls),
+        ("same_origin", ws.same_origin),
+        ("allowed_origins", list(ws.allowed_origins)),
+        ("compression", ws.compression),
+    ):
+        if value:
+            doc[key] = value
+    return doc

@@ -20,18 +20,98 @@ PING_INTERVAL = 120.0  # seconds between server PINGs on an idle connection
 PING_MAX = 2  # unanswered PINGs before the connection is stale
 AUTH_TIMEOUT = 2.0  # seconds a new connection has to send CONNECT when auth is required
 WRITE_DEADLINE = 10.0  # seconds a blocked write may last before the client is a slow consumer
-LAME_DUCK_DURATION = 120.0
+LAME_DUCK_DURATION = 120.0  # seconds lame duck mode spreads the clients' closes over
+LAME_DUCK_GRACE_PERIOD = 10.0  # seconds between the ldm INFO and the first close
+TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
+DEFAULT_ROUTE_AUTH_TIMEOUT = 2.0  # seconds a route has to send CONNECT when cluster auth is set
 
 
 @dataclass(slots=True)
 class User:
-    """One entry of ``authorization { users [...] }``. ``password`` may be a bcrypt hash ($2a$...)."""
+    """One entry of ``authorization { users [...] }``: a user and password (``password`` may be
+    a bcrypt hash, $2a$...) or an nkey."""
 
     user: str
     password: str = ""
     permissions: dict[str, object] | None = None
     account: str | None = None
+    nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
+
+
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    """The ``tls {}`` block (or ``--tls*`` flags): how the client port (and the HTTPS monitoring
+    port) does TLS; see ``jetpy.server.tls``."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    verify: bool = False  # require and verify client certificates
+    verify_and_map: bool = False  # ... and take the user from them
+    timeout: float = TLS_TIMEOUT
+    handshake_first: bool = False  # the handshake before INFO (clients must ask for it too)
+    min_version: str = "1.2"
+
+    @property
+    def verifies(self) -> bool:
+        return self.verify or self.verify_and_map
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketOptions:
+    """The ``websocket {}`` block: a listener for browser clients (see ``jetpy.server.websocket``);
+    ``tls`` is required unless ``no_tls``."""
+
+    port: int = 0  # 0: no WebSocket listener; -1: any free port
+    host: str = DEFAULT_HOST
+    no_tls: bool = False
+    tls: TlsOptions | None = None
+    compression: bool = False
+    same_origin: bool = False
+    allowed_origins: tuple[str, ...] = ()
+    handshake_timeout: float = 0.0  # 0: not set (the TLS timeout's default, 2 s, applies)
+
+
+@dataclass(slots=True, repr=False)
+class ClusterOptions:
+    """The ``cluster {}`` block and the cluster flags. Routes are on when ``port`` is not 0
+    (-1: a random port), as in nats-server. Printed without its password."""
+
+    name: str = ""  # "" = generated when the cluster starts, and adopted from peers (dynamic)
+    host: str = DEFAULT_HOST
+    port: int = 0
+    routes: list[str] = field(default_factory=list)  # nats-route://[user:pass@]host:port to solicit
+    username: str = ""  # what a peer's CONNECT must carry
+    password: str = ""
+    auth_timeout: float = DEFAULT_ROUTE_AUTH_TIMEOUT
+    advertise: str = ""  # host:port told to peers instead of the listen address
+    no_advertise: bool = False  # do not tell clients about the other servers' URLs
+    connect_retries: int = 0  # attempts for a route learned by gossip (configured ones: forever)
+    tls: TlsOptions | None = None  # routes over TLS (both ends, the handshake first), see cluster.py
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+    def __repr__(self) -> str:
+        auth = f", username={self.username!r}, password=[REDACTED]" if self.username else ""
+        return (
+            f"ClusterOptions(name={self.name!r}, host={self.host!r}, port={self.port}, "
+            f"routes={[_redact_url(r) for r in self.routes]}{auth}, advertise={self.advertise!r}, "
+            f"no_advertise={self.no_advertise}, connect_retries={self.connect_retries}, tls={self.tls!r})"
+        )
+
+    __str__ = __repr__
+
+
+def _redact_url(url: str) -> str:
+    """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, hostport = rest.rpartition("@")
+    if not (sep and at and ":" in creds):
+        return url
+    return f"{scheme}://{creds.partition(':')[0]}:[REDACTED]@{hostport}"
 
 
 @dataclass(slots=True)
@@ -42,10 +122,15 @@ class ServerOptions:
     client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
+    https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
+    tls: TlsOptions | None = None  # TLS required on the client port
+    websocket: WebSocketOptions | None = None
     max_payload: int = MAX_PAYLOAD
     max_pending: int = MAX_PENDING
     max_connections: int = MAX_CONNECTIONS
     max_control_line: int = MAX_CONTROL_LINE
+    max_subscriptions: int = 0  # per connection; 0 (or less) = unlimited
+    max_sub_tokens: int = 0  # tokens in a subscription's subject; 0 = unlimited (at most 256)
     ping_interval: float = PING_INTERVAL
     ping_max: int = PING_MAX
     write_deadline: float = WRITE_DEADLINE
@@ -72,3 +157,6 @@ class ServerOptions:
     config_file: str = ""
     # lame duck
     lame_duck_duration: float = LAME_DUCK_DURATION
+    lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD
+    # routes to the other servers of a cluster
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)

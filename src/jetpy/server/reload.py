@@ -18,8 +18,9 @@ clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
 timeout: connected clients whose credentials no longer pass are closed), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
-``server_name``, ``http``/``http_port``, ``max_pending``, ``no_auth_user``,
-``lame_duck_duration``, and the JetStream options (nats-server restarts JetStream for some of
+``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
+(nats-server reloads certificates and origins; jetpy refuses the change for now), ``no_auth_user``,
+``lame_duck_duration``, ``lame_duck_grace_period``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
 """
 
@@ -53,9 +54,12 @@ class Option:
     attr: str
     go_name: str
     reloaded: str | None = None  # a format with {value}
-    kind: str = "value"  # or "duration": seconds, printed as Go prints a time.Duration
+    kind: str = "value"  # or "duration": seconds, printed as Go prints a time.Duration;
+    # "switch": a block shown as enabled/disabled
 
     def show(self, value: Any) -> str:
+        if self.kind == "switch":
+            return "enabled" if value else "disabled"
         if self.kind == "duration" and isinstance(value, int | float):
             return go_duration(round(value * 1e9))
         if isinstance(value, bool):
@@ -78,6 +82,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("debug", "Debug", "Reloaded: debug = {value}"),
     Option("logtime", "Logtime", "Reloaded: logtime = {value}"),
     Option("max_connections", "MaxConn", "Reloaded: max_connections = {value}"),
+    Option("max_subscriptions", "MaxSubs"),
+    Option("max_sub_tokens", "MaxSubTokens"),
     Option("users", "Users", "Reloaded: authorization users"),
     Option("no_auth_user", "NoAuthUser"),
     Option("username", "Username", "Reloaded: authorization username"),
@@ -87,10 +93,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("ping_max", "MaxPingsOut", "Reloaded: ping_max = {value}"),
     Option("http_host", "HTTPHost"),
     Option("http_port", "HTTPPort"),
+    Option("https_port", "HTTPSPort"),
     Option("auth_timeout", "AuthTimeout", "Reloaded: authorization timeout = {value}"),
     Option("max_control_line", "MaxControlLine", "Reloaded: max_control_line = {value}"),
     Option("max_payload", "MaxPayload", "Reloaded: max_payload = {value}"),
     Option("max_pending", "MaxPending"),
+    Option("tls", "TLSConfig", kind="switch"),
+    Option("websocket", "Websocket", kind="switch"),
     Option("jetstream", "JetStream"),
     Option("max_memory_store", "JetStreamMaxMemory"),
     Option("max_file_store", "JetStreamMaxStore"),
@@ -101,6 +110,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
     Option("write_deadline", "WriteDeadline", "Reloaded: write_deadline = {value}", "duration"),
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
+    Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
+    Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 

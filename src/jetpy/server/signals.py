@@ -1,7 +1,7 @@
 """``jetpy-server --signal <command>[=<pid>]``: nats-server's way to signal a running server.
 
 Owns the commands jetpy answers and their Unix signals (``reload`` = SIGHUP, ``quit`` = SIGINT,
-``term`` = SIGTERM), the target (a pid, a pid file, or else the one jetpy-server process running,
+``term`` = SIGTERM, ``ldm`` = SIGUSR2: lame duck mode), the target (a pid, a pid file, or else the one jetpy-server process running,
 found by its command line as nats-server finds its own with ``pgrep``), and nats-server's
 messages when that fails. Never starts a server; ``main`` exits with what :func:`send_signal`
 returns.
@@ -21,6 +21,7 @@ COMMANDS: dict[str, signal.Signals] = {
     "reload": signal.SIGHUP,
     "quit": signal.SIGINT,
     "term": signal.SIGTERM,
+    "ldm": signal.SIGUSR2,
 }
 
 

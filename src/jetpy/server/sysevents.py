@@ -367,7 +367,7 @@ def _client_info(conn: ClientConnection, stop: float | None) -> dict[str, Any]:
         if conn.rtt > 0:
             info["rtt"] = ns(conn.rtt)
         info["stop"] = go_time(stop)
-    info.update(name_tag=GLOBAL_ACCOUNT, kind="Client", client_type="nats")
+    info.update(name_tag=GLOBAL_ACCOUNT, kind="Client", client_type=conn.client_type)
     return info
 
 

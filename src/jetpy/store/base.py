@@ -48,8 +48,9 @@ Semantics shared by every store (nats-server's memstore/filestore are the refere
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Generator, Iterable, Sequence
+from itertools import islice
+from typing import Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -59,6 +60,7 @@ __all__ = [
     "BULK_MAX_EXAMINED",
     "FILE_HDR_OVERHEAD",
     "FILE_MSG_OVERHEAD",
+    "LOST_RANGES_SHOWN",
     "MAX_PAYLOAD",
     "MAX_SUBJECT_BYTES",
     "MEMORY_MSG_OVERHEAD",
@@ -74,16 +76,20 @@ __all__ = [
     "ErrStoreClosed",
     "ErrStoreIO",
     "ErrStoreLocked",
+    "ErrWrongSequence",
     "LostData",
     "SimpleState",
+    "Steps",
     "StoreConfig",
     "StoreError",
+    "StoreExport",
     "StoreLimits",
     "StoredMsg",
     "StoredRecords",
     "StreamState",
     "StreamStore",
     "check_discard_new",
+    "finish",
     "msg_size",
     "payload_cap",
     "purge_ex",
@@ -138,6 +144,11 @@ class StoredMsg(msgspec.Struct, frozen=True, gc=False):
     data: bytes
 
 
+LOST_RANGES_SHOWN = 16
+"""Ranges of lost sequences ``LostData.ranges`` names (the count is always exact): a damaged
+store must not write megabytes into a log line or a report."""
+
+
 BULK_MAX_EXAMINED = 262_144
 """Sequences one ``read_records`` call looks at, at most: a filter matching nothing in a stream
 of 100 million messages costs a bounded slice of work per call (milliseconds), never one long
@@ -163,10 +174,23 @@ class StoredRecords(msgspec.Struct, frozen=True, gc=False):
 
 
 class LostData(msgspec.Struct, frozen=True):
-    """Messages the store had accepted but can no longer return (corruption, failed fsync)."""
+    """Messages the store had accepted but can no longer return (a damaged or missing file)."""
 
     msgs: list[int]
     bytes: int
+
+    def ranges(self, limit: int = LOST_RANGES_SHOWN) -> str:
+        """The lost sequences as ``1-5, 9, 12-40``, at most ``limit`` ranges (then how many more)."""
+        spans: list[tuple[int, int]] = []
+        for q in sorted(self.msgs):
+            if spans and q == spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], q)
+            else:
+                spans.append((q, q))
+        shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans[:limit])
+        if len(spans) > limit:
+            shown += f" and {len(spans) - limit} more ranges"
+        return shown
 
 
 class StreamState(msgspec.Struct, frozen=True):
@@ -208,7 +232,7 @@ class StoreConfig(msgspec.Struct, frozen=True):
     storage: Literal["file", "memory"] = "file"
     limits: StoreLimits = msgspec.field(default_factory=StoreLimits)
     first_seq: int = 1  # only used when the store is created
-    block_size: int = 0  # file store only; 0 = filestore.DEFAULT_BLOCK_SIZE
+    block_size: int = 0  # file store only; 0 = by max_bytes, as nats-server (filestore.block_size_for)
 
 
 class ConsumerState(msgspec.Struct, frozen=True):
@@ -284,6 +308,10 @@ class ErrStoreIO(StoreError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+
+class ErrWrongSequence(StoreError):
+    description = "wrong sequence for skipped msg"  # nats-server's text
 
 
 class ErrCorrupt(StoreError):
@@ -371,52 +399,99 @@ def stream_state(
     )
 
 
+PURGE_STEP: Final = 4096
+"""Messages removed one by one (a purge by subject) between two points where a purge may pause:
+a few milliseconds of work, so a purge of a million messages can let other work in between."""
+
+COMPACT_STEP: Final = 65536
+"""Sequences compacted away between two such points (a purge of the head: whole runs at once)."""
+
+Steps = Generator[None, None, int]
+"""Work that yields where it may pause and returns a count (``finish`` runs it at once)."""
+
+
+def finish(steps: Steps) -> int:
+    """Run every step now; the result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return int(done.value)
+
+
 def purge_ex(
     subject: str,
     seq: int,
     keep: int,
     *,
     msgs: int,
+    first_seq: int,
     last_seq: int,
     purge_all: Callable[[], int],
     compact: Callable[[int], int],
     nth_newest: Callable[[int], int],
-    matching_seqs: Callable[[str, int], list[int]],
+    matching_seqs: Callable[[str, int], Iterable[int]],
     matching_count: Callable[[str], int],
-    remove: Callable[[int], object],
-) -> int:
-    """``StreamStore.purge`` (nats-server's PurgeEx) over a store's own primitives: it holds
-    ``msgs`` messages up to ``last_seq``; ``nth_newest(k)`` is the seq from which exactly ``k``
-    are live; ``matching_seqs(filter, upper)`` the live seqs up to ``upper`` on matching
-    subjects, ascending, and ``matching_count(filter)`` how many match in all."""
+    remove: Callable[[int], bool],
+) -> Steps:
+    """``StreamStore.purge_steps`` (nats-server's PurgeEx) over a store's own primitives: it
+    holds ``msgs`` messages from ``first_seq`` to ``last_seq``; ``nth_newest(k)`` is the seq
+    from which exactly ``k`` are live; ``matching_seqs(filter, upper)`` the live seqs up to
+    ``upper`` on matching subjects, ascending (produced as they are consumed), and
+    ``matching_count(filter)`` how many match in all.
+
+    Yields every ``PURGE_STEP`` removals or ``COMPACT_STEP`` sequences compacted. Messages stored
+    while it is paused have higher sequences than any it removes, so they are never purged by
+    it (a purge past the end, which gives the next message a higher sequence, never pauses)."""
     if is_all(subject):
         if keep <= 0 and seq <= 1:
             return purge_all()
         if seq > 1:
-            return compact(seq)
-        if keep >= msgs:
+            target = seq
+        elif keep >= msgs:
             return 0
-        return compact(nth_newest(keep))
-    victims = matching_seqs(subject, seq - 1 if seq > 1 else last_seq)
+        else:
+            target = nth_newest(keep)
+        if target > last_seq + 1:
+            return compact(target)  # at once: nothing below it may be stored in between
+        removed = 0
+        at = first_seq + COMPACT_STEP
+        while at < target:
+            removed += compact(at)
+            yield
+            at += COMPACT_STEP
+        return removed + compact(target)
+    victims: Iterable[int] = matching_seqs(subject, seq - 1 if seq > 1 else last_seq)
     if keep > 0:
         total = matching_count(subject)
         if keep >= total:
             return 0
-        victims = victims[: total - keep]
-    for s in victims:
-        remove(s)
-    return len(victims)
+        victims = islice(victims, total - keep)
+    removed = 0
+    for i, s in enumerate(victims, 1):
+        if remove(s):
+            removed += 1
+        if not i % PURGE_STEP:
+            yield
+    return removed
 
 
 @runtime_checkable
 class ConsumerStore(Protocol):
-    """Durable state of one consumer of a stream."""
+    """Durable state of one consumer of a stream. ``where`` names its directory in log lines ("" for
+    memory)."""
+
+    where: str
 
     def update(self, state: ConsumerState) -> None:
         """Replace the stored state (file store: atomically and durably; blocks on fsync)."""
 
-    def load(self) -> ConsumerState:
-        """The last state given to ``update`` (an empty state if none). Raises ErrCorrupt."""
+    def load(self) -> ConsumerState | None:
+        """The last state given to ``update`` (None if none was). Raises ErrCorrupt."""
+
+    def set_aside_state(self) -> str | None:
+        """Keep a damaged state out of the way without deleting it (file store: renamed to
+        ``o.dat.damaged``); returns where it went (None: nothing was there, or memory)."""
 
     def write_meta(self, meta: bytes) -> None:
         """Store the consumer's config bytes atomically, with a checksum."""
@@ -426,6 +501,18 @@ class ConsumerStore(Protocol):
 
     def delete(self) -> None:
         """Forget this consumer's state."""
+
+
+class StoreExport(Protocol):
+    """Every message a store held at one instant (``StreamStore.export``), to be read in slices
+    from any one thread while the store goes on (the backup's read; see ``export.py``)."""
+
+    def read(self, max_bytes: int) -> list[StoredMsg]:
+        """The next messages in sequence order, about ``max_bytes`` of them (at least one while
+        any are left); an empty list once all were read. Raises ErrCorrupt / ErrStoreIO."""
+
+    def close(self) -> None:
+        """Release what the export holds (descriptors); reading after it returns nothing."""
 
 
 @runtime_checkable
@@ -477,8 +564,18 @@ class StreamStore(Protocol):
         """nats-server PurgeEx: remove matching messages below ``seq`` (0 or 1 = no bound), keeping
         the ``keep`` newest matching ones. With no subject filter, ``seq`` > 1 is ``compact(seq)``."""
 
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
+        """``purge`` in steps (see ``purge_ex``): the caller may store, read and remove between
+        them; the result is how many messages the purge removed."""
+
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        """Use up sequences ``seq .. seq+num-1`` without storing anything (nats-server's
+        ``SkipMsgs``): they read as deleted and the next message gets ``seq + num``. ``seq`` must
+        be ``last_seq + 1`` (``ErrWrongSequence`` otherwise). A mirror keeps its origin's numbers
+        this way across the origin's gaps."""
 
     def state(self, deleted_details: bool = False) -> StreamState: ...
 
@@ -489,6 +586,10 @@ class StreamStore(Protocol):
     def num_pending(self, start_seq: int, filter_subject: str, last_per_subject: bool) -> int: ...
 
     def update_limits(self, limits: StoreLimits) -> None: ...
+
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
+        """``update_limits`` in steps, yielding every ``PURGE_STEP`` messages its lower limits
+        remove (they hold for what is stored in between); returns how many it removed."""
 
     def expire(self, now_ns: int) -> int:
         """Remove messages older than ``max_age`` or past their own TTL at ``now_ns`` (and leave
@@ -501,6 +602,10 @@ class StreamStore(Protocol):
 
     def sync(self) -> None: ...
 
+    def export(self) -> StoreExport:
+        """The messages live now, readable later from another thread while this store keeps
+        storing and removing (a consistent backup). Cheap: no payload is copied or read here."""
+
     def consumer_store(self, name: str) -> ConsumerStore: ...
 
     def consumer_names(self) -> list[str]: ...
@@ -508,6 +613,10 @@ class StreamStore(Protocol):
     def write_meta(self, meta: bytes) -> None: ...
 
     def read_meta(self) -> bytes | None: ...
+
+    def recovery_notes(self) -> list[str]:
+        """What opening the store found wrong with its files and what was made of it, one line
+        each (the losses themselves are in ``state().lost``); empty for a healthy store."""
 
     def stop(self) -> None: ...
 

@@ -16,7 +16,11 @@ Framed file, little-endian, byte by byte::
     16  .. payload   meta: opaque bytes; consumer state: msgpack of ``ConsumerState``
 
 A file that is short, has the wrong magic/version or fails its CRC raises ``ErrCorrupt``; the
-caller quarantines it. Nothing here ever deletes a file because it looks bad.
+caller quarantines it. Nothing here ever deletes a file because it looks bad: a damaged state
+file the caller gives up on is renamed aside (``o.dat.damaged``), never removed.
+
+Also owns the consistency rules of a decoded ``ConsumerState`` (:func:`state_problems`): the
+recovering server and the offline checker apply the same ones.
 """
 
 from __future__ import annotations
@@ -38,12 +42,19 @@ from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE
 
 __all__ = [
     "CONSUMER_MAGIC",
+    "DAMAGED_SUFFIX",
+    "FRAME_HEADER_SIZE",
     "META_MAGIC",
     "FileConsumerStore",
+    "FrameFault",
     "MemoryConsumerStore",
+    "check_framed",
+    "decode_state",
     "fsync_dir",
+    "past_last_seq",
     "read_consumer_state",
     "read_framed",
+    "state_problems",
     "validate_name",
     "write_framed_atomic",
 ]
@@ -61,6 +72,9 @@ MAX_FRAMED_PAYLOAD = 256 * 1024 * 1024
 
 # Longest name usable as one directory entry on common Linux file systems (NAME_MAX).
 MAX_NAME_BYTES = 255
+
+# What a damaged consumer state file is renamed to when its consumer restarts without it.
+DAMAGED_SUFFIX = ".damaged"
 
 _STATE_ENCODER = msgspec.msgpack.Encoder()
 _STATE_DECODER = msgspec.msgpack.Decoder(ConsumerState)
@@ -112,6 +126,32 @@ def _io_errors(what: str) -> Iterator[None]:
         raise ErrStoreIO(exc.errno or errno.EIO, None, f"{what}: {exc}") from exc
 
 
+class FrameFault(msgspec.Struct, frozen=True):
+    """Why a framed file's bytes were refused: the byte ``offset`` where the check fails (the
+    field that is wrong, or where the file ends too early) and the ``reason``."""
+
+    offset: int
+    reason: str
+
+
+def check_framed(raw: bytes, magic: bytes) -> bytes | FrameFault:
+    """The payload of a framed file's bytes, or why they are refused."""
+    if len(raw) < FRAME_HEADER_SIZE:
+        return FrameFault(len(raw), f"truncated header ({len(raw)} of {FRAME_HEADER_SIZE} bytes)")
+    got_magic, version, length = _HDR.unpack_from(raw)
+    if got_magic != magic:
+        return FrameFault(0, f"bad magic {got_magic!r} (expected {magic!r})")
+    if version != _VERSION:
+        return FrameFault(4, f"unknown version {version}")
+    if length != len(raw) - FRAME_HEADER_SIZE:
+        return FrameFault(8, f"length {length} does not match file size {len(raw)}")
+    (crc,) = _CRC.unpack_from(raw, _HDR.size)
+    payload = raw[FRAME_HEADER_SIZE:]
+    if zlib.crc32(payload, zlib.crc32(raw[: _HDR.size])) != crc:
+        return FrameFault(12, "checksum mismatch")
+    return payload
+
+
 def read_framed(path: Path, magic: bytes) -> bytes | None:
     """The payload of a framed file, None if it does not exist; ErrCorrupt if it fails checks."""
     try:
@@ -121,18 +161,57 @@ def read_framed(path: Path, magic: bytes) -> bytes | None:
         return None
     except OSError as exc:
         raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {path.name}: {exc}") from exc
-    if len(raw) < FRAME_HEADER_SIZE:
-        raise ErrCorrupt(f"{path.name}: truncated header ({len(raw)} bytes)")
-    got_magic, version, length = _HDR.unpack_from(raw)
-    if got_magic != magic or version != _VERSION:
-        raise ErrCorrupt(f"{path.name}: bad magic or version")
-    if length != len(raw) - FRAME_HEADER_SIZE:
-        raise ErrCorrupt(f"{path.name}: length {length} does not match file size {len(raw)}")
-    (crc,) = _CRC.unpack_from(raw, _HDR.size)
-    payload = raw[FRAME_HEADER_SIZE:]
-    if zlib.crc32(payload, zlib.crc32(raw[: _HDR.size])) != crc:
-        raise ErrCorrupt(f"{path.name}: checksum mismatch")
-    return payload
+    got = check_framed(raw, magic)
+    if isinstance(got, FrameFault):
+        raise ErrCorrupt(f"{path.name}: {got.reason} (offset {got.offset})")
+    return got
+
+
+def decode_state(payload: bytes, name: str = CONSUMER_STATE_FILE) -> ConsumerState:
+    """A state file's payload decoded; ErrCorrupt if it is not our encoding."""
+    try:
+        return _STATE_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:  # valid CRC but not our encoding: a format bug
+        raise ErrCorrupt(f"{name}: undecodable state: {exc} (offset {FRAME_HEADER_SIZE})") from exc
+
+
+def state_problems(st: ConsumerState) -> list[str]:
+    """What makes a decoded state impossible (a consumer restarted from it could skip messages or
+    misnumber them): floors above what was delivered, pending acks outside (floor, delivered],
+    redelivery counts of messages not pending. Empty if consistent."""
+    out: list[str] = []
+    if st.ack_floor_stream_seq > st.delivered_stream_seq:
+        out.append(
+            f"ack floor stream sequence {st.ack_floor_stream_seq} is above the delivered "
+            f"stream sequence {st.delivered_stream_seq}"
+        )
+    if st.ack_floor_consumer_seq > st.delivered_consumer_seq:
+        out.append(
+            f"ack floor consumer sequence {st.ack_floor_consumer_seq} is above the delivered "
+            f"consumer sequence {st.delivered_consumer_seq}"
+        )
+    outside = [s for s in st.pending if not st.ack_floor_stream_seq < s <= st.delivered_stream_seq]
+    if outside:
+        out.append(
+            f"{len(outside)} pending acks outside ({st.ack_floor_stream_seq}, {st.delivered_stream_seq}], "
+            f"first {min(outside)}"
+        )
+    if any(c > st.delivered_consumer_seq or c <= 0 for c, _ in st.pending.values()):
+        out.append("pending acks with consumer sequences past the delivered consumer sequence")
+    if any(s not in st.pending for s in st.redelivered):
+        out.append("redelivery counts for messages that are not pending")
+    return out
+
+
+def past_last_seq(st: ConsumerState, last_seq: int) -> str | None:
+    """Why ``st`` points past a stream whose last sequence is ``last_seq`` (None if it does not):
+    the stream lost its tail, and a consumer restarted from ``st`` would skip the messages that
+    are stored under those sequences next."""
+    if st.delivered_stream_seq <= last_seq:
+        return None
+    return (
+        f"delivered stream sequence {st.delivered_stream_seq} is past the stream's last sequence {last_seq}"
+    )
 
 
 def read_consumer_state(path: Path) -> ConsumerState | None:
@@ -141,10 +220,7 @@ def read_consumer_state(path: Path) -> ConsumerState | None:
     payload = read_framed(path, CONSUMER_MAGIC)
     if payload is None:
         return None
-    try:
-        return _STATE_DECODER.decode(payload)
-    except msgspec.DecodeError as exc:  # valid CRC but not our encoding: a format bug
-        raise ErrCorrupt(f"{path.name}: undecodable state: {exc}") from exc
+    return decode_state(payload, path.name)
 
 
 class MemoryConsumerStore:
@@ -153,15 +229,20 @@ class MemoryConsumerStore:
     def __init__(self, name: str, on_delete: Callable[[str], object] | None = None) -> None:
         validate_name(name)
         self.name = name
+        self.where = ""
         self._on_delete = on_delete
-        self._state = ConsumerState()
+        self._state: ConsumerState | None = None
         self._meta: bytes | None = None
 
     def update(self, state: ConsumerState) -> None:
         self._state = state
 
-    def load(self) -> ConsumerState:
+    def load(self) -> ConsumerState | None:
         return self._state
+
+    def set_aside_state(self) -> str | None:
+        self._state = None
+        return None
 
     def write_meta(self, meta: bytes) -> None:
         self._meta = bytes(meta)
@@ -170,7 +251,7 @@ class MemoryConsumerStore:
         return self._meta
 
     def delete(self) -> None:
-        self._state = ConsumerState()
+        self._state = None
         self._meta = None
         if self._on_delete is not None:
             self._on_delete(self.name)
@@ -186,6 +267,7 @@ class FileConsumerStore:
         validate_name(name)
         self.name = name
         self._dir = obs_dir / name
+        self.where = str(self._dir)
         # update() may run on a worker thread; two concurrent updates must not share a tmp file.
         self._lock = threading.Lock()
         if not self._dir.is_dir():
@@ -197,9 +279,24 @@ class FileConsumerStore:
         with self._lock, _io_errors(self.STATE_FILE):
             write_framed_atomic(self._dir / self.STATE_FILE, CONSUMER_MAGIC, payload)
 
-    def load(self) -> ConsumerState:
-        state = read_consumer_state(self._dir / self.STATE_FILE)
-        return ConsumerState() if state is None else state
+    def load(self) -> ConsumerState | None:
+        return read_consumer_state(self._dir / self.STATE_FILE)
+
+    def set_aside_state(self) -> str | None:
+        """Rename a damaged ``o.dat`` to ``o.dat.damaged`` (numbered if that exists), kept for
+        inspection; returns the new name (None if there was no file)."""
+        src = self._dir / self.STATE_FILE
+        with self._lock, _io_errors(self.STATE_FILE):
+            if not src.exists():
+                return None
+            dst = src.with_name(src.name + DAMAGED_SUFFIX)
+            n = 1
+            while dst.exists():
+                n += 1
+                dst = src.with_name(f"{src.name}{DAMAGED_SUFFIX}.{n}")
+            os.rename(src, dst)
+            fsync_dir(self._dir)
+            return dst.name
 
     def write_meta(self, meta: bytes) -> None:
         with self._lock, _io_errors(self.META_FILE):

@@ -24,15 +24,19 @@ from .base import (
     BULK_MAX_EXAMINED,
     MAX_SUBJECT_BYTES,
     MEMORY_MSG_OVERHEAD,
+    PURGE_STEP,
     ErrMsgTooLarge,
     ErrStoreClosed,
+    ErrWrongSequence,
     SimpleState,
+    Steps,
     StoreConfig,
     StoredMsg,
     StoredRecords,
     StoreLimits,
     StreamState,
     check_discard_new,
+    finish,
     msg_size,
     payload_cap,
     purge_ex,
@@ -40,6 +44,7 @@ from .base import (
 )
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
+from .export import MemoryExport
 from .record import RECORD_OVERHEAD, append_record
 
 _time_ns = time.time_ns
@@ -230,12 +235,16 @@ class MemoryStore:
         return n
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        return finish(self.purge_steps(subject, seq, keep))
+
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
         self._check_open()
         return purge_ex(
             subject,
             seq,
             keep,
             msgs=len(self._msgs),
+            first_seq=self._first,
             last_seq=self._last,
             purge_all=self._purge_all,
             compact=self.compact,
@@ -257,13 +266,24 @@ class MemoryStore:
             self._last = seq - 1
             self._first = seq
             return n
-        removed = 0
-        for s in sorted(self._msgs):
+        below = []
+        for s in self._msgs:  # in sequence order: messages are only ever added at the end
             if s >= seq:
                 break
+            below.append(s)
+        for s in below:
             self._remove(s)
-            removed += 1
-        return removed
+        return len(below)
+
+    def skip_msgs(self, seq: int, num: int) -> None:
+        self._check_open()
+        if seq != self._last + 1:
+            raise ErrWrongSequence()
+        if num <= 0:
+            return
+        self._last = seq + num - 1
+        if not self._msgs:
+            self._first = self._last + 1
 
     def _set_limits(self, limits: StoreLimits) -> None:
         self._lim = limits
@@ -272,14 +292,34 @@ class MemoryStore:
         self._enforce = limits.max_msgs_per_subject > 0 or limits.max_msgs > 0 or limits.max_bytes > 0
 
     def update_limits(self, limits: StoreLimits) -> None:
+        finish(self.update_limits_steps(limits))
+
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
         self._check_open()
         self._set_limits(limits)
         self._cfg = StoreConfig(
             self._cfg.name, self._cfg.storage, limits, self._cfg.first_seq, self._cfg.block_size
         )
+        return self._enforce_steps()
+
+    def _enforce_steps(self) -> Steps:
+        n = 0
+        lim = self._lim
+        per = lim.max_msgs_per_subject
         for ss in list(self._subjects.values()):
-            self._enforce_subject(ss)
-        self._enforce_totals()
+            while per > 0 and ss.count > per:
+                self._remove(ss.first)
+                n += 1
+                if not n % PURGE_STEP:
+                    yield
+        while (lim.max_msgs > 0 and len(self._msgs) > lim.max_msgs) or (
+            lim.max_bytes > 0 and self._bytes > lim.max_bytes
+        ):
+            self._remove(self._first)
+            n += 1
+            if not n % PURGE_STEP:
+                yield
+        return n
 
     # the primitives the shared expiry policy walks (expiry.py)
 
@@ -467,6 +507,10 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ consumers, metadata
 
+    def export(self) -> MemoryExport:
+        self._check_open()
+        return MemoryExport(list(self._msgs.values()))
+
     def consumer_store(self, name: str) -> MemoryConsumerStore:
         self._check_open()
         validate_name(name)
@@ -486,6 +530,9 @@ class MemoryStore:
     def read_meta(self) -> bytes | None:
         self._check_open()
         return self._meta
+
+    def recovery_notes(self) -> list[str]:
+        return []
 
     def stop(self) -> None:
         self._closed = True

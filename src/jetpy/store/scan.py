@@ -24,9 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from .base import StoreError
-from .consumer_state import META_MAGIC, read_consumer_state, read_framed
-from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE, META_FILE, MSGS_DIR, OBS_DIR, is_locked
+from .base import ConsumerState, ErrCorrupt, LostData, StoreError
+from .consumer_state import (
+    CONSUMER_MAGIC,
+    FRAME_HEADER_SIZE,
+    META_MAGIC,
+    FrameFault,
+    check_framed,
+    decode_state,
+    past_last_seq,
+    read_framed,
+    state_problems,
+)
+from .layout import (
+    CONSUMER_META_FILE,
+    CONSUMER_STATE_FILE,
+    META_FILE,
+    MSGS_DIR,
+    OBS_DIR,
+    TAIL_FILE,
+    is_locked,
+)
 from .record import (
     BLOCK_HEADER_SIZE,
     FLAG_ERASED,
@@ -39,13 +57,16 @@ from .record import (
     range_end,
     split_record,
 )
+from .recovery import recover
 from .segment import list_blocks
+from .tail import Tail, read_tail
 
 __all__ = [
     "ACCOUNT",
     "BadRegion",
     "BlockReport",
     "ConsumerReport",
+    "FileFault",
     "Record",
     "StreamReport",
     "block_files",
@@ -112,8 +133,25 @@ class BlockReport:
         return self.slot.floor if self.slot is not None else 0
 
 
+@dataclass(slots=True)
+class FileFault:
+    """What is wrong with one consumer file: ``file`` relative to the stream's directory, the byte
+    ``offset`` where it shows (None: the file is missing or unreadable) and the ``reason``."""
+
+    file: str
+    offset: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f" at offset {self.offset}" if self.offset is not None else ""
+        return f"{self.file}{where}: {self.reason}"
+
+
 @dataclass
 class ConsumerReport:
+    """One consumer's files. ``problems`` are the lines ``faults`` print as (each names the
+    consumer, the file, the offset and the reason)."""
+
     name: str
     meta: str  # "ok", "missing" or what is wrong
     state: str  # likewise
@@ -121,6 +159,14 @@ class ConsumerReport:
     ack_floor_stream_seq: int = 0
     pending: int = 0
     problems: list[str] = field(default_factory=list)
+    faults: list[FileFault] = field(default_factory=list)
+
+    def fault(self, file: str, offset: int | None, reason: str) -> str:
+        """Record a fault; returns the reason (the file's status)."""
+        f = FileFault(f"{OBS_DIR}/{self.name}/{file}", offset, reason)
+        self.faults.append(f)
+        self.problems.append(f"consumer {self.name}: {f}")
+        return reason
 
 
 @dataclass
@@ -137,14 +183,21 @@ class StreamReport:
     consumers: list[ConsumerReport] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     live: dict[int, int] = field(default_factory=dict)
+    tail: Tail | None = None  # the tail record, if readable
+    lost: list[int] = field(default_factory=list)  # what the server would report lost on opening it
+    end: int | None = None  # the last sequence the server would find (None: it would not open it)
 
     @property
     def floor(self) -> int:
-        return max((b.floor for b in self.blocks), default=0)
+        return max([b.floor for b in self.blocks] + [self.tail.floor if self.tail else 0])
 
     @property
     def last_seq(self) -> int:
-        return max([b.last_seq for b in self.blocks] + [b.hwm for b in self.blocks] + [0])
+        """The stream's last sequence as the server finds it; if it would not open the stream,
+        the highest a record or the tail record names (a header's claim is what was refused)."""
+        if self.end is not None:
+            return self.end
+        return max([b.last_seq for b in self.blocks] + [self.tail.hwm if self.tail else 0, 0])
 
     def total(self, what: Literal["msgs", "erased", "tombstones"]) -> int:
         """The sum over blocks of a ``BlockReport`` count: "msgs" (records), "erased", "tombstones"."""
@@ -203,30 +256,58 @@ def read_meta(stream_dir: Path) -> tuple[bytes | None, str]:
     return raw, "ok"
 
 
-def read_consumers(stream_dir: Path) -> list[ConsumerReport]:
+def _read_framed_file(path: Path, magic: bytes) -> bytes | FrameFault | None:
+    """A framed file's payload, why its bytes are refused, or None if it does not exist."""
+    try:
+        raw = _read_file(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return FrameFault(0, f"cannot read: {exc.strerror or exc}")
+    return check_framed(raw, magic)
+
+
+def read_consumers(stream_dir: Path, last_seq: int | None = None) -> list[ConsumerReport]:
+    """Every consumer directory's files checked: both present, framed and checksummed, the state
+    decodable and consistent (``state_problems``, the server's own rules) and, given the
+    stream's ``last_seq``, not past it. A missing file is a fault: a durable consumer always has
+    both (its state is written first when it is created)."""
     out: list[ConsumerReport] = []
     obs = stream_dir / OBS_DIR
     if not obs.is_dir():
         return out
     for cdir in sorted(p for p in obs.iterdir() if p.is_dir()):
         rep = ConsumerReport(cdir.name, "missing", "missing")
-        try:
-            if read_framed(cdir / CONSUMER_META_FILE, META_MAGIC) is not None:
-                rep.meta = "ok"
-        except StoreError as exc:
-            rep.meta = str(exc)
-            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_META_FILE}: {exc}")
-        try:
-            st = read_consumer_state(cdir / CONSUMER_STATE_FILE)
-        except StoreError as exc:
-            rep.state = str(exc)
-            rep.problems.append(f"consumer {cdir.name}: {CONSUMER_STATE_FILE}: {exc}")
+        meta = _read_framed_file(cdir / CONSUMER_META_FILE, META_MAGIC)
+        if meta is None:
+            rep.fault(CONSUMER_META_FILE, None, "missing")
+        elif isinstance(meta, FrameFault):
+            rep.meta = rep.fault(CONSUMER_META_FILE, meta.offset, meta.reason)
         else:
-            if st is not None:
-                rep.state = "ok"
+            rep.meta = "ok"
+        raw = _read_framed_file(cdir / CONSUMER_STATE_FILE, CONSUMER_MAGIC)
+        if raw is None:
+            rep.fault(CONSUMER_STATE_FILE, None, "missing")
+        elif isinstance(raw, FrameFault):
+            rep.state = rep.fault(CONSUMER_STATE_FILE, raw.offset, raw.reason)
+        else:
+            try:
+                st: ConsumerState = decode_state(raw)
+            except ErrCorrupt:
+                rep.state = rep.fault(
+                    CONSUMER_STATE_FILE, FRAME_HEADER_SIZE, "payload is not a consumer state"
+                )
+            else:
                 rep.delivered_stream_seq = st.delivered_stream_seq
                 rep.ack_floor_stream_seq = st.ack_floor_stream_seq
                 rep.pending = len(st.pending)
+                wrong = state_problems(st)
+                past = past_last_seq(st, last_seq) if last_seq is not None else None
+                if past is not None:
+                    wrong.append(past)
+                for why in wrong:
+                    rep.fault(CONSUMER_STATE_FILE, FRAME_HEADER_SIZE, why)
+                rep.state = "; ".join(wrong) or "ok"
         out.append(rep)
     return out
 
@@ -309,6 +390,7 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
     rep.meta, rep.meta_status = read_meta(stream_dir)
     if rep.meta is None:
         rep.problems.append(rep.meta_status)
+    bounds = check_bounds(rep)
     if (stream_dir / MSGS_DIR).is_dir():
         for base, path in block_files(stream_dir):
             try:
@@ -321,7 +403,7 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
             rep.problems.extend(block.problems)
     else:
         rep.problems.append(f"{MSGS_DIR}/ is missing")
-    rep.consumers = read_consumers(stream_dir)
+    rep.consumers = read_consumers(stream_dir, rep.last_seq)
     for c in rep.consumers:
         rep.problems.extend(c.problems)
     floor = rep.floor
@@ -333,4 +415,35 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
         for seq, n in b.live.items()
         if seq >= floor and seq not in deleted and not any(lo <= seq <= hi for lo, hi in ranges)
     }
+    rep.problems.extend(bounds)
     return rep
+
+
+def check_bounds(rep: StreamReport) -> list[str]:
+    """What the server itself would find opening the stream (its own recovery, run without
+    syncing or truncating anything): the tail record unreadable or missing, a header that cannot
+    have been written, a newest block missing or shorter than the tail record says, sequences no
+    block holds, and so exactly which sequences it would report lost (``rep.lost``). Sets
+    ``rep.tail``; returns the problems."""
+    try:
+        tail = read_tail(rep.path)
+    except OSError as exc:
+        return [f"{TAIL_FILE}: cannot read: {exc.strerror or exc}"]
+    if isinstance(tail, str):
+        return [tail]
+    rep.tail = tail
+    problems = []
+    if tail is None and (rep.meta is not None or block_files(rep.path)):
+        problems.append(f"{TAIL_FILE} is missing: the newest block cannot be checked against it")
+    try:
+        rec = recover(rep.path / MSGS_DIR, 1, tail, read_only=True)
+    except ErrCorrupt as exc:
+        return [*problems, str(exc).removeprefix(f"{ErrCorrupt.description}: ")]
+    except OSError as exc:
+        return [*problems, f"{MSGS_DIR}/: cannot read: {exc.strerror or exc}"]
+    rep.lost = rec.lost
+    rep.end = rec.last_seq
+    problems.extend(rec.notes)
+    if rec.lost:
+        problems.append(f"lost sequences: {LostData(rec.lost, rec.lost_bytes).ranges()}")
+    return problems

@@ -9,6 +9,7 @@ manager's).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ from jetpy.jetstream.api.messages import (
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
-from jetpy.jetstream.api.router import Route
+from jetpy.jetstream.api.router import Later, Route, WithHeaders
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.errors import ApiError
@@ -32,8 +33,9 @@ from jetpy.jetstream.info import consumer_info
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
-from jetpy.jetstream.unbuilt import check_consumer_built
+from jetpy.jetstream.unbuilt import check_consumer_built, check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
+from jetpy.protocol.headers import encode_headers
 
 __all__ = ["ConsumerApi"]
 
@@ -57,10 +59,7 @@ class ConsumerApi:
     # -- helpers --------------------------------------------------------------------------------
 
     def _stream(self, name: str) -> Stream:
-        s = self.registry.get(name)
-        if s is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
-        return s
+        return self.registry.require(name)
 
     def _consumer(self, args: list[str]) -> Consumer:
         if len(args) < 2:
@@ -68,17 +67,29 @@ class ConsumerApi:
         s = self._stream(args[0])
         c = self.manager.get(s, args[1])
         if c is None:
+            self._not_offline(s, args[1])
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         return c
 
+    def _not_offline(self, stream: Stream, name: str) -> None:
+        """A consumer whose files could not be read back answers with why (10195), never as
+        absent: its name is taken, its files kept."""
+        why = self.manager.offline(stream).get(name)
+        if why is not None:
+            raise ApiError.of(E.CONSUMER_OFFLINE_REASON, err=why)
+
     # -- create ---------------------------------------------------------------------------------
 
-    def create_durable(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerCreateResponse:
+    def create_durable(
+        self, args: list[str], hdr: bytes, body: bytes
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         if len(args) != 2:
             raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT)
         return self._create(args[0], args[1], "", body, legacy_durable=True)
 
-    def create(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerCreateResponse:
+    def create(
+        self, args: list[str], hdr: bytes, body: bytes
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         name = args[1] if len(args) > 1 else ""
@@ -94,7 +105,7 @@ class ConsumerApi:
         *,
         legacy_durable: bool,
         new_style: bool = False,
-    ) -> ConsumerCreateResponse:
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
         # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
         # missing config is the zero config (ack none, deliver all), a config or field of the
         # wrong JSON type is invalid JSON (2.9 gives no detail); the stream name in the body must
@@ -131,7 +142,10 @@ class ConsumerApi:
         others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
         check_consumer_built(cfg)
+        check_direct_built(stream.config, cfg)
         cname = cfg.durable_name or cfg.name
+        if cname:
+            self._not_offline(stream, cname)
         existing = consumers.get(cname) if cname else None
         if existing is not None:
             if action == "create" and existing.config != cfg:
@@ -140,10 +154,11 @@ class ConsumerApi:
                 bound = existing.push and existing.active
                 new = check_consumer_update(existing.config, cfg, deliver_subject_bound=bound)
                 self.manager.update(existing, new)
-            return ConsumerCreateResponse.of(consumer_info(existing))
+            return _answer(stream, existing)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
-        if stream.config.max_consumers > 0 and len(consumers) >= stream.config.max_consumers:
+        taken = len(self.manager.listed(stream)) + len(self.manager.offline(stream))
+        if stream.config.max_consumers > 0 and taken >= stream.config.max_consumers:
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()
@@ -154,7 +169,7 @@ class ConsumerApi:
             cfg = msgspec.structs.replace(cfg, name=cname)
         c = self.manager.create(stream, cname, cfg)
         self.manager.action_advisory(c, "create")
-        return ConsumerCreateResponse.of(consumer_info(c))
+        return _answer(stream, c)
 
     # -- read -----------------------------------------------------------------------------------
 
@@ -162,31 +177,69 @@ class ConsumerApi:
         expect_empty(body)
         return ConsumerInfoResponse.of(consumer_info(self._consumer(args)))
 
-    def _sorted(self, args: list[str], body: bytes) -> tuple[list[Consumer], int]:
+    def _paged(self, args: list[str], body: bytes) -> tuple[Stream, int]:
+        """The stream a NAMES/LIST request names, and its offset."""
         req = decode_request(body, PagedRequest)
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
-        s = self._stream(args[0])
-        consumers = self.manager.consumers(s)
-        cs = [consumers[n] for n in sorted(consumers)]
+        return self._stream(args[0]), req.offset
+
+    @staticmethod
+    def _at(offset: int, n: int) -> int:
         # a negative offset reads as 0 (nats-server 2.9 panics on it), one past the end as the end
-        return cs, min(max(req.offset, 0), len(cs))
+        return min(max(offset, 0), n)
 
     def names(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerNamesResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + NAMES_LIMIT]
-        names = [c.name for c in page]
-        return ConsumerNamesResponse(total=len(cs), offset=offset, limit=NAMES_LIMIT, consumers=names)
+        """Every consumer's name, offline ones too (their names are taken)."""
+        s, offset = self._paged(args, body)
+        every = sorted([*self.manager.listed(s), *self.manager.offline(s)])
+        offset = self._at(offset, len(every))
+        page = every[offset : offset + NAMES_LIMIT]
+        return ConsumerNamesResponse(total=len(every), offset=offset, limit=NAMES_LIMIT, consumers=page)
 
     def list_(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerListResponse:
-        cs, offset = self._sorted(args, body)
-        page = cs[offset : offset + LIST_LIMIT]
+        """The served consumers' infos, page by page; offline ones by name and reason on every
+        page (``offline``, and ``missing`` for tools that predate it)."""
+        s, offset = self._paged(args, body)
+        consumers = self.manager.listed(s)
+        names = sorted(consumers)
+        offset = self._at(offset, len(names))
+        offline = self.manager.offline(s)
         return ConsumerListResponse(
-            total=len(cs), offset=offset, limit=LIST_LIMIT, consumers=[consumer_info(c) for c in page]
+            total=len(names),
+            offset=offset,
+            limit=LIST_LIMIT,
+            consumers=[consumer_info(consumers[n]) for n in names[offset : offset + LIST_LIMIT]],
+            missing=sorted(offline) or None,
+            offline=dict(sorted(offline.items())) or None,
         )
 
-    def delete(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerDeleteResponse:
+    def delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[ConsumerDeleteResponse]:
+        """Delete a consumer (on an interest stream, answered once the messages nobody wants any
+        more are gone: a sweep paced in slices); an offline one's files are deleted on this
+        explicit request."""
         expect_empty(body)
+        if len(args) >= 2:
+            s = self._stream(args[0])
+            if self.manager.get(s, args[1]) is None and args[1] in self.manager.offline(s):
+                self.manager.delete_offline(s, args[1])
+                return ConsumerDeleteResponse(success=True)
         c = self._consumer(args)
-        self.manager.delete(c)
-        return ConsumerDeleteResponse(success=True)
+        sweep = self.manager.delete(c)
+        if sweep is None:
+            return ConsumerDeleteResponse(success=True)
+        return _after(sweep, ConsumerDeleteResponse(success=True))
+
+
+async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:
+    await asyncio.shield(task)  # the sweep goes on even if the request is given up on
+    return resp
+
+
+def _answer(stream: Stream, c: Consumer) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
+    """The create response; a mirror's or source's own consumer is also told which incarnation
+    of the stream it reads (``Nats-Stream-Identity``, as nats-server 2.15 answers)."""
+    resp = ConsumerCreateResponse.of(consumer_info(c))
+    if c.config.direct:
+        return WithHeaders(resp, encode_headers([("Nats-Stream-Identity", stream.identity)]))
+    return resp

@@ -30,20 +30,25 @@ is set), and ``up_to_seq`` also bounds a plain batch (2.11 reads it only with ``
 clients that need a bound must still check sequences themselves against such servers).
 Every message of a reply is handed to the bus in the same call, so the connection writes the
 whole batch in one go.
+
+A caller with permissions gets ``403`` with the reason (``permissions violation for subscribe to
+"secret.x"``) instead of a message on a subject it may not read (jetstream.access); a batch stops
+there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
 from jetpy import subjects
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.access import check_read
 from jetpy.jetstream.api.requests import as_request, decode_body
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import Int, Uint64, format_time, parse_time
-from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.ports import Caller, MessageBus
 from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
@@ -132,34 +137,66 @@ def seq_from_time(store: StreamStore, ts_ns: int) -> int:
     return m.seq if m is not None else st.last_seq + 1
 
 
+Answerer = Callable[[str], "Stream | None"]
+"""Which stream answers a direct get for a stream name (None: nobody, as nats-server has no
+subscriber then): the stream itself if it allows direct gets, or a mirror of it with
+``mirror_direct``."""
+
+
 class DirectGet:
     """The bus handler on ``$JS.API.DIRECT.GET.>`` (direct gets are answered by the stream, not
     the API dispatcher: they are not in the api counters, as nats-server)."""
 
-    def __init__(self, streams: Mapping[str, Stream], bus: MessageBus) -> None:
+    def __init__(
+        self, streams: Mapping[str, Stream], bus: MessageBus, answerer: Answerer | None = None
+    ) -> None:
         self.streams = streams
         self.bus = bus
+        self.answerer = answerer or self._own
+
+    def _own(self, name: str) -> Stream | None:
+        s = self.streams.get(name)
+        return s if s is not None and s.config.allow_direct else None
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.decode().split(".")[4:]  # drop "$JS", "API", "DIRECT", "GET"
-        direct_get(self.streams, self.bus, toks, reply, data[hdr_len:])
+        direct_get(self.answerer, self.bus, toks, reply, data[hdr_len:], self.bus.caller())
+
+
+def _refused(bus: MessageBus, rep: str, caller: Caller | None, subject: str) -> bool:
+    """Answer 403 and return True if ``caller`` may not read ``subject``."""
+    if caller is None:
+        return False
+    try:
+        check_read(caller, [subject])
+    except ApiError as e:
+        _status(bus, rep, e.code, e.description)
+        return True
+    return False
 
 
 def direct_get(
-    streams: Mapping[str, Stream], bus: MessageBus, args: list[str], reply: bytes | None, body: bytes
+    answerer: Answerer,
+    bus: MessageBus,
+    args: list[str],
+    reply: bytes | None,
+    body: bytes,
+    caller: Caller | None = None,
 ) -> None:
     """``$JS.API.DIRECT.GET.<stream>`` (body names the message) or ``...<stream>.<subject>``
     (last message on the subject, the KV read path). Replies with the stored message itself."""
     if reply is None or not args:
         return
-    s = streams.get(args[0])
-    if s is None or not s.config.allow_direct:
+    s = answerer(args[0])
+    if s is None:
         return  # nats-server does not subscribe DIRECT.GET for such streams: no responders
     rep = reply.decode()
     try:
         if len(args) > 1:
             if body.strip():
                 raise ApiError.of(E.BAD_REQUEST)
+            if _refused(bus, rep, caller, ".".join(args[1:])):
+                return
             msg = s.store.load_last_msg(".".join(args[1:]))
         else:
             if not body.strip():
@@ -175,7 +212,7 @@ def direct_get(
                 bus.publish(rep, None, b"", encode_headers([], 408, "Empty Request"))
                 return
             if req.batch or req.multi_last:
-                _batch_get(bus, s, rep, req)
+                _batch_get(bus, s, rep, req, caller)
                 return
             try:
                 start_ns = request_time(req.start_time)
@@ -189,6 +226,8 @@ def direct_get(
         return
     if msg is None:
         bus.publish(rep, None, b"", encode_headers([], 404, "Message Not Found"))
+        return
+    if _refused(bus, rep, caller, msg.subject):
         return
     bus.publish(rep, None, msg.data, direct_headers(s.name, msg))
 
@@ -224,7 +263,7 @@ def _status(bus: MessageBus, rep: str, code: int, text: str) -> None:
     bus.publish(rep, None, b"", encode_headers([], code, text))
 
 
-def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest) -> None:
+def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest, caller: Caller | None) -> None:
     try:
         if req.batch < 0 or req.max_bytes < 0:
             raise ValueError("negative")
@@ -254,7 +293,7 @@ def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest) -> N
         return
     max_bytes = req.max_bytes or DEFAULT_BATCH_MAX_BYTES
     if req.multi_last:
-        _multi_last(bus, s, rep, req, up_to_ns, max_bytes)
+        _multi_last(bus, s, rep, req, up_to_ns, max_bytes, caller)
         return
     store = s.store
     seq = seq_from_time(store, start_ns) if start_ns is not None else req.seq
@@ -275,6 +314,8 @@ def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest) -> N
         m = (load(seq) if every and seq else None) or load_next(flt, seq)
         if m is None or (up_to and m.seq > up_to):
             break
+        if caller is not None and _refused(bus, rep, caller, m.subject):
+            return
         pending -= 1
         hdr = m.hdr
         publish(
@@ -314,7 +355,13 @@ def _batch_headers(stream: str, m: StoredMsg, pending: int, last: int) -> bytes:
 
 
 def _multi_last(
-    bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest, up_to_ns: int | None, max_bytes: int
+    bus: MessageBus,
+    s: Stream,
+    rep: str,
+    req: DirectGetRequest,
+    up_to_ns: int | None,
+    max_bytes: int,
+    caller: Caller | None,
 ) -> None:
     """The newest message of every subject matching ``multi_last``, as of ``up_to_seq``/``up_to_time``."""
     store = s.store
@@ -346,6 +393,8 @@ def _multi_last(
         m = store.load_msg(q)
         if m is None:
             _status(bus, rep, 404, "Message Not Found")
+            return
+        if _refused(bus, rep, caller, m.subject):
             return
         bus.publish(rep, None, m.data, _batch_headers(s.name, m, pending, last))
         pending = max(pending - 1, 0)

@@ -36,6 +36,7 @@ from jetpy.jetstream.models import (
     StoredMessage,
     StreamConfig,
     StreamInfo,
+    StreamSourceInfo,
     StreamState,
     Uint64,
     _always,
@@ -67,6 +68,10 @@ __all__ = [
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
+    "StreamRestoreRequest",
+    "StreamRestoreResponse",
+    "StreamSnapshotRequest",
+    "StreamSnapshotResponse",
     "StreamUpdateResponse",
 ]
 
@@ -158,11 +163,20 @@ class StreamCreateResponse(ApiResponse, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
     did_create: bool = False
 
     @classmethod
     def of(cls, info: StreamInfo, *, did_create: bool) -> StreamCreateResponse:
-        return cls(config=info.config, created=info.created, state=info.state, did_create=did_create)
+        return cls(
+            config=info.config,
+            created=info.created,
+            state=info.state,
+            mirror=info.mirror,
+            sources=info.sources,
+            did_create=did_create,
+        )
 
 
 class StreamUpdateResponse(ApiResponse, frozen=True):
@@ -170,10 +184,18 @@ class StreamUpdateResponse(ApiResponse, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
     @classmethod
     def of(cls, info: StreamInfo) -> StreamUpdateResponse:
-        return cls(config=info.config, created=info.created, state=info.state)
+        return cls(
+            config=info.config,
+            created=info.created,
+            state=info.state,
+            mirror=info.mirror,
+            sources=info.sources,
+        )
 
 
 class StreamInfoResponse(_Paged, frozen=True):
@@ -183,11 +205,21 @@ class StreamInfoResponse(_Paged, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    mirror: StreamSourceInfo | None = None
+    sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
     @classmethod
     def of(cls, info: StreamInfo, *, total: int = 0, offset: int = 0, limit: int = 0) -> StreamInfoResponse:
-        config, created, state = info.config, info.created, info.state
-        return cls(total=total, offset=offset, limit=limit, config=config, created=created, state=state)
+        return cls(
+            total=total,
+            offset=offset,
+            limit=limit,
+            config=info.config,
+            created=info.created,
+            state=info.state,
+            mirror=info.mirror,
+            sources=info.sources,
+        )
 
 
 class StreamNamesResponse(_Paged, frozen=True):
@@ -196,8 +228,13 @@ class StreamNamesResponse(_Paged, frozen=True):
 
 
 class StreamListResponse(_Paged, frozen=True):
+    """``offline``: streams that cannot be served (their files could not be read back), name ->
+    why, also named in ``missing`` for older tools (nats-server 2.12's fields for offline assets)."""
+
     type: str = _always(TYPE_PREFIX + "stream_list_response")
     streams: list[StreamInfo] = _always_list()
+    missing: list[str] | None = None
+    offline: dict[str, str] | None = None
 
 
 class StreamDeleteResponse(ApiResponse, frozen=True):
@@ -259,8 +296,13 @@ class ConsumerNamesResponse(_Paged, frozen=True):
 
 
 class ConsumerListResponse(_Paged, frozen=True):
+    """``offline``: consumers that cannot be served (their files are damaged), name -> why, also
+    named in ``missing`` for older tools (nats-server 2.12's fields for offline assets)."""
+
     type: str = _always(TYPE_PREFIX + "consumer_list_response")
     consumers: list[ConsumerInfo] = _always_list()
+    missing: list[str] | None = None
+    offline: dict[str, str] | None = None
 
 
 class ConsumerDeleteResponse(ApiResponse, frozen=True):
@@ -311,8 +353,16 @@ class StreamRestoreResponse(ApiResponse, frozen=True):
     deliver_subject: str = _always("")  # written even in an error response
 
 
+class StreamRestoreRequest(_Wire, frozen=True):
+    """``STREAM.RESTORE``: the stream's config and the state the backup holds (``backup.json``)."""
+
+    config: StreamConfig = StreamConfig()
+    state: StreamState = StreamState()
+
+
 class StreamSnapshotRequest(_Wire, frozen=True):
     deliver_subject: str = ""
     no_consumers: bool = False
     chunk_size: Int = 0
+    window_size: Int = 0  # nats-server 2.14
     jsck: bool = False

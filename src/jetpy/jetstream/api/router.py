@@ -5,7 +5,8 @@ handler's arguments), the response (a handler returns its typed response, ``api/
 every ``ApiError`` becomes the route's ``Response.failure(error)``, which carries the fields
 nats-server writes even in an error response), encoding it with msgspec, and the api counters.
 Handlers are registered by the parts that own them (streams, consumers, account); unknown API
-subjects get no reply, as nats-server does.
+subjects get no reply, as nats-server does. A request from a client with permissions is put to
+the :class:`Guard` (the bus names the caller) before its handler runs, and its response after.
 
 A handler answers at once, or returns a coroutine for work too large to do in one go on the
 event loop (it runs as a task that may use a worker thread and yields between slices). Requests
@@ -23,15 +24,15 @@ import logging
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import ApiResponse
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import encode
-from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.ports import Caller, MessageBus
 
-__all__ = ["API_SUBJECTS", "MAX_QUEUED", "ApiRouter", "ApiStats", "Later", "Route"]
+__all__ = ["API_SUBJECTS", "MAX_QUEUED", "ApiRouter", "ApiStats", "Guard", "Later", "Route", "WithHeaders"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -42,8 +43,19 @@ MAX_QUEUED: Final = 10_000
 
 R = TypeVar("R", bound=ApiResponse)
 
-Later: TypeAlias = R | Coroutine[Any, Any, R]
-"""A handler's result: the response, or a coroutine that produces it (see the module doc)."""
+
+@dataclass(frozen=True, slots=True)
+class WithHeaders(Generic[R]):
+    """A response sent with a header block (nats-server answers a mirror's or source's consumer
+    create with the origin's ``Nats-Stream-Identity``)."""
+
+    response: R
+    headers: bytes
+
+
+Later: TypeAlias = R | WithHeaders[R] | Coroutine[Any, Any, R]
+"""A handler's result: the response (with headers, if any), or a coroutine that produces it (see
+the module doc)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +67,15 @@ class Route(Generic[R]):
     response: type[R]
     handler: Callable[[list[str], bytes, bytes], Later[R]]
     args: int | None = None
+
+
+class Guard(Protocol):
+    """What a request may touch, by its route key (``STREAM.CREATE``) and arguments; both raise
+    ``ApiError`` to refuse."""
+
+    def check_request(self, key: str, args: list[str], body: bytes, caller: Caller) -> None: ...
+
+    def check_response(self, key: str, response: ApiResponse, caller: Caller) -> None: ...
 
 
 @dataclass(slots=True)
@@ -72,6 +93,8 @@ class _Request:
     hdr: bytes
     body: bytes
     reply: bytes
+    key: str = ""
+    caller: Caller | None = None  # None: the server, or a client without permissions
 
 
 class ApiRouter:
@@ -79,6 +102,7 @@ class ApiRouter:
         self.bus = bus
         self.stats = stats
         self.routes: dict[str, Route[ApiResponse]] = {}
+        self.guard: Guard | None = None
         self._task: asyncio.Task[None] | None = None  # a request worked on off the loop
         self._queue: deque[_Request] = deque()
 
@@ -90,8 +114,10 @@ class ApiRouter:
         toks = subject.decode().split(".")[2:]  # drop "$JS", "API"
         route = None
         args: list[str] = []
+        key = ""
         for n in (3, 2, 1):
-            r = self.routes.get(".".join(toks[:n]))
+            key = ".".join(toks[:n])
+            r = self.routes.get(key)
             if r is not None:
                 if r.args is not None and len(toks) - n != r.args:
                     continue
@@ -100,17 +126,20 @@ class ApiRouter:
                 break
         if route is None or reply is None:
             return  # unknown API subject (or no one to answer): no reply, as nats-server
+        req = _Request(subject, route, args, data[:hdr_len], data[hdr_len:], reply, key, self.bus.caller())
         if self._task is not None:  # keep the order: after the request being worked on
             if len(self._queue) >= MAX_QUEUED:
                 log.warning("JetStream API queue limit reached, dropping a request for %s", subject)
                 return
             self.stats.inflight += 1
-            self._queue.append(_Request(subject, route, args, data[:hdr_len], data[hdr_len:], reply))
+            self._queue.append(req)
             return
-        self._dispatch(_Request(subject, route, args, data[:hdr_len], data[hdr_len:], reply))
+        self._dispatch(req)
 
     def _dispatch(self, req: _Request) -> None:
         try:
+            if req.caller is not None and self.guard is not None:
+                self.guard.check_request(req.key, req.args, req.body, req.caller)
             resp = req.route.handler(req.args, req.hdr, req.body)
         except Exception as e:
             self._answer(req, e)
@@ -133,10 +162,13 @@ class ApiRouter:
             self.stats.inflight -= 1
             self._dispatch(self._queue.popleft())
 
-    def _answer(self, req: _Request, result: ApiResponse | Exception) -> None:
+    def _answer(self, req: _Request, result: ApiResponse | WithHeaders[ApiResponse] | Exception) -> None:
         stats = self.stats
         resp: ApiResponse
-        if isinstance(result, ApiError):
+        headers = b""
+        if isinstance(result, WithHeaders):
+            resp, headers = result.response, result.headers
+        elif isinstance(result, ApiError):
             stats.errors += 1
             resp = req.route.response.failure(result)
         elif isinstance(result, Exception):  # a bug must not take the API down; the client gets a 500
@@ -145,9 +177,15 @@ class ApiRouter:
             resp = req.route.response.failure(ApiError.of(E.STREAM_GENERAL, err="internal error"))
         else:
             resp = result
+            if req.caller is not None and self.guard is not None:
+                try:
+                    self.guard.check_response(req.key, resp, req.caller)
+                except ApiError as e:
+                    stats.errors += 1
+                    resp = req.route.response.failure(e)
         # counted once answered, as nats-server (an INFO reply does not include itself)
         stats.total += 1
-        self.bus.publish(req.reply.decode(), None, encode(resp))
+        self.bus.publish(req.reply.decode(), None, encode(resp), headers)
 
     async def stop(self) -> None:
         """Stop the request being worked on, if any; drop those waiting (the server is going)."""

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.jetstream.consumers.acks import Ack, AckReply, ack_prefix, ack_replies, ack_reply, ack_sequences
-from jetpy.jetstream.consumers.delivery import Send, SendBatch
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, Send, SendBatch
 from jetpy.jetstream.consumers.pacing import Pacer
-from jetpy.jetstream.consumers.pending import Pending, PendingAcks
+from jetpy.jetstream.consumers.pending import EXPIRE_BUDGET, Pending, PendingAcks
 from jetpy.jetstream.consumers.pull import WaitingRequests, status
-from jetpy.jetstream.consumers.push import PushDelivery
+from jetpy.jetstream.consumers.push import DIRECT_FC_WINDOW, FC_WINDOW, PushDelivery
 from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time, parse_time
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.seek import seq_at_time
@@ -64,6 +65,10 @@ class ConsumerHost(Protocol):
     def state_changed(self, consumer: Consumer) -> None:
         """Durable state changed: persist it at the next commit."""
 
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        """An ack of ``stream_seq`` asked for a confirmation (AckSync): send it on ``reply`` once
+        the ack is as durable as the consumer's state is."""
+
 
 class Consumer:
     def __init__(
@@ -75,6 +80,7 @@ class Consumer:
         host: ConsumerHost,
         now: int,
         state: ConsumerState | None = None,
+        start: int | None = None,
     ) -> None:
         self.stream = stream
         self.store = stream.store
@@ -100,6 +106,7 @@ class Consumer:
         self.last_ack_ts = 0
         self.last_activity = now
         self.dirty = False  # state changed since the host last took a snapshot
+        self.more = False  # the last pump stopped at PUMP_BUDGET: pump again on the next loop turn
         # collaborators
         self._pending_acks = PendingAcks(self._delivered_upto)
         self.pending = self._pending_acks.pending  # stream seq -> Pending (read-only here)
@@ -117,6 +124,8 @@ class Consumer:
         self._apply_config(config)
         if state is not None:
             self._restore(state)
+        elif start is not None:  # its state is gone: from where its host says (restore.py)
+            self._start_at(start)
         else:
             self._select_start()
 
@@ -153,9 +162,14 @@ class Consumer:
             seqs.sort()
             self._last_per_subject_starts = deque(seqs)
             self.next_stream_seq = last + 1
-        # nothing delivered yet: the floors sit just below the start
+        self._start_at(self.next_stream_seq)
+
+    def _start_at(self, seq: int) -> None:
+        """Nothing delivered yet, the stream cursor at ``seq``: the floors sit just below the start
+        (below the last-per-subject starts, while some are left)."""
+        self.next_stream_seq = seq
         starts = self._last_per_subject_starts
-        floor = starts[0] - 1 if starts else self.next_stream_seq - 1
+        floor = starts[0] - 1 if starts else seq - 1
         self._pending_acks.set_floor(0, floor)
         self.delivered_stream_seq = floor
 
@@ -168,18 +182,31 @@ class Consumer:
         )
 
     def snapshot(self) -> ConsumerState:
+        """The durable state now (what :meth:`_restore` takes back)."""
+        return self.snapshot_later()()
+
+    def snapshot_later(self) -> Callable[[], ConsumerState]:
+        """:meth:`snapshot` in two halves: the counters and a shallow copy of the pending acks
+        now, the pass over every pending ack when the returned function is called (on a worker
+        thread, so a consumer with 100,000 pending acks does not hold the loop). A pending ack
+        read then may have moved on (redelivered, or in progress, since): the state is still one
+        that never skips a message, as every ack is at most reported later than it happened."""
         self.drain_acks()
         self.dirty = False
         acks = self._pending_acks
-        pending, redelivered = acks.persisted()
-        return ConsumerState(
-            delivered_consumer_seq=self.next_consumer_seq - 1,
-            delivered_stream_seq=self.delivered_stream_seq,
-            ack_floor_consumer_seq=acks.ack_floor_consumer_seq,
-            ack_floor_stream_seq=acks.ack_floor_stream_seq,
-            pending=pending,
-            redelivered=redelivered,
+        pending = dict(acks.pending)
+        counters = (
+            self.next_consumer_seq - 1,
+            self.delivered_stream_seq,
+            acks.ack_floor_consumer_seq,
+            acks.ack_floor_stream_seq,
         )
+
+        def build() -> ConsumerState:
+            persisted, redelivered = PendingAcks.persist(pending)
+            return ConsumerState(*counters, pending=persisted, redelivered=redelivered)
+
+        return build
 
     def _delivered_upto(self) -> tuple[int, int]:
         """(consumer seq, stream seq) up to which everything is delivered: where the ack floor goes
@@ -225,7 +252,12 @@ class Consumer:
         self.config = config
         self.filters = config.filters
         self._pending_acks.configure(config.ack_wait, config.backoff)
-        self._push_delivery.configure(config.deliver_subject, config.flow_control, config.idle_heartbeat)
+        self._push_delivery.configure(
+            config.deliver_subject,
+            config.flow_control,
+            config.idle_heartbeat,
+            DIRECT_FC_WINDOW if config.direct else FC_WINDOW,
+        )
         self._waiting.configure(config.max_waiting, config.max_batch, config.max_expires, config.max_bytes)
         self._pacer.rate_bps = self._rate = config.rate_limit_bps
         self._replay_original = config.replay_policy == "original"
@@ -299,7 +331,10 @@ class Consumer:
         return m
 
     def next_message(self, now: int) -> tuple[StoredMsg, Pending | None] | None:
-        """The next message to send: due redeliveries first, then new ones."""
+        """The next message to send: due redeliveries first, then new ones (None with ``more``
+        set: :data:`PUMP_BUDGET` redeliveries of removed messages were dropped, the rest on the
+        next pump)."""
+        dropped = 0
         while self._redeliver_queue:
             taken = self._pending_acks.next_redelivery()
             if taken is None:
@@ -308,6 +343,10 @@ class Consumer:
             m = self.store.load_msg(seq)
             if m is None:  # removed from the stream meanwhile: nothing left to deliver
                 self._drop(seq)
+                dropped += 1
+                if dropped >= PUMP_BUDGET:
+                    self.more = True
+                    return None
                 continue
             return m, p
         pacer = self._pacer
@@ -446,7 +485,9 @@ class Consumer:
             self._pacer.hold(m)
 
     def pump(self, now: int) -> int:
-        """Deliver what may be delivered now; returns how many messages were sent."""
+        """Deliver what may be delivered now, up to :data:`PUMP_BUDGET` messages (``more`` says
+        whether something was left for the next pump); returns how many were sent."""
+        self.more = False
         if self.closed:
             return 0
         if self.acks_in:
@@ -545,7 +586,7 @@ class Consumer:
             if kind == "next":
                 self.request(reply, ack.next_request, now)
             else:
-                self._send(reply, reply, None, b"", b"")  # the double ack's confirmation
+                self.host.confirm(self, reply, sseq)  # the double ack's confirmation
         if pump:
             self.pump(now)
 
@@ -632,7 +673,7 @@ class Consumer:
         def give_up(seq: int, deliveries: int) -> None:
             self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=seq, deliveries=deliveries)
 
-        if self._pending_acks.expire(now, self.config.max_deliver, give_up):
+        if self._pending_acks.expire(now, self.config.max_deliver, give_up, EXPIRE_BUDGET):
             self._changed()
         last = self.next_consumer_seq - 1, self.delivered_stream_seq
         if self._waiting and self._waiting.expire(now, *last):

@@ -7,18 +7,24 @@ byte budgets). They meet here: :class:`DeliverySource` is what a delivery loop a
 consumer, :data:`Send` and :data:`SendBatch` are how anything leaves (the host's bus, bound
 once: the delivery hot paths call it directly).
 
-Owns these types only: no state, no behaviour.
+Owns these types, and the one bound every delivery loop keeps: :data:`PUMP_BUDGET`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from jetpy.jetstream.consumers.pending import Pending
 from jetpy.store.base import StoredMsg
 
-__all__ = ["DeliverySource", "Send", "SendBatch"]
+__all__ = ["PUMP_BUDGET", "DeliverySource", "Send", "SendBatch"]
+
+PUMP_BUDGET: Final = 1024
+"""Messages one pump of a consumer sends (or redeliveries of removed messages it drops) before
+it stops and asks to be pumped again on the next loop turn (``DeliverySource.more``): a pull
+request for 100,000 messages or a storm of 100,000 redeliveries is served in slices of a few
+milliseconds, other clients in between."""
 
 Send = Callable[[str, str, "str | None", bytes, bytes], object]
 """``send(route, subject, reply, payload, headers)``: deliver to subscribers of ``route``; they
@@ -30,7 +36,11 @@ subject with its reply, in one call."""
 
 
 class DeliverySource(Protocol):
-    """What a delivery loop asks the consumer (``now`` is ns since the epoch)."""
+    """What a delivery loop asks the consumer (``now`` is ns since the epoch). ``more``: the
+    consumer stopped at :data:`PUMP_BUDGET` with something left to send (a loop seeing it set
+    must not take "nothing now" for "nothing left")."""
+
+    more: bool
 
     @property
     def bulk(self) -> bool:

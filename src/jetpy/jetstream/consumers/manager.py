@@ -6,11 +6,10 @@ messages, keeps each stream's recent-message cache filled, and writes their dura
 It is the registry's ``StreamEvents`` listener: new messages wake the consumers on the same loop
 turn, removals make them recount.
 
-Durable consumer state is written by one background task, as fast as the disk allows, and is
-clamped to what the stream has made durable (``Durability.durable_upto``): a restarted consumer
-may redeliver, it never skips (a delivered sequence that the stream could lose in a crash would
-be reused by a new message). Knows the network only through the ``MessageBus``, stores only
-through ``ConsumerStore``/``StreamStore``, and nothing of the API or the stream registry.
+Durable consumer state is written by its :class:`StateWriter` (``persist.py``: paced writes,
+AckSync confirmations after the state covering them is on disk, clamped to what the stream has
+made durable). Knows the network only through the ``MessageBus``, stores only through
+``ConsumerStore``/``StreamStore``, and nothing of the API or the stream registry.
 """
 
 from __future__ import annotations
@@ -20,53 +19,38 @@ import logging
 import secrets
 import string
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
+from jetpy.jetstream.access import check_read, consumer_reads
 from jetpy.jetstream.consumers.acks import ack_prefix, parse_ack, parse_ack_subject
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.delivery import Send, SendBatch
+from jetpy.jetstream.consumers.persist import Durability, StateWriter, clamp_state
 from jetpy.jetstream.consumers.push import flow_control_prefix
+from jetpy.jetstream.consumers.restore import ConsumerMeta, Offline, read_durable, restart_position
+from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import ConsumerConfig, format_time
 from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.steps import Steps, paced
 from jetpy.jetstream.stream import Stream
-from jetpy.store.base import ConsumerState, ConsumerStore, StoredMsg, StoreError, StreamStore
+from jetpy.protocol.headers import encode_headers
+from jetpy.store.base import ConsumerState, StoredMsg
 
-__all__ = ["ConsumerManager", "Durability", "ephemeral_name"]
+__all__ = ["ConsumerManager", "ephemeral_name"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 _NAME_ALPHABET = string.ascii_letters + string.digits
 
-# Durable consumer state is rewritten at most this often (each write is a msgpack encode of
-# every pending ack plus an atomic file replace with fsyncs), and at most STATE_WRITE_SHARE of
-# the CPU goes to it: a consumer with tens of thousands of pending acks is written less often.
-# Lagging state only means more redelivery after a crash, never a skip.
-STATE_WRITE_INTERVAL = 0.05
-STATE_WRITE_SHARE = 0.02
+SWEEP_STEP = 256
+"""Messages an interest sweep looks at per step (one bulk read): well under a millisecond."""
 _json = msgspec.json.Encoder()
-
-
-class _ConsumerMeta(msgspec.Struct):
-    """What a durable consumer persists about itself besides its state."""
-
-    config: ConsumerConfig
-    created: int
 
 
 def ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
-
-
-class Durability(Protocol):
-    """What the host needs to know and say about the stream's durability (the committer)."""
-
-    def durable_upto(self, store: StreamStore) -> int | None:
-        """The highest sequence of ``store`` known to be on disk (None: no bound known)."""
-
-    def mark_dirty(self, stream: Stream) -> None:
-        """Removals (retention) become durable at the next group commit."""
 
 
 class ConsumerManager:
@@ -76,13 +60,13 @@ class ConsumerManager:
         self._by_stream: dict[Stream, dict[str, Consumer]] = {}  # live streams' consumers by name
         self._subs: dict[Consumer, list[Any]] = {}
         self._watches: dict[Consumer, Any] = {}
-        self._stores: dict[Consumer, ConsumerStore] = {}
         self._timers: dict[Consumer, tuple[int, asyncio.TimerHandle]] = {}
         self._kicked: set[Consumer] = set()
         self._kick_scheduled = False
-        self._dirty: set[Consumer] = set()
-        self._dirty_event = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self.states = StateWriter(bus.send, durability)
+        # durable consumers whose files could not be read back: name -> why (kept, not served)
+        self._offline: dict[Stream, dict[str, str]] = {}
+        self._sweeps: set[asyncio.Task[None]] = set()  # interest sweeps still running
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -118,6 +102,8 @@ class ConsumerManager:
                 removed |= store.remove_msg(seq)
                 recent.discard(seq)
         else:  # interest: gone once every consumer that wants it is done with it
+            if self._offline.get(stream):
+                return  # what an offline consumer wants is unknown: everything is kept
             others = [c for c in self.consumers(stream).values() if c is not consumer]
             for seq in seqs:
                 if others:
@@ -130,21 +116,26 @@ class ConsumerManager:
             self.durability.mark_dirty(stream)
 
     def state_changed(self, consumer: Consumer) -> None:
-        if consumer in self._stores:
-            self._dirty.add(consumer)
-            self._dirty_event.set()
+        self.states.changed(consumer)
+
+    def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
+        self.states.confirm(consumer, reply, stream_seq)
+
+    def committed(self) -> None:
+        """The committer synced streams: AckSync confirmations waiting on them can follow."""
+        self.states.committed()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._writer = asyncio.create_task(self._write_loop(), name="jetstream-consumer-state")
+        self.states.start()
 
     async def stop(self) -> None:
-        if self._writer is not None:
-            self._writer.cancel()
+        for task in list(self._sweeps):
+            task.cancel()
         for c in list(self._subs):
             self._teardown(c)
-        await self._write_once()
+        await self.states.stop()
 
     def create(
         self,
@@ -154,46 +145,75 @@ class ConsumerManager:
         created: int | None = None,
         state: ConsumerState | None = None,
         persist: bool = True,
+        start: int | None = None,
     ) -> Consumer:
+        """A new consumer (``persist``: a durable one's files are written first: its state, then
+        its metadata, so a durable with metadata always had a state file), or one recovered
+        from ``state`` (or, its state lost, from stream sequence ``start``)."""
         now = time.time_ns()
-        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state)
+        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, start)
         c.recent = stream.recent
-        consumers = self._by_stream.setdefault(stream, {})
-        consumers[name] = c
-        stream.consumer_count = len(consumers)
         if stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
-                cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
-            self._stores[c] = cs
-            self.state_changed(c)
+                upto = self.durability.durable_upto(stream.store) or 0
+                cs.update(clamp_state(c.snapshot(), upto))
+                cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
+            self.states.track(c, cs)
+        consumers = self._by_stream.setdefault(stream, {})
+        consumers[name] = c
+        stream.consumer_count = len(consumers)
+        if cfg.direct:  # a mirror's or source's own: not listed, not counted in reports
+            stream.direct_count += 1
         self._wire(c, now)
         return c
 
     def update(self, c: Consumer, cfg: ConsumerConfig) -> None:
         c.update_config(cfg)
-        cs = self._stores.get(c)
+        cs = self.states.store_of(c)
         if cs is not None:
-            cs.write_meta(msgspec.json.encode(_ConsumerMeta(cfg, c.created_ns)))
+            cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
         self.after(c)
 
     def recover(self, stream: Stream) -> None:
-        """Bring back the durable consumers a file stream persisted."""
+        """Bring back the durable consumers a file stream persisted; those whose files cannot be
+        read back are restarted from a stated position or kept offline (``restore.py``)."""
         for name in stream.store.consumer_names():
-            cs = stream.store.consumer_store(name)
-            try:
-                raw = cs.read_meta()
-                if raw is None:
-                    continue
-                meta = msgspec.json.decode(raw, type=_ConsumerMeta)
-                state = cs.load()
-            except (StoreError, msgspec.DecodeError, ValueError) as e:
-                log.error("consumer '%s > %s' could not be recovered: %s", stream.name, name, e)
+            got = read_durable(stream, name)
+            if got is None:
                 continue
-            self.create(stream, name, meta.config, meta.created, state, persist=False)
+            if isinstance(got, Offline):
+                self._offline.setdefault(stream, {})[name] = got.reason
+                continue
+            start = restart_position(stream.store, got.config, got.created) if got.lost else None
+            c = self.create(stream, name, got.config, got.created, got.state, persist=False, start=start)
+            if got.lost:
+                log.error(
+                    "consumer '%s > %s' %s: restarting from stream sequence %d (deliver policy %s); "
+                    "messages acknowledged before may be delivered again, none is skipped",
+                    stream.name,
+                    name,
+                    got.lost,
+                    c.next_stream_seq,
+                    got.config.deliver_policy,
+                )
             log.info("  Restored consumer '%s > %s'", stream.name, name)
 
-    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> None:
+    def offline(self, stream: Stream) -> dict[str, str]:
+        """The stream's durable consumers that could not be read back: name -> why (read-only)."""
+        return self._offline.get(stream) or {}
+
+    def delete_offline(self, stream: Stream, name: str) -> None:
+        """Delete an offline consumer's files (an operator's request: the server never does)."""
+        self._offline.get(stream, {}).pop(name, None)
+        stream.store.consumer_store(name).delete()
+        log.warning("offline consumer '%s > %s' deleted on request", stream.name, name)
+        self._action_advisory(stream.name, name, "delete")
+
+    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> asyncio.Task[None] | None:
+        """Stop and forget ``c`` (``forget``: its files too). On an interest stream the messages
+        nobody left wants are then removed by a sweep paced in slices (``steps``), so a stream
+        of any size never holds the loop; returns the sweep's task (None: nothing to sweep)."""
         stream = c.stream
         c.close(deleted=True)
         self._teardown(c)
@@ -201,37 +221,59 @@ class ConsumerManager:
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
             stream.consumer_count = len(consumers)
-        cs = self._stores.pop(c, None)
-        self._dirty.discard(c)
+            if c.config.direct:
+                stream.direct_count -= 1
+        cs = self.states.untrack(c)
         if cs is not None and forget:
             cs.delete()
         if advisory:
             self.action_advisory(c, "delete")
         if forget and stream.config.retention == "interest" and stream in self._by_stream:
-            self._sweep_interest(stream)
+            task = asyncio.get_running_loop().create_task(paced(self._sweep_interest(stream)))
+            self._sweeps.add(task)
+            task.add_done_callback(self._swept)
+            return task
+        return None
 
-    def _sweep_interest(self, stream: Stream) -> None:
-        """After an interest consumer goes: drop messages nobody left is waiting for."""
+    def _swept(self, task: asyncio.Task[None]) -> None:
+        self._sweeps.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("interest sweep failed: %s", task.exception())
+
+    def _sweep_interest(self, stream: Stream) -> Steps[None]:
+        """After an interest consumer goes: drop messages nobody left is waiting for, a batch per
+        step (the stream may change between steps: every batch asks the consumers as they are
+        then; it stops if the stream is deleted meanwhile)."""
+        if self._offline.get(stream):
+            return  # what an offline consumer wants is unknown: everything is kept
         store = stream.store
-        st = store.state()
-        seq = st.first_seq
-        removed = False
-        while seq <= st.last_seq:
-            m = store.load_next_msg("", seq)
-            if m is None:
-                break
-            seq = m.seq + 1
-            if not any(
-                c.matches(m.subject) and not c.has_acked(m.seq) for c in self.consumers(stream).values()
-            ):
-                removed |= store.remove_msg(m.seq)
-        if removed:
-            self.removed(stream)
-            self.durability.mark_dirty(stream)
+        seq = store.state().first_seq
+        while stream in self._by_stream:
+            batch = store.load_next_batch("", seq, SWEEP_STEP)
+            if not batch:
+                return
+            seq = batch[-1].seq + 1
+            removed = False
+            consumers = self.consumers(stream).values()
+            for m in batch:
+                if not any(c.matches(m.subject) and not c.has_acked(m.seq) for c in consumers):
+                    removed |= store.remove_msg(m.seq)
+            if removed:
+                self.removed(stream)
+                self.durability.mark_dirty(stream)
+            yield
 
     def consumers(self, stream: Stream) -> dict[str, Consumer]:
-        """The stream's consumers by name (read-only for callers)."""
+        """The stream's consumers by name (read-only for callers), internal ones included."""
         return self._by_stream.get(stream) or {}
+
+    def listed(self, stream: Stream) -> dict[str, Consumer]:
+        """The consumers the API lists and counts: not the ``direct`` ones of mirrors and
+        sources (nats-server hides them too)."""
+        cs = self._by_stream.get(stream) or {}
+        if not stream.direct_count:
+            return cs
+        return {n: c for n, c in cs.items() if not c.config.direct}
 
     def get(self, stream: Stream, name: str) -> Consumer | None:
         return self.consumers(stream).get(name)
@@ -240,14 +282,17 @@ class ConsumerManager:
         return [c for cs in self._by_stream.values() for c in cs.values()]
 
     def action_advisory(self, c: Consumer, action: str) -> None:
+        self._action_advisory(c.stream.name, c.name, action)
+
+    def _action_advisory(self, stream: str, consumer: str, action: str) -> None:
         event = "CREATED" if action == "create" else "DELETED"
         self.advisory(
-            f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{c.stream.name}.{c.name}",
+            f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{stream}.{consumer}",
             {
                 "type": "io.nats.jetstream.advisory.v1.consumer_action",
                 "timestamp": format_time(time.time_ns()),
-                "stream": c.stream.name,
-                "consumer": c.name,
+                "stream": stream,
+                "consumer": consumer,
                 "action": action,
             },
         )
@@ -296,6 +341,8 @@ class ConsumerManager:
             ack = parse_ack(data[hdr_len:])
             if meta is None or ack is None:
                 return
+            if ack.kind == "next" and reply and self._refused_read(c) is not None:
+                reply = None  # acknowledged, but what follows is not for a caller who may not read it
             c.ack(meta, ack, reply.decode() if reply else None, time.time_ns(), pump=False)
             self._kick(c)  # deliver what the acks of this read made room for, once
 
@@ -305,10 +352,25 @@ class ConsumerManager:
         def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             if c.closed or not reply:
                 return
+            refused = self._refused_read(c)
+            if refused is not None:
+                self.bus.publish(
+                    reply.decode(), None, b"", encode_headers([], refused.code, refused.description)
+                )
+                return
             c.request(reply.decode(), data[hdr_len:], time.time_ns())
             self.after(c)
 
         return handle
+
+    def _refused_read(self, c: Consumer) -> ApiError | None:
+        """Why the client pulling from ``c`` may not read what it delivers (jetstream.access),
+        or None when it may."""
+        try:
+            check_read(self.bus.caller(), consumer_reads(c.stream.config, c.config))
+        except ApiError as e:
+            return e
+        return None
 
     def _on_fc(self, c: Consumer) -> Any:
         def handle(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
@@ -346,8 +408,10 @@ class ConsumerManager:
             for c in consumers.values():
                 c.on_stored(seq, subject)
                 self._kick(c)
-        if stream.config.retention == "interest" and not (
-            consumers and any(c.matches(msg.subject) for c in consumers.values())
+        if (
+            stream.config.retention == "interest"
+            and not (consumers and any(c.matches(msg.subject) for c in consumers.values()))
+            and not self._offline.get(stream)
         ):
             # nobody is interested: acknowledged, then not kept (as nats-server)
             stream.store.remove_msg(seq)
@@ -367,6 +431,7 @@ class ConsumerManager:
         for c in list(self.consumers(stream).values()):
             self.delete(c, advisory=False, forget=False)
         self._by_stream.pop(stream, None)
+        self._offline.pop(stream, None)
 
     def _kick(self, c: Consumer) -> None:
         """Pump ``c`` and re-arm its timer once, after the current read is handled."""
@@ -391,9 +456,12 @@ class ConsumerManager:
     # -- timers ---------------------------------------------------------------------------------
 
     def after(self, c: Consumer) -> None:
-        """Re-arm the consumer's timer for its next deadline."""
+        """Re-arm the consumer's timer for its next deadline (and pump it again on the next loop
+        turn if its last pump stopped at its budget)."""
         if c.closed:
             return
+        if c.more:
+            self._kick(c)
         due = c.next_deadline()
         cur = self._timers.get(c)
         if due is None:
@@ -420,52 +488,3 @@ class ConsumerManager:
             return
         c.tick(now)
         self.after(c)
-
-    # -- durable state --------------------------------------------------------------------------
-
-    async def _write_loop(self) -> None:
-        while True:
-            await self._dirty_event.wait()
-            self._dirty_event.clear()
-            cpu = await self._write_once()
-            await asyncio.sleep(max(STATE_WRITE_INTERVAL, cpu / STATE_WRITE_SHARE))
-
-    async def _write_once(self) -> float:
-        """Write every dirty durable state; returns the CPU seconds it took (both threads)."""
-        t0 = time.thread_time()
-        dirty, self._dirty = self._dirty, set()
-        jobs = []
-        for c in dirty:
-            cs = self._stores.get(c)
-            if cs is not None and not c.closed:
-                jobs.append((cs, self._clamped(c)))
-        if not jobs:
-            return 0.0
-        cpu = time.thread_time() - t0
-
-        def write() -> float:
-            w0 = time.thread_time()
-            for cs, state in jobs:
-                try:
-                    cs.update(state)
-                except StoreError as e:
-                    log.error("consumer state write failed: %s", e)
-            return time.thread_time() - w0
-
-        return cpu + await asyncio.get_running_loop().run_in_executor(None, write)
-
-    def _clamped(self, c: Consumer) -> ConsumerState:
-        """The consumer's state, limited to stream sequences already on disk."""
-        st = c.snapshot()
-        upto = self.durability.durable_upto(c.stream.store)
-        if upto is None or st.delivered_stream_seq <= upto:
-            return st
-        pending = {s: v for s, v in st.pending.items() if s <= upto}
-        return ConsumerState(
-            delivered_consumer_seq=st.delivered_consumer_seq,
-            delivered_stream_seq=upto,
-            ack_floor_consumer_seq=min(st.ack_floor_consumer_seq, st.delivered_consumer_seq),
-            ack_floor_stream_seq=min(st.ack_floor_stream_seq, upto),
-            pending=pending,
-            redelivered={s: v for s, v in st.redelivered.items() if s in pending},
-        )

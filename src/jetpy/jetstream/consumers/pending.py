@@ -31,10 +31,15 @@ import msgspec
 
 from jetpy.jetstream.consumers.acks import ack_sequences
 
-__all__ = ["DEFAULT_ACK_WAIT", "Pending", "PendingAcks"]
+__all__ = ["DEFAULT_ACK_WAIT", "EXPIRE_BUDGET", "Pending", "PendingAcks"]
 
 DEFAULT_ACK_WAIT: Final = 30_000_000_000
 """Ack wait of a consumer that sets none (ns): nats-server's default, 30 s."""
+
+EXPIRE_BUDGET: Final = 4096
+"""Deadlines one :meth:`PendingAcks.expire` call handles (stale ones included); the rest stay
+due, so the consumer's timer fires again at once, after the loop served everyone else: 100,000
+ack waits running out together are handled in slices of a few milliseconds."""
 
 
 class Pending(msgspec.Struct, gc=False):  # a C-level struct: one is made per delivery
@@ -110,7 +115,12 @@ class PendingAcks:
     def persisted(self) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
         """What :meth:`restore` takes back: pending ``{stream seq: (consumer seq, ts)}`` and
         ``{stream seq: redeliveries}`` of the messages delivered more than once."""
-        pending = self.pending
+        return self.persist(self.pending)
+
+    @staticmethod
+    def persist(pending: Mapping[int, Pending]) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+        """:meth:`persisted` of a copy of :attr:`pending` (one pass over every entry: the part of
+        a snapshot that may run on a worker thread)."""
         return (
             {s: (p.consumer_seq, p.ts) for s, p in pending.items()},
             {s: p.deliveries - 1 for s, p in pending.items() if p.deliveries > 1},
@@ -211,14 +221,17 @@ class PendingAcks:
             return min(fifo[0][0], heap[0][0]) if heap else fifo[0][0]
         return heap[0][0] if heap else None
 
-    def expire(self, now: int, max_deliver: int, give_up: Callable[[int, int], None]) -> bool:
-        """Handle every deadline at or before ``now``, earliest first: queue the message for
-        redelivery, or, once it has been delivered ``max_deliver`` times (> 0), tell
-        ``give_up(seq, deliveries)`` and :meth:`drop` it. Returns whether any was dropped."""
+    def expire(
+        self, now: int, max_deliver: int, give_up: Callable[[int, int], None], limit: int = EXPIRE_BUDGET
+    ) -> bool:
+        """Handle the deadlines at or before ``now``, earliest first, at most ``limit`` of them
+        (the rest stay due): queue the message for redelivery, or, once it has been delivered
+        ``max_deliver`` times (> 0), tell ``give_up(seq, deliveries)`` and :meth:`drop` it.
+        Returns whether any was dropped."""
         fifo, heap = self._first_deadlines, self._other_deadlines
         pending = self.pending
         dropped = False
-        while True:
+        for _ in range(limit):
             if fifo and fifo[0][0] <= now and (not heap or fifo[0][0] <= heap[0][0]):
                 deadline, seq, ts = fifo.popleft()
             elif heap and heap[0][0] <= now:
@@ -234,6 +247,7 @@ class PendingAcks:
                 dropped = True
                 continue
             self.queue_redelivery(seq)
+        return dropped
 
     # -- acks -----------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Final
 import msgspec
 
 from jetpy.gotime import go_duration
-from jetpy.jetstream.consumers.delivery import DeliverySource, Send
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, DeliverySource, Send
 from jetpy.jetstream.models import Duration, Int, go_int_violation
 from jetpy.protocol.headers import encode_headers
 
@@ -196,6 +196,9 @@ class WaitingRequests:
         waiting = self._queue
         checked: set[int] = set()
         while waiting:
+            if sent >= PUMP_BUDGET:
+                source.more = True  # the rest on the next loop turn
+                break
             req = waiting[0]
             if req.expires and req.expires <= now:
                 break  # expiry is handled by expire()
@@ -205,7 +208,7 @@ class WaitingRequests:
                     continue
                 checked.add(id(req))
             if len(waiting) == 1 and source.bulk and not req.has_max_bytes and source.plain_next(now):
-                k = len(source.burst(req.reply, req.batch, now))
+                k = len(source.burst(req.reply, min(req.batch, PUMP_BUDGET - sent), now))
                 if k:
                     sent += k
                     req.delivered += k
@@ -237,7 +240,7 @@ class WaitingRequests:
         # requests that asked not to wait are answered now that nothing more is available: 404
         # if they got nothing, else 408 with what is left; at max_ack_pending they keep waiting
         # for acks (nats-server does the same)
-        if waiting and any(r.no_wait for r in waiting) and source.can_deliver_new():
+        if waiting and not source.more and any(r.no_wait for r in waiting) and source.can_deliver_new():
             keep: deque[PullRequest] = deque()
             for r in waiting:
                 if not r.no_wait:

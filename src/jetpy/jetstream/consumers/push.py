@@ -17,15 +17,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from jetpy.jetstream.consumers.delivery import DeliverySource, Send
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, DeliverySource, Send
 from jetpy.jetstream.consumers.pull import status
 
-__all__ = ["FC_PREFIX", "FC_WINDOW", "PUSH_BURST", "PushDelivery", "flow_control_prefix"]
+__all__ = ["DIRECT_FC_WINDOW", "FC_PREFIX", "FC_WINDOW", "PUSH_BURST", "PushDelivery", "flow_control_prefix"]
 
 # Push flow control: ask the client to confirm after this many bytes, and stop delivering when
 # twice as many are unconfirmed (nats-server sizes this from the client's pending limits; the
 # client answers at once, so a few MB in flight keeps a fast subscriber busy).
 FC_WINDOW: Final = 4 * 1024 * 1024
+
+# The window of a ``direct`` consumer (a mirror's or source's own, in this server): its receiver
+# stores what it gets on the spot and answers flow control on the next loop turn, so this is
+# what one loop turn copies at most; small enough that other clients are served in between.
+DIRECT_FC_WINDOW: Final = 256 * 1024
 
 # New messages handed to the host in one bulk delivery by a push consumer (a pull request's
 # batch is its own bound): small enough that flow control stays near its window.
@@ -54,11 +59,17 @@ class PushDelivery:
         self._fc_reply = ""  # outstanding flow-control request
         self._fc_bytes = 0  # bytes delivered since the last confirmed flow control
         self._fc_count = 0
+        self._request_at = FC_WINDOW  # unconfirmed bytes that ask for flow control
+        self._stall_at = 2 * FC_WINDOW  # unconfirmed bytes that stop delivery
 
-    def configure(self, deliver_subject: str, flow_control: bool, idle_heartbeat: int) -> None:
+    def configure(
+        self, deliver_subject: str, flow_control: bool, idle_heartbeat: int, window: int = FC_WINDOW
+    ) -> None:
         self.deliver_subject = deliver_subject
         self.flow_control = flow_control
         self.idle_heartbeat = idle_heartbeat
+        self._request_at = window
+        self._stall_at = 2 * window
 
     def set_active(self, active: bool, now: int) -> None:
         """Someone (no longer) listens on the deliver subject."""
@@ -75,7 +86,7 @@ class PushDelivery:
 
     def stalled(self) -> bool:
         """Is delivery waiting for the client to answer flow control?"""
-        return self.flow_control and self._fc_bytes >= 2 * FC_WINDOW
+        return self.flow_control and self._fc_bytes >= self._stall_at
 
     # -- delivery -------------------------------------------------------------------------------
 
@@ -89,15 +100,18 @@ class PushDelivery:
         sent = 0
         bulk = source.bulk
         while True:
-            if fc and self._fc_bytes >= 2 * FC_WINDOW:
+            if fc and self._fc_bytes >= self._stall_at:
                 break  # stalled until the client confirms
+            if sent >= PUMP_BUDGET:
+                source.more = True  # the rest on the next loop turn
+                break
             if bulk and source.plain_next(now):
-                msgs = source.burst(to, PUSH_BURST, now)
+                msgs = source.burst(to, min(PUSH_BURST, PUMP_BUDGET - sent), now)
                 if msgs:
                     sent += len(msgs)
                     if fc:
                         self._fc_bytes += sum([len(m.subject) + len(m.hdr) + len(m.data) for m in msgs])
-                        if not self._fc_reply and self._fc_bytes >= FC_WINDOW:
+                        if not self._fc_reply and self._fc_bytes >= self._request_at:
                             self._request_flow_control()
                     continue
             nxt = source.next_message(now)
@@ -107,7 +121,7 @@ class PushDelivery:
             sent += 1
             if fc:
                 self._fc_bytes += size
-                if not self._fc_reply and self._fc_bytes >= FC_WINDOW:
+                if not self._fc_reply and self._fc_bytes >= self._request_at:
                     self._request_flow_control()
         if sent:
             self.last_sent = now
@@ -142,7 +156,7 @@ class PushDelivery:
     def heartbeat(self, now: int, last_consumer_seq: int, last_stream_seq: int) -> None:
         """Send an idle heartbeat naming the last delivery (and a stalled flow control)."""
         hdrs = [("Nats-Last-Consumer", str(last_consumer_seq)), ("Nats-Last-Stream", str(last_stream_seq))]
-        if self._fc_reply and self._fc_bytes >= 2 * FC_WINDOW:
+        if self._fc_reply and self._fc_bytes >= self._stall_at:
             hdrs.append(("Nats-Consumer-Stalled", self._fc_reply))
         to = self.deliver_subject
         self._send(to, to, None, b"", status(100, _HEARTBEAT, hdrs))

@@ -1,6 +1,6 @@
 // jetpy dashboard: reads the monitoring endpoints of the server that serves it (/varz, /jsz,
-// /connz, /healthz) and redraws itself every few seconds. Every name the server reports is
-// put into the page as text (textContent), never as markup.
+// /connz, /routez, /healthz) and redraws itself every few seconds. Every name the server
+// reports is put into the page as text (textContent), never as markup.
 "use strict";
 
 const REFRESH_MS = Math.max(500, Number(new URLSearchParams(location.search).get("refresh")) || 2000);
@@ -119,6 +119,7 @@ function overview(varz, jsz) {
     ["Bytes in", bytes(varz.in_bytes)],
     ["Bytes out", bytes(varz.out_bytes)],
     ["Slow consumers", num(varz.slow_consumers)],
+    ["Cluster", varz.cluster && varz.cluster.name ? varz.cluster.name + " (" + num(varz.routes) + " routes)" : "not clustered"],
     ["CPU", varz.cpu + "%"],
     ["Memory", bytes(varz.mem)],
     ["Streams", js ? num(js.streams) : "JetStream off"],
@@ -210,13 +211,24 @@ function connections(connz) {
   ]), "no connections");
 }
 
+function routes(routez, varz) {
+  const list = routez.routes || [];
+  document.getElementById("routes-count").textContent = "(" + num(list.length) + ")";
+  fillTable("routes", list.map((r) => [
+    String(r.rid), el("td", { class: "name", title: r.remote_id }, r.remote_name || r.remote_id),
+    r.ip + ":" + r.port, r.did_solicit ? (r.is_configured ? "configured" : "gossiped") : "accepted",
+    num(r.subscriptions), num(r.in_msgs), num(r.out_msgs), bytes(r.pending_size), r.rtt || "", r.uptime,
+  ]), varz.cluster && varz.cluster.name ? "no routes" : "not clustered");
+}
+
 async function refresh() {
   const error = document.getElementById("error");
   try {
-    const [varz, jsz, connz, health] = await Promise.all([
+    const [varz, jsz, connz, routez, health] = await Promise.all([
       getJSON("varz"),
       getJSON("jsz?accounts=true&streams=true&consumers=true&config=true"),
       getJSON("connz?limit=" + MAX_ROWS),
+      getJSON("routez"),
       fetch("healthz", { cache: "no-store" }).then((r) => r.json()),
     ]);
     document.getElementById("server-name").textContent = varz.server_name;
@@ -228,6 +240,7 @@ async function refresh() {
     traffic(varz);
     jetstream(jsz);
     connections(connz);
+    routes(routez, varz);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
     error.hidden = true;

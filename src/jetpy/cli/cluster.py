@@ -1,0 +1,187 @@
+"""`jetpy cluster up`: a local cluster in one command, for development and tests.
+
+Owns starting ``--size`` jetpy servers as child processes (``python -m jetpy.server``, nothing of
+the server imported here), each routed to the first one so that gossip forms the mesh, on
+consecutive ports from ``--port``/``--cluster-port``/``--http-port`` (0: any free port, read back
+from the server's own log line), their logs interleaved on stdout with each server's name in
+front, the URLs printed once every server is ready, and the stop: on Ctrl-C (or SIGTERM) every
+child gets SIGTERM by its PID, SIGKILL after :data:`STOP_TIMEOUT`, and the command exits 0. A
+server that dies on its own stops the others and exits 1. Children run in their own session, so
+a Ctrl-C in the terminal reaches this command only and the servers stop in order.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import IO, Annotated, Final
+
+import typer
+
+from jetpy.cli.output import EXIT_USAGE, CliError
+
+__all__ = ["app"]
+
+app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+START_TIMEOUT: Final = 30.0  # seconds a server may take to be ready (a cold Python start)
+STOP_TIMEOUT: Final = 5.0  # seconds between SIGTERM and SIGKILL
+MAX_SIZE: Final = 32  # servers in one local cluster: a full mesh of n has n*(n-1)/2 routes
+_CLIENT = re.compile(r"Listening for client connections on (\S+):(\d+)")
+_ROUTE = re.compile(r"Listening for route connections on (\S+):(\d+)")
+_HTTP = re.compile(r"Starting http monitor on (\S+):(\d+)", re.IGNORECASE)
+
+
+@dataclass
+class Member:
+    name: str
+    proc: subprocess.Popen[str]
+    client_port: int = 0
+    route_port: int = 0
+    http_port: int = 0
+    ready: threading.Event = field(default_factory=threading.Event)
+    route_known: threading.Event = field(default_factory=threading.Event)
+
+
+def _pump(m: Member, out: IO[str], quiet: bool, lock: threading.Lock) -> None:
+    """Copy a child's log to stdout with its name in front, noting its ports and readiness."""
+    assert m.proc.stdout is not None
+    for line in m.proc.stdout:
+        if c := _CLIENT.search(line):
+            m.client_port = int(c.group(2))
+        elif r := _ROUTE.search(line):
+            m.route_port = int(r.group(2))
+            m.route_known.set()
+        elif h := _HTTP.search(line):
+            m.http_port = int(h.group(2))
+        if "Server is ready" in line:
+            m.ready.set()
+        if not quiet:
+            with lock:
+                out.write(f"[{m.name}] {line}")
+                out.flush()
+    m.ready.set()
+    m.route_known.set()
+
+
+def _start(cmd: list[str], name: str, quiet: bool, lock: threading.Lock) -> Member:
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,  # Ctrl-C reaches `jetpy cluster up`, which stops the servers in order
+    )
+    m = Member(name, proc)
+    threading.Thread(target=_pump, args=(m, sys.stdout, quiet, lock), daemon=True).start()
+    return m
+
+
+def _stop(members: list[Member]) -> None:
+    for m in members:
+        if m.proc.poll() is None:
+            m.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for m in members:
+        try:
+            m.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            m.proc.kill()
+            m.proc.wait()
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise _Interrupted
+
+
+def _wait(event: threading.Event, m: Member, what: str) -> None:
+    if not event.wait(START_TIMEOUT) or m.proc.poll() is not None:
+        raise CliError(f"server {m.name} did not {what} (exit code {m.proc.poll()})")
+
+
+@app.command()
+def up(
+    size: Annotated[int, typer.Option("--size", "-n", help="Servers in the cluster.")] = 3,
+    name: Annotated[str, typer.Option("--name", help="The cluster's name.")] = "jetpy",
+    host: Annotated[str, typer.Option("--host", help="Address every server listens on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="First client port (then +1 per server); 0: any free port.")
+    ] = 4222,
+    cluster_port: Annotated[
+        int, typer.Option("--cluster-port", help="First route port (then +1 per server); 0: any free port.")
+    ] = 6222,
+    http_port: Annotated[
+        int, typer.Option("--http-port", help="First monitoring port (then +1 per server); -1: any, 0: none.")
+    ] = 8222,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print the URLs only, not the servers' logs.")
+    ] = False,
+    server_args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Flags for every server, after --: e.g. -- -D --user a --pass b", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Start a local cluster of jetpy servers (child processes) and run it until Ctrl-C."""
+    if not 1 <= size <= MAX_SIZE:
+        raise CliError(f"--size must be between 1 and {MAX_SIZE}", EXIT_USAGE)
+    extra = list(server_args or [])
+    lock = threading.Lock()
+    members: list[Member] = []
+    old_int = signal.signal(signal.SIGINT, _interrupt)
+    old_term = signal.signal(signal.SIGTERM, _interrupt)
+    seed_route = 0
+    try:
+        for i in range(size):
+            sname = f"n{i + 1}"
+            cmd = [sys.executable, "-m", "jetpy.server", "-a", host, "-n", sname, "--cluster_name", name]
+            cmd += ["-p", str(port + i if port else -1)]
+            cmd += ["--cluster", f"nats://{host}:{cluster_port + i if cluster_port else -1}"]
+            if http_port:
+                cmd += ["-m", str(http_port + i if http_port > 0 else -1)]
+            if i:
+                cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
+            m = _start([*cmd, *extra], sname, quiet, lock)
+            members.append(m)
+            _wait(m.route_known, m, "listen for routes")
+            if not i:
+                seed_route = m.route_port
+        for m in members:
+            _wait(m.ready, m, "start")
+        with lock:
+            print(f"cluster {name!r}: {size} server(s) up; Ctrl-C stops them", flush=True)
+            for m in members:
+                mon = f"  monitor http://{host}:{m.http_port}" if m.http_port else ""
+                print(
+                    f"  {m.name}  pid {m.proc.pid}  nats://{host}:{m.client_port}  "
+                    f"route nats-route://{host}:{m.route_port}{mon}",
+                    flush=True,
+                )
+            urls = ",".join(f"nats://{host}:{m.client_port}" for m in members)
+            print(f"  NATS_URL={urls}", flush=True)
+        while True:
+            for m in members:
+                if m.proc.poll() is not None:
+                    raise CliError(
+                        f"server {m.name} exited with code {m.proc.returncode}; stopping the others"
+                    )
+            time.sleep(0.2)
+    except _Interrupted:
+        with lock:
+            print("stopping the cluster", flush=True)
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        _stop(members)

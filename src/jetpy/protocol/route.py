@@ -1,0 +1,358 @@
+"""RouteParser: server-to-server (route) protocol bytes in, operations out. Sans-IO.
+
+Owns the wire grammar of what a route peer sends, as nats-server 2.9 reads it (the form 2.10+
+servers also speak to a peer that does not offer route pooling)::
+
+    CONNECT <json>                        the soliciting side introduces itself
+    INFO <json>                           both sides; later ones carry gossip and updates
+    RS+ <account> <subject>[ <queue> <weight>]
+    RS- <account> <subject>[ <queue>]
+    RMSG <account> <subject> [reply ]<size>\\r\\n<payload>\\r\\n
+    RMSG <account> <subject> + <reply> <queue>... <size>       (for those queue groups only)
+    RMSG <account> <subject> | <queue>... <size>
+    HMSG <account> <subject> ... <hdr_len> <size>\\r\\n<header block><payload>\\r\\n
+    PING, PONG, +OK, -ERR '<text>'
+
+Arguments are separated by runs of spaces or tabs (nats-server's splitArg); sizes are 1 to 9
+digits. A malformed argument list is a :class:`ProtocolError` without an ``-ERR`` text (nats-server
+logs it, e.g. ``processRoutedMsgArgs Parse Error: '[$G foo]'``, and closes the route), an unknown
+op is ``Unknown Protocol Operation``. The leaf-node forms (``LS+``, ``LMSG``) and the gateway
+ones (``A+``) are unknown here: jetpy does not offer ``lnoc`` to its peers, so they send RS+.
+
+Ops are tuples (first element the code)::
+
+    (R_MSG,   account, subject, reply | None, queues | None, hdr_len, data, sizes)
+    (R_MSGS,  account, subject, datas: list[bytes], sizes: list[bytes])   # a run, see below
+    (R_SUB,   account, subject, queue | None, weight)
+    (R_UNSUB, account, subject, queue | None)
+    (CONNECT, json: bytes) (INFO, json: bytes) (ERR, text: bytes) (PING,) (PONG,) (OK,)
+
+``data`` holds the header block then the payload; ``sizes`` is the size field as the peer
+wrote it (``b"128"`` or ``b"22 150"``), which a local receiver's MSG line echoes. ``queues`` lists
+the queue groups the message is for (the peer picked a member of ours for each); plain
+subscribers get an RMSG whatever its queues.
+
+Performance: as in :mod:`parser`, one regular expression takes the common ``RMSG <account>
+<subject> [reply] <size>`` line, and consecutive such messages on one account and subject
+without a reply come out as one ``R_MSGS`` run, so the layers above route a run once.
+
+Knows nothing of sockets, connections, accounts or interest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+from jetpy.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_UNKNOWN_OP, ProtocolError
+from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
+
+__all__ = [
+    "MAX_ROUTE_CONTROL_LINE",
+    "MAX_ROUTE_PAYLOAD",
+    "R_MSG",
+    "R_MSGS",
+    "R_SUB",
+    "R_UNSUB",
+    "RouteParser",
+]
+
+R_MSG: Final = 20
+R_MSGS: Final = 21
+R_SUB: Final = 22
+R_UNSUB: Final = 23
+
+MAX_ROUTE_CONTROL_LINE: Final = 64 * 1024
+"""Longest route control line: a peer's RMSG carries a subject, a reply and queue names (each
+bounded by its own clients' control line), so more room than a client gets, still bounded."""
+
+MAX_ROUTE_PAYLOAD: Final = 64 * 1024 * 1024
+"""Largest message a peer may send: its clients' max_payload, which nats-server warns about past
+64 MB; bounds what one route can make this server buffer."""
+
+_MAX_SIZE_DIGITS: Final = 9
+_HMSG: Final = -1  # internal: an HMSG parses like RMSG with a header size
+_SEP_TABLE: Final = bytes.maketrans(b"\t\r\n", b"   ")
+
+# op name (upper case) -> (code, must a space or tab follow?)
+_NAMES: Final[tuple[tuple[bytes, int, bool], ...]] = (
+    (b"RMSG", R_MSG, True),
+    (b"RS+", R_SUB, True),
+    (b"RS-", R_UNSUB, True),
+    (b"HMSG", _HMSG, True),
+    (b"PING", PING, False),
+    (b"PONG", PONG, False),
+    (b"CONNECT", CONNECT, False),
+    (b"INFO", INFO, False),
+    (b"+OK", OK, False),
+    (b"-ERR", ERR, True),
+)
+_NO_ARG: Final = frozenset((PING, PONG, OK))
+_PING: Final[Op] = (PING,)
+_PONG: Final[Op] = (PONG,)
+_OK: Final[Op] = (OK,)
+
+# The common RMSG line: account, subject, an optional reply and the size (one or two fields
+# before the size: three or four arguments, nats-server's forms without queue groups).
+_FIELD: Final = rb"([!-~\x80-\xff]+)"
+_FAST_RMSG: Final = re.compile(
+    rb"RMSG " + _FIELD + b" " + _FIELD + rb" (?:" + _FIELD + rb" )?([0-9]{1,9})\r\n"
+)
+
+
+def _size(tok: bytes) -> int:
+    """nats-server's parseSize: 1-9 ASCII digits, else -1."""
+    if len(tok) > _MAX_SIZE_DIGITS or not tok.isdigit():
+        return -1
+    return int(tok)
+
+
+def _split(arg: bytes) -> list[bytes]:
+    """nats-server's splitArg: fields separated by runs of space, tab, CR or LF."""
+    return [f for f in arg.translate(_SEP_TABLE).split(b" ") if f]
+
+
+def _show(args: list[bytes]) -> str:
+    """Arguments as nats-server's errors print a byte-slice list: ``[$G foo]``."""
+    return "[" + " ".join(a.decode("utf-8", "replace") for a in args) + "]"
+
+
+def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
+    """(op code, index after the name); (0, 0) while the name is incomplete."""
+    head = buf[pos : pos + 8].upper()
+    for name, code, sep in _NAMES:
+        k = len(name)
+        if head.startswith(name):
+            if sep:
+                if pos + k >= n:
+                    return 0, 0
+                if buf[pos + k] not in (32, 9):
+                    break
+            return code, pos + k
+        if len(head) < k and name.startswith(head):
+            return 0, 0
+    raise ProtocolError(ERR_UNKNOWN_OP, f"proto={buf[pos : pos + 32]!r}...")
+
+
+def msg_args(
+    arg: bytes, headers: bool
+) -> tuple[bytes, bytes, bytes | None, list[bytes] | None, int, int, bytes]:
+    """An RMSG/HMSG argument line as nats-server's processRoutedMsgArgs/processRoutedHeaderMsgArgs
+    read it: (account, subject, reply, queues, hdr_len, size, sizes field)."""
+    args = _split(arg)
+    n = len(args)
+    who = "processRoutedHeaderMsgArgs" if headers else "processRoutedMsgArgs"
+    fixed = 4 if headers else 3  # account, subject, [hdr,] size
+    if n < fixed:
+        raise ProtocolError(None, f"{who} Parse Error: '{_show(args)}'")
+    reply: bytes | None = None
+    queues: list[bytes] | None = None
+    if n == fixed + 1:
+        reply = args[2]
+    elif n > fixed + 1:
+        ind = args[2]
+        if ind == b"+":
+            reply = args[3]
+            queues = args[4 : n - (2 if headers else 1)]
+        elif ind == b"|":
+            queues = args[3 : n - (2 if headers else 1)]
+        else:
+            raise ProtocolError(None, f"{who} Bad or Missing Reply Indicator: '{_show([ind])}'")
+    size = _size(args[-1])
+    if size < 0:
+        raise ProtocolError(None, f"{who} Bad or Missing Size: '{_show(args)}'")
+    hdr = 0
+    sizes = args[-1]
+    if headers:
+        hdr = _size(args[-2])
+        if hdr < 0:
+            raise ProtocolError(None, f"{who} Bad or Missing Header Size: '{arg.decode('utf-8', 'replace')}'")
+        if hdr > size:
+            raise ProtocolError(
+                None, f"{who} Header Size larger then TotalSize: '{arg.decode('utf-8', 'replace')}'"
+            )
+        sizes = args[-2] + b" " + args[-1]
+    return args[0], args[1], reply, queues, hdr, size, sizes
+
+
+class RouteParser:
+    """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
+
+    __slots__ = ("_buf", "_chunks", "_have", "_need", "max_control_line", "max_payload")
+
+    def __init__(
+        self, max_control_line: int = MAX_ROUTE_CONTROL_LINE, max_payload: int = MAX_ROUTE_PAYLOAD
+    ) -> None:
+        self.max_control_line = max_control_line
+        self.max_payload = max_payload
+        self._buf = b""
+        self._chunks: list[bytes] = []  # reads collected while a large payload arrives
+        self._have = 0
+        self._need = 0
+
+    def pending(self) -> int:
+        """Bytes buffered for an incomplete op (bounded by the limits)."""
+        return len(self._buf) + self._have
+
+    def feed(self, data: bytes) -> list[Op]:
+        if self._chunks:
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            buf = b"".join(self._chunks)
+            self._chunks = []
+            self._have = 0
+        elif self._buf:
+            buf = self._buf + data
+        else:
+            buf = data
+        ops: list[Op] = []
+        self._need = 0
+        try:
+            pos = self._parse(buf, ops)
+        except ProtocolError as e:
+            self._buf = b""
+            self._need = 0
+            e.ops = ops
+            raise
+        rest = len(buf) - pos
+        if rest == 0:
+            self._buf = b""
+        elif self._need and self._need - rest > 64 * 1024:
+            self._buf = b""
+            self._chunks = [buf[pos:] if pos else buf]
+            self._have = rest
+        else:
+            self._buf = buf[pos:] if pos else buf
+        return ops
+
+    def _parse(self, buf: bytes, ops: list[Op]) -> int:
+        n = len(buf)
+        pos = 0
+        max_line = self.max_control_line
+        max_payload = self.max_payload
+        append = ops.append
+        match = _FAST_RMSG.match
+        startswith = buf.startswith
+        run_key: tuple[bytes, bytes] | None = None  # (account, subject) of the run the last op is
+        run_datas: list[bytes] | None = None
+        run_sizes: list[bytes] = []
+        run_line = b""  # the run's last control line: the same line again needs no parsing
+        run_size = 0
+        run_sz = b""
+        while pos < n:
+            if run_datas is not None and startswith(run_line, pos):
+                start = pos + len(run_line)
+                stop = start + run_size
+                if stop + 2 <= n and buf[stop] == 13 and buf[stop + 1] == 10:
+                    run_datas.append(buf[start:stop])
+                    run_sizes.append(run_sz)
+                    pos = stop + 2
+                    continue
+            m = match(buf, pos)
+            if m is not None:
+                start = m.end()
+                account, subject, reply, sz = m.groups()
+                size = int(sz)
+                if start - pos <= max_line and size <= max_payload:
+                    nxt = start + size + 2
+                    if nxt <= n:
+                        if buf[nxt - 2] != 13 or buf[nxt - 1] != 10:
+                            raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                        data = buf[start : nxt - 2]
+                        if reply is not None:
+                            append((R_MSG, account, subject, reply, None, 0, data, sz))
+                            run_key = run_datas = None
+                        elif run_key is not None and run_key[1] == subject and run_key[0] == account:
+                            if run_datas is None:
+                                _, _, _, _, _, _, first, first_sz = ops[-1]
+                                run_datas, run_sizes = [first], [first_sz]
+                                ops[-1] = (R_MSGS, account, subject, run_datas, run_sizes)
+                            run_datas.append(data)
+                            run_sizes.append(sz)
+                            run_line = buf[pos:start]
+                            run_size = size
+                            run_sz = sz
+                        else:
+                            append((R_MSG, account, subject, None, None, 0, data, sz))
+                            run_datas = None
+                            run_key = (account, subject)
+                        pos = nxt
+                        continue
+            run_key = run_datas = None
+            nxt = self._general(buf, pos, n, append)
+            if nxt < 0:
+                return pos
+            pos = nxt
+        return pos
+
+    def _general(self, buf: bytes, pos: int, n: int, add: Callable[[Op], None]) -> int:
+        """Parse the op at ``pos`` exactly; the index after it, or -1 if it is incomplete."""
+        code, k = _op_name(buf, pos, n)
+        if code == 0:
+            return -1
+        if code in _NO_ARG:
+            nl = buf.find(b"\n", k)
+            if nl < 0:
+                if n - k > self.max_control_line:
+                    raise ProtocolError(ERR_MAX_CONTROL_LINE)
+                return -1
+            add(_PING if code == PING else _PONG if code == PONG else _OK)
+            return nl + 1
+        a = k
+        while a < n and buf[a] in (32, 9):
+            a += 1
+        nl = buf.find(b"\n", a)
+        max_line = self.max_control_line
+        if nl < 0:
+            if n - a > max_line:
+                raise ProtocolError(ERR_MAX_CONTROL_LINE)
+            return -1
+        arg = buf[a:nl]
+        if arg.endswith(b"\r"):
+            arg = arg[:-1]
+        if len(arg) > max_line:
+            raise ProtocolError(ERR_MAX_CONTROL_LINE)
+        after = nl + 1
+        if code in (R_MSG, _HMSG):
+            account, subject, reply, queues, hdr, size, sizes = msg_args(arg, code == _HMSG)
+            if size > self.max_payload:
+                raise ProtocolError(None, f"route message of {size} bytes exceeds {self.max_payload}")
+            stop = after + size
+            if stop + 2 > n:
+                if stop < n and buf[stop] != 13:
+                    raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                self._need = stop + 2 - pos
+                return -1
+            if buf[stop] != 13 or buf[stop + 1] != 10:
+                raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+            add((R_MSG, account, subject, reply, queues, hdr, buf[after:stop], sizes))
+            return stop + 2
+        if code == R_SUB:
+            args = _split(arg)
+            if len(args) == 2:
+                add((R_SUB, args[0], args[1], None, 0))
+            elif len(args) == 4:
+                # nats-server keeps an unreadable weight as -1: that member counts for nothing
+                add((R_SUB, args[0], args[1], args[2], max(_size(args[3]), 0)))
+            else:
+                raise ProtocolError(None, f"processRemoteSub Parse Error: '{arg.decode('utf-8', 'replace')}'")
+        elif code == R_UNSUB:
+            args = _split(arg)
+            if len(args) == 2:
+                add((R_UNSUB, args[0], args[1], None))
+            elif len(args) == 3:
+                add((R_UNSUB, args[0], args[1], args[2]))
+            else:
+                raise ProtocolError(
+                    None, f"processRemoteUnsub parse error: '{arg.decode('utf-8', 'replace')}'"
+                )
+        elif code == CONNECT:
+            add((CONNECT, arg))
+        elif code == INFO:
+            add((INFO, arg))
+        else:  # -ERR
+            add((ERR, arg))
+        return after

@@ -1,0 +1,101 @@
+"""`jetpy cluster up`: three servers as child processes on free ports, their URLs printed once
+they are ready, a real full mesh (a message crosses it and nats-py learns every server), their
+logs on stdout with each server's name, and Ctrl-C stopping every child by PID with exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import nats
+import pytest
+
+from cluster_support import wait_mesh
+
+pytestmark = pytest.mark.timeout(90)
+
+JETPY = [sys.executable, "-m", "jetpy.cli"]
+SERVER_LINE = re.compile(r"^\s+(n\d+)\s+pid (\d+)\s+(nats://\S+)\s+route (\S+)(?:\s+monitor (\S+))?$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@dataclass
+class Up:
+    proc: subprocess.Popen[str]
+    servers: list[tuple[str, int, str, str, str]]  # name, pid, client URL, route URL, monitor URL
+    text: str
+
+
+@pytest.fixture
+def cluster_up() -> Iterator[Up]:
+    """`jetpy cluster up --size 3` on free ports, read until its URLs are printed; every child
+    is killed by PID at the end whatever the test did."""
+    proc = subprocess.Popen(
+        [*JETPY, "cluster", "up", "--size", "3", "--port", "0", "--cluster-port", "0", "--http-port", "-1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    up = Up(proc, [], "")
+    try:
+        assert proc.stdout is not None
+        out: list[str] = []
+        deadline = time.monotonic() + 60
+        for line in proc.stdout:
+            out.append(line)
+            if m := SERVER_LINE.match(line.rstrip("\n")):
+                up.servers.append((m.group(1), int(m.group(2)), m.group(3), m.group(4), m.group(5) or ""))
+            if line.startswith("  NATS_URL=") or time.monotonic() > deadline:
+                break
+        up.text = "".join(out)
+        yield up
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for _, pid, *_rest in up.servers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def test_cluster_up_runs_a_mesh_until_ctrl_c(cluster_up: Up) -> None:
+    text, servers, proc = cluster_up.text, cluster_up.servers, cluster_up.proc
+    assert "cluster 'jetpy': 3 server(s) up" in text, text
+    assert [s[0] for s in servers] == ["n1", "n2", "n3"]
+    pids = [s[1] for s in servers]
+    assert all(_alive(p) for p in pids)
+    assert "[n1] " in text and "Listening for route connections" in text  # the logs, named
+    urls = [s[2] for s in servers]
+    await wait_mesh(urls)
+    nc = await nats.connect(urls[0])
+    assert {f"{u.hostname}:{u.port}" for u in nc.servers} == {u.removeprefix("nats://") for u in urls}
+    await nc.close()
+    assert all(s[4].startswith("http://127.0.0.1:") for s in servers)
+
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    assert await asyncio.to_thread(proc.wait, 30) == 0
+    assert proc.stdout is not None
+    assert "stopping the cluster" in await asyncio.to_thread(proc.stdout.read)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_cluster_up_refuses_a_silly_size() -> None:
+    done = subprocess.run(
+        [*JETPY, "cluster", "up", "--size", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "--size must be between 1 and 32" in done.stderr

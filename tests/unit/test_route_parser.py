@@ -1,0 +1,230 @@
+"""The sans-IO route parser and the route wire values: every op and every error, each fed three
+ways (whole, byte by byte, and with the first bytes of a following op behind it), as nats-server
+2.9 reads a route; hypothesis checks that only ProtocolError ever escapes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jetpy.protocol import ProtocolError
+from jetpy.protocol.encode import msg_tail
+from jetpy.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_UNKNOWN_OP
+from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
+from jetpy.protocol.route import R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
+from jetpy.protocol.route_wire import (
+    decode_route_connect,
+    decode_route_info,
+    info_line,
+    msg_head,
+    queue_msg,
+    sub_line,
+    unsub_line,
+)
+
+TRAILERS = (b"R", b"RMSG $G f 5\r\nhel", b"RS+ $G", b"INFO {", b"PING")
+
+
+def flat(ops: list[Op]) -> list[Op]:
+    """Runs (R_MSGS) as the single messages they stand for: how reads split decides the runs."""
+    out: list[Op] = []
+    for op in ops:
+        if op[0] == R_MSGS:
+            out.extend((R_MSG, op[1], op[2], None, None, 0, d, s) for d, s in zip(op[3], op[4], strict=True))
+        else:
+            out.append(op)
+    return out
+
+
+def ways(data: bytes) -> dict[str, list[bytes]]:
+    out = {"whole": [data], "bytes": [data[i : i + 1] for i in range(len(data))]}
+    for i, t in enumerate(TRAILERS):
+        out[f"trailing{i}"] = [data + t]
+    return out
+
+
+def parse_all(data: bytes, **limits: int) -> list[Op]:
+    results: dict[str, list[Op]] = {}
+    for name, chunks in ways(data).items():
+        p = RouteParser(**limits)
+        ops: list[Op] = []
+        for c in chunks:
+            ops.extend(p.feed(c))
+        results[name] = flat(ops)
+    first = results["whole"]
+    for name, ops in results.items():
+        assert ops == first, name
+    return first
+
+
+def fails(data: bytes, err: str | None, detail: str = "", **limits: int) -> list[Op]:
+    seen: list[list[Op]] = []
+    for name, chunks in ways(data).items():
+        p = RouteParser(**limits)
+        ops: list[Op] = []
+        with pytest.raises(ProtocolError) as info:
+            for c in chunks:
+                ops.extend(p.feed(c))
+        assert info.value.err == err, (name, info.value)
+        if detail:
+            assert detail in info.value.detail, (name, info.value.detail)
+        ops.extend(info.value.ops)
+        seen.append(flat(ops))
+    assert all(s == seen[0] for s in seen)
+    return seen[0]
+
+
+def test_messages_in_every_form() -> None:
+    assert parse_all(b"RMSG $G foo 5\r\nhello\r\n") == [(R_MSG, b"$G", b"foo", None, None, 0, b"hello", b"5")]
+    assert parse_all(b"RMSG $G foo rep.1 2\r\nhi\r\n") == [
+        (R_MSG, b"$G", b"foo", b"rep.1", None, 0, b"hi", b"2")
+    ]
+    # nats-server's forms for queue groups: "+ reply queues" and "| queues"
+    assert parse_all(b"RMSG $G bar + rep.1 q1 1\r\nq\r\n") == [
+        (R_MSG, b"$G", b"bar", b"rep.1", [b"q1"], 0, b"q", b"1")
+    ]
+    assert parse_all(b"RMSG $G bar | q1 q2 0\r\n\r\n") == [
+        (R_MSG, b"$G", b"bar", None, [b"q1", b"q2"], 0, b"", b"0")
+    ]
+    assert parse_all(b"HMSG $G foo.y 18 20\r\nNATS/1.0\r\nK: V\r\n\r\nhi\r\n") == [
+        (R_MSG, b"$G", b"foo.y", None, None, 18, b"NATS/1.0\r\nK: V\r\n\r\nhi", b"18 20")
+    ]
+    assert parse_all(b"HMSG $G foo + r q 12 12\r\nNATS/1.0\r\n\r\n\r\n") == [
+        (R_MSG, b"$G", b"foo", b"r", [b"q"], 12, b"NATS/1.0\r\n\r\n", b"12 12")
+    ]
+    # tabs and runs of spaces separate arguments, as nats-server's splitArg
+    assert parse_all(b"RMSG  $G\tfoo   3\r\nabc\r\n") == [(R_MSG, b"$G", b"foo", None, None, 0, b"abc", b"3")]
+
+
+def test_a_stream_of_plain_messages_is_one_run() -> None:
+    data = b"RMSG $G foo 3\r\nabc\r\n" * 4 + b"RMSG $G bar 1\r\nx\r\n"
+    ops = RouteParser().feed(data)
+    assert ops[0] == (R_MSGS, b"$G", b"foo", [b"abc"] * 4, [b"3"] * 4)
+    assert ops[1] == (R_MSG, b"$G", b"bar", None, None, 0, b"x", b"1")
+    # another account breaks the run even on the same subject
+    ops = RouteParser().feed(b"RMSG $G foo 1\r\na\r\nRMSG A foo 1\r\nb\r\n")
+    assert [op[0] for op in ops] == [R_MSG, R_MSG]
+
+
+def test_interest_and_control_ops() -> None:
+    assert parse_all(b"RS+ $G foo.*\r\n") == [(R_SUB, b"$G", b"foo.*", None, 0)]
+    assert parse_all(b"RS+ $G bar q1 3\r\n") == [(R_SUB, b"$G", b"bar", b"q1", 3)]
+    assert parse_all(b"RS+ $G bar q1 x\r\n") == [(R_SUB, b"$G", b"bar", b"q1", 0)]  # nats-server: no weight
+    assert parse_all(b"RS- $G foo.*\r\n") == [(R_UNSUB, b"$G", b"foo.*", None)]
+    assert parse_all(b"RS- $G bar q1\r\n") == [(R_UNSUB, b"$G", b"bar", b"q1")]
+    assert parse_all(b"PING\r\nPONG\r\n+OK\r\n") == [(PING,), (PONG,), (OK,)]
+    assert parse_all(b'CONNECT {"name":"N1"}\r\n') == [(CONNECT, b'{"name":"N1"}')]
+    assert parse_all(b'INFO {"server_id":"N1"} \r\n') == [(INFO, b'{"server_id":"N1"} ')]
+    assert parse_all(b"-ERR 'Unknown Protocol Operation'\r\n") == [(ERR, b"'Unknown Protocol Operation'")]
+    assert parse_all(b"ping\r\n") == [(PING,)]  # op names are case-insensitive
+
+
+def test_malformed_arguments_name_nats_servers_function() -> None:
+    fails(b"RMSG $G foo\r\n", None, "processRoutedMsgArgs Parse Error: '[$G foo]'")
+    fails(b"RMSG $G foo x\r\n", None, "processRoutedMsgArgs Bad or Missing Size: '[$G foo x]'")
+    fails(b"RMSG $G foo ? q 1\r\n", None, "Bad or Missing Reply Indicator")
+    fails(b"HMSG $G foo 5 2\r\n", None, "Header Size larger then TotalSize")
+    fails(b"RS+ $G\r\n", None, "processRemoteSub Parse Error: '$G'")
+    fails(b"RS+ $G a b\r\n", None, "processRemoteSub Parse Error")
+    fails(b"RS- $G\r\n", None, "processRemoteUnsub parse error")
+    fails(b"RMSG $G foo 3\r\nabcd\r\n", ERR_UNKNOWN_OP)  # payload not followed by CRLF
+
+
+def test_unknown_ops_and_leaf_or_gateway_forms() -> None:
+    fails(b"FOO BAR\r\n", ERR_UNKNOWN_OP, "proto=")
+    for op in (
+        b"LS+ $G foo\r\n",
+        b"LMSG $G foo 0\r\n\r\n",
+        b"A+ $G\r\n",
+        b"PUB foo 0\r\n\r\n",
+        b"SUB foo 1\r\n",
+    ):
+        fails(op, ERR_UNKNOWN_OP)
+    # the ops before the bad one travel on the error
+    assert fails(b"PING\r\nRS+ $G a\r\nBAD\r\n", ERR_UNKNOWN_OP) == [(PING,), (R_SUB, b"$G", b"a", None, 0)]
+
+
+def test_limits() -> None:
+    fails(b"RS+ $G " + b"a" * 200 + b"\r\n", ERR_MAX_CONTROL_LINE, max_control_line=100)
+    fails(b"RS+ $G " + b"a" * 200, ERR_MAX_CONTROL_LINE, max_control_line=100)  # still arriving
+    fails(b"RMSG $G foo 2000\r\n", None, "exceeds", max_payload=1000)
+
+
+def test_a_large_payload_arrives_in_pieces() -> None:
+    payload = bytes(range(256)) * 2048
+    data = b"RMSG $G big %d\r\n" % len(payload) + payload + b"\r\n"
+    p = RouteParser()
+    ops: list[Op] = []
+    for i in range(0, len(data), 7000):
+        ops.extend(p.feed(data[i : i + 7000]))
+    assert ops == [(R_MSG, b"$G", b"big", None, None, 0, payload, b"%d" % len(payload))]
+    assert p.pending() == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.lists(st.integers(min_value=1, max_value=50), max_size=10))
+def test_only_protocol_errors_escape(data: bytes, cuts: list[int]) -> None:
+    p = RouteParser(max_control_line=64, max_payload=64)
+    pos = 0
+    try:
+        for c in [*cuts, len(data)]:
+            p.feed(data[pos : pos + c])
+            pos += c
+    except ProtocolError:
+        pass
+
+
+def test_frames_this_server_writes() -> None:
+    assert sub_line(b"$G", b"foo.*", None, 0) == b"RS+ $G foo.*\r\n"
+    assert sub_line(b"$G", b"bar", b"q1", 2) == b"RS+ $G bar q1 2\r\n"
+    assert unsub_line(b"$G", b"bar", b"q1") == b"RS- $G bar q1\r\n"
+    assert unsub_line(b"$G", b"foo", None) == b"RS- $G foo\r\n"
+    # a plain frame is the route's head, the subject and the tail every receiver shares
+    tail = msg_tail(b"rep", 0, b"hello")
+    assert msg_head(b"$G", False) + b"foo " + tail == b"RMSG $G foo rep 5\r\nhello\r\n"
+    assert (
+        queue_msg(b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q") == b"RMSG $G bar + rep.1 q1 q2 1\r\nq\r\n"
+    )
+    assert queue_msg(b"$G", b"bar", None, [b"q1"], 0, b"") == b"RMSG $G bar | q1 0\r\n\r\n"
+    hdr = b"NATS/1.0\r\n\r\n"
+    assert (
+        queue_msg(b"$G", b"b", None, [b"q"], len(hdr), hdr + b"x")
+        == b"HMSG $G b | q 12 13\r\n" + hdr + b"x\r\n"
+    )
+    # what jetpy writes, jetpy reads back
+    frame = queue_msg(b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q")
+    assert parse_all(frame) == [(R_MSG, b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q", b"1")]
+
+
+def test_info_and_connect_values() -> None:
+    line = info_line(
+        server_id="NID",
+        server_name="A",
+        version="2.10.0",
+        go="python",
+        host="127.0.0.1",
+        port=6222,
+        max_payload=1 << 20,
+        cluster="C1",
+        nonce="abc",
+        connect_urls=["127.0.0.1:4222"],
+    )
+    # nats-server 2.9's field order, a space before the CRLF, and no route_pool_size
+    assert line == (
+        b'INFO {"server_id":"NID","server_name":"A","version":"2.10.0","proto":2,"go":"python",'
+        b'"host":"127.0.0.1","port":6222,"headers":true,"max_payload":1048576,"nonce":"abc",'
+        b'"cluster":"C1","connect_urls":["127.0.0.1:4222"]} \r\n'
+    )
+    info = decode_route_info(line[5:-3])
+    assert (info.server_id, info.server_name, info.port, info.cluster) == ("NID", "A", 6222, "C1")
+    assert info.connect_urls == ("127.0.0.1:4222",) and info.route_pool_size == 0
+    info = decode_route_info(b'{"server_id":"N","route_pool_size":3,"route_account":"$SYS","ldm":true}')
+    assert (info.route_pool_size, info.route_account, info.ldm) == (3, "$SYS", True)
+    with pytest.raises(ProtocolError):
+        decode_route_info(b'{"port":"6222"}')  # Go's types: a string is no int
+    with pytest.raises(ProtocolError):
+        decode_route_info(b"[1]")
+    c = decode_route_connect(b'{"name":"N2","cluster":"C1","user":"u","pass":"p","headers":true,"lnoc":true}')
+    assert (c.name, c.cluster, c.user, c.password, c.headers, c.lang) == ("N2", "C1", "u", "p", True, "")
+    assert decode_route_connect(b'{"lang":"python"}').lang == "python"  # a client on the route port
