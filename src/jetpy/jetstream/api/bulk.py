@@ -14,9 +14,12 @@ the message was written, and the reader checks every one (the Spark source does,
 with one check at the far end, which is a stronger guarantee than a check here. A damaged
 record therefore fails the read that meets it, naming its sequence; it is never skipped.
 
-Any stream can be read, whatever its ``allow_direct`` (like ``STREAM.MSG.GET``). Failures are
-API error replies (JSON, ``BulkReadResponse``): 10059 for a stream that does not exist or is
-deleted while being read, 10003/10025 for a bad request, 10051 for a store that cannot read.
+Any stream can be read, whatever its ``allow_direct`` (like ``STREAM.MSG.GET``). A caller with
+permissions must be allowed to read everything the request reads, as for a consumer: its
+filters, else every subject the stream stores (``jetstream.access``). Failures are API error
+replies (JSON, ``BulkReadResponse``): 10059 for a stream that does not exist or is deleted
+while being read, 10003/10025 for a bad request, 10403 for subjects the caller may not read,
+10051 for a store that cannot read.
 Must not know: stores' internals, the network (replies go through the bus).
 """
 
@@ -33,11 +36,12 @@ import msgspec
 
 from jetpy import subjects
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.access import check_read, stored
 from jetpy.jetstream.api.messages import ApiResponse
 from jetpy.jetstream.api.requests import as_request, decode_body
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import Int, Uint64, _always, encode
-from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.ports import Caller, MessageBus
 from jetpy.jetstream.stream import Stream
 from jetpy.protocol.bulk import (
     BULK_API,
@@ -102,7 +106,7 @@ class BulkRead:
             return  # no one to answer, or not an API subject of this form
         rep = reply.decode()
         try:
-            job = self._job(toks[4], rep, data[hdr_len:])
+            job = self._job(toks[4], rep, data[hdr_len:], self.bus.caller())
         except ApiError as e:
             self._fail(rep, e)
             return
@@ -110,7 +114,7 @@ class BulkRead:
         if self._turn is None:
             self._turn = asyncio.get_running_loop().call_soon(self._step)
 
-    def _job(self, name: str, rep: str, body: bytes) -> _Job:
+    def _job(self, name: str, rep: str, body: bytes, caller: Caller | None) -> _Job:
         s = self.streams.get(name)
         if s is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
@@ -120,6 +124,8 @@ class BulkRead:
         for f in req.filter_subjects:
             if not subjects.is_valid_subject(f):
                 raise ApiError.of(E.BAD_REQUEST)
+        if caller is not None:  # it reads its filters, else all the stream stores (as a consumer)
+            check_read(caller, list(req.filter_subjects) or stored(s.config))
         up_to = req.up_to_seq or s.store.state().last_seq
         budget = min(req.max_bytes or DEFAULT_MAX_BYTES, MAX_BYTES)
         return _Job(s, rep, req.seq, up_to, list(req.filter_subjects), budget)
