@@ -55,7 +55,7 @@ class JetStream:
         self.router.add(single_server_routes())
         self.router.guard = RequestGuard(self.registry)
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
-        self._bulk = BulkRead(self.registry.streams, bus)
+        self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
 
     async def start(self) -> None:

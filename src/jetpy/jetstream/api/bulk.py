@@ -18,8 +18,8 @@ Any stream can be read, whatever its ``allow_direct`` (like ``STREAM.MSG.GET``).
 permissions must be allowed to read everything the request reads, as for a consumer: its
 filters, else every subject the stream stores (``jetstream.access``). Failures are API error
 replies (JSON, ``BulkReadResponse``): 10059 for a stream that does not exist or is deleted
-while being read, 10003/10025 for a bad request, 10403 for subjects the caller may not read,
-10051 for a store that cannot read.
+while being read, 10194 for an offline one (its files could not be read back), 10003/10025 for
+a bad request, 10403 for subjects the caller may not read, 10051 for a store that cannot read.
 Must not know: stores' internals, the network (replies go through the bus).
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -94,9 +94,13 @@ class _Job:
 class BulkRead:
     """The bus handler on ``$JS.API.JETPY.BULK.>`` and the queue of reads being served."""
 
-    def __init__(self, streams: Mapping[str, Stream], bus: MessageBus) -> None:
+    def __init__(
+        self, streams: Mapping[str, Stream], bus: MessageBus, require: Callable[[str], Stream] | None = None
+    ) -> None:
+        """``require(name)``: the stream, else ApiError (10059, or 10194 for an offline one)."""
         self.streams = streams
         self.bus = bus
+        self.require = require or self._own
         self._jobs: deque[_Job] = deque()
         self._turn: asyncio.Handle | None = None
 
@@ -114,10 +118,14 @@ class BulkRead:
         if self._turn is None:
             self._turn = asyncio.get_running_loop().call_soon(self._step)
 
-    def _job(self, name: str, rep: str, body: bytes, caller: Caller | None) -> _Job:
+    def _own(self, name: str) -> Stream:
         s = self.streams.get(name)
         if s is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
+        return s
+
+    def _job(self, name: str, rep: str, body: bytes, caller: Caller | None) -> _Job:
+        s = self.require(name)
         req = as_request(decode_body(body), BulkReadRequest)
         if req.max_bytes < 0 or (req.up_to_seq and req.up_to_seq < req.seq):
             raise ApiError.of(E.BAD_REQUEST)
