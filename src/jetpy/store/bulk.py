@@ -15,6 +15,9 @@ removed message: those are entries, and end a run) and, after a record with head
 what follows (``record.longest_record``). Filtered reads make runs of the matching entries,
 read through a window of ``READ_WINDOW`` bytes so that dense matches cost one ``pread`` per
 window, not one per message.
+Records are handed out as stored because they are stored plain: when compression or encryption
+at rest lands, this read must hand out each record decoded, with a CRC over the plain record
+(what readers check), instead of the file's bytes.
 Must not know: the network, the bulk reply's framing, subject matching (it gets subject ids).
 """
 
