@@ -3,7 +3,7 @@
 Builds the parts and hands each only what it needs: the committer (group commit and PubAck
 release), the consumer manager (the registry's ``StreamEvents`` listener), the stream registry
 (streams, the publish path, expiry), the report (``$JS.API.INFO`` and ``/jsz``), and the API
-router with the stream, consumer and account routes, plus the direct-get handler. Owns the
+router with the stream, consumer and account routes, plus the direct-get and bulk-read handlers. Owns the
 order in which they start and stop, and the API of an account without JetStream
 (:class:`JetStreamNotEnabled`). Nothing in JetStream imports this module.
 """
@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.bulk import BULK_SUBJECTS, BulkRead
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DOMAIN_DIRECT_SUBJECTS, DirectGet
@@ -24,7 +25,8 @@ from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
+from jetpy.jetstream.models import ConsumerConfig
+from jetpy.jetstream.ports import JetStreamConfig, MessageBus, PersistedStream, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report, jsz_stats
 from jetpy.jetstream.resources import ServerResources
@@ -74,12 +76,18 @@ class JetStream:
         self.snapshots = SnapshotApi(self.registry, self.consumers, bus, self.sourcing)
         self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
-        self.router.guard = RequestGuard(self.registry)
+        self.router.guard = RequestGuard(self.registry, self._consumer_config)
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
+        self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
 
+    def _consumer_config(self, stream: str, name: str) -> ConsumerConfig | None:
+        s = self.registry.get(stream)
+        c = self.consumers.get(s, name) if s is not None else None
+        return c.config if c is not None else None
+
     async def start(self) -> None:
-        recovered = self.registry.recover()
+        recovered = await self.registry.recover()
         for storage in ("memory", "file"):  # what recovered streams use counts from the start
             self.registry.resources.recount(storage)
         self.committer.start([s.store for s in recovered if s.durable])
@@ -89,6 +97,7 @@ class JetStream:
         self._subs = [
             self.bus.subscribe(API_SUBJECTS, self.router.handle),
             self.bus.subscribe(DIRECT_SUBJECTS, self._direct.handle),
+            self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
         ]
         domain = self.config.domain
         if domain:  # the same API under the domain's prefix
@@ -103,6 +112,7 @@ class JetStream:
     async def stop(self) -> None:
         self.sourcing.close()
         self.registry.expiry.cancel()
+        self._bulk.stop()
         await self.router.stop()  # a large create or update still being worked on stops here
         await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state
@@ -141,8 +151,11 @@ class _NoStores:
     def create(self, config: StoreConfig) -> StreamStore:
         raise ApiError.of(E.NOT_ENABLED_FOR_ACCOUNT)
 
-    def recover(self) -> list[StreamStore]:
+    def recover(self) -> list[PersistedStream]:
         return []
+
+    def remove(self, name: str) -> None:
+        raise ApiError.of(E.NOT_ENABLED_FOR_ACCOUNT)
 
     def quarantine(self, name: str, reason: str) -> str:
         return ""

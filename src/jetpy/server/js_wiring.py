@@ -4,11 +4,13 @@ store backends picked and the server's limits shared.
 The composition root for JetStream: each account's broker becomes its JetStream's
 ``MessageBus``; its file streams live in ``<store_dir>/jetstream/<account>/streams/<name>/``
 (nats-server's layout: ``$G`` for the global account, as every jetpy store so far) and memory
-streams in memory. A stream directory whose metadata cannot be read is moved to
-``<store_dir>/jetstream/<account>/quarantine/`` and reported, never deleted (a store from before
-accounts kept the global account's in ``<store_dir>/jetstream/quarantine/``: it is moved there
-at start, :func:`migrate_layout`). An account without JetStream gets nats-server's 10039 answer
-on its API. The accounts' JetStreams, as the server sees them, are one
+streams in memory. A stream directory is handed to the engine unopened, with its metadata: one
+whose files cannot be trusted is left exactly as it is (the engine keeps that stream offline);
+one without metadata (a creation or restore that never finished: the metadata is written last)
+is moved to ``<store_dir>/jetstream/<account>/quarantine/``, never deleted (a store from before
+accounts kept the global account's in ``<store_dir>/jetstream/quarantine/``: it is moved there at
+start, :func:`migrate_layout`). An account without JetStream gets nats-server's 10039 answer on
+its API. The accounts' JetStreams, as the server sees them, are one
 :class:`~jetpy.server.js_service.JetStreamService` (:class:`AccountsJetStream`: /jsz adds them
 up). Knows nothing of the server around it: it is handed the options, the accounts and the
 server's name.
@@ -22,9 +24,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler
+from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler, PersistedStream
 from jetpy.jetstream.report import jsz_stats
 from jetpy.jetstream.resources import ServerResources
 from jetpy.jetstream.service import JetStream, JetStreamNotEnabled
@@ -32,8 +35,9 @@ from jetpy.meters import FSYNC_BUCKETS, Histogram
 from jetpy.server.accounts import Accounts
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
-from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
-from jetpy.store.filestore import FileStore
+from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
+from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.filestore import FileStore, read_meta_file
 from jetpy.store.memory import MemoryStore
 
 __all__ = [
@@ -108,20 +112,23 @@ class DirectoryStores:
             return MemoryStore(config)
         return FileStore(os.path.join(self.streams_dir, config.name), config)
 
-    def recover(self) -> list[StreamStore]:
-        stores: list[StreamStore] = []
+    def recover(self) -> list[PersistedStream]:
+        found: list[PersistedStream] = []
         for name in sorted(os.listdir(self.streams_dir)):
             path = os.path.join(self.streams_dir, name)
             if not os.path.isdir(path):
                 continue
+            missing = False
             try:
-                # opened with no limits: the engine reads the stream's config from the store's
-                # metadata and applies its limits before any message is accepted
-                stores.append(FileStore(path, StoreConfig(name=name, storage="file")))
-            except Exception as e:  # unreadable: keep the bytes, move them aside
-                where = self.quarantine(name, str(e))
-                log.error("stream '%s' could not be recovered (%s): quarantined at %s", name, e, where)
-        return stores
+                meta, problem = read_meta_file(path), ""
+                if meta is None:
+                    problem, missing = "stream metadata missing", True
+            except StoreError as e:
+                meta, problem = None, str(e)
+            # opened with no limits: the engine applies the stream's own before anything is stored
+            opener = partial(FileStore, path, StoreConfig(name=name))
+            found.append(PersistedStream(name, meta, problem, opener, missing))
+        return found
 
     def quarantine(self, name: str, reason: str) -> str:
         qdir = os.path.join(self.account_dir, QUARANTINE)
@@ -133,6 +140,13 @@ class DirectoryStores:
         with open(os.path.join(qdir, README), "a") as f:
             f.write(f"{dest}: {reason}\n")
         return dest
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(os.path.join(self.streams_dir, name))
+        try:
+            fsync_dir(self.streams_dir)
+        except OSError:
+            pass
 
 
 def migrate_layout(store_dir: str) -> None:
