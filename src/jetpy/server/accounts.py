@@ -38,6 +38,7 @@ The system account is resolvable by name through :meth:`Accounts.system` (the Ra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import secrets
@@ -51,7 +52,7 @@ from jetpy.jetstream.transform import SubjectTransform
 from jetpy.server.broker import Broker, Subscriber, Subscription, Writes
 from jetpy.server.config_accounts import system_account_name
 from jetpy.server.mappings import SubjectMapper
-from jetpy.server.options import GLOBAL_ACCOUNT, AccountOptions, Export, Import, ServerOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, AccountOptions, Export, Import, Mapping, ServerOptions
 from jetpy.subjects import subject_is_subset
 
 __all__ = [
@@ -87,7 +88,8 @@ class Account:
     def __init__(self, options: AccountOptions, writes: Writes, cluster: Callable[[], str]) -> None:
         self.name = options.name
         self.options = options
-        self.broker = broker = Broker(options.name, writes)
+        self._cluster = cluster
+        self.broker = Broker(options.name, writes)
         self.jetstream: Any = None  # the running JetStream service (set by the composition root)
         self.connections = 0  # clients connected in the account now
         self.total_connections = 0
@@ -96,14 +98,24 @@ class Account:
         self.slow_consumers = 0
         self.imports: list[ServiceImport | StreamImport] = []
         self.responses: ResponseRoutes | None = None  # made when a service of it is first imported
-        if options.mappings:
-            mapper = SubjectMapper(options.mappings, cluster)
-            self.mapper: SubjectMapper | None = mapper
+        self.mapper: SubjectMapper | None = None
+        self.publish: Callable[..., int] = self.broker.publish  # the client publish path, untouched
+        self.publish_run: Callable[..., int] = self.broker.publish_run
+        self.set_mappings(options.mappings)
+
+    def set_mappings(self, mappings: tuple[Mapping, ...]) -> None:
+        """Map its clients' subjects with ``mappings`` from now on (a reload gives new ones; the
+        connections take the new publish functions, see ``ClientConnection.account_changed``)."""
+        self.options = dataclasses.replace(self.options, mappings=mappings)
+        broker = self.broker
+        if mappings:
+            mapper = SubjectMapper(mappings, self._cluster)
+            self.mapper = mapper
             self.publish = _mapped_publish(broker, mapper)
             self.publish_run = _mapped_run(self.publish)
         else:
             self.mapper = None
-            self.publish = broker.publish  # the client publish path, untouched
+            self.publish = broker.publish
             self.publish_run = broker.publish_run
 
     @property
@@ -181,6 +193,19 @@ class Accounts:
     def system(self) -> Account | None:
         """The system account (None with ``no_system_account``)."""
         return self.by_name.get(self.system_name) if self.system_name else None
+
+    def reload_mappings(self, opts: ServerOptions) -> list[Account]:
+        """Take the mappings of ``opts`` (the global account's and every account's); returns the
+        accounts whose mappings changed."""
+        changed: list[Account] = []
+        new = {a.name: a.mappings for a in opts.accounts}
+        new[GLOBAL_ACCOUNT] = opts.mappings
+        for name, mappings in new.items():
+            acc = self.by_name.get(name)
+            if acc is not None and acc.options.mappings != mappings:
+                acc.set_mappings(mappings)
+                changed.append(acc)
+        return changed
 
     def brokers(self) -> dict[bytes, Broker]:
         """Every account's broker by name, as the routes name accounts."""

@@ -238,6 +238,11 @@ class Server:
         if changed & _AUTH_OPTIONS:
             for conn in list(self.connections.values()):
                 conn.reauthorize()
+        if changed & {"accounts", "mappings"}:
+            remapped = set(self.accounts.reload_mappings(new))
+            for conn in self.connections.values():
+                if conn.account in remapped:
+                    conn.account_changed()
         over = len(self.connections) - new.max_connections
         if "max_connections" in changed and new.max_connections > 0 and over > 0:
             for conn in list(self.connections.values())[-over:]:  # the newest go first

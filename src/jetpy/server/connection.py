@@ -487,8 +487,12 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             return
         self.account = account
         self.broker = account.broker
-        self._publish = account.publish
-        self._publish_run = account.publish_run
+        self.account_changed()
+
+    def account_changed(self) -> None:
+        """The account's publish path changed (its mappings, on a reload): take the new one."""
+        self._publish = self.account.publish
+        self._publish_run = self.account.publish_run
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         # nats-server's order: permissions (and the reserved queue), the token and subscription
