@@ -50,6 +50,7 @@ from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.client_layers import ClientLayers
+from jetpy.server.client_limits import PAYLOAD_VIOLATION, ClientLimits
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
@@ -132,7 +133,7 @@ class ConnectionHost(Protocol):
 PLAIN: Final = Listener()  # the client port without TLS
 
 
-class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
+class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Protocol):
     kind = "Client"
     server: ConnectionHost
 
@@ -404,6 +405,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             elif code == CONNECT:
                 if not self._connect(op[1]):
                     break
+                if self.parser.max_payload < self.server.options.max_payload:
+                    self.clip_payloads(ops, op)  # a JWT's limit, for what was read with CONNECT
                 verbose = self.verbose
                 pedantic = self.pedantic
                 echo = self.echo
@@ -411,7 +414,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                 pub_ok = self._pub_ok
                 publish = self._publish
             elif code == ERR:
-                self.close("Parse Error")
+                if op[1] is PAYLOAD_VIOLATION:
+                    self.payload_violation()
+                else:
+                    self.close("Parse Error")
                 break
             # INFO and +OK from a client are ignored, as nats-server does
         self.in_msgs += n_in
@@ -446,7 +452,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self.connect_opts = opts
         auth = self.server.auth
         identity = (
-            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map, self.host, self._conn_type)
             if self.auth_required
             else ANONYMOUS
         )
@@ -459,6 +465,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self._cancel_auth_timer()
         self._set_identity(identity)
         self._enter(identity.account)
+        if not self._take_limits(self.server.options.max_payload):
+            return False
         self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
@@ -505,7 +513,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if opts.max_sub_tokens and subject.count(b".") >= opts.max_sub_tokens:
             self._violation("subscribe", *tokens_violation(subject, sid))
             return
-        if opts.max_subscriptions > 0 and len(self.subs) >= opts.max_subscriptions:
+        limit = self.max_subs(opts.max_subscriptions)
+        if limit >= 0 and len(self.subs) >= limit:
             self.send(_MAX_SUBS)
             self.server.max_subs_exceeded(self.ident)
             return
@@ -532,6 +541,11 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.verbose:
             self.send(enc.OK)
 
+    @property
+    def _conn_type(self) -> str:
+        """nats-server's name of this kind of connection (what a user JWT may restrict)."""
+        return "WEBSOCKET" if self.listener.kind == "websocket" else "STANDARD"
+
     def info(self) -> bytes:
         return self.server.info_for(self)
 
@@ -549,7 +563,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
     def limits_changed(self, max_control_line: int, max_payload: int) -> None:
         """New protocol limits for what this client sends from now on (nats-server's reload)."""
         self.parser.max_control_line = max_control_line
-        self.parser.max_payload = max_payload
+        self.limits_payload(max_payload)
 
     def reauthorize(self) -> None:
         """The server's authorization changed: a client in whose credentials no longer pass is
@@ -563,7 +577,9 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
         else:
             identity = (
-                auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
+                auth.authenticate(
+                    opts, self.nonce, self.cert, self.listener.tls_map, self.host, self._conn_type
+                )
                 if auth.required
                 else ANONYMOUS
             )
@@ -753,6 +769,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         for timer in (self._ping_timer, self._auth_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
+        self._cancel_expiry()
         self._ping_timer = self._auth_timer = self._handshake_timer = None
         for sub in self.subs.values():
             self.broker.remove(sub)

@@ -1,0 +1,214 @@
+"""Operator mode in the configuration: operator JWT files, trusted_keys, resolver: MEMORY with
+resolver_preload; the accounts and the system account they give; nats-server's errors for what
+operator mode excludes; what jetpy refuses by name (full, cache and URL resolvers, account JWTs
+with exports, imports, mappings, tiered limits or scoped signing keys); and the JWT checks
+themselves (tampered, wrong algorithm, wrong claim type, issuer of the wrong role)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from jetpy.jetstream.models import AccountLimits
+from jetpy.server.conf_format import ConfigError
+from jetpy.server.config import load_config
+from jetpy.server.jwt_claims import AccountClaims, JwtError, OperatorClaims, UserClaims, decode
+from jetpy.server.options import ServerOptions
+from jwt_issuer import (
+    B_LIMITS,
+    World,
+    account_jwt,
+    account_key,
+    encode,
+    operator_key,
+    user_jwt,
+    user_key,
+    world,
+)
+
+W: World = world()
+
+
+def load(tmp_path: Path, text: str) -> ServerOptions:
+    conf = tmp_path / "s.conf"
+    conf.write_text(text)
+    opts, _ = load_config(str(conf))
+    return opts
+
+
+def error(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, text)
+    return str(info.value)
+
+
+def op_file(tmp_path: Path, token: str = W.operator_jwt) -> Path:
+    path = tmp_path / "op.jwt"
+    path.write_text(token + "\n")
+    return path
+
+
+def test_preloaded_accounts_become_the_servers_accounts(tmp_path: Path) -> None:
+    opts = load(tmp_path, "jetstream: true\n" + W.config(op_file(tmp_path)))
+    assert opts.operator is not None and opts.operator.resolver == "MEMORY"
+    names = {a.name: a for a in opts.accounts}
+    assert set(names) == {W.sys.public, W.a.public, W.b.public}
+    assert names[W.a.public].jetstream is None  # no JetStream storage in A's JWT
+    assert names[W.b.public].jetstream == AccountLimits(
+        max_memory=B_LIMITS["mem_storage"],
+        max_storage=B_LIMITS["disk_storage"],
+        max_streams=B_LIMITS["streams"],
+        max_consumers=B_LIMITS["consumer"],
+        max_ack_pending=0,
+        memory_max_stream_bytes=0,
+        storage_max_stream_bytes=0,
+    )
+    assert opts.system_account == W.sys.public
+
+
+def test_system_account_comes_from_the_operator_jwt(tmp_path: Path) -> None:
+    text = W.config(op_file(tmp_path)).replace(f"system_account: {W.sys.public}\n", "")
+    assert load(tmp_path, text).system_account == W.sys.public
+
+
+def test_operator_inline_relative_and_trusted_keys(tmp_path: Path) -> None:
+    sys_jwt = W.account_jwts[W.sys.public]
+    preload = (
+        f"resolver: MEMORY\nresolver_preload {{ {W.b.public}: {W.account_jwts[W.b.public]}\n"
+        f"{W.sys.public}: {sys_jwt} }}\n"
+    )
+    assert load(tmp_path, f"operator: {W.operator_jwt}\n" + preload).operator is not None
+    op_file(tmp_path)
+    assert load(tmp_path, "operator: op.jwt\n" + preload).operator is not None  # beside the config
+    # B's JWT is signed by the operator's signing key: trusting the operator's key alone is not enough
+    assert "not issued by a trusted operator" in error(tmp_path, f"trusted_keys: [{W.op.public}]\n" + preload)
+    opts = load(tmp_path, f"trusted_keys: [{W.op.public}, {W.op_signing.public}]\n" + preload)
+    assert opts.system_account == ""  # no operator JWT to name one: nats-server's $SYS
+    assert opts.operator is not None and opts.operator.trusted_keys == (W.op.public, W.op_signing.public)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "authorization { users [{user: a, password: b}] }",
+            "operators do not allow users to be configured directly",
+        ),
+        ("authorization { token: secret }", "operators do not allow users to be configured directly"),
+        ("accounts { X: {} }", "operators do not allow Accounts to be configured directly"),
+        ("no_auth_user: foo", "no_auth_user not compatible with Trusted Operator"),
+    ],
+)
+def test_what_operator_mode_excludes(tmp_path: Path, extra: str, message: str) -> None:
+    assert message in error(tmp_path, W.config(op_file(tmp_path), extra=extra + "\n"))
+
+
+@pytest.mark.parametrize(
+    ("resolver", "named"),
+    [
+        ("resolver: { type: full, dir: /tmp/jwt }", 'resolver of type "full"'),
+        ("resolver: { type: cache, dir: /tmp/jwt }", 'resolver of type "cache"'),
+        ("resolver: URL(http://localhost:9090/jwt/v1/accounts/)", "resolver URL(...)"),
+        ("resolver: NONSENSE", 'resolver "NONSENSE" is not supported'),
+    ],
+)
+def test_other_resolvers_are_refused_by_name(tmp_path: Path, resolver: str, named: str) -> None:
+    text = W.config(op_file(tmp_path)).replace("resolver: MEMORY", resolver)
+    assert named in error(tmp_path, text)
+
+
+def test_operator_without_a_resolver_is_refused(tmp_path: Path) -> None:
+    assert "needs an account resolver" in error(tmp_path, f"operator: {op_file(tmp_path)}\n")
+
+
+def test_a_resolver_without_an_operator_is_refused(tmp_path: Path) -> None:
+    assert "need trusted operators" in error(tmp_path, "resolver: MEMORY\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("operator: /nonexistent/op.jwt\nresolver: MEMORY\n", "error parsing operator JWT"),
+        (
+            "trusted_keys: [XYZ]\nresolver: MEMORY\n",
+            'trust key "XYZ" required to be a valid public operator nkey',
+        ),
+    ],
+)
+def test_bad_trust_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    assert message in error(tmp_path, text)
+
+
+def test_operator_jwt_must_be_an_operator_jwt(tmp_path: Path) -> None:
+    path = op_file(tmp_path, W.account_jwts[W.a.public])
+    assert "error parsing operator JWT: not operator claim" in error(
+        tmp_path, f"operator: {path}\nresolver: MEMORY\n"
+    )
+    both = f"operator: {op_file(tmp_path)}\ntrusted_keys: [{W.op.public}]\nresolver: MEMORY\n"
+    assert "conflicting options for 'TrustedKeys' and 'TrustedOperators'" in error(tmp_path, both)
+
+
+def _preload(tmp_path: Path, key: str, token: str) -> str:
+    return f"operator: {op_file(tmp_path)}\nresolver: MEMORY\nresolver_preload {{ {key}: {token} }}\n"
+
+
+def test_bad_preloaded_account_jwts_are_refused(tmp_path: Path) -> None:
+    a = account_key()
+    assert "invalid account JWT" in error(tmp_path, _preload(tmp_path, a.public, "garbage"))
+    untrusted = account_jwt(a, operator_key())
+    assert "not issued by a trusted operator" in error(tmp_path, _preload(tmp_path, a.public, untrusted))
+    mine = account_jwt(a, W.op)
+    assert "JWT of another account" in error(tmp_path, _preload(tmp_path, account_key().public, mine))
+    tampered = mine.replace(".", ".e", 1)
+    assert "invalid account JWT" in error(tmp_path, _preload(tmp_path, a.public, tampered))
+    missing_sys = _preload(tmp_path, a.public, mine) + f"system_account: {account_key().public}\n"
+    assert "error resolving system account: account missing" in error(tmp_path, missing_sys)
+
+
+@pytest.mark.parametrize(
+    ("claims", "named"),
+    [
+        ({"exports": [{"subject": "x", "type": "stream"}]}, "exports"),
+        ({"imports": [{"subject": "x", "account": "A", "type": "stream"}]}, "imports"),
+        ({"mappings": {"a": [{"subject": "b"}]}}, "mappings"),
+        ({"limits": {"tiered_limits": {"R1": {"mem_storage": 100}}}}, "tiered JetStream limits"),
+        ({"signing_keys": [{"kind": "user_scope", "key": account_key().public}]}, "scoped signing keys"),
+    ],
+)
+def test_account_jwt_features_jetpy_lacks_are_refused_by_name(
+    tmp_path: Path, claims: dict[str, object], named: str
+) -> None:
+    a = account_key()
+    nats: dict[str, object] = {"type": "account", "version": 2, **claims}
+    token = encode({"sub": a.public, "nats": nats}, W.op)
+    assert f"{named} in account JWTs are not supported by jetpy" in error(
+        tmp_path, _preload(tmp_path, a.public, token)
+    )
+
+
+def test_jwt_checks() -> None:
+    u = user_key()
+    good = user_jwt(u, W.a)
+    assert decode(good, UserClaims).sub == u.public
+    head, body, sig = good.split(".")
+    with pytest.raises(JwtError, match="signature"):
+        decode(f"{head}.{body}.{sig[:-4]}AAAA", UserClaims)
+    with pytest.raises(JwtError, match="not account claim"):
+        decode(good, AccountClaims)
+    with pytest.raises(JwtError, match="algorithm"):
+        decode(
+            encode({"sub": u.public, "nats": {"type": "user"}}, W.a, {"typ": "JWT", "alg": "HS256"}),
+            UserClaims,
+        )
+    with pytest.raises(JwtError, match="issuer"):  # an operator may not sign a user
+        decode(user_jwt(u, W.op), UserClaims)
+    with pytest.raises(JwtError, match="3 chunks"):
+        decode("abc", OperatorClaims)
+    bad_body = base64.urlsafe_b64encode(json.dumps({"nats": {"type": "user"}, "iat": "x"}).encode()).rstrip(
+        b"="
+    )
+    with pytest.raises(JwtError, match="invalid claims"):
+        decode(f"{head}.{bad_body.decode()}.{sig}", UserClaims)
