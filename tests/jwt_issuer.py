@@ -73,8 +73,11 @@ def account_jwt(
     limits: dict[str, Any] | None = None,
     signing_keys: tuple[str, ...] = (),
     revocations: dict[str, int] | None = None,
+    nats_extra: dict[str, Any] | None = None,
     **extra: Any,
 ) -> str:
+    """An account JWT; ``nats_extra`` goes into its ``nats`` claims (default_permissions...),
+    ``extra`` into the top-level claims (exp...)."""
     lim: dict[str, Any] = {
         "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
         "conn": -1, "leaf": -1,
@@ -85,6 +88,7 @@ def account_jwt(
         nats["signing_keys"] = list(signing_keys)
     if revocations:
         nats["revocations"] = revocations
+    nats.update(nats_extra or {})
     return encode({"name": name, "sub": acc.public, "nats": nats, **extra}, signer)
 
 

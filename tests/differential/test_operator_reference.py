@@ -29,6 +29,7 @@ from jwt_issuer import (
     A_LIMITS,
     Key,
     World,
+    account_jwt,
     account_key,
     encode,
     operator_key,
@@ -47,26 +48,33 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Proc
     tmp = tmp_path_factory.mktemp("operator")
     op_file = tmp / "op.jwt"
     op_file.write_text(W.operator_jwt)
-    cmds: dict[str, list[str | None]] = {
-        "jetpy": list(JETPY_SERVER),
-        "2.15.1": [REFERENCE_NEWEST],
-        "2.9.10": [REFERENCE],
-    }
-    procs: dict[str, Proc] = {}
+    procs = _start_all(tmp, lambda name: W.config(op_file, tmp / f"js-{name}"))
     try:
-        for name, cmd in cmds.items():
-            if cmd[0] is None:
-                continue
-            conf = tmp / f"{name}.conf"
-            conf.write_text(W.config(op_file, tmp / f"js-{name}"))
-            argv = [str(c) for c in cmd]
-            procs[name] = start_process(
-                [*argv, "-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], tmp / f"{name}.log"
-            )
         yield procs
     finally:
         for p in procs.values():
             p.stop(signal.SIGKILL)
+
+
+def _start_all(tmp: Path, text: Callable[[str], str]) -> dict[str, Proc]:
+    """jetpy and each reference server there is on a configuration ``text(name)``."""
+    cmds: dict[str, list[str]] = {"jetpy": list(JETPY_SERVER)}
+    for name, binary in (("2.15.1", REFERENCE_NEWEST), ("2.9.10", REFERENCE)):
+        if binary is not None:
+            cmds[name] = [binary]
+    procs: dict[str, Proc] = {}
+    try:
+        for name, cmd in cmds.items():
+            conf = tmp / f"{name}.conf"
+            conf.write_text(text(name))
+            procs[name] = start_process(
+                [*cmd, "-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], tmp / f"{name}.log"
+            )
+    except BaseException:
+        for p in procs.values():
+            p.stop(signal.SIGKILL)
+        raise
+    return procs
 
 
 def sign(seed: bytes, nonce: str) -> str:
@@ -91,7 +99,7 @@ def connect(
 
 
 async def exchange(port: int, make: Connect, wait: float = 0.5) -> bytes:
-    """Send what ``make(nonce)`` builds; what came back (INFOs left out) and ``<closed>``."""
+    """Send what ``make(nonce)`` builds; what came back and ``<closed>``."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     info = json.loads((await reader.readline())[5:])
     writer.write(make(str(info.get("nonce", ""))))
@@ -106,7 +114,12 @@ async def exchange(port: int, make: Connect, wait: float = 0.5) -> bytes:
     except TimeoutError:
         pass
     writer.close()
-    return b"".join(line for line in out.splitlines(keepends=True) if not line.startswith(b"INFO "))
+    # the servers' own INFOs and PINGs (nats-server's first RTT PING) are left out
+    return b"".join(
+        line
+        for line in out.splitlines(keepends=True)
+        if not line.startswith(b"INFO ") and line != b"PING\r\n"
+    )
 
 
 def _user(
@@ -297,3 +310,67 @@ def _key(seed: bytes) -> Key:
 def _user_with_key(signer: Key) -> tuple[str, Key]:
     token, seed = _user(signer)
     return token, _key(seed)
+
+
+async def test_account_expiry_default_permissions_and_revocation_on_reload(tmp_path: Path) -> None:
+    """An account JWT expiring while its user is connected (the account's error, not the
+    user's); a user without permissions takes the account's default_permissions; a reload that
+    revokes a connected user closes it with 'User Authentication Revoked', and its JWT is refused
+    from then on, while the account's other users stay."""
+    w = world()
+    now = int(time.time())
+    c = account_key()
+    w.account_jwts[c.public] = account_jwt(c, w.op, "C", exp=now + 3)
+    d = account_key()
+    d_perms = {"pub": {"deny": ["secret.>"]}, "sub": {"allow": ["ok.>"]}}
+    w.account_jwts[d.public] = account_jwt(d, w.op, "D", nats_extra={"default_permissions": d_perms})
+    op_file = tmp_path / "op.jwt"
+    op_file.write_text(w.operator_jwt)
+    procs = _start_all(tmp_path, lambda name: w.config(op_file))
+    try:
+        c_user = _user(c)
+        d_user = _user(d)
+        then = b"PUB secret.x 1\r\nx\r\nSUB ok.1 1\r\nSUB other 2\r\nPING\r\n"
+        staying = _user(w.a)
+        going = _user(w.a)
+        held = {}
+        for name, p in procs.items():
+            reader, writer = await asyncio.open_connection("127.0.0.1", p.port)
+            info = json.loads((await reader.readline())[5:])
+            writer.write(connect(*going)(info["nonce"]))
+            assert await reader.readline() == b"PONG\r\n"
+            held[name] = (reader, writer)
+        answers = await asyncio.gather(
+            *(exchange(p.port, connect(*c_user), wait=4.5) for p in procs.values()),
+            *(exchange(p.port, connect(*d_user, then)) for p in procs.values()),
+        )
+        n = len(procs)
+        assert answers[0] == b"PONG\r\n-ERR 'Account Authentication Expired'\r\n<closed>"
+        assert answers[n] == (
+            b"-ERR 'Permissions Violation for Publish to \"secret.x\"'\r\n"
+            b"-ERR 'Permissions Violation for Subscription to \"other\"'\r\nPONG\r\n"
+        )
+        assert answers[:n] == [answers[0]] * n and answers[n:] == [answers[n]] * n, answers
+        # expired now: refused at login
+        assert {await exchange(p.port, connect(*c_user)) for p in procs.values()} == {REFUSED}
+        # a reload revoking the connected user
+        going_key = nkeys.from_seed(going[1]).public_key.decode()
+        w.account_jwts[w.a.public] = account_jwt(
+            w.a, w.op, "A", limits=A_LIMITS, revocations={going_key: int(time.time()) + 60}
+        )
+        for name, p in procs.items():
+            (tmp_path / f"{name}.conf").write_text(w.config(op_file))
+            p.popen.send_signal(signal.SIGHUP)
+        for name, (reader, writer) in held.items():
+            got = await asyncio.wait_for(reader.read(), 5)  # up to the close
+            lines = [
+                line for line in got.splitlines(keepends=True) if not line.startswith((b"INFO ", b"PING"))
+            ]
+            assert lines == [b"-ERR 'User Authentication Revoked'\r\n"], name
+            writer.close()
+        for p in procs.values():
+            assert await exchange(p.port, connect(*going)) == REFUSED
+            assert await exchange(p.port, connect(*staying)) == b"PONG\r\n"
+    finally:
+        for p in procs.values():
+            p.stop(signal.SIGKILL)

@@ -164,8 +164,10 @@ def test_bad_preloaded_account_jwts_are_refused(tmp_path: Path) -> None:
     assert "JWT of another account" in error(tmp_path, _preload(tmp_path, account_key().public, mine))
     tampered = mine.replace(".", ".e", 1)
     assert "invalid account JWT" in error(tmp_path, _preload(tmp_path, a.public, tampered))
-    missing_sys = _preload(tmp_path, a.public, mine) + f"system_account: {account_key().public}\n"
-    assert "error resolving system account: account missing" in error(tmp_path, missing_sys)
+    # the operator JWT names a system account that is not preloaded
+    assert "error resolving system account: account missing" in error(
+        tmp_path, _preload(tmp_path, a.public, mine)
+    )
 
 
 @pytest.mark.parametrize(
@@ -212,3 +214,10 @@ def test_jwt_checks() -> None:
     )
     with pytest.raises(JwtError, match="invalid claims"):
         decode(f"{head}.{bad_body.decode()}.{sig}", UserClaims)
+
+
+def test_system_account_must_match_the_operator_jwts(tmp_path: Path) -> None:
+    text = W.config(op_file(tmp_path)).replace(
+        f"system_account: {W.sys.public}", f"system_account: {W.a.public}"
+    )
+    assert "system_account in config and operator JWT must be identical" in error(tmp_path, text)

@@ -210,6 +210,10 @@ class Authenticator:
                 return Identity(o.username, "user")
         return None
 
+    def revoked(self, connect: ConnectOptions) -> bool:
+        """Has the account of the JWT user who sent ``connect`` revoked it (a reload)?"""
+        return self._trusted is not None and bool(connect.jwt) and self._trusted.revoked(connect.jwt)
+
     @staticmethod
     def _jwt_user(
         trusted: TrustedAccounts, connect: ConnectOptions, nonce: str, host: str, conn_type: str

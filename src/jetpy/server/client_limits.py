@@ -6,7 +6,8 @@ account active connections exceeded``), the subscriptions it may hold (the tight
 its account's and the server's ``max_subscriptions``), the payload it may publish (the tighter of
 those and the server's ``max_payload``: more is ``Maximum Payload Violation``, as by the parser),
 and the end of its authentication (when its user or account JWT expires the connection is
-closed with ``User Authentication Expired``). A client without such limits pays nothing. A mixin
+closed with ``User Authentication Expired``, or ``Account Authentication Expired`` when the
+account's came first). A client without such limits pays nothing. A mixin
 of :class:`~jetpy.server.connection.ClientConnection`, knowing it only by the attributes below.
 """
 
@@ -16,7 +17,12 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Final
 
-from jetpy.protocol.errors import ERR_AUTH_EXPIRED, ERR_MAX_ACCOUNT_CONNECTIONS, ERR_MAX_PAYLOAD
+from jetpy.protocol.errors import (
+    ERR_ACCOUNT_EXPIRED,
+    ERR_AUTH_EXPIRED,
+    ERR_MAX_ACCOUNT_CONNECTIONS,
+    ERR_MAX_PAYLOAD,
+)
 from jetpy.protocol.ops import ERR, PUB, PUBS, Op
 from jetpy.protocol.parser import Parser
 from jetpy.server.auth import Identity
@@ -113,8 +119,10 @@ class ClientLimits:
 
     def _auth_expired(self) -> None:
         self._expiry_timer = None
-        self.log.error(self.ident, ERR_AUTH_EXPIRED)
-        self.close_with_error(ERR_AUTH_EXPIRED, reason="Authentication Expired")
+        lim = self.identity.limits
+        err = ERR_ACCOUNT_EXPIRED if lim is not None and lim.account_expires else ERR_AUTH_EXPIRED
+        self.log.error(self.ident, err)
+        self.close_with_error(err, reason="Authentication Expired")
 
     def _cancel_expiry(self) -> None:
         if self._expiry_timer is not None:

@@ -138,7 +138,10 @@ def finish_operator(ctx: Context) -> None:
     except OperatorError as e:
         raise ConfigError(str(e), ctx.resolver_at or pos) from e
     o.accounts = [AccountOptions(name, trusted.js_limits(name)) for name in trusted.accounts]
+    named = trusted.system_account
+    if o.system_account and named and o.system_account != named:
+        raise ConfigError("system_account in config and operator JWT must be identical", pos)
     if not o.system_account and not o.no_system_account:
-        o.system_account = trusted.system_account
+        o.system_account = named
     if o.system_account and o.system_account not in trusted.accounts:
         raise ConfigError("error resolving system account: account missing", pos)

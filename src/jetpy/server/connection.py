@@ -31,6 +31,7 @@ from jetpy.protocol import encode as enc
 from jetpy.protocol.connect import DEFAULT_CONNECT, ConnectOptions
 from jetpy.protocol.encode import append_run, msg, msg_batch, msg_prefix, msg_tail
 from jetpy.protocol.errors import (
+    ERR_AUTH_REVOKED,
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
     ERR_INVALID_PROTOCOL,
@@ -587,7 +588,10 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
             # a user moved to another account logs in again, as nats-server makes it
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
-            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            if auth.revoked(opts):
+                self.close_with_error(ERR_AUTH_REVOKED, reason="Credentials Revoked")
+            else:
+                self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
         self._set_identity(identity)
         self._remove_unauthorized_subs()

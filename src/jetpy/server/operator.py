@@ -65,6 +65,7 @@ class ConnLimits:
     max_payload: int = -1
     max_account_conns: int = -1
     expires: float = 0.0
+    account_expires: bool = False  # the account JWT expires first (not the user's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +180,15 @@ class TrustedAccounts:
         """The JetStream limits of an account from its JWT (None: no JetStream for it)."""
         return _account_js_limits(self.accounts[account])
 
+    def revoked(self, token: str) -> bool:
+        """Is the user JWT ``token`` (one that logged in) revoked by its account now?"""
+        try:
+            user = decode(token, UserClaims)
+        except JwtError:
+            return False
+        acc = self.accounts.get(user.nats.issuer_account or user.iss)
+        return acc is not None and acc.revoked(user.sub, user.iat)
+
     def login(self, token: str, nonce: str, sig: str, host: str, conn_type: str) -> JwtUser:
         """The user a CONNECT's ``jwt`` and ``sig`` prove, or :class:`JwtError` with the reason."""
         user = decode(token, UserClaims)
@@ -209,6 +219,7 @@ class TrustedAccounts:
         perms = n if not n.empty else acc.nats.default_permissions
         limits = acc.nats.limits
         expires = min((e for e in (user.exp, acc.exp) if e), default=0)
+        account_first = bool(acc.exp) and (not user.exp or acc.exp < user.exp)
         return JwtUser(
             public=user.sub,
             name=user.name,
@@ -219,6 +230,7 @@ class TrustedAccounts:
                 max_payload=_tighter(n.payload, limits.payload),
                 max_account_conns=limits.conn,
                 expires=float(expires),
+                account_expires=account_first,
             ),
         )
 
