@@ -158,6 +158,7 @@ class RaftGroup:
         self._promote: set[str] = set()  # joined learners to make voters once caught up
         self.last_seen: dict[str, float] = {}
         self.leader_since: float | None = None
+        self.last_append: float | None = None
         self.ever_had_leader = False
         self.error = ""
         self._was_member = member in self.node.membership.members()
@@ -261,6 +262,8 @@ class RaftGroup:
                 if job is not None:
                     await self._run_job(job)
             persist_ready(store, rd)
+            if rd.entries:
+                self.last_append = time.time()
             if rd.must_sync:
                 await self._run_job(store.begin_sync())
         for m in rd.persisted_messages:
@@ -760,5 +763,8 @@ class RaftGroup:
             repair_through=st.repair_through,
             peers=tuple(peers),
             error=self.error,
+            proposals_queued=queued,
             proposals_pending=queued + len(self.pending.waiting) + len(self.forwarded.requests),
+            log_bytes=self.store.size_bytes(),
+            last_append=self.last_append,
         )

@@ -65,4 +65,7 @@ class GroupStatus:
     repair_through: int  # its log lost entries through here: it will not vote until repaired
     peers: tuple[PeerState, ...]
     error: str  # why the group stopped, if it did
+    proposals_queued: int  # proposals waiting to go into an entry (or to the leader)
     proposals_pending: int  # units queued or forwarded, not yet answered
+    log_bytes: int  # the log's segments on disk
+    last_append: float | None  # epoch seconds entries were last written to the log

@@ -663,6 +663,10 @@ class RaftLogStore:
         self._hs_disk = self._hs
         self._synced_disk = self._synced
 
+    def size_bytes(self) -> int:
+        """The segments' bytes on disk (what the log holds now)."""
+        return sum(seg.end for seg in self._segs)
+
     @property
     def directory(self) -> Path:
         return self._dir
