@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g raft-sim raft-bench chaos
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/jetpy-spark-python.pth
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# an editable install skips the wheel's top-level .pth (see setup.py): put it in place
+	cp src/jetpy-spark-python.pth "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 	@touch $(STAMP)
 
 # The server on 127.0.0.1:4222, JetStream on, file store under ./data, monitoring on 8222.
@@ -67,6 +69,12 @@ raft-sim: $(STAMP)
 # on disk); see the README's Raft section.
 raft-bench: $(STAMP)
 	$(BIN)/python -m tests.raft.bench_raft
+
+# The fault suite's long runs (`make test` runs a fast slice of the same tests): kill -9 under
+# publish, random and targeted damage to every stream file, a full disk; JETPY_FAULT_RUNS=N.
+.PHONY: faults
+faults: $(STAMP)
+	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q --timeout=3600 tests/faults
 
 # The fault harness (tests/chaos, see README's Raft host section): three then five servers of the
 # replicated test service under every fault, CHAOS_SECONDS of faults each (about three minutes in

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 import sys
 import time
 from asyncio.subprocess import PIPE, Process
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import nats
 from nats.aio.client import Client
 
-from conftest import Proc
+from conftest import JETPY_SERVER, Proc, free_port, start_process
 
 MAX_RTT = 0.100  # what another client's round trip may take while the big request is worked on
 PING_EVERY = 0.005
@@ -229,3 +233,188 @@ async def _pending_100k(url: str, procs: list[Process]) -> None:
     assert (await api(nc, "$JS.API.STREAM.INFO.I"))["state"]["messages"] == 0
     await nc.close()
     await other.close()
+
+
+async def test_other_clients_are_served_while_a_million_message_stream_is_purged(jetpy_proc: Proc) -> None:
+    """Lowered limits and purges of a file stream of 1M messages work in slices and sync off the
+    loop: before, the update held every other client for ~0.5 s and a purge by subject of half
+    the stream for ~0.7-0.8 s."""
+    nc = await nats.connect(jetpy_proc.url)
+    other = await nats.connect(jetpy_proc.url)
+    js = nc.jetstream()
+    await js.add_stream(name="P", subjects=["p.*"])
+    await js.add_consumer("P", durable_name="D")
+    payload = bytes(64)
+    for i in range(1_000_000):
+        await nc.publish(f"p.{i % 2}", payload)
+        if not i % 20_000:
+            await nc.flush(timeout=60)
+    await nc.flush(timeout=60)
+    deadline = time.monotonic() + 60
+    while (await js.stream_info("P")).state.messages < 1_000_000:
+        assert time.monotonic() < deadline, "the stream did not fill up"
+        await asyncio.sleep(0.1)
+    # lowered limits remove the oldest quarter
+    cfg = {"name": "P", "subjects": ["p.*"], "max_msgs": 750_000}
+    resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.UPDATE.P", cfg))
+    assert resp["state"]["messages"] == 750_000 and resp["state"]["first_seq"] == 250_001
+    assert rtt < MAX_RTT, f"update: {rtt * 1000:.0f} ms"
+    for body, purged, left in [
+        ({"filter": "p.1"}, 375_000, 375_000),  # one removal (and tombstone) per message
+        ({"keep": 100_000}, 275_000, 100_000),  # the head compacted away
+        ({}, 100_000, 0),  # everything
+    ]:
+        resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.PURGE.P", body))
+        assert resp == {
+            "type": "io.nats.jetstream.api.v1.stream_purge_response",
+            "success": True,
+            "purged": purged,
+        }
+        assert rtt < MAX_RTT, f"purge {body}: {rtt * 1000:.0f} ms"
+        info = await js.stream_info("P")
+        assert (info.state.messages, info.state.last_seq) == (left, 1_000_000)
+    await nc.close()
+    await other.close()
+
+
+async def test_connected_clients_are_served_while_a_large_stream_is_recovered(tmp_path: Path) -> None:
+    """Streams are read back at start in a worker thread: a client that connected before
+    JetStream was ready is served meanwhile. Before, the loop held every connection until the
+    last stream was read back (seconds for a million messages)."""
+    store = tmp_path / "store"
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "a.log"
+    )
+    try:
+        nc = await nats.connect(p.url)
+        js = nc.jetstream()
+        await js.add_stream(name="R", subjects=["r.*"])
+        for i in range(300_000):
+            await nc.publish(f"r.{i % 2}", bytes(64))
+            if not i % 20_000:
+                await nc.flush(timeout=60)
+        await nc.flush(timeout=60)
+        assert (await js.stream_info("R")).state.messages == 300_000  # core publishes, then a request
+        await nc.close()
+    finally:
+        p.stop()
+    port = free_port()
+    log = tmp_path / "b.log"
+    popen = start_on(port, store, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # as soon as the port is open
+            assert time.monotonic() < deadline and popen.poll() is None, log.read_text()
+            try:
+                _r, w = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.002)
+                continue
+            w.close()
+            break
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=10, allow_reconnect=False)
+        rtts: list[float] = []
+        while b"Server is ready" not in log.read_bytes():
+            start = time.perf_counter()
+            await nc.flush(timeout=30)
+            rtts.append(time.perf_counter() - start)
+            await asyncio.sleep(PING_EVERY)
+        assert len(rtts) >= 5, f"served only {len(rtts)} round trips while the stream was read back"
+        assert max(rtts) < MAX_RTT, f"{max(rtts) * 1000:.0f} ms"
+        assert b"Restored 300000 messages for stream 'R'" in log.read_bytes()
+        await nc.close()
+    finally:
+        popen.send_signal(signal.SIGTERM)
+        popen.wait(10)
+
+
+def start_on(port: int, store: Path, log: Path) -> subprocess.Popen[bytes]:
+    """jetpy-server on a known port (its listener opens before JetStream is ready)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [*JETPY_SERVER, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def _fill(nc: Client, stream: str, subject: str, n: int) -> None:
+    """Publish ``n`` 64-byte messages on ``subject``.0/.1 and wait until the stream holds them."""
+    js = nc.jetstream()
+    for i in range(n):
+        await nc.publish(f"{subject}.{i % 2}", bytes(64))
+        if not i % 20_000:
+            await nc.flush(timeout=60)
+    await nc.flush(timeout=60)
+    deadline = time.monotonic() + 60
+    while (await js.stream_info(stream)).state.messages < n:
+        assert time.monotonic() < deadline, "the stream did not fill up"
+        await asyncio.sleep(0.05)
+
+
+async def test_other_clients_are_served_while_a_lowered_max_age_removes_300k(jetpy_proc: Proc) -> None:
+    """A lowered ``max_age`` that puts 300,000 messages past it removes them a slice at a time
+    while the update is worked on; another client's round trip stays under 100 ms."""
+    nc = await nats.connect(jetpy_proc.url)
+    other = await nats.connect(jetpy_proc.url)
+    await nc.jetstream().add_stream(name="X", subjects=["x.*"])
+    await _fill(nc, "X", "x", 300_000)
+    await asyncio.sleep(1.1)
+    cfg = {"name": "X", "subjects": ["x.*"], "max_age": 1_000_000_000}
+    resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.UPDATE.X", cfg))
+    assert resp["state"]["messages"] == 0 and resp["state"]["last_seq"] == 300_000
+    assert rtt < MAX_RTT, f"update to a lower max_age: {rtt * 1000:.0f} ms"
+    await nc.close()
+    await other.close()
+
+
+async def test_clients_are_served_while_messages_aged_out_during_a_stop_expire(tmp_path: Path) -> None:
+    """The expiry timer removes at most a slice of messages per stream, then lets the loop serve
+    everyone before the next: 200,000 messages that aged out while the server was stopped expire
+    together at start, and a connected client's round trip stays under 100 ms throughout (the
+    timer used to remove them all in one go on the loop)."""
+    store = tmp_path / "store"
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "a.log"
+    )
+    max_age = 8.0
+    try:
+        nc = await nats.connect(p.url)
+        await nc.jetstream().add_stream(name="E", subjects=["e.*"], max_age=max_age)
+        filled = time.monotonic()
+        await _fill(nc, "E", "e", 200_000)
+        assert time.monotonic() - filled < max_age - 1, "filling took longer than max_age"
+        await nc.close()
+    finally:
+        p.stop()
+    await asyncio.sleep(max(0.0, filled + max_age + 0.5 - time.monotonic()))
+    port = free_port()
+    log = tmp_path / "b.log"
+    popen = start_on(port, store, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # as soon as the port is open
+            assert time.monotonic() < deadline and popen.poll() is None, log.read_text()
+            try:
+                _r, w = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.002)
+                continue
+            w.close()
+            break
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=10, allow_reconnect=False)
+        rtts: list[float] = []
+        left = -1
+        while left != 0:
+            assert time.monotonic() < deadline + 30, f"{left} messages still there"
+            start = time.perf_counter()
+            await nc.flush(timeout=30)
+            rtts.append(time.perf_counter() - start)
+            if b"Server is ready" in log.read_bytes():
+                left = (await nc.jetstream().stream_info("E")).state.messages
+            await asyncio.sleep(PING_EVERY)
+        assert max(rtts) < MAX_RTT, f"{max(rtts) * 1000:.0f} ms"
+        await nc.close()
+    finally:
+        popen.send_signal(signal.SIGTERM)
+        popen.wait(10)

@@ -55,6 +55,7 @@ def test_table_is_consistent() -> None:
         (E.NOT_ENABLED_FOR_ACCOUNT, 503, 10039, "JetStream not enabled for account"),
         (E.STREAM_NAME_CONTAINS_PATH_SEPARATORS, 400, 10128, "Stream name can not contain path separators"),
         (E.CONSUMER_OFFLINE_REASON, 500, 10195, "consumer is offline: {err}"),
+        (E.STREAM_OFFLINE_REASON, 500, 10194, "stream is offline: {err}"),
     ],
 )
 def test_rows_match_nats_server(row: ErrorCode, code: int, err_code: int, description: str) -> None:

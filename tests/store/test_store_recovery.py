@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jetpy.store import ConsumerState, ErrCorrupt, ErrStoreLocked, FileStore, StoreConfig, StoreLimits
+from jetpy.store.filestore import block_size_for
 from jetpy.store.record import BLOCK_HEADER_SIZE, FLAG_TOMBSTONE, validate_record
 
 SMALL_BLOCKS = 1024
@@ -238,6 +239,11 @@ def test_short_last_block_header(tmp_path: Path) -> None:
     st = s.state()
     assert (st.msgs, st.first_seq, st.last_seq, st.lost) == (0, 100, 99, None)
     assert s.store_msg("a", b"", b"x")[0] == 100
+    s.stop()
+    s = FileStore(tmp_path / "s", cfg())  # the append went after a rewritten header, not over it
+    st = s.state()
+    assert (st.msgs, st.last_seq, st.lost) == (1, 100, None)
+    assert (m := s.load_msg(100)) is not None and m.data == b"x"
     s.stop()
 
 
@@ -480,3 +486,23 @@ def test_bulk_read_stops_at_rot_found_after_open(tmp_path: Path) -> None:
     after = s.load_next_batch("", victim + 1, 1000)
     assert [m.seq for m in after] == list(range(victim + 1, 61))
     s.stop()
+
+
+# ----------------------------------------------------------------------------- block size
+
+
+def test_block_size_follows_max_bytes_as_in_nats_server(tmp_path: Path) -> None:
+    assert [block_size_for(n) for n in (-1, 0, 100_000, 127_000, 1_000_000, 64 << 20)] == [
+        8 << 20,
+        8 << 20,
+        32_000,
+        32_000,
+        4 << 20,
+        8 << 20,
+    ]
+    s = FileStore(tmp_path / "s", StoreConfig("b", "file", StoreLimits(max_bytes=100_000)))
+    for i in range(900):
+        s.store_msg("b", b"", bytes(70), ts=i)
+    s.stop()
+    sizes = [p.stat().st_size for p in blocks(tmp_path / "s")]
+    assert len(sizes) >= 3 and max(sizes) <= 32_000 + 200

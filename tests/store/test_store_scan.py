@@ -81,7 +81,8 @@ def test_damage_is_reported_with_the_codecs_reason(tmp_path: Path) -> None:
     assert regions[0].reason.startswith("checksum mismatch") and regions[1].reason.startswith("truncated")
     assert any(isinstance(r, Record) and r.offset > victim.offset for r in items), "re-synchronised"
     rep = check_stream("scan", tmp_path / "s")
-    assert len(rep.problems) == 2 and "damaged region" in rep.problems[0] and "torn tail" in rep.problems[1]
+    assert len(rep.problems) == 3 and "damaged region" in rep.problems[0] and "torn tail" in rep.problems[1]
+    assert rep.problems[2] == f"lost sequences: {victim.seq}" and rep.lost == [victim.seq]
 
 
 def test_consumer_files_that_fail_their_checks(tmp_path: Path) -> None:

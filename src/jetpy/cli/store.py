@@ -109,6 +109,10 @@ def _report(r: StreamReport) -> dict[str, Any]:
         "first_seq": min(r.live, default=0),
         "last_seq": r.last_seq,
         "floor": r.floor,
+        "tail": None
+        if r.tail is None
+        else {"hwm": r.tail.hwm, "floor": r.tail.floor, "block": r.tail.block, "size": r.tail.size},
+        "lost": r.lost,
         "consumers": [_consumer_dict(c) for c in r.consumers],
         "problems": problems,
         "ok": not problems,

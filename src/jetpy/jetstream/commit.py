@@ -107,6 +107,13 @@ class Committer:
             stream.store.flush()
             stream.store.sync()
 
+    async def sync_off_loop(self, stream: Stream) -> None:
+        """``sync_now`` with the sync in a worker thread: for a change whose sync may be long
+        (a large purge writes a tombstone per message), so the loop serves everyone meanwhile."""
+        if stream.durable:
+            stream.store.flush()
+            await asyncio.get_running_loop().run_in_executor(None, stream.store.sync)
+
     def forget(self, stream: Stream) -> None:
         """The stream is being deleted: nothing of it is committed any more (parked acks are
         dropped, as the stream's answer is gone with it)."""

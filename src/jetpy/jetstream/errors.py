@@ -174,6 +174,7 @@ __all__ = [
     "STREAM_NOT_FOUND",
     "STREAM_NOT_MATCH",
     "STREAM_OFFLINE",
+    "STREAM_OFFLINE_REASON",
     "STREAM_PURGE_FAILED",
     "STREAM_RECONFIGURE_NOT_IN_PROGRESS",
     "STREAM_REPLICAS_NOT_SUPPORTED",
@@ -356,6 +357,7 @@ STREAM_PURGE_FAILED = _e(500, 10110, "{err}")
 STREAM_ROLLUP_FAILED = _e(500, 10111, "{err}")
 STREAM_INFO_MAX_SUBJECTS = _e(500, 10117, "subject details would exceed maximum allowed")
 STREAM_OFFLINE = _e(500, 10118, "stream is offline")
+STREAM_OFFLINE_REASON = _e(500, 10194, "stream is offline: {err}")
 STREAM_MOVE_AND_SCALE = _e(400, 10123, "can not move and scale a stream in a single update")
 STREAM_MOVE_IN_PROGRESS = _e(400, 10124, "stream move already in progress")
 STREAM_NAME_CONTAINS_PATH_SEPARATORS = _e(400, 10128, "Stream name can not contain path separators")

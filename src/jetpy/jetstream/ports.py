@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
-__all__ = ["Caller", "JetStreamConfig", "MessageBus", "MessageHandler", "StoreProvider"]
+__all__ = ["Caller", "JetStreamConfig", "MessageBus", "MessageHandler", "PersistedStream", "StoreProvider"]
 
 
 @dataclass(slots=True)
@@ -78,15 +78,32 @@ class MessageBus(Protocol):
     def unwatch_interest(self, handle: Any) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class PersistedStream:
+    """A stream the store provider found persisted: its metadata (or why it cannot be read),
+    and how to open its store (raises ``StoreError`` if its files cannot be trusted). Nothing
+    is opened, and so nothing written, before the metadata has been read and understood."""
+
+    name: str
+    meta: bytes | None  # None: unreadable or missing, see ``problem``
+    problem: str  # why the metadata cannot be read ("" if it was)
+    open: Callable[[], StreamStore]
+    missing: bool = False  # no metadata at all: a creation or restore that never finished
+
+
 class StoreProvider(Protocol):
     """Creates and finds stores; the composition root decides memory vs file and where files go."""
 
     def create(self, config: StoreConfig) -> StreamStore: ...
 
-    def recover(self) -> list[StreamStore]:
-        """Every persisted stream store found at start-up (file storage only)."""
+    def recover(self) -> list[PersistedStream]:
+        """Every persisted stream found at start-up (file storage only), not yet opened."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Delete the files of a stream that is not open (an operator's explicit request)."""
         ...
 
     def quarantine(self, name: str, reason: str) -> str:
-        """Move a stream whose metadata cannot be trusted aside (never delete it); returns where."""
+        """Move a stream directory that never became a stream aside (never delete it); returns where."""
         ...

@@ -1,7 +1,7 @@
 """StreamRegistry: the streams of a server, their life cycle, and the publish path into them.
 
 Owns: the streams by name; creating, updating, deleting and recovering them (with the stream
-metadata each file stream persists, and quarantine when it cannot be read); the bus
+metadata each file stream persists, and keeping one offline when it cannot be read back); the bus
 subscription on every stream's subjects and the handler behind it (:func:`ingest_handler`), which
 decides and applies a published message, hands its PubAck to the committer and tells the
 ``StreamEvents`` listener (the consumers' host) what was stored or removed; and the expiry timer.
@@ -14,6 +14,7 @@ Must not know: consumers (only the ``StreamEvents`` seam it owns), the API, stor
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import secrets
@@ -29,14 +30,22 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import StreamConfig
-from jetpy.jetstream.ports import MessageBus, MessageHandler, StoreProvider
+from jetpy.jetstream.offline import OfflineStreams
+from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
 from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
 from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.stream import MsgEntry, PublishResult, SkipEntry, Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
-from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
+from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError, StreamStore
 
-__all__ = ["SUBSCRIBE_STEP", "StreamEvents", "StreamRegistry", "ingest_handler", "new_identity"]
+__all__ = [
+    "SUBSCRIBE_STEP",
+    "StreamEvents",
+    "StreamRegistry",
+    "ingest_handler",
+    "new_identity",
+    "recovery_line",
+]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -99,6 +108,32 @@ def _meta_json(cfg: StreamConfig, created: int, identity: str) -> bytes:
     return msgspec.json.encode(_StreamMeta(cfg, created, identity))
 
 
+def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
+    """A persisted stream read back (its store opened, its limits applied, its message ids
+    re-learnt), or why it cannot be served and its config if that at least was read. Touches
+    nothing but the stream's own files (it runs in a worker thread)."""
+    if found.meta is None:
+        return found.problem, None
+    try:
+        meta = msgspec.json.decode(found.meta, type=_StreamMeta)
+    except (ValueError, msgspec.DecodeError) as e:
+        return f"its metadata does not decode: {e}", None
+    try:
+        store = found.open()
+    except StoreError as e:
+        return str(e), meta.config
+    try:
+        identity = meta.identity or _derived_identity(found.name, meta.created)
+        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
+        # the store was opened without knowing its limits: apply them now
+        store.update_limits(limits_of(meta.config))
+        stream.rebuild_dedup(time.time_ns())
+    except StoreError as e:
+        store.stop()
+        return str(e), meta.config
+    return stream
+
+
 class StreamRegistry:
     def __init__(
         self,
@@ -119,47 +154,61 @@ class StreamRegistry:
         self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
+        self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
 
     # -- life cycle -----------------------------------------------------------------------------
 
-    def recover(self) -> list[Stream]:
-        """Open every stream the store provider persisted; returns them (consumers next)."""
+    async def recover(self) -> list[Stream]:
+        """Open every stream the store provider persisted; returns them (consumers next). One
+        that cannot be read back is kept offline, its files untouched (see ``offline``). Each
+        is read back in a worker thread (a stream of a million messages takes seconds), so the
+        loop serves the clients already connected meanwhile."""
         recovered = []
-        for store in self.stores.recover():
-            stream = self._recover(store)
-            if stream is not None:
-                recovered.append(stream)
+        for found in self.stores.recover():
+            if found.missing:  # never became a stream: moved aside, as it is, and said so
+                where = self.stores.quarantine(found.name, found.problem)
+                log.error(
+                    "stream '%s' %s (a creation or restore that never finished): quarantined at %s,"
+                    " nothing deleted",
+                    found.name,
+                    found.problem,
+                    where,
+                )
+                continue
+            opened = await asyncio.to_thread(_open, found)
+            if isinstance(opened, Stream):
+                self._restored(opened)
+                recovered.append(opened)
+            else:
+                self._offline(found.name, *opened)
         return recovered
 
-    def _recover(self, store: StreamStore) -> Stream | None:
-        name = store.config.name
-        try:
-            raw = store.read_meta()
-            if raw is None:
-                raise ValueError("stream metadata missing")
-            meta = msgspec.json.decode(raw, type=_StreamMeta)
-        except (ValueError, msgspec.DecodeError) as e:  # keep the data, move it aside, say so
-            store.stop()
-            where = self.stores.quarantine(name, str(e))
-            log.error(
-                "stream '%s' metadata unreadable (%s): quarantined at %s, nothing deleted", name, e, where
-            )
-            return None
-        identity = meta.identity or _derived_identity(name, meta.created)
-        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
-        # the store was opened without knowing its limits: apply them now
-        store.update_limits(limits_of(meta.config))
-        stream.rebuild_dedup(time.time_ns())
+    def _restored(self, stream: Stream) -> None:
         self._add(stream)
-        st = store.state()
-        log.info("  Restored %d messages for stream '%s'", st.msgs, name)
-        if st.lost is not None and st.lost.msgs:
-            log.warning("stream '%s' lost messages on recovery: %s", name, st.lost.msgs)
-        return stream
+        st = stream.store.state()
+        log.info("  Restored %d messages for stream '%s'", st.msgs, stream.name)
+        notes = stream.store.recovery_notes()
+        if st.lost is not None or notes:
+            log.warning("stream '%s' %s", stream.name, recovery_line(st.lost, notes))
+
+    def _offline(self, name: str, reason: str, config: StreamConfig | None) -> None:
+        self.offline.add(name, reason, config)
+        log.error(
+            "stream '%s' is offline: %s; its files are kept as they are, nothing of it is served",
+            name,
+            reason,
+        )
+
+    def delete_offline(self, name: str) -> None:
+        """Delete an offline stream's files (an operator's request: the server never does)."""
+        self.offline.remove(name)
+        self.stores.remove(name)
+        log.warning("offline stream '%s' deleted on request", name)
 
     def stop(self) -> None:
         """Unsubscribe and stop every store (after the committer's final commit)."""
         self.expiry.cancel()
+        self.offline.stop()
         for name in list(self._subs):
             for h in self._subs.pop(name).handles.values():
                 self.bus.unsubscribe(h)
@@ -209,7 +258,7 @@ class StreamRegistry:
     def update_steps(self, stream: Stream, cfg: StreamConfig) -> Steps[None]:
         """:meth:`update` in steps (one per :data:`SUBSCRIBE_STEP` subjects changed)."""
         old_subjects = stream.config.subjects
-        stream.update_config(cfg)
+        yield from stream.update_config_steps(cfg)
         stream.store.write_meta(_meta_json(cfg, stream.created_ns, stream.identity))
         if old_subjects != cfg.subjects:
             yield from self._subscribe_to(stream, cfg.subjects)
@@ -255,6 +304,20 @@ class StreamRegistry:
 
     def get(self, name: str) -> Stream | None:
         return self.streams.get(name)
+
+    def require(self, name: str) -> Stream:
+        """The stream named so; raises 10194 (offline, with why) or 10059 (no such stream)."""
+        s = self.streams.get(name)
+        if s is not None:
+            return s
+        self.refuse_offline(name)
+        raise ApiError.of(E.STREAM_NOT_FOUND)
+
+    def refuse_offline(self, name: str) -> None:
+        """Raise 10194 if a stream of this name is offline (its name is taken)."""
+        off = self.offline.get(name)
+        if off is not None:
+            raise off.error()
 
     def subjects_overlap(self, cfg: StreamConfig, skip: str = "") -> bool:
         """Does some subject of ``cfg`` overlap a subject of another stream (not ``skip``)?"""
@@ -361,3 +424,12 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
 def _exhausted_ack(stream: str) -> bytes:
     """The answer to a publish while the server's limit for the stream's storage is used up."""
     return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))
+
+
+def recovery_line(lost: LostData | None, notes: Sequence[str]) -> str:
+    """What a stream's recovery found, as one bounded log line: the lost sequences as ranges
+    and the store's notes on why."""
+    what = "recovered with problems"
+    if lost is not None and lost.msgs:
+        what = f"lost {len(lost.msgs)} messages on recovery: {lost.ranges()}"
+    return f"{what} ({'; '.join(notes)})" if notes else what

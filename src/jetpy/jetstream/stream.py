@@ -25,6 +25,8 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, StreamSourceInfo
 from jetpy.jetstream.recent import RecentMessages
 from jetpy.jetstream.republish import RepublishedMsg, Republisher
+from jetpy.jetstream.seek import seq_at_time
+from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.transform import SubjectTransform
 from jetpy.protocol.headers import get_header
 from jetpy.store.base import (
@@ -38,6 +40,7 @@ from jetpy.store.ttl import parse_ttl
 from jetpy.subjects import is_valid_subject, subject_matches
 
 __all__ = [
+    "EXPIRE_SLICE",
     "DeleteEntry",
     "MsgEntry",
     "OriginsReport",
@@ -53,6 +56,12 @@ __all__ = [
 
 _json = msgspec.json.Encoder()
 _time_ns = time.time_ns
+
+DEDUP_BATCH = 1024  # messages read at once when re-learning message ids after a restart
+EXPIRE_SLICE = 1024
+"""Messages expired at most in one go (a few ms of work on a file stream): a million messages past
+``max_age`` at once (a stream that was idle, a lowered ``max_age``) are removed a slice at a time,
+other clients served between."""
 
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
@@ -194,13 +203,20 @@ class Stream:
     def update_config(self, config: StreamConfig, now_ns: int | None = None) -> None:
         """Apply a new config; lowered limits (max_age included) take effect at once, as
         nats-server's UpdateConfig does, so the update's reply already shows their effect."""
+        run_steps(self.update_config_steps(config, now_ns))
+
+    def update_config_steps(self, config: StreamConfig, now_ns: int | None = None) -> Steps[None]:
+        """:meth:`update_config` in steps: lowered limits may remove a million messages, a few
+        thousand per step (the new limits hold for what is stored in between)."""
         self.config = config
         self._derive(config)
         # in place: consumers hold this object (the update may also have removed messages)
         self.recent.reset(_store_never_discards(config))
-        self.store.update_limits(limits_of(config))
+        yield from self.store.update_limits_steps(limits_of(config))
         if config.max_age > 0:
-            self.store.expire(time.time_ns() if now_ns is None else now_ns)
+            now = time.time_ns() if now_ns is None else now_ns
+            while self.store.expire(now, EXPIRE_SLICE) == EXPIRE_SLICE:
+                yield
 
     # -- publish --------------------------------------------------------------------------------
 
@@ -257,6 +273,10 @@ class Stream:
 
     def apply_purge(self, e: PurgeEntry) -> int:
         return self.store.purge(e.subject, e.seq, e.keep)
+
+    def purge_steps(self, e: PurgeEntry) -> Steps[int]:
+        """:meth:`apply_purge` in steps (a large purge yields to other work between them)."""
+        return self.store.purge_steps(e.subject, e.seq, e.keep)
 
     def apply_delete(self, e: DeleteEntry) -> bool:
         return self.store.erase_msg(e.seq) if e.erase else self.store.remove_msg(e.seq)
@@ -332,6 +352,19 @@ class Stream:
         cfg = self.config
         if len(hdr) > MAX_HEADER_SIZE:
             raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+        if b"Nats-Expected" not in hdr and b"Nats-TTL" not in hdr and b"Nats-Rollup" not in hdr:
+            # the common case, a message id at most: one lookup (keys match with their case)
+            mid = get_header(hdr, H_MSG_ID)
+            if not mid:
+                return "", b"", 0
+            msg_id = mid.decode()
+            self._trim_dedup(now)
+            seen = self._dedup.get(msg_id)
+            if seen is not None:
+                return PublishResult(
+                    pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0
+                )
+            return msg_id, b"", 0
         expected = get_header(hdr, H_EXPECTED_STREAM)
         if expected is not None and expected.decode() != self.name:
             raise ApiError.of(E.STREAM_NOT_MATCH)
@@ -388,13 +421,14 @@ class Stream:
 
     # -- expiry ---------------------------------------------------------------------------------
 
-    def expire(self, now_ns: int) -> tuple[int, list[StoredMsg]]:
-        """Remove what max_age and per-message TTLs say is due at ``now_ns``. Returns how many
-        messages went, and the delete markers the store left (as stored messages, so the engine
-        hands them to consumers like any other new message)."""
+    def expire(self, now_ns: int, limit: int = EXPIRE_SLICE) -> tuple[int, list[StoredMsg]]:
+        """Remove what max_age and per-message TTLs say is due at ``now_ns``, at most ``limit``
+        messages (0: all). Returns how many messages went (``limit``: more may be due) and the
+        delete markers the store left (as stored messages, so the engine hands them to consumers
+        like any other new message)."""
         store = self.store
         before = store.state().last_seq if self.config.subject_delete_marker_ttl > 0 else 0
-        removed = store.expire(now_ns)
+        removed = store.expire(now_ns, limit)
         markers: list[StoredMsg] = []
         if before:
             for seq in range(before + 1, store.state().last_seq + 1):
@@ -414,31 +448,34 @@ class Stream:
 
     def rebuild_dedup(self, now: int, seen: Iterable[tuple[str, int, int]] | None = None) -> None:
         """After a restart: re-learn message ids published within the duplicate window, from
-        the store, or from ``seen`` ((id, seq, ts) in sequence order, gathered by whoever wrote
-        the messages: a restore, which must not read a large stream again on the loop)."""
+        the store (only the messages inside the window are read, in bulk), or from ``seen``
+        ((id, seq, ts) in sequence order, gathered by whoever wrote the messages: a restore,
+        which must not read a large stream again on the loop)."""
         window = self.config.duplicate_window
         if window <= 0:
             return
-        for mid, seq, ts in self._msg_ids() if seen is None else seen:
+        for mid, seq, ts in self._msg_ids(now - window) if seen is None else seen:
             if now - ts <= window:
                 self._dedup[mid] = (seq, ts)
                 self._last_msg_id = mid
 
-    def _msg_ids(self) -> Iterator[tuple[str, int, int]]:
+    def _msg_ids(self, since: int) -> Iterator[tuple[str, int, int]]:
+        """(id, seq, ts) of the stored messages from time ``since`` on that carry an id."""
         st = self.store.state()
-        if st.msgs == 0:
+        if st.msgs == 0 or st.last_ts < since:
             return
-        seq = st.first_seq
+        seq = seq_at_time(self.store, since, st.first_seq, st.last_seq)
         while True:
-            msg = self.store.load_next_msg("", seq)
-            if msg is None:
+            batch = self.store.load_next_batch("", seq, DEDUP_BATCH)
+            if not batch:
                 break
-            seq = msg.seq + 1
-            if not msg.hdr:
-                continue
-            mid = get_header(msg.hdr, H_MSG_ID)
-            if mid:
-                yield mid.decode(), msg.seq, msg.ts
+            seq = batch[-1].seq + 1
+            for msg in batch:
+                if not msg.hdr:
+                    continue
+                mid = get_header(msg.hdr, H_MSG_ID)
+                if mid:
+                    yield mid.decode(), msg.seq, msg.ts
 
 
 def _go_quote(raw: bytes) -> str:

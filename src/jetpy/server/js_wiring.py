@@ -2,10 +2,12 @@
 
 The composition root for JetStream: the broker becomes its ``MessageBus``; file streams live in
 ``<store_dir>/jetstream/$G/streams/<name>/`` (nats-server's layout, one account for now) and
-memory streams in memory. A stream directory whose metadata cannot be read is moved to
-``<store_dir>/jetstream/quarantine/`` and reported, never deleted. Knows nothing of the server
-around it: it is handed the options, the broker and the server's name, and hands back a
-:class:`~jetpy.server.js_service.JetStreamService`.
+memory streams in memory. A stream directory is handed to the engine unopened, with its
+metadata: one whose files cannot be trusted is left exactly as it is (the engine keeps that
+stream offline); one without metadata (a creation or restore that never finished: the metadata
+is written last) is moved to ``<store_dir>/jetstream/quarantine/``, never deleted. Knows nothing
+of the server around it: it is handed the options, the broker and the server's name, and hands
+back a :class:`~jetpy.server.js_service.JetStreamService`.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler
+from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler, PersistedStream
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.options import ServerOptions
-from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
-from jetpy.store.filestore import FileStore
+from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
+from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.filestore import FileStore, read_meta_file
 from jetpy.store.memory import MemoryStore
 
 __all__ = ["BrokerBus", "DirectoryStores", "default_max_memory", "default_max_storage", "start_jetstream"]
@@ -88,20 +92,23 @@ class DirectoryStores:
             return MemoryStore(config)
         return FileStore(os.path.join(self.streams_dir, config.name), config)
 
-    def recover(self) -> list[StreamStore]:
-        stores: list[StreamStore] = []
+    def recover(self) -> list[PersistedStream]:
+        found: list[PersistedStream] = []
         for name in sorted(os.listdir(self.streams_dir)):
             path = os.path.join(self.streams_dir, name)
             if not os.path.isdir(path):
                 continue
+            missing = False
             try:
-                # opened with no limits: the engine reads the stream's config from the store's
-                # metadata and applies its limits before any message is accepted
-                stores.append(FileStore(path, StoreConfig(name=name, storage="file")))
-            except Exception as e:  # unreadable: keep the bytes, move them aside
-                where = self.quarantine(name, str(e))
-                log.error("stream '%s' could not be recovered (%s): quarantined at %s", name, e, where)
-        return stores
+                meta, problem = read_meta_file(path), ""
+                if meta is None:
+                    problem, missing = "stream metadata missing", True
+            except StoreError as e:
+                meta, problem = None, str(e)
+            # opened with no limits: the engine applies the stream's own before anything is stored
+            opener = partial(FileStore, path, StoreConfig(name=name))
+            found.append(PersistedStream(name, meta, problem, opener, missing))
+        return found
 
     def quarantine(self, name: str, reason: str) -> str:
         qdir = os.path.join(self.root, "quarantine")
@@ -113,6 +120,13 @@ class DirectoryStores:
         with open(os.path.join(qdir, "README.txt"), "a") as f:
             f.write(f"{dest}: {reason}\n")
         return dest
+
+    def remove(self, name: str) -> None:
+        shutil.rmtree(os.path.join(self.streams_dir, name))
+        try:
+            fsync_dir(self.streams_dir)
+        except OSError:
+            pass
 
 
 def default_max_memory() -> int:

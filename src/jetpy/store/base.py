@@ -47,16 +47,20 @@ Semantics shared by every store (nats-server's memstore/filestore are the refere
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from array import array
+from collections.abc import Callable, Generator, Iterable, Sequence
+from itertools import islice
+from typing import Final, Literal, Protocol, runtime_checkable
 
 import msgspec
 
 from jetpy.subjects import matches_all as is_all
 
 __all__ = [
+    "BULK_MAX_EXAMINED",
     "FILE_HDR_OVERHEAD",
     "FILE_MSG_OVERHEAD",
+    "LOST_RANGES_SHOWN",
     "MAX_PAYLOAD",
     "MAX_SUBJECT_BYTES",
     "MEMORY_MSG_OVERHEAD",
@@ -75,14 +79,17 @@ __all__ = [
     "ErrWrongSequence",
     "LostData",
     "SimpleState",
+    "Steps",
     "StoreConfig",
     "StoreError",
     "StoreExport",
     "StoreLimits",
     "StoredMsg",
+    "StoredRecords",
     "StreamState",
     "StreamStore",
     "check_discard_new",
+    "finish",
     "msg_size",
     "payload_cap",
     "purge_ex",
@@ -137,11 +144,53 @@ class StoredMsg(msgspec.Struct, frozen=True, gc=False):
     data: bytes
 
 
+LOST_RANGES_SHOWN = 16
+"""Ranges of lost sequences ``LostData.ranges`` names (the count is always exact): a damaged
+store must not write megabytes into a log line or a report."""
+
+
+BULK_MAX_EXAMINED = 262_144
+"""Sequences one ``read_records`` call looks at, at most: a filter matching nothing in a stream
+of 100 million messages costs a bounded slice of work per call (milliseconds), never one long
+stall of its owner's loop."""
+
+
+class StoredRecords(msgspec.Struct, frozen=True, gc=False):
+    """Stored messages as the file store's message records (``record.py``: header, subject,
+    headers, payload, CRC-32), many at a time: what ``StreamStore.read_records`` hands out.
+
+    The records area is ``b"".join(parts)`` (``size`` bytes); record ``k`` starts at
+    ``offsets[k] - base`` in it (``offsets`` is an ``array("I")``: a file store hands out its
+    block offsets as they are, with ``base`` where its first run starts). Bytes between
+    records belong to no message of the read (tombstones, a few bytes of padding): readers go
+    by the offsets. ``next_seq`` is where the next read continues: every matching message with
+    a sequence below it, from the requested start on, was handed out."""
+
+    parts: list[bytes]
+    offsets: array[int]
+    base: int
+    size: int
+    next_seq: int
+
+
 class LostData(msgspec.Struct, frozen=True):
-    """Messages the store had accepted but can no longer return (corruption, failed fsync)."""
+    """Messages the store had accepted but can no longer return (a damaged or missing file)."""
 
     msgs: list[int]
     bytes: int
+
+    def ranges(self, limit: int = LOST_RANGES_SHOWN) -> str:
+        """The lost sequences as ``1-5, 9, 12-40``, at most ``limit`` ranges (then how many more)."""
+        spans: list[tuple[int, int]] = []
+        for q in sorted(self.msgs):
+            if spans and q == spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], q)
+            else:
+                spans.append((q, q))
+        shown = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans[:limit])
+        if len(spans) > limit:
+            shown += f" and {len(spans) - limit} more ranges"
+        return shown
 
 
 class StreamState(msgspec.Struct, frozen=True):
@@ -183,7 +232,7 @@ class StoreConfig(msgspec.Struct, frozen=True):
     storage: Literal["file", "memory"] = "file"
     limits: StoreLimits = msgspec.field(default_factory=StoreLimits)
     first_seq: int = 1  # only used when the store is created
-    block_size: int = 0  # file store only; 0 = filestore.DEFAULT_BLOCK_SIZE
+    block_size: int = 0  # file store only; 0 = by max_bytes, as nats-server (filestore.block_size_for)
 
 
 class ConsumerState(msgspec.Struct, frozen=True):
@@ -350,41 +399,81 @@ def stream_state(
     )
 
 
+PURGE_STEP: Final = 4096
+"""Messages removed one by one (a purge by subject) between two points where a purge may pause:
+a few milliseconds of work, so a purge of a million messages can let other work in between."""
+
+COMPACT_STEP: Final = 65536
+"""Sequences compacted away between two such points (a purge of the head: whole runs at once)."""
+
+Steps = Generator[None, None, int]
+"""Work that yields where it may pause and returns a count (``finish`` runs it at once)."""
+
+
+def finish(steps: Steps) -> int:
+    """Run every step now; the result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return int(done.value)
+
+
 def purge_ex(
     subject: str,
     seq: int,
     keep: int,
     *,
     msgs: int,
+    first_seq: int,
     last_seq: int,
     purge_all: Callable[[], int],
     compact: Callable[[int], int],
     nth_newest: Callable[[int], int],
-    matching_seqs: Callable[[str, int], list[int]],
+    matching_seqs: Callable[[str, int], Iterable[int]],
     matching_count: Callable[[str], int],
-    remove: Callable[[int], object],
-) -> int:
-    """``StreamStore.purge`` (nats-server's PurgeEx) over a store's own primitives: it holds
-    ``msgs`` messages up to ``last_seq``; ``nth_newest(k)`` is the seq from which exactly ``k``
-    are live; ``matching_seqs(filter, upper)`` the live seqs up to ``upper`` on matching
-    subjects, ascending, and ``matching_count(filter)`` how many match in all."""
+    remove: Callable[[int], bool],
+) -> Steps:
+    """``StreamStore.purge_steps`` (nats-server's PurgeEx) over a store's own primitives: it
+    holds ``msgs`` messages from ``first_seq`` to ``last_seq``; ``nth_newest(k)`` is the seq
+    from which exactly ``k`` are live; ``matching_seqs(filter, upper)`` the live seqs up to
+    ``upper`` on matching subjects, ascending (produced as they are consumed), and
+    ``matching_count(filter)`` how many match in all.
+
+    Yields every ``PURGE_STEP`` removals or ``COMPACT_STEP`` sequences compacted. Messages stored
+    while it is paused have higher sequences than any it removes, so they are never purged by
+    it (a purge past the end, which gives the next message a higher sequence, never pauses)."""
     if is_all(subject):
         if keep <= 0 and seq <= 1:
             return purge_all()
         if seq > 1:
-            return compact(seq)
-        if keep >= msgs:
+            target = seq
+        elif keep >= msgs:
             return 0
-        return compact(nth_newest(keep))
-    victims = matching_seqs(subject, seq - 1 if seq > 1 else last_seq)
+        else:
+            target = nth_newest(keep)
+        if target > last_seq + 1:
+            return compact(target)  # at once: nothing below it may be stored in between
+        removed = 0
+        at = first_seq + COMPACT_STEP
+        while at < target:
+            removed += compact(at)
+            yield
+            at += COMPACT_STEP
+        return removed + compact(target)
+    victims: Iterable[int] = matching_seqs(subject, seq - 1 if seq > 1 else last_seq)
     if keep > 0:
         total = matching_count(subject)
         if keep >= total:
             return 0
-        victims = victims[: total - keep]
-    for s in victims:
-        remove(s)
-    return len(victims)
+        victims = islice(victims, total - keep)
+    removed = 0
+    for i, s in enumerate(victims, 1):
+        if remove(s):
+            removed += 1
+        if not i % PURGE_STEP:
+            yield
+    return removed
 
 
 @runtime_checkable
@@ -458,6 +547,14 @@ class StreamStore(Protocol):
         """Up to ``max_msgs`` of the messages ``load_next_msg`` would return one by one from
         ``start_seq`` on, in order (fewer only when no more match): the consumers' bulk read."""
 
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read: the live messages with ``start_seq <= seq <= end_seq`` whose subject
+        matches one of ``filters`` (none, or ``>``: every subject), in order, as records (see
+        ``StoredRecords``). Adds records while the area holds less than ``max_bytes``, and
+        examines at most ``BULK_MAX_EXAMINED`` sequences; ``next_seq`` says where to go on."""
+
     def remove_msg(self, seq: int) -> bool: ...
 
     def erase_msg(self, seq: int) -> bool:
@@ -466,6 +563,10 @@ class StreamStore(Protocol):
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         """nats-server PurgeEx: remove matching messages below ``seq`` (0 or 1 = no bound), keeping
         the ``keep`` newest matching ones. With no subject filter, ``seq`` > 1 is ``compact(seq)``."""
+
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
+        """``purge`` in steps (see ``purge_ex``): the caller may store, read and remove between
+        them; the result is how many messages the purge removed."""
 
     def compact(self, seq: int) -> int:
         """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
@@ -486,9 +587,14 @@ class StreamStore(Protocol):
 
     def update_limits(self, limits: StoreLimits) -> None: ...
 
-    def expire(self, now_ns: int) -> int:
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
+        """``update_limits`` in steps, yielding every ``PURGE_STEP`` messages its lower limits
+        remove (they hold for what is stored in between); returns how many it removed."""
+
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         """Remove messages older than ``max_age`` or past their own TTL at ``now_ns`` (and leave
-        delete markers if configured); returns how many were removed."""
+        delete markers if configured), at most ``limit`` of them (0: all); returns how many were
+        removed (``limit`` when more may be due: call again)."""
 
     def next_expiry(self) -> int | None:
         """When (ns since epoch) the next message expires (by age or TTL), or None if none will."""
@@ -508,6 +614,10 @@ class StreamStore(Protocol):
     def write_meta(self, meta: bytes) -> None: ...
 
     def read_meta(self) -> bytes | None: ...
+
+    def recovery_notes(self) -> list[str]:
+        """What opening the store found wrong with its files and what was made of it, one line
+        each (the losses themselves are in ``state().lost``); empty for a healthy store."""
 
     def stop(self) -> None: ...
 

@@ -1,13 +1,15 @@
 """``FileStore``: a stream's messages in append-only block files, with group commit.
 
-Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock,
-recovery, first block), the append hot path, limits, removal (tombstones, the durable floor,
+Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, tail
+record, recovery, first block; a damaged tail record or an impossible header refuses to open
+with ``ErrCorrupt``, touching nothing, and what else was found is in ``recovery_notes``), the
+append hot path, limits, removal (tombstones, the durable floor,
 whole-block removal), purge/compact, consumers/metadata and the lifecycle. The parts, each in
 its module: ``StoreIndex`` (index.py: which seq is where, subjects, counters, the queries),
 ``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read), ``GroupCommit``
 (writer.py: write buffer, flush, sync, rollback, descriptors) and ``Expiry`` (expiry.py: TTLs
 and max_age). Byte formats are in ``record.py``, the directory layout in ``layout.py``, the
-open-time scan in ``recovery.py``, one block and its columns in ``segment.py``.
+open-time scan in ``recovery.py``, the tail record in ``tail.py``, one block and its columns in ``segment.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Hot paths: ``store_msg``, ``load_msg``, ``load_next_msg`` and ``load_next_batch`` make no more
@@ -33,6 +35,7 @@ import errno as _errno
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -40,32 +43,46 @@ from jetpy.subjects import matches_all as is_all
 
 from .base import (
     MAX_SUBJECT_BYTES,
+    PURGE_STEP,
+    ErrCorrupt,
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrStoreIO,
     ErrWrongSequence,
     SimpleState,
+    Steps,
     StoreConfig,
     StoredMsg,
+    StoredRecords,
     StoreLimits,
     StreamState,
     check_discard_new,
+    finish,
     payload_cap,
     purge_ex,
     stream_state,
 )
+from .bulk import read_file_records
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .expiry import Expiry
 from .export import EXPORT_FDS, ExportPart, FileExport
 from .index import StoreIndex
-from .layout import META_FILE, MSGS_DIR, OBS_DIR, lock_directory
+from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
 from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record, encode_erased
 from .recovery import read_tombstones, recover
 from .segment import NO_SID, Block
+from .tail import Tail, TailFile, read_tail
 from .writer import GroupCommit
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "MAX_WRITE_BUFFER", "MIN_BLOCK_SIZE", "FileStore"]
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "MAX_WRITE_BUFFER",
+    "MIN_BLOCK_SIZE",
+    "FileStore",
+    "block_size_for",
+    "read_meta_file",
+]
 
 DEFAULT_BLOCK_SIZE: Final = 8 * 1024 * 1024
 """Roll to a new block past this size. nats-server's maximum for limits streams: large enough that
@@ -75,11 +92,35 @@ block frees its space soon and that reading one block to carry its tombstones st
 MIN_BLOCK_SIZE: Final = 1024
 """Smallest accepted ``block_size`` (tests use tiny blocks to exercise rolling and removal)."""
 
+SMALL_STREAM_BLOCK_SIZE: Final = 32_000
+MEDIUM_BLOCK_SIZE: Final = 4 * 1024 * 1024
+
+
+def block_size_for(max_bytes: int) -> int:
+    """The block size of a stream with this ``max_bytes`` and no explicit ``block_size``, by
+    nats-server's rule: a quarter of ``max_bytes`` (plus 1, rounded up to 100) is at most
+    32,000 bytes -> 32,000; at least 8 MiB -> 8 MiB; in between -> 4 MiB. Without ``max_bytes``
+    8 MiB. A small stream so spreads over several blocks, and frees its space a block at a time."""
+    if max_bytes <= 0:
+        return DEFAULT_BLOCK_SIZE
+    size = max_bytes // 4 + 1
+    size += -size % 100
+    if size <= SMALL_STREAM_BLOCK_SIZE:
+        return SMALL_STREAM_BLOCK_SIZE
+    return DEFAULT_BLOCK_SIZE if size >= DEFAULT_BLOCK_SIZE else MEDIUM_BLOCK_SIZE
+
+
 MAX_WRITE_BUFFER: Final = 1024 * 1024
 """``store_msg`` flushes by itself beyond this many buffered bytes, bounding memory when the caller
 flushes rarely; one write of this size still carries thousands of small records per syscall."""
 
 _time_ns = time.time_ns
+
+
+def read_meta_file(directory: str | os.PathLike[str]) -> bytes | None:
+    """A stream directory's metadata bytes, without opening its store (None if there are none).
+    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read."""
+    return read_framed(Path(directory) / META_FILE, META_MAGIC)
 
 
 class FileStore:
@@ -91,21 +132,34 @@ class FileStore:
         self._obsdir = self._dir / OBS_DIR
         self._dir_lock = -1
         blocks: list[Block] = []
+        tail_file: TailFile | None = None
         try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._dir_lock = lock_directory(self._dir)
+            tail = read_tail(self._dir)
+            if isinstance(tail, str):
+                raise ErrCorrupt(tail)
+            rec = recover(msgdir, config.first_seq, tail, config.block_size)
+            self._notes = [*rec.damaged, *rec.notes]
+            if tail is None and (rec.blocks or (self._dir / META_FILE).exists()):
+                self._notes.insert(
+                    0, f"{TAIL_FILE} is missing: the newest block could not be checked against it"
+                )
             if not msgdir.is_dir():
-                msgdir.mkdir(parents=True, exist_ok=True)
+                msgdir.mkdir()
                 fsync_dir(self._dir)
                 fsync_dir(self._dir.parent)
-            self._dir_lock = lock_directory(self._dir)
-            rec = recover(msgdir, config.first_seq)
             blocks = rec.blocks
             created = None
             if not blocks:
                 base = rec.last_seq + 1
                 created = Block.create(msgdir, BlockHeader(base, base - 1, base, 0, 1))
                 blocks.append(created)
+            elif blocks[-1].size < BLOCK_HEADER_SIZE:  # its header is rewritten below, appends follow it
+                blocks[-1].size = blocks[-1].flushed = BLOCK_HEADER_SIZE
             self._ix = ix = StoreIndex(rec)
-            self._w = w = GroupCommit(ix, msgdir, self._forget_reads)
+            tail_file = self._open_tail(tail)
+            self._w = w = GroupCommit(ix, msgdir, self._forget_reads, tail_file)
             self._rd = BlockReader(ix, w.wbuf, w.fd)
             self._expiry = Expiry(
                 live=ix.live,
@@ -118,7 +172,6 @@ class FileStore:
             )
             self._bind()
             self._cfg = config
-            self._block_size = max(config.block_size or DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE)
             self._set_limits(config.limits)
             if created is not None:
                 w.created(created)
@@ -141,10 +194,25 @@ class FileStore:
             for blk in blocks:
                 if blk.fd >= 0:
                     os.close(blk.fd)
+            if tail_file is not None:
+                tail_file.close()
             self._release_dir_lock()
             if isinstance(exc, OSError):
                 raise ErrStoreIO(exc.errno or _errno.EIO, None, f"opening {self._dir}: {exc}") from exc
             raise
+
+    def _open_tail(self, found: Tail | None) -> TailFile | None:
+        """The store's tail record, created from the recovered view if there was none (the sync
+        at the end of opening brings it up to date). None on read-only media."""
+        ix = self._ix
+        first = None if found is not None else Tail(ix.last_seq, ix.first_seq, ix.last_ts, ix.active.base, 0)
+        try:
+            return TailFile(self._dir, first)
+        except OSError as exc:
+            if exc.errno not in (_errno.EROFS, _errno.EACCES, _errno.EPERM):
+                raise
+            self._notes.append(f"{TAIL_FILE} cannot be written ({exc.strerror}): serving reads only")
+            return None
 
     def _bind(self) -> None:
         """Bind what the hot paths use, once (see the module docstring)."""
@@ -174,6 +242,8 @@ class FileStore:
         self._cfg = StoreConfig(
             self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size
         )
+        # for the blocks started from now on
+        self._block_size = max(self._cfg.block_size or block_size_for(lim.max_bytes), MIN_BLOCK_SIZE)
         self._max_payload = payload_cap(lim)
         self._discard_new = lim.discard == "new"
         self._max_per = max(lim.max_msgs_per_subject, 0)
@@ -182,16 +252,36 @@ class FileStore:
         self._enforce = bool(self._max_per or self._max_msgs or self._max_bytes)
 
     def update_limits(self, limits: StoreLimits) -> None:
+        finish(self.update_limits_steps(limits))
+
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
         self._check_write()
         self._set_limits(limits)
-        self._enforce_all()
+        return self._enforce_steps()
 
     def _enforce_all(self) -> None:
+        finish(self._enforce_steps())
+
+    def _enforce_steps(self) -> Steps:
+        """Remove the oldest messages (of a subject, then of the stream) until every limit
+        holds, yielding every ``PURGE_STEP`` removals."""
+        n = 0
         if self._max_per:
             for info in list(self._subjects.values()):
                 while info.count > self._max_per:
                     self._remove_seq(self._subj_first(info))
-        self._enforce_totals()
+                    n += 1
+                    if not n % PURGE_STEP:
+                        yield
+        ix = self._ix
+        while (self._max_msgs and ix.msgs > self._max_msgs) or (
+            self._max_bytes and ix.bytes > self._max_bytes
+        ):
+            self._remove_seq(ix.first_seq)
+            n += 1
+            if not n % PURGE_STEP:
+                yield
+        return n
 
     def _enforce_totals(self) -> None:
         ix = self._ix
@@ -355,6 +445,19 @@ class FileStore:
             start = seq + 1
         return out
 
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read (``bulk.py``): records handed out as they lie in the block files."""
+        self._check_read()
+        ix = self._ix
+        wanted = None
+        if filters and not any(is_all(f) for f in filters):
+            wanted = frozenset(info.sid for f in filters for info in ix.matching(f))
+            if len(wanted) == len(ix.subjects):
+                wanted = None
+        return read_file_records(ix, self._w.fd, self._w.wbuf, start_seq, end_seq, wanted, max_bytes)
+
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_read()
         ix = self._ix
@@ -466,6 +569,9 @@ class FileStore:
         self._w.retire(blk)
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        return finish(self.purge_steps(subject, seq, keep))
+
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
         self._check_write()
         ix = self._ix
         return purge_ex(
@@ -473,6 +579,7 @@ class FileStore:
             seq,
             keep,
             msgs=ix.msgs,
+            first_seq=ix.first_seq,
             last_seq=ix.last_seq,
             purge_all=self._purge_all,
             compact=self.compact,
@@ -531,9 +638,9 @@ class FileStore:
         assert blk is not None
         return self._msg_at(blk, seq - blk.base).hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_write()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_read()
@@ -583,6 +690,10 @@ class FileStore:
             return []
         return sorted(p.name for p in self._obsdir.iterdir() if p.is_dir())
 
+    def recovery_notes(self) -> list[str]:
+        """What opening found wrong with the files and what was made of it, one line each."""
+        return list(self._notes)
+
     def write_meta(self, meta: bytes) -> None:
         self._check_read()
         try:
@@ -592,7 +703,7 @@ class FileStore:
 
     def read_meta(self) -> bytes | None:
         self._check_read()
-        return read_framed(self._dir / META_FILE, META_MAGIC)
+        return read_meta_file(self._dir)
 
     def abandon(self) -> None:
         """Close every file without flushing, syncing or unlinking: what a crash leaves behind.

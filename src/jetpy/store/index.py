@@ -19,13 +19,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
+from collections.abc import Iterator
 from typing import Final
 
 from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
 from .base import SimpleState
-from .recovery import MAX_LOST_REPORTED, Recovered
+from .recovery import Recovered
 from .segment import NO_SID, Block, SubjectInfo
 
 __all__ = ["StoreIndex"]
@@ -258,26 +259,29 @@ class StoreIndex:
                     return blk.base + i
         return 0
 
-    def matching_seqs(self, filter_subject: str, upper: int) -> list[int]:
-        """Live seqs <= upper whose subject matches, ascending."""
+    def matching_seqs(self, filter_subject: str, upper: int) -> Iterator[int]:
+        """Live seqs <= upper whose subject matches, ascending, found as they are consumed (a
+        block at a time): the caller may remove each one it is given, and blocks may go meanwhile."""
         infos = self.matching(filter_subject)
-        out: list[int] = []
         if len(infos) == 1:
             info = infos[0]
+            sid = info.sid
             s = self.subj_first(info)
             while s and s <= upper:
-                out.append(s)
-                s = self.next_of_sid(info.sid, s + 1, info.last)
-            return out
+                yield s
+                if self.by_sid[sid] is not info:  # it had no more messages (its id may be reused)
+                    return
+                s = self.next_of_sid(sid, s + 1, info.last)
+            return
         wanted = {i.sid for i in infos}
         if not wanted:
-            return out
-        for blk in self.blocks:
+            return
+        for blk in list(self.blocks):
             if blk.base > upper:
                 break
             base = blk.base
-            out.extend(base + i for i, sid in enumerate(blk.sids) if sid in wanted and base + i <= upper)
-        return out
+            sids = blk.sids
+            yield from [base + i for i, sid in enumerate(sids[: upper - base + 1]) if sid in wanted]
 
     def nth_newest(self, keep: int) -> int:
         """The seq s such that exactly ``keep`` live messages are >= s."""
@@ -454,15 +458,14 @@ class StoreIndex:
         return n
 
     def forget_after(self, durable_seq: int) -> None:
-        """Drop every entry above ``durable_seq``, live or not (a rollback), and note them lost."""
-        lost: list[int] = []
+        """Drop every entry above ``durable_seq``, live or not (a rollback). They are not lost:
+        they were never acknowledged, and their publishers are told so."""
         affected: set[int] = set()
         by_sid = self.by_sid
         for blk in self.blocks:
             k = max(durable_seq + 1 - blk.base, 0)
             sids, lens = blk.sids, blk.lens
             for i in range(k, len(sids)):
-                lost.append(blk.base + i)
                 sid = sids[i]
                 if sid == NO_SID:
                     continue
@@ -486,7 +489,6 @@ class StoreIndex:
                 info.last = self.prev_of_sid(sid, durable_seq + 1)
         if self.msgs == 0:
             self.first_seq = self.last_seq + 1
-        self.lost.extend(lost[: max(MAX_LOST_REPORTED - len(self.lost), 0)])
 
     def keep_blocks(self, kept: list[Block]) -> None:
         """Replace the block list with ``kept`` (a rollback's survivors, oldest first)."""

@@ -9,6 +9,8 @@ Layout::
 
     <dir>/LOCK                      flock'ed while a FileStore has the directory open
     <dir>/meta.dat                  stream config bytes (framed, see consumer_state.py)
+    <dir>/tail.dat                  the tail record: where the stream ends (see tail.py), kept
+                                    outside msgs/ so that losing the blocks does not lose it
     <dir>/msgs/<first seq>.blk      message blocks (see record.py, named by segment.block_name);
                                     no index file: recovery rebuilds the index from the blocks
     <dir>/obs/<consumer>/o.dat      consumer state (framed msgpack, see consumer_state.py)
@@ -32,6 +34,7 @@ __all__ = [
     "META_FILE",
     "MSGS_DIR",
     "OBS_DIR",
+    "TAIL_FILE",
     "is_locked",
     "lock_directory",
 ]
@@ -39,6 +42,7 @@ __all__ = [
 MSGS_DIR: Final = "msgs"
 OBS_DIR: Final = "obs"
 META_FILE: Final = "meta.dat"
+TAIL_FILE: Final = "tail.dat"
 LOCK_FILE: Final = "LOCK"  # flock'ed while open: two writers on one directory would corrupt it
 CONSUMER_STATE_FILE: Final = "o.dat"
 CONSUMER_META_FILE: Final = "meta.dat"

@@ -12,6 +12,8 @@ When this store and ``FileStore`` disagree, this one is presumed right.
 from __future__ import annotations
 
 import time
+from array import array
+from collections.abc import Sequence
 
 import msgspec
 
@@ -19,17 +21,22 @@ from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
 from .base import (
+    BULK_MAX_EXAMINED,
     MAX_SUBJECT_BYTES,
     MEMORY_MSG_OVERHEAD,
+    PURGE_STEP,
     ErrMsgTooLarge,
     ErrStoreClosed,
     ErrWrongSequence,
     SimpleState,
+    Steps,
     StoreConfig,
     StoredMsg,
+    StoredRecords,
     StoreLimits,
     StreamState,
     check_discard_new,
+    finish,
     msg_size,
     payload_cap,
     purge_ex,
@@ -38,6 +45,7 @@ from .base import (
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
 from .export import MemoryExport
+from .record import RECORD_OVERHEAD, append_record
 
 _time_ns = time.time_ns
 
@@ -227,12 +235,16 @@ class MemoryStore:
         return n
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        return finish(self.purge_steps(subject, seq, keep))
+
+    def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
         self._check_open()
         return purge_ex(
             subject,
             seq,
             keep,
             msgs=len(self._msgs),
+            first_seq=self._first,
             last_seq=self._last,
             purge_all=self._purge_all,
             compact=self.compact,
@@ -254,13 +266,14 @@ class MemoryStore:
             self._last = seq - 1
             self._first = seq
             return n
-        removed = 0
-        for s in sorted(self._msgs):
+        below = []
+        for s in self._msgs:  # in sequence order: messages are only ever added at the end
             if s >= seq:
                 break
+            below.append(s)
+        for s in below:
             self._remove(s)
-            removed += 1
-        return removed
+        return len(below)
 
     def skip_msgs(self, seq: int, num: int) -> None:
         self._check_open()
@@ -279,14 +292,34 @@ class MemoryStore:
         self._enforce = limits.max_msgs_per_subject > 0 or limits.max_msgs > 0 or limits.max_bytes > 0
 
     def update_limits(self, limits: StoreLimits) -> None:
+        finish(self.update_limits_steps(limits))
+
+    def update_limits_steps(self, limits: StoreLimits) -> Steps:
         self._check_open()
         self._set_limits(limits)
         self._cfg = StoreConfig(
             self._cfg.name, self._cfg.storage, limits, self._cfg.first_seq, self._cfg.block_size
         )
+        return self._enforce_steps()
+
+    def _enforce_steps(self) -> Steps:
+        n = 0
+        lim = self._lim
+        per = lim.max_msgs_per_subject
         for ss in list(self._subjects.values()):
-            self._enforce_subject(ss)
-        self._enforce_totals()
+            while per > 0 and ss.count > per:
+                self._remove(ss.first)
+                n += 1
+                if not n % PURGE_STEP:
+                    yield
+        while (lim.max_msgs > 0 and len(self._msgs) > lim.max_msgs) or (
+            lim.max_bytes > 0 and self._bytes > lim.max_bytes
+        ):
+            self._remove(self._first)
+            n += 1
+            if not n % PURGE_STEP:
+                yield
+        return n
 
     # the primitives the shared expiry policy walks (expiry.py)
 
@@ -303,9 +336,9 @@ class MemoryStore:
     def _hdr_of(self, seq: int) -> bytes:
         return self._msgs[seq].msg.hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_open()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_open()
@@ -369,6 +402,42 @@ class MemoryStore:
             out.append(m)
             start = m.seq + 1
         return out
+
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read: each message encoded as the file store's record (its CRC computed
+        now: nothing here was ever checksummed), one after the other."""
+        self._check_open()
+        seq = max(start_seq, self._first, 1)
+        end = min(end_seq, self._last)
+        done = max(start_seq, end + 1)
+        names = None
+        if filters and not any(is_all(f) for f in filters):
+            names = {s for f in filters for s, _ in self._matching(f)}
+        buf = bytearray()
+        offsets = array("I")
+        if names is not None and not names:
+            return StoredRecords([], offsets, 0, 0, done)
+        stop = min(end, seq + BULK_MAX_EXAMINED - 1)
+        get = self._msgs.get
+        while seq <= stop:
+            if len(buf) >= max_bytes:
+                return StoredRecords([bytes(buf)], offsets, 0, len(buf), seq)
+            e = get(seq)
+            seq += 1
+            if e is None:
+                continue
+            m = e.msg
+            if names is not None and m.subject not in names:
+                continue
+            enc = m.subject.encode()
+            sl, hl = len(enc), len(m.hdr)
+            offsets.append(len(buf))
+            append_record(
+                buf, m.seq, m.ts, enc, m.hdr, m.data, sl, hl, RECORD_OVERHEAD + sl + hl + len(m.data)
+            )
+        return StoredRecords([bytes(buf)], offsets, 0, len(buf), done if stop >= end else seq)
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_open()
@@ -461,6 +530,9 @@ class MemoryStore:
     def read_meta(self) -> bytes | None:
         self._check_open()
         return self._meta
+
+    def recovery_notes(self) -> list[str]:
+        return []
 
     def stop(self) -> None:
         self._closed = True

@@ -31,7 +31,8 @@ in-place rewrite of one slot always leaves the other intact)::
 Only the newest (active) block's header is rewritten: by ``flush`` whenever hwm/floor/last_ts
 changed (so a killed process leaves them in the page cache), and ``sync`` fdatasyncs that file,
 so they become durable together with the records they describe. Recovery takes the maximum over
-all blocks: a torn or truncated tail can therefore never make an acknowledged sequence look
+all blocks and the store's tail record (tail.py, which survives the loss of the block itself):
+a torn, truncated or deleted tail can therefore never make an acknowledged sequence look
 unused, and purges/compactions at the head need no per-message tombstones.
 
 Record (little-endian)::
@@ -109,6 +110,7 @@ __all__ = [
     "encode_record",
     "encode_tombstone",
     "find_next_record",
+    "header_offset",
     "index_parts",
     "longest_record",
     "peek_header",
@@ -422,7 +424,12 @@ def encode_block_header(hdr: BlockHeader) -> tuple[int, bytes]:
     """``(file offset, 64 bytes)`` of the slot that ``hdr.gen`` selects."""
     body = _SLOT.pack(BLOCK_MAGIC, VERSION, hdr.base, hdr.hwm, hdr.floor, hdr.last_ts, hdr.gen)
     slot = body + _CRC.pack(_crc32(body))
-    return (hdr.gen % 2) * _SLOT_SIZE, slot + bytes(_SLOT_SIZE - len(slot))
+    return header_offset(hdr), slot + bytes(_SLOT_SIZE - len(slot))
+
+
+def header_offset(hdr: BlockHeader) -> int:
+    """The file offset of the slot ``hdr`` was read from (or is written to)."""
+    return (hdr.gen % 2) * _SLOT_SIZE
 
 
 def decode_block_header(buf: bytes, base: int) -> BlockHeader | None:

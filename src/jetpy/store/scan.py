@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from .base import ConsumerState, ErrCorrupt, StoreError
+from .base import ConsumerState, ErrCorrupt, LostData, StoreError
 from .consumer_state import (
     CONSUMER_MAGIC,
     FRAME_HEADER_SIZE,
@@ -36,7 +36,15 @@ from .consumer_state import (
     read_framed,
     state_problems,
 )
-from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE, META_FILE, MSGS_DIR, OBS_DIR, is_locked
+from .layout import (
+    CONSUMER_META_FILE,
+    CONSUMER_STATE_FILE,
+    META_FILE,
+    MSGS_DIR,
+    OBS_DIR,
+    TAIL_FILE,
+    is_locked,
+)
 from .record import (
     BLOCK_HEADER_SIZE,
     FLAG_ERASED,
@@ -49,7 +57,9 @@ from .record import (
     range_end,
     split_record,
 )
+from .recovery import recover
 from .segment import list_blocks
+from .tail import Tail, read_tail
 
 __all__ = [
     "ACCOUNT",
@@ -173,14 +183,21 @@ class StreamReport:
     consumers: list[ConsumerReport] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     live: dict[int, int] = field(default_factory=dict)
+    tail: Tail | None = None  # the tail record, if readable
+    lost: list[int] = field(default_factory=list)  # what the server would report lost on opening it
+    end: int | None = None  # the last sequence the server would find (None: it would not open it)
 
     @property
     def floor(self) -> int:
-        return max((b.floor for b in self.blocks), default=0)
+        return max([b.floor for b in self.blocks] + [self.tail.floor if self.tail else 0])
 
     @property
     def last_seq(self) -> int:
-        return max([b.last_seq for b in self.blocks] + [b.hwm for b in self.blocks] + [0])
+        """The stream's last sequence as the server finds it; if it would not open the stream,
+        the highest a record or the tail record names (a header's claim is what was refused)."""
+        if self.end is not None:
+            return self.end
+        return max([b.last_seq for b in self.blocks] + [self.tail.hwm if self.tail else 0, 0])
 
     def total(self, what: Literal["msgs", "erased", "tombstones"]) -> int:
         """The sum over blocks of a ``BlockReport`` count: "msgs" (records), "erased", "tombstones"."""
@@ -373,6 +390,7 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
     rep.meta, rep.meta_status = read_meta(stream_dir)
     if rep.meta is None:
         rep.problems.append(rep.meta_status)
+    bounds = check_bounds(rep)
     if (stream_dir / MSGS_DIR).is_dir():
         for base, path in block_files(stream_dir):
             try:
@@ -397,4 +415,35 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
         for seq, n in b.live.items()
         if seq >= floor and seq not in deleted and not any(lo <= seq <= hi for lo, hi in ranges)
     }
+    rep.problems.extend(bounds)
     return rep
+
+
+def check_bounds(rep: StreamReport) -> list[str]:
+    """What the server itself would find opening the stream (its own recovery, run without
+    syncing or truncating anything): the tail record unreadable or missing, a header that cannot
+    have been written, a newest block missing or shorter than the tail record says, sequences no
+    block holds, and so exactly which sequences it would report lost (``rep.lost``). Sets
+    ``rep.tail``; returns the problems."""
+    try:
+        tail = read_tail(rep.path)
+    except OSError as exc:
+        return [f"{TAIL_FILE}: cannot read: {exc.strerror or exc}"]
+    if isinstance(tail, str):
+        return [tail]
+    rep.tail = tail
+    problems = []
+    if tail is None and (rep.meta is not None or block_files(rep.path)):
+        problems.append(f"{TAIL_FILE} is missing: the newest block cannot be checked against it")
+    try:
+        rec = recover(rep.path / MSGS_DIR, 1, tail, read_only=True)
+    except ErrCorrupt as exc:
+        return [*problems, str(exc).removeprefix(f"{ErrCorrupt.description}: ")]
+    except OSError as exc:
+        return [*problems, f"{MSGS_DIR}/: cannot read: {exc.strerror or exc}"]
+    rep.lost = rec.lost
+    rep.end = rec.last_seq
+    problems.extend(rec.notes)
+    if rec.lost:
+        problems.append(f"lost sequences: {LostData(rec.lost, rec.lost_bytes).ranges()}")
+    return problems

@@ -3,7 +3,8 @@
 Owns: the write buffer (records appended by ``FileStore.store_msg`` through the codec, and the
 tombstones appended here), ``flush`` (one ``pwrite`` of the buffer plus a rewrite of the active
 block's older header slot when hwm/floor/last_ts changed), ``sync`` (``fdatasync`` of every dirty
-block and of the directory, safe on a worker thread), creating the next block when the active
+block and of the directory, and at the same time the tail record's rewrite and sync on a
+helper thread: one sync's wait per group commit; safe on a worker thread), creating the next block when the active
 one is full, retiring dead blocks (unlinked once what covers them is durable), in-place
 rewrites (erase), the rollback after a failed write or fsync, and the bounded pool of block
 descriptors. Must not know: limits, purge semantics, queries, record decoding, recovery.
@@ -27,6 +28,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -44,8 +46,25 @@ from .record import (
     encode_tombstone,
 )
 from .segment import Block
+from .tail import TailFile
 
 __all__ = ["MAX_OPEN_SEALED", "GroupCommit"]
+
+TAIL_SYNC_THREADS: Final = 4
+"""Threads that rewrite and sync tail records while the stores' syncs wait on their blocks
+(stores sync in parallel; more would only queue on the disk)."""
+
+_tail_pool: ThreadPoolExecutor | None = None
+_tail_pool_lock: Final = threading.Lock()
+
+
+def _tail_syncs() -> ThreadPoolExecutor:
+    global _tail_pool
+    with _tail_pool_lock:
+        if _tail_pool is None:
+            _tail_pool = ThreadPoolExecutor(TAIL_SYNC_THREADS, thread_name_prefix="jetpy-tail-sync")
+        return _tail_pool
+
 
 MAX_OPEN_SEALED: Final = 64
 """Descriptors kept open for sealed (non-active) blocks, least recently used evicted: a terabyte
@@ -71,6 +90,9 @@ class GroupCommit:
         "_lru",
         "_msgdir",
         "_sync_busy",
+        "_tail",
+        "_tail_lock",
+        "_tail_vals",
         "closed",
         "durable_seq",
         "fail",
@@ -82,9 +104,16 @@ class GroupCommit:
         "wbuf",
     )
 
-    def __init__(self, index: StoreIndex, msgdir: Path, forget_reads: Callable[[Block | None], None]) -> None:
+    def __init__(
+        self,
+        index: StoreIndex,
+        msgdir: Path,
+        forget_reads: Callable[[Block | None], None],
+        tail: TailFile | None = None,
+    ) -> None:
         """``forget_reads(blk)`` is called whenever bytes a reader may have cached are rewritten
-        or their file goes away (None: any block's)."""
+        or their file goes away (None: any block's). ``tail``: the store's tail record, rewritten
+        by every successful ``sync`` (see tail.py)."""
         self._ix = index
         self._msgdir = msgdir
         self._forget_reads = forget_reads
@@ -111,6 +140,13 @@ class GroupCommit:
         self.closed = False
         self.roll_pending = False  # the next append must start a new block
         self.guard = False
+        self._tail = tail
+        # (hwm, floor, last_ts, newest block's base, its flushed size) as of the last flush: what
+        # the tail record says once the sync covering that flush has made it durable
+        self._tail_vals: tuple[int, int, int, int, int] | None = None
+        # held while the tail record is written, by a sync and by a rollback: a rollback never
+        # leaves the record claiming bytes it cut (see ``rollback``)
+        self._tail_lock: Final = threading.Lock()
 
     def _reguard_locked(self) -> None:
         self.guard = self.closed or self.fail is not None or self.roll_pending
@@ -173,8 +209,14 @@ class GroupCommit:
         self.write_out()
         ix = self._ix
         floor = ix.first_seq if ix.msgs else base
+        header = BlockHeader(base, hwm, floor, ix.last_ts, 1)
         try:
-            blk = Block.create(self._msgdir, BlockHeader(base, hwm, floor, ix.last_ts, 1))
+            try:
+                blk = Block.create(self._msgdir, header)
+            except OSError as exc:
+                if exc.errno != _errno.ENOSPC or not self._reclaim_empty_active():
+                    raise
+                blk = Block.create(self._msgdir, header)
         except OSError as exc:
             raise ErrStoreIO(exc.errno or _errno.EIO, None, f"creating block {base}: {exc}") from exc
         old = ix.active
@@ -189,6 +231,29 @@ class GroupCommit:
             self._lru[old] = None
             self._evict_fds()
         return old
+
+    def _reclaim_empty_active(self) -> bool:
+        """On a full disk, the space of a stream that is empty (purged) but whose only block
+        still holds its old records: once its floor is durable (header and tail record say
+        every sequence is deleted), the block file goes, so the next one can be created. False
+        if the stream is not in that state (nothing is touched then)."""
+        ix = self._ix
+        if ix.msgs or len(ix.blocks) != 1:
+            return False
+        old = ix.active
+        self.flush()
+        self.sync()  # on the owning thread, unlike every other sync: this is a full disk's rare path
+        self._lru.pop(old, None)
+        self._forget_reads(old)
+        with self.lock:
+            self._dirty.discard(old)
+            self._close_fd_locked(old)
+        try:
+            os.unlink(old.path)
+            fsync_dir(self._msgdir)
+        except OSError:
+            return False
+        return True
 
     def retire(self, blk: Block) -> None:
         """Forget a block the index no longer has: close it, unlink it after the next sync."""
@@ -253,6 +318,7 @@ class GroupCommit:
             self._write_header(vals)
         with self.lock:
             self.flushed_seq = ix.last_seq
+            self._tail_vals = (*vals, ix.active.base, ix.active.flushed)
             self._await_sync.extend(self._await_flush)
             self._await_flush.clear()
             self._dlog_flushed = len(self._dlog_a)
@@ -281,6 +347,7 @@ class GroupCommit:
                 self._dir_dirty = False
                 dlog_n = self._dlog_flushed
                 target_seq = self.flushed_seq
+                tail_vals = self._tail_vals
                 prev_durable = self.durable_seq
                 self._sync_busy = True
             try:
@@ -288,10 +355,19 @@ class GroupCommit:
                 for _b, fd, _off, _w in targets:
                     if fd not in fds:
                         fds.append(fd)
-                for fd in fds:
-                    os.fdatasync(fd)
-                if dir_dirty:
-                    fsync_dir(self._msgdir)
+                tail_job = None
+                if self._tail is not None and tail_vals is not None:
+                    # the tail record is synced while the blocks are: one sync's wait, not two
+                    tail_job = _tail_syncs().submit(self._write_tail, epoch, tail_vals)
+                try:
+                    for fd in fds:
+                        os.fdatasync(fd)
+                    if dir_dirty:
+                        fsync_dir(self._msgdir)
+                finally:
+                    tail_err = tail_job.exception() if tail_job is not None else None
+                if tail_err is not None:
+                    raise tail_err
             except OSError as exc:
                 with self.lock:
                     self._sync_busy = False
@@ -334,6 +410,14 @@ class GroupCommit:
                 except OSError:
                     pass
 
+    def _write_tail(self, epoch: int, vals: tuple[int, int, int, int, int]) -> None:
+        """Rewrite the tail record for the sync of ``epoch`` (not after a rollback voided it)."""
+        tail = self._tail
+        assert tail is not None
+        with self._tail_lock:
+            if epoch == self._epoch:
+                tail.write(*vals)
+
     # ------------------------------------------------------------------ rollback
 
     def rollback(self, exc: OSError) -> ErrStoreIO:
@@ -344,6 +428,10 @@ class GroupCommit:
         buffer, and arranges for the next message to start a fresh block so the rolled-back
         sequences are never handed out again.
         """
+        with self._tail_lock:  # a sync writing the tail record finishes first, or sees the epoch
+            return self._rollback(exc)
+
+    def _rollback(self, exc: OSError) -> ErrStoreIO:
         with self.lock:
             self._epoch += 1
             self.fail = None
@@ -387,16 +475,39 @@ class GroupCommit:
             self.flushed_seq = durable_seq
             self.roll_pending = ix.active.end_seq <= ix.last_seq
             self._reguard_locked()
+        self._tail_after_rollback(durable_seq)
         pending = list(zip(self._dlog_a, self._dlog_b, strict=True))
         del self._dlog_a[:]
         del self._dlog_b[:]
+        skipped = (durable_seq + 1, ix.last_seq)  # never acknowledged: answered with an error
         for a, b in pending:
             if a == b:
                 if a <= durable_seq:
                     self.tombstone(a)
-            else:
+            elif (a, b) != skipped:
                 self.range_tombstone(a, b)
+        if ix.last_seq > durable_seq:
+            # the rolled-back sequences are never handed out again, and were never stored: a range
+            # tombstone says so, so that no restart reports them as lost
+            self.range_tombstone(*skipped)
         return ErrStoreIO(exc.errno or _errno.EIO, range(durable_seq + 1, ix.last_seq + 1), str(exc))
+
+    def _tail_after_rollback(self, durable_seq: int) -> None:
+        """A sync whose blocks were cut by this rollback may have written the tail record already:
+        bring it back to what the blocks still hold (best effort: a failure here leaves a record
+        that over-reports, never one that hides a loss)."""
+        tail = self._tail
+        last = tail.last if tail is not None else None
+        if tail is None or last is None:
+            return
+        held = next((b for b in self._ix.blocks if b.base == last.block), None)
+        if last.hwm <= durable_seq and held is not None and held.size >= last.size:
+            return
+        newest = self._ix.blocks[-1]
+        try:
+            tail.write(durable_seq, min(last.floor, durable_seq + 1), 0, newest.base, newest.size)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------------ descriptors
 
@@ -447,3 +558,5 @@ class GroupCommit:
                 self._close_fd_locked(blk)
             self._close_deferred_locked()
             self._lru.clear()
+            if self._tail is not None:
+                self._tail.close()

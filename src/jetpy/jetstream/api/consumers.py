@@ -59,10 +59,7 @@ class ConsumerApi:
     # -- helpers --------------------------------------------------------------------------------
 
     def _stream(self, name: str) -> Stream:
-        s = self.registry.get(name)
-        if s is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
-        return s
+        return self.registry.require(name)
 
     def _consumer(self, args: list[str]) -> Consumer:
         if len(args) < 2:

@@ -228,8 +228,13 @@ class StreamNamesResponse(_Paged, frozen=True):
 
 
 class StreamListResponse(_Paged, frozen=True):
+    """``offline``: streams that cannot be served (their files could not be read back), name ->
+    why, also named in ``missing`` for older tools (nats-server 2.12's fields for offline assets)."""
+
     type: str = _always(TYPE_PREFIX + "stream_list_response")
     streams: list[StreamInfo] = _always_list()
+    missing: list[str] | None = None
+    offline: dict[str, str] | None = None
 
 
 class StreamDeleteResponse(ApiResponse, frozen=True):

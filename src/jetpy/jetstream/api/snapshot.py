@@ -73,9 +73,7 @@ class SnapshotApi:
     def snapshot(self, args: list[str], hdr: bytes, body: bytes) -> StreamSnapshotResponse:
         if is_empty_request(body):
             raise ApiError.of(E.BAD_REQUEST)
-        stream = self.registry.get(args[0])
-        if stream is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
+        stream = self.registry.require(args[0])
         req = decode_request(body, StreamSnapshotRequest)
         if not is_valid_literal_subject(req.deliver_subject):
             raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
@@ -100,6 +98,7 @@ class SnapshotApi:
         cfg0 = req.config if req.config.name else msgspec.structs.replace(req.config, name=name)
         if cfg0.name != name:
             raise ApiError.of(E.STREAM_MISMATCH)
+        self.registry.refuse_offline(name)
         if self.registry.get(name) is not None or name in self._restores:
             raise ApiError.of(E.STREAM_NAME_EXIST_RESTORE_FAILED)
         cfg = check_stream_config(cfg0)

@@ -52,13 +52,21 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "StreamApi", "StreamWatcher"]
+__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher"]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
 transforms) is checked in a worker thread and applied in slices (``steps``), the API answering
 other requests after it, in order: tens of milliseconds of work then never hold the event loop.
 Smaller ones take a few milliseconds at most and are answered at once."""
+
+
+LARGE_PURGE: Final = 50_000
+"""A purge of a stream holding more messages than this (or an update whose lowered limits remove
+some of them) is worked on in slices (``steps``) and its sync in a worker thread, the API
+answering other requests after it, in order: a purge by subject of a million messages takes
+about a second of work, which would otherwise hold every client (a smaller one takes tens of
+milliseconds at most)."""
 
 
 def _is_large(cfg: StreamConfig) -> bool:
@@ -128,10 +136,7 @@ class StreamApi:
     def _stream(self, args: list[str]) -> Stream:
         if not args:
             raise ApiError.of(E.STREAM_NOT_FOUND)
-        s = self.registry.get(args[0])
-        if s is None:
-            raise ApiError.of(E.STREAM_NOT_FOUND)
-        return s
+        return self.registry.require(args[0])
 
     def _persist(self, s: Stream) -> None:
         """Messages left the stream by this request: caches follow, and it is durable before
@@ -165,6 +170,7 @@ class StreamApi:
         self, cfg: StreamConfig, overlaps: Callable[[StreamConfig], bool]
     ) -> Steps[StreamCreateResponse]:
         check_stream_built(cfg)
+        self.registry.refuse_offline(cfg.name)
         existing = self.registry.get(cfg.name)
         if existing is None and cfg.name in self.registry.reserved:  # being restored
             raise ApiError.of(E.STREAM_NAME_EXIST)
@@ -190,7 +196,10 @@ class StreamApi:
         if _is_large(cfg0) or _is_large(s.config):
             return self._update_large(s, cfg0, pedantic)
         cfg = check_stream_update(s.config, cfg0, pedantic=pedantic, origins=self._origin)
-        return run_steps(self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name)))
+        steps = self._update(s, cfg, self.registry.subjects_overlap(cfg, skip=s.name))
+        if s.store.state().msgs > LARGE_PURGE:  # lowered limits may remove many of them
+            return paced(steps)
+        return run_steps(steps)
 
     async def _update_large(self, s: Stream, cfg0: StreamConfig, pedantic: bool) -> StreamUpdateResponse:
         cfg = await asyncio.to_thread(
@@ -230,29 +239,48 @@ class StreamApi:
             out.append(s)
         return out
 
-    def _page(self, body: bytes) -> tuple[list[Stream], int]:
-        """The streams NAMES/LIST select, and the offset of the page (a negative one reads as 0,
-        one past the end as the end)."""
-        req = decode_request(body, StreamListRequest)
-        streams = self._filtered_streams(req.subject)
-        return streams, min(max(req.offset, 0), len(streams))
+    def _filtered_offline(self, subject: str) -> dict[str, str]:
+        """Offline streams (name -> why) the filter selects: one whose config could not be read
+        has no subjects a filter could select."""
+        return {
+            off.name: off.reason
+            for off in self.registry.offline.all()
+            if not subject or any(subjects_overlap(subject, f) for f in off.subjects)
+        }
 
     def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
-        streams, offset = self._page(body)
-        page = streams[offset : offset + NAMES_LIMIT]
-        return StreamNamesResponse(
-            total=len(streams), offset=offset, limit=NAMES_LIMIT, streams=[s.name for s in page] or None
-        )
+        """Every stream's name, offline ones too (their names are taken)."""
+        req = decode_request(body, StreamListRequest)
+        online = [s.name for s in self._filtered_streams(req.subject)]
+        names = sorted([*online, *self._filtered_offline(req.subject)])
+        # a negative offset reads as 0, one past the end as the end
+        offset = min(max(req.offset, 0), len(names))
+        page = names[offset : offset + NAMES_LIMIT]
+        return StreamNamesResponse(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=page or None)
 
     def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> StreamListResponse:
-        streams, offset = self._page(body)
+        """The served streams' infos, page by page; offline ones by name and reason on every
+        page (``offline``, and ``missing`` for tools that predate it)."""
+        req = decode_request(body, StreamListRequest)
+        streams = self._filtered_streams(req.subject)
+        offset = min(max(req.offset, 0), len(streams))
         page = streams[offset : offset + LIST_LIMIT]
+        offline = self._filtered_offline(req.subject)
         return StreamListResponse(
-            total=len(streams), offset=offset, limit=LIST_LIMIT, streams=[stream_info(s) for s in page]
+            total=len(streams),
+            offset=offset,
+            limit=LIST_LIMIT,
+            streams=[stream_info(s) for s in page],
+            missing=sorted(offline) or None,
+            offline=offline or None,
         )
 
     def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamDeleteResponse]:
+        """Delete a stream; an offline one's files are deleted on this explicit request."""
         expect_empty(body)
+        if args and self.registry.get(args[0]) is None and self.registry.offline.get(args[0]) is not None:
+            self.registry.delete_offline(args[0])
+            return StreamDeleteResponse(success=True)
         s = self._stream(args)
         self.watcher.stopping(s)
         if _is_large(s.config):
@@ -266,7 +294,7 @@ class StreamApi:
         self.watcher.deleted(s.name)
         return StreamDeleteResponse(success=True)
 
-    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> StreamPurgeResponse:
+    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamPurgeResponse]:
         req = decode_request(body, StreamPurgeRequest)
         seq, keep, subject = req.seq, req.keep, req.filter
         s = self._stream(args)
@@ -276,8 +304,17 @@ class StreamApi:
             raise ApiError.of(E.STREAM_PURGE_FAILED, err="stream purge not permitted")
         if seq and keep:
             raise ApiError.of(E.BAD_REQUEST)
-        purged = s.apply_purge(PurgeEntry(subject, seq, keep))
+        entry = PurgeEntry(subject, seq, keep)
+        if s.store.state().msgs > LARGE_PURGE:
+            return self._purge_large(s, entry)
+        purged = s.apply_purge(entry)
         self._persist(s)
+        return StreamPurgeResponse(success=True, purged=purged)
+
+    async def _purge_large(self, s: Stream, entry: PurgeEntry) -> StreamPurgeResponse:
+        purged = await paced(s.purge_steps(entry))
+        self.registry.removed(s)
+        await self.committer.sync_off_loop(s)  # durable before the reply, like every purge
         return StreamPurgeResponse(success=True, purged=purged)
 
     def stream_msg_get(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgGetResponse:
