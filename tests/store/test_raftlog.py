@@ -317,6 +317,20 @@ def test_a_truncation_job_lowers_synced_first_so_the_append_writes_nothing_inlin
     s.close()
 
 
+def test_keep_snapshot_holds_any_snapshot_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = RaftLogStore.create(
+        tmp_path, Snapshot(SnapshotMeta(0, 0, MEMBERS)), cache_bytes=16, keep_snapshot=True
+    )
+    s.append(ents(1, 10))
+    s.sync()
+    s.compact(Snapshot(SnapshotMeta(8, 1, MEMBERS), b"s" * 1000))
+    s.close()
+    s = RaftLogStore.open(tmp_path, cache_bytes=16, keep_snapshot=True)
+    monkeypatch.setattr(store_module, "read_framed", None)  # no reading from disk once open
+    assert s.snapshot().data == b"s" * 1000
+    s.close()
+
+
 def test_a_failed_fsync_is_fail_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = build(tmp_path, 10, close=False)
     s.append(ents(11, 12))

@@ -4,7 +4,8 @@ Owns: where groups live on disk (``<root>/<group>/``, nats-server's place for th
 ``<store_dir>/jetstream/$SYS/_js_/<group>/``; a ``member`` file holds this server's member id
 in the group next to the log), starting a group (a founder creates it with the founders as its
 voters; a new member creates an empty log under a new id and asks to join; an existing one is
-recovered from its directory, off the loop), the worker threads every group's disk jobs run
+recovered from its directory off the loop, the snapshot's data kept in memory so that sending
+it to a follower never reads the disk on the loop), the worker threads every group's disk jobs run
 on, the names of members (member id -> server name: founders', the cluster's servers', and those
 joiners give), stopping every group, and their status for monitoring. Must not know: Raft's rules
 (``jetpy.raft``), one group's loop (``group``), what a group replicates, or HTTP.
@@ -133,7 +134,7 @@ class RaftHost:
                 member = id_file.read_text().strip()
             except OSError as exc:
                 raise RaftHostError(f"{d}: a raft log without its member file: {exc}") from exc
-            return member, RaftLogStore.open(d), False
+            return member, RaftLogStore.open(d, keep_snapshot=True), False
         if d.exists() and (any(d.glob("*.rlog")) or (d / SNAPSHOT_FILE).exists()):
             aside = d.with_name(f"{d.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")
             log.error(
@@ -161,7 +162,7 @@ class RaftHost:
             os.fsync(f.fileno())
         os.replace(tmp, id_file)
         fsync_dir(d)
-        return member, RaftLogStore.create(d, snapshot), snapshot is None
+        return member, RaftLogStore.create(d, snapshot, keep_snapshot=True), snapshot is None
 
     async def stop_group(self, name: str) -> None:
         group = self.groups.pop(name, None)
@@ -174,7 +175,7 @@ class RaftHost:
         self.groups.clear()
         if groups:
             await asyncio.gather(*(g.stop() for g in groups), return_exceptions=True)
-        self._executor.shutdown(wait=True)
+        self._executor.shutdown(wait=False, cancel_futures=True)  # idle now: never wait on the loop
 
     def known_names(self) -> dict[str, str]:
         """Member id -> server name, the cluster's current servers included."""

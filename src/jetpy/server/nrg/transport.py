@@ -98,8 +98,15 @@ class Transport:
         self._sub(s.join().decode(), handlers.on_join)
 
     def _sub(self, subject: str, handler: Request) -> None:
+        group = self.subjects.group
+
         def on_msg(subj: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-            handler(subj, reply, data[hdr_len:] if hdr_len else data)
+            try:
+                handler(subj, reply, data[hdr_len:] if hdr_len else data)
+            except Exception:  # a bug here must not break the route the message came on
+                log.exception(
+                    "raft %s: handling a message on %s failed", group, subj.decode(errors="replace")
+                )
 
         self._subs.append(self.broker.subscribe_internal(subject, on_msg))
 

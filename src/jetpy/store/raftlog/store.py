@@ -133,10 +133,12 @@ class RaftLogStore:
     """``raft.LogStore`` on disk. Not thread-safe: one owner calls it (``sync`` may run in a
     worker thread while the owner waits for it)."""
 
-    def __init__(self, path: Path, segment_bytes: int, cache_bytes: int) -> None:
+    def __init__(self, path: Path, segment_bytes: int, cache_bytes: int, keep_snapshot: bool = False) -> None:
         self._dir = path
         self._segment_bytes = segment_bytes
         self._cache_limit = cache_bytes
+        # keep the snapshot's data in memory whatever its size: only open reads it from disk
+        self._keep_snapshot = keep_snapshot
         self._lock_fd = -1
         self._segs: list[_Segment] = []
         self._snap_meta = SnapshotMeta()
@@ -167,6 +169,7 @@ class RaftLogStore:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        keep_snapshot: bool = False,
     ) -> RaftLogStore:
         """A new member's log (``snapshot``: the group's initial membership, at index 0 for a
         group's founders). Refuses a directory that already holds a log."""
@@ -182,7 +185,7 @@ class RaftLogStore:
             # The hard-state file last: its presence is what marks a complete log.
             write_framed_atomic(p / HARDSTATE_FILE, HS_MAGIC, encode_hs(HardState(), base - 1))
             fsync_dir(p.parent)
-        return cls.open(p, segment_bytes=segment_bytes, cache_bytes=cache_bytes)
+        return cls.open(p, segment_bytes=segment_bytes, cache_bytes=cache_bytes, keep_snapshot=keep_snapshot)
 
     @classmethod
     def open(
@@ -191,11 +194,13 @@ class RaftLogStore:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        keep_snapshot: bool = False,
     ) -> RaftLogStore:
         """An existing member's log, recovered (see ``report``). A directory without a hard-state
         file is refused: a member whose state is gone must rejoin as a new member, because it
-        cannot know what it voted for or acknowledged."""
-        self = cls(Path(path), segment_bytes, cache_bytes)
+        cannot know what it voted for or acknowledged. ``keep_snapshot``: hold the snapshot's data
+        in memory whatever its size, so that only this (off an event loop) reads it from disk."""
+        self = cls(Path(path), segment_bytes, cache_bytes, keep_snapshot)
         if not (self._dir / HARDSTATE_FILE).exists():
             raise ErrCorrupt(
                 f"{self._dir}: no raft state; a member whose log is lost must rejoin the group as a new member"
@@ -252,7 +257,7 @@ class RaftLogStore:
             snap = Snapshot(SnapshotMeta())
             files = []
         self._snap_meta = snap.meta
-        self._snap_data = snap.data if len(snap.data) <= self._cache_limit else None
+        self._snap_data = snap.data if self._keep_snapshot or len(snap.data) <= self._cache_limit else None
         after = snap.meta.index
         res = scan_segments(files, after)
         problems += res.skipped
@@ -586,7 +591,7 @@ class RaftLogStore:
 
     def _set_snapshot(self, snap: Snapshot) -> None:
         self._snap_meta = snap.meta
-        self._snap_data = snap.data if len(snap.data) <= self._cache_limit else None
+        self._snap_data = snap.data if self._keep_snapshot or len(snap.data) <= self._cache_limit else None
 
     def sync(self) -> None:
         """Make every write so far durable: one fdatasync per written segment (normally one),
