@@ -196,3 +196,24 @@ async def test_a_new_member_joins_and_a_founder_is_removed(tmp_path: Path) -> No
         await members.stop("E3")
         with pytest.raises(ProposalUnknown):  # one of three left: nothing commits
             await leader.propose(b"stalls", within=1.0)
+
+
+async def test_several_groups_per_server_each_in_its_own_directory(cluster: Members, tmp_path: Path) -> None:
+    other: dict[str, RaftGroup] = {}
+    logs: dict[str, AppendLog] = {}
+    for srv in cluster.servers:
+        assert srv.raft is not None
+        logs[srv.server_name] = AppendLog()
+        other[srv.server_name] = await srv.raft.start_group("U", logs[srv.server_name], NAMES, FAST)
+    await cluster.leader()
+    for i in range(10):
+        await cluster.groups[NAMES[i % 3]].propose(b"t%d" % i)
+        await other[NAMES[(i + 1) % 3]].propose(b"u%d" % i)
+    await settle(lambda: all(len(m.items) == 10 for m in [*cluster.machines.values(), *logs.values()]))
+    assert all(m.items == [b"t%d" % i for i in range(10)] for m in cluster.machines.values())
+    assert all(m.items == [b"u%d" % i for i in range(10)] for m in logs.values())
+    root = tmp_path / "E0" / "jetstream" / "$SYS" / "_js_"
+    assert sorted(p.name for p in root.iterdir()) == ["T", "U"]
+    srv = cluster.servers[0]
+    assert srv.raft is not None
+    assert [st.group for st in srv.raft.status()] == ["T", "U"]
