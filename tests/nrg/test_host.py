@@ -217,3 +217,20 @@ async def test_several_groups_per_server_each_in_its_own_directory(cluster: Memb
     srv = cluster.servers[0]
     assert srv.raft is not None
     assert [st.group for st in srv.raft.status()] == ["T", "U"]
+
+
+async def test_a_removed_member_is_stopped_and_its_directory_released(tmp_path: Path) -> None:
+    async with embedded_cluster(3, store_root=tmp_path) as servers:
+        members = Members(servers)
+        for srv in servers:
+            await members.start(srv)
+        leader = await members.leader()
+        gone = members.follower(leader)
+        await leader.remove_member(gone.member)
+        await settle(lambda: gone.status().state == "CLOSED")
+        await members.stop(gone.server_name)  # closes its store: the directory can be opened again
+        srv = next(s for s in servers if s.server_name == gone.server_name)
+        assert srv.raft is not None
+        again = await srv.raft.start_group("T", AppendLog(), NAMES, FAST)
+        assert again.member == gone.member  # its own log predates its removal: it campaigns,
+        await settle(lambda: again.removed and again.status().state == "CLOSED")  # and is told again

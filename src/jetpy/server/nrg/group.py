@@ -39,6 +39,7 @@ from jetpy.raft import (
     RaftNode,
     Ready,
     Role,
+    VoteRequest,
     persist_ready,
 )
 from jetpy.server.broker import Broker
@@ -163,12 +164,14 @@ class RaftGroup:
         self.error = ""
         self._was_member = member in self.node.membership.members()
         self._applied_members = self.node.membership.members()
+        self._applied_gone: set[str] = set()  # members removed (ids are never reused)
         self._told_removed = False
         # a new member asks to join until it is a voter (also after a restart before that)
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
         self._wake = asyncio.Event()
-        self._stopping = False
+        self._stopping = False  # no longer taking part
+        self._closed = False  # stopped, the store closed
         self._task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
@@ -187,9 +190,11 @@ class RaftGroup:
         self._wake.set()
 
     async def stop(self) -> None:
-        """Stop taking part: the current disk job finishes, the store is closed (synced)."""
-        if self._stopping:
+        """Stop taking part: the current disk job finishes, the store is closed (synced). Also
+        after a failure or a removal, which stopped taking part already."""
+        if self._closed:
             return
+        self._closed = True
         self._stopping = True
         if self._ticker is not None:
             self._ticker.cancel()
@@ -313,6 +318,7 @@ class RaftGroup:
             self._was_member = True
         gone = self._applied_members - members
         self._applied_members = members
+        self._applied_gone |= gone
         if self.node.role is _LEADER:
             # A removed member never hears of its removal through Raft (the leader stops sending
             # to it as soon as the change is in its log): tell it, so it stops taking part.
@@ -395,6 +401,12 @@ class RaftGroup:
         if self._stopping:
             return
         self.last_seen[m.src] = time.monotonic()
+        node = self.node
+        if node.role is _LEADER and isinstance(m, VoteRequest) and m.src in self._applied_gone:
+            # a member removed while it was away (restarted from a log that predates its removal)
+            self.transport.request(
+                self.transport.subjects.control(m.src), b"", encode_change(ChangeOp.REMOVE, m.src)
+            )
         try:
             self.node.step(m)
         except RaftError as exc:
