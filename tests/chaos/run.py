@@ -97,8 +97,9 @@ async def run(
     faults: tuple[str, ...] = FAULTS,
     tick: float = 0.05,
     lying_fsync: bool = False,
+    snapshot_entries: int = 200,
 ) -> RunResult:
-    settings = Settings(size=size, tick=tick, lying_fsync=lying_fsync)
+    settings = Settings(size=size, tick=tick, lying_fsync=lying_fsync, snapshot_entries=snapshot_entries)
     cluster = ChaosCluster(root, settings)
     started = time.monotonic()
     try:

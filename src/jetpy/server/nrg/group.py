@@ -758,7 +758,7 @@ class RaftGroup:
             id=self.member,
             state=state,
             leader=st.leader,
-            leader_since=self.leader_since,
+            leader_since=self.leader_since if st.role is _LEADER else None,
             ever_had_leader=self.ever_had_leader,
             term=st.term,
             vote=node.vote,
