@@ -144,7 +144,8 @@ class RemoteInterest:
 
 def announced(sub: Subscription) -> bool:
     """Whether a local subscription is told to the routes: all but the in-process handlers of
-    ``$SYS.`` subjects, which are the system account's (jetpy routes no system account)."""
+    ``$SYS.`` subjects in the global account (the system requests each server answers for
+    itself, as nats-server keeps them in its system account)."""
     return sub.handler is None or not sub.subject.startswith(b"$SYS.")
 
 
