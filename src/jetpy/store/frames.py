@@ -422,7 +422,7 @@ def framed_prefix(fc: FileCipher | None, key_header: bytes, slot_b: bytes) -> tu
 class Parsed:
     """What ``parse_framed`` made of a framed file."""
 
-    __slots__ = ("bad", "cut", "data", "notes", "superseded", "table")
+    __slots__ = ("bad", "compressed", "cut", "data", "notes", "superseded", "table")
 
     def __init__(self, table: FrameTable) -> None:
         self.table = table
@@ -431,6 +431,7 @@ class Parsed:
         self.bad: list[tuple[int, int, str]] = []  # (file offset, length, reason) of damage
         self.superseded: list[tuple[int, int]] = []  # (offset, size) of frames a newer gen replaced
         self.notes: list[str] = []
+        self.compressed = False  # some frame holds S2-compressed data
 
 
 def parse_framed(raw: bytes, base: int, keys: StoreKeys | None, context: str, name: str) -> Parsed:
@@ -479,6 +480,8 @@ def parse_framed(raw: bytes, base: int, keys: StoreKeys | None, context: str, na
             out.bad.append((pos, fsize, data if isinstance(data, str) else f"data frame at logical {lpos}"))
             pos += fsize
             continue
+        if flags & FLAG_S2:
+            out.compressed = True
         prev = best.get(lpos)
         if prev is None or gen > prev[0]:
             if prev is not None:
