@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint typecheck layers pytest reference browser bench clean demo java-check test-backup-1g raft-sim raft-bench
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/jetpy-spark-python.pth
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@# an editable install skips the wheel's top-level .pth (see setup.py): put it in place
+	cp src/jetpy-spark-python.pth "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 	@touch $(STAMP)
 
 # The server on 127.0.0.1:4222, JetStream on, file store under ./data, monitoring on 8222.

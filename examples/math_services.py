@@ -35,7 +35,7 @@ ANSWERS = StreamConfig(
     max_bytes=1024 * 1024,  # 1 MB
     max_age=5 * 24 * 3600,  # 5 days (nats-py takes seconds)
     duplicate_window=120,
-    allow_direct=True,  # the Spark connector reads with batched direct gets
+    allow_direct=True,  # direct gets for any client (the Spark connector reads any stream)
 )
 
 

@@ -50,6 +50,7 @@ async def test_seed_stream_add_with_nats_cli_flags(any_server: Proc) -> None:
     assert "Maximum Age: 1d" in r.out and "Storage: file" in r.out and "Maximum Messages: unlimited" in r.out
     cfg = await config_of(url, "LOGS")
     assert cfg["subjects"] == ["logs.>"]
+    assert cfg["allow_direct"] is True  # on unless told, as the nats CLI creates streams
     assert (cfg["storage"], cfg["retention"]) == ("file", "limits")
     assert (cfg["max_msgs"], cfg["max_bytes"], cfg["max_age"]) == (-1, -1, DAY_NS)
     # the same command again is fine (same config); a different config is the server's 10058
@@ -62,6 +63,16 @@ async def test_seed_stream_add_with_nats_cli_flags(any_server: Proc) -> None:
     assert clash.code == 1, clash
     assert "10058" in one_error_line(clash)
     assert (await config_of(url, "LOGS"))["max_age"] == DAY_NS
+
+
+async def test_stream_add_direct_get_flag(any_server: Proc, tmp_path: Path) -> None:
+    url = any_server.url
+    assert run_cli(url, "stream", "add", "NODIRECT", "--subjects", "nd.>", "--no-allow-direct").code == 0
+    assert (await config_of(url, "NODIRECT"))["allow_direct"] is False
+    conf = tmp_path / "s.json"  # a config file says for itself: absent means off
+    conf.write_text(json.dumps({"name": "DIRECTFILE", "subjects": ["df.>"]}))
+    assert run_cli(url, "stream", "add", "--config", str(conf)).code == 0
+    assert (await config_of(url, "DIRECTFILE")).get("allow_direct", False) is False
 
 
 async def test_seed_subjects_counts_and_listing(any_server: Proc) -> None:

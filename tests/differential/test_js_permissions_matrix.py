@@ -271,6 +271,22 @@ ROWS = [
     Row("direct_get_secret", lambda e: api(e.u, "$JS.API.DIRECT.GET.SECRET", {"seq": 1}), "status 403", True),
     Row("direct_get_last_secret", lambda e: api(e.u, "$JS.API.DIRECT.GET.MIX.secret.m"), "status 403", True),
     Row("direct_get_batch_stops_at_secret", direct_batch_mix, "PM,status 403", True),
+    # jetpy's bulk read reads as a consumer does: its filters, else all the stream stores
+    Row("bulk_read_allowed", lambda e: api(e.u, "$JS.API.JETPY.BULK.PUB", {}), "ok", True),
+    Row("bulk_read_secret", lambda e: api(e.u, "$JS.API.JETPY.BULK.SECRET", {}), DENIED, True),
+    Row("bulk_read_mixed_unfiltered", lambda e: api(e.u, "$JS.API.JETPY.BULK.MIX", {}), DENIED, True),
+    Row(
+        "bulk_read_mixed_filtered",
+        lambda e: api(e.u, "$JS.API.JETPY.BULK.MIX", {"filter_subjects": ["pub.m"]}),
+        "ok",
+        True,
+    ),
+    Row(
+        "bulk_read_filter_secret",
+        lambda e: api(e.u, "$JS.API.JETPY.BULK.MIX", {"filter_subjects": ["pub.m", "secret.m"]}),
+        DENIED,
+        True,
+    ),
     Row(
         "consumer_unfiltered_on_secret",
         lambda e: api(e.u, "$JS.API.CONSUMER.CREATE.SECRET", {"stream_name": "SECRET", "config": {}}),

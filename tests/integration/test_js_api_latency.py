@@ -336,3 +336,85 @@ def start_on(port: int, store: Path, log: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+async def _fill(nc: Client, stream: str, subject: str, n: int) -> None:
+    """Publish ``n`` 64-byte messages on ``subject``.0/.1 and wait until the stream holds them."""
+    js = nc.jetstream()
+    for i in range(n):
+        await nc.publish(f"{subject}.{i % 2}", bytes(64))
+        if not i % 20_000:
+            await nc.flush(timeout=60)
+    await nc.flush(timeout=60)
+    deadline = time.monotonic() + 60
+    while (await js.stream_info(stream)).state.messages < n:
+        assert time.monotonic() < deadline, "the stream did not fill up"
+        await asyncio.sleep(0.05)
+
+
+async def test_other_clients_are_served_while_a_lowered_max_age_removes_300k(jetpy_proc: Proc) -> None:
+    """A lowered ``max_age`` that puts 300,000 messages past it removes them a slice at a time
+    while the update is worked on; another client's round trip stays under 100 ms."""
+    nc = await nats.connect(jetpy_proc.url)
+    other = await nats.connect(jetpy_proc.url)
+    await nc.jetstream().add_stream(name="X", subjects=["x.*"])
+    await _fill(nc, "X", "x", 300_000)
+    await asyncio.sleep(1.1)
+    cfg = {"name": "X", "subjects": ["x.*"], "max_age": 1_000_000_000}
+    resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.UPDATE.X", cfg))
+    assert resp["state"]["messages"] == 0 and resp["state"]["last_seq"] == 300_000
+    assert rtt < MAX_RTT, f"update to a lower max_age: {rtt * 1000:.0f} ms"
+    await nc.close()
+    await other.close()
+
+
+async def test_clients_are_served_while_messages_aged_out_during_a_stop_expire(tmp_path: Path) -> None:
+    """The expiry timer removes at most a slice of messages per stream, then lets the loop serve
+    everyone before the next: 200,000 messages that aged out while the server was stopped expire
+    together at start, and a connected client's round trip stays under 100 ms throughout (the
+    timer used to remove them all in one go on the loop)."""
+    store = tmp_path / "store"
+    p = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store)], tmp_path / "a.log"
+    )
+    max_age = 8.0
+    try:
+        nc = await nats.connect(p.url)
+        await nc.jetstream().add_stream(name="E", subjects=["e.*"], max_age=max_age)
+        filled = time.monotonic()
+        await _fill(nc, "E", "e", 200_000)
+        assert time.monotonic() - filled < max_age - 1, "filling took longer than max_age"
+        await nc.close()
+    finally:
+        p.stop()
+    await asyncio.sleep(max(0.0, filled + max_age + 0.5 - time.monotonic()))
+    port = free_port()
+    log = tmp_path / "b.log"
+    popen = start_on(port, store, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # as soon as the port is open
+            assert time.monotonic() < deadline and popen.poll() is None, log.read_text()
+            try:
+                _r, w = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.002)
+                continue
+            w.close()
+            break
+        nc = await nats.connect(f"nats://127.0.0.1:{port}", connect_timeout=10, allow_reconnect=False)
+        rtts: list[float] = []
+        left = -1
+        while left != 0:
+            assert time.monotonic() < deadline + 30, f"{left} messages still there"
+            start = time.perf_counter()
+            await nc.flush(timeout=30)
+            rtts.append(time.perf_counter() - start)
+            if b"Server is ready" in log.read_bytes():
+                left = (await nc.jetstream().stream_info("E")).state.messages
+            await asyncio.sleep(PING_EVERY)
+        assert max(rtts) < MAX_RTT, f"{max(rtts) * 1000:.0f} ms"
+        await nc.close()
+    finally:
+        popen.send_signal(signal.SIGTERM)
+        popen.wait(10)

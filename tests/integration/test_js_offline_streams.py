@@ -55,6 +55,7 @@ async def test_an_offline_stream_answers_for_itself_and_can_be_deleted(tmp_path:
             ("STREAM.PURGE.BAD", b""),
             ("STREAM.MSG.GET.BAD", {"seq": 1}),
             ("STREAM.MSG.DELETE.BAD", {"seq": 1}),
+            ("JETPY.BULK.BAD", {"seq": 1}),
             ("CONSUMER.INFO.BAD.C", b""),
             ("CONSUMER.NAMES.BAD", b""),
             ("CONSUMER.CREATE.BAD", {"stream_name": "BAD", "config": {"ack_policy": "none"}}),

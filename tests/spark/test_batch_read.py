@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 import pytest
 from nats.js import JetStreamContext
-from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from conftest import Proc
@@ -114,14 +113,3 @@ def test_time_bounds(spark: SparkSession, opts: dict[str, str], orders: str) -> 
     assert len(seqs) >= 150
     ms = str(int(datetime.now(UTC).timestamp() * 1000) + 3_600_000)
     assert _read(spark, opts, stream=orders, startingTimestamp=ms) == []
-
-
-def test_missing_stream_and_no_direct_get(spark: SparkSession, opts: dict[str, str]) -> None:
-    async def no_direct(js: JetStreamContext) -> None:
-        await js.add_stream(name="NODIRECT", subjects=["nd"])
-
-    run(no_direct, opts["servers"])
-    with pytest.raises(PySparkException, match="allow_direct"):
-        _read(spark, opts, stream="NODIRECT")
-    with pytest.raises(PySparkException, match="stream not found"):
-        _read(spark, opts, stream="NOPE")

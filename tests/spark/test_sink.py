@@ -96,3 +96,27 @@ def test_stream_to_stream_replay_is_deduplicated(
         r.seq for r in spark.read.format("jetstream").options(**opts).option("stream", "DST").load().collect()
     ]
     assert len(seqs) == 340
+
+
+def test_refusals_fail_the_write_naming_the_row_or_option(
+    spark: SparkSession, opts: dict[str, str], js_server: Proc
+) -> None:
+    url = js_server.url
+
+    async def small(js: JetStreamContext) -> None:
+        await js.add_stream(name="SMALL", subjects=["small"], max_msg_size=150)  # headers count
+
+    run(small, url)
+    rows = spark.createDataFrame(
+        [("small", "ok"), ("small", "x" * 200)], "subject string, data string"
+    ).coalesce(1)
+    with pytest.raises(
+        Exception, match=r"row 1: the stream refused it: message size exceeds maximum allowed"
+    ):
+        rows.write.format("jetstream").options(**opts).mode("append").save()
+    nobody = spark.createDataFrame([("nobody.listens", "x")], "subject string, data string")
+    with pytest.raises(Exception, match=r"no stream listens on its subject \(option 'subject'"):
+        nobody.write.format("jetstream").options(**opts).mode("append").save()
+    bad = spark.createDataFrame([("small", "x", "a\r\nb")], "subject string, data string, msg_id string")
+    with pytest.raises(Exception, match="a msg_id is one line"):
+        bad.write.format("jetstream").options(**opts).mode("append").save()

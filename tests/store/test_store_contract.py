@@ -22,6 +22,8 @@ from jetpy.store import (
     StreamStore,
     msg_size,
 )
+from jetpy.store.record import check_record, split_record
+from jetpy.subjects import subject_matches
 
 from .conftest import MakeStore, Reopen
 
@@ -214,6 +216,69 @@ def test_load_next_batch_matches_load_next_msg(store: StreamStore, flush: bool) 
             for n in (1, 5, 64, 500):
                 assert store.load_next_batch(f, start, n) == _one_by_one(store, f, start, n), (f, start, n)
     assert store.load_next_batch("", 1, 0) == []
+
+
+def _records(store: StreamStore, start: int, end: int, filters: list[str], max_bytes: int) -> list[StoredMsg]:
+    """Every message ``read_records`` hands out from ``start`` to ``end``, call after call, each
+    record checked by the codec (magic, flags, CRC) and each call held to its bounds."""
+    out: list[StoredMsg] = []
+    largest = 0
+    while True:
+        r = store.read_records(start, end, filters, max_bytes)
+        area = b"".join(r.parts)
+        assert r.size == len(area)
+        for off in r.offsets:
+            pos = off - r.base
+            fields = check_record(area, pos, len(area))
+            assert fields is not None and fields[1] == 0, (start, off)  # a whole message record
+            subject, hdr, data = split_record(area, pos, fields)
+            out.append(StoredMsg(subject.decode(), fields[2], fields[3], hdr, data))
+            largest = max(largest, fields[0] + 4)
+        assert r.size < max_bytes + largest or len(r.offsets) <= 1
+        last = min(end, store.state().last_seq)
+        assert r.next_seq > start or start > last  # progress, unless there is nothing to read
+        if r.next_seq > last:
+            return out
+        start = r.next_seq
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_read_records_matches_load_next_msg(store: StreamStore, flush: bool) -> None:
+    """The bulk read hands out exactly the live messages one-by-one reads return, as records:
+    across blocks, around deleted and erased messages, with headers, filtered, bounded."""
+    for i in range(120):
+        hdr = b"NATS/1.0\r\nK: %d\r\n\r\n" % i if i % 7 == 0 else b""
+        store.store_msg(["a.x", "b.y", "a.z"][i % 3], hdr, b"payload-%d" % i * (1 + i % 5), ts=1000 + i)
+    for seq in (1, 2, 17, 40, 41, 42, 43, 99):
+        store.remove_msg(seq)
+    store.erase_msg(60)
+    if flush:
+        store.flush()
+    for filters in ([], [">"], ["a.*"], ["b.y"], ["a.x", "b.y"], ["nope"], ["a.x", "a.*"]):
+        for start, end in ((0, 200), (1, 120), (3, 59), (44, 44), (60, 60), (118, 500), (121, 130)):
+            want = [
+                m
+                for m in _one_by_one(store, ">", start, 1000)
+                if m.seq <= end and (not filters or any(subject_matches(f, m.subject) for f in filters))
+            ]
+            for max_bytes in (1, 200, 1 << 20):
+                got = _records(store, start, end, filters, max_bytes)
+                assert got == want, (filters, start, end, max_bytes)
+
+
+def test_read_records_bounds(store: StreamStore) -> None:
+    fill(store, ["a", "b"], 50)
+    r = store.read_records(10, 20, [], 1 << 20)
+    assert r.offsets[0] - r.base == 0 and len(r.offsets) == 11 and r.next_seq == 21
+    r = store.read_records(45, 1000, [], 1 << 20)  # past the end: up to the last message
+    assert len(r.offsets) == 6 and r.next_seq == 51
+    assert store.read_records(60, 70, [], 1 << 20).next_seq == 60  # nothing there yet
+    r = store.read_records(1, 50, [], 1)  # one record at least, then stop
+    assert len(r.offsets) == 1 and r.next_seq == 2
+    r = store.read_records(1, 50, ["c"], 1 << 20)  # no subject matches
+    assert not r.offsets and r.size == 0 and r.next_seq == 51
+    store.purge()
+    assert store.read_records(1, 50, [], 1 << 20).offsets.tolist() == []
 
 
 def test_load_last_msg(store: StreamStore) -> None:

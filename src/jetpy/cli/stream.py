@@ -79,7 +79,11 @@ DenyDelete = Annotated[
 ]
 DenyPurge = Annotated[bool | None, typer.Option("--deny-purge/--allow-purge", help="Deny purges.")]
 AllowDirect = Annotated[
-    bool | None, typer.Option("--allow-direct/--no-allow-direct", help="Allow direct get (DIRECT.GET).")
+    bool | None,
+    typer.Option(
+        "--allow-direct/--no-allow-direct",
+        help="Allow direct get (DIRECT.GET); `stream add` turns it on unless told, as the nats CLI.",
+    ),
 ]
 NoAck = Annotated[bool | None, typer.Option("--no-ack/--ack", help="Do not acknowledge publishes.")]
 JsonOut = Annotated[bool, typer.Option("--json", "-j", help="Print the server's JSON.")]
@@ -308,6 +312,8 @@ def add(
             no_ack=no_ack,
         )
     )
+    if config is None:
+        cfg.setdefault("allow_direct", True)  # the nats CLI's default (a --config file says for itself)
     stream = str(cfg["name"])
 
     async def go(s: Session) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 Owns when expiry runs: the timer is armed for the earliest deadline any stream's store reports
 (``next_expiry``), and an empty stream with ``max_age`` is bounded by one ``max_age`` from now.
+A firing removes at most ``EXPIRE_SLICE`` messages per stream; when more are due, the timer fires
+again at once, after the loop has served everyone else (a million expired messages never hold
+the loop).
 What expires, and the delete markers it leaves, is the store's rule (``StreamStore.expire``);
 what follows from it (caches, consumers, durability) is the owner's, told through ``on_expired``.
 
@@ -14,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.stream import EXPIRE_SLICE, Stream
 from jetpy.store.base import StoredMsg
 
 __all__ = ["ExpiryTimer"]
@@ -58,9 +61,15 @@ class ExpiryTimer:
     def _fire(self) -> None:
         self._timer = None
         now = time.time_ns()
+        more = False
         for s in list(self._streams.values()):
             if s.config.max_age > 0 or s.config.allow_msg_ttl:
-                removed, markers = s.expire(now)
+                removed, markers = s.expire(now, EXPIRE_SLICE)
                 if removed or markers:
                     self._on_expired(s, removed, markers)
-        self.schedule()
+                more = more or removed == EXPIRE_SLICE
+        if more:  # the rest next, once the loop has served everyone else
+            self.armed_at = now
+            self._timer = asyncio.get_running_loop().call_later(0, self._fire)
+        else:
+            self.schedule()

@@ -3,7 +3,7 @@
 Builds the parts and hands each only what it needs: the committer (group commit and PubAck
 release), the consumer manager (the registry's ``StreamEvents`` listener), the stream registry
 (streams, the publish path, expiry), the report (``$JS.API.INFO`` and ``/jsz``), and the API
-router with the stream, consumer and account routes, plus the direct-get handler. Owns the
+router with the stream, consumer and account routes, plus the direct-get and bulk-read handlers. Owns the
 order in which they start and stop. Nothing in JetStream imports this module.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jetpy.jetstream.api.bulk import BULK_SUBJECTS, BulkRead
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DirectGet
@@ -54,6 +55,7 @@ class JetStream:
         self.router.add(single_server_routes())
         self.router.guard = RequestGuard(self.registry)
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
+        self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
 
     async def start(self) -> None:
@@ -67,6 +69,7 @@ class JetStream:
         self._subs = [
             self.bus.subscribe(API_SUBJECTS, self.router.handle),
             self.bus.subscribe(DIRECT_SUBJECTS, self._direct.handle),
+            self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
         ]
         self.registry.expiry.schedule()
         for stream in recovered:  # mirrors and sources go on from what they stored
@@ -75,6 +78,7 @@ class JetStream:
     async def stop(self) -> None:
         self.sourcing.close()
         self.registry.expiry.cancel()
+        self._bulk.stop()
         await self.router.stop()  # a large create or update still being worked on stops here
         await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state

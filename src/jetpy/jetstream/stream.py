@@ -40,6 +40,7 @@ from jetpy.store.ttl import parse_ttl
 from jetpy.subjects import is_valid_subject, subject_matches
 
 __all__ = [
+    "EXPIRE_SLICE",
     "DeleteEntry",
     "MsgEntry",
     "OriginsReport",
@@ -57,6 +58,10 @@ _json = msgspec.json.Encoder()
 _time_ns = time.time_ns
 
 DEDUP_BATCH = 1024  # messages read at once when re-learning message ids after a restart
+EXPIRE_SLICE = 1024
+"""Messages expired at most in one go (a few ms of work on a file stream): a million messages past
+``max_age`` at once (a stream that was idle, a lowered ``max_age``) are removed a slice at a time,
+other clients served between."""
 
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
@@ -210,7 +215,9 @@ class Stream:
         self.store.set_compression(config.compression)
         yield from self.store.update_limits_steps(limits_of(config))
         if config.max_age > 0:
-            self.store.expire(time.time_ns() if now_ns is None else now_ns)
+            now = time.time_ns() if now_ns is None else now_ns
+            while self.store.expire(now, EXPIRE_SLICE) == EXPIRE_SLICE:
+                yield
 
     # -- publish --------------------------------------------------------------------------------
 
@@ -346,6 +353,19 @@ class Stream:
         cfg = self.config
         if len(hdr) > MAX_HEADER_SIZE:
             raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
+        if b"Nats-Expected" not in hdr and b"Nats-TTL" not in hdr and b"Nats-Rollup" not in hdr:
+            # the common case, a message id at most: one lookup (keys match with their case)
+            mid = get_header(hdr, H_MSG_ID)
+            if not mid:
+                return "", b"", 0
+            msg_id = mid.decode()
+            self._trim_dedup(now)
+            seen = self._dedup.get(msg_id)
+            if seen is not None:
+                return PublishResult(
+                    pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0
+                )
+            return msg_id, b"", 0
         expected = get_header(hdr, H_EXPECTED_STREAM)
         if expected is not None and expected.decode() != self.name:
             raise ApiError.of(E.STREAM_NOT_MATCH)
@@ -402,13 +422,14 @@ class Stream:
 
     # -- expiry ---------------------------------------------------------------------------------
 
-    def expire(self, now_ns: int) -> tuple[int, list[StoredMsg]]:
-        """Remove what max_age and per-message TTLs say is due at ``now_ns``. Returns how many
-        messages went, and the delete markers the store left (as stored messages, so the engine
-        hands them to consumers like any other new message)."""
+    def expire(self, now_ns: int, limit: int = EXPIRE_SLICE) -> tuple[int, list[StoredMsg]]:
+        """Remove what max_age and per-message TTLs say is due at ``now_ns``, at most ``limit``
+        messages (0: all). Returns how many messages went (``limit``: more may be due) and the
+        delete markers the store left (as stored messages, so the engine hands them to consumers
+        like any other new message)."""
         store = self.store
         before = store.state().last_seq if self.config.subject_delete_marker_ttl > 0 else 0
-        removed = store.expire(now_ns)
+        removed = store.expire(now_ns, limit)
         markers: list[StoredMsg] = []
         if before:
             for seq in range(before + 1, store.state().last_seq + 1):

@@ -55,6 +55,12 @@ def msg_prefix(subject: bytes, sid: bytes, headers: bool = False) -> bytes:
     return b"".join((b"HMSG " if headers else b"MSG ", subject, b" ", sid, b" "))
 
 
+LARGE_PAYLOAD: Final = 64 * 1024
+"""Past this, a payload is not %-formatted into its frame: CPython's bytes formatting copies a
+large result several times (1 MiB: ~400 us against ~25 us for a join), which a bulk read's 1 MiB
+replies and the object store's chunks would pay on every message."""
+
+
 def msg_tail(reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes | None = None) -> bytes:
     """The rest of a frame after its prefix: ``[reply ]<sizes>\\r\\n<data>\\r\\n``, ``data``
     holding ``hdr_len`` bytes of header block then the payload. ``sizes`` as the publisher
@@ -64,6 +70,16 @@ def msg_tail(reply: bytes | None, hdr_len: int, data: bytes, sizes: bytes | None
         if reply:
             return b"".join((reply, b" ", sizes, b"\r\n", data, b"\r\n"))
         return b"".join((sizes, b"\r\n", data, b"\r\n"))
+    if len(data) > LARGE_PAYLOAD:  # spelled apart, then joined: one copy of the payload
+        if hdr_len:
+            head = (
+                b"%b %d %d\r\n" % (reply, hdr_len, len(data))
+                if reply
+                else b"%d %d\r\n" % (hdr_len, len(data))
+            )
+        else:
+            head = b"%b %d\r\n" % (reply, len(data)) if reply else b"%d\r\n" % len(data)
+        return b"".join((head, data, b"\r\n"))
     if hdr_len:
         if reply:
             return b"%b %d %d\r\n%b\r\n" % (reply, hdr_len, len(data), data)

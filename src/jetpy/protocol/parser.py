@@ -88,6 +88,8 @@ _SEP_TABLE: Final = bytes.maketrans(b"\t\r\n", b"   ")
 # take the exact general path.
 _PUB_LINE: Final = rb"PUB ([!-~\x80-\xff]+) (?:([!-~\x80-\xff]+) )?"
 _FAST_PUB: Final = re.compile(_PUB_LINE + rb"([0-9]{1,9})\r\n")
+# The common HPUB line, as _FAST_PUB: headers are how JetStream publishers send Nats-Msg-Id.
+_FAST_HPUB: Final = re.compile(b"H" + _PUB_LINE + rb"([0-9]{1,9}) ([0-9]{1,9})\r\n")
 
 # The size-specific fast path: _FAST_PUB with the size field spelled out, extended over the
 # payload and its CRLF, so that a publisher streaming same-sized messages costs one match per
@@ -227,6 +229,7 @@ class Parser:
         max_payload = self.max_payload
         append = ops.append
         match = _FAST_PUB.match
+        hmatch = _FAST_HPUB.match
         startswith = buf.startswith
         run_subject: bytes | None = None  # the subject of the PUBS run the last op belongs to
         # the run's messages; None while it has one (the op is then a plain PUB, which costs the
@@ -281,6 +284,31 @@ class Parser:
                             data = buf[start : nxt - 2]
                             if repeated and sz != sized_sz and size <= SIZED_MAX_PAYLOAD:
                                 sized_match, sized_sz, sized_size = self._sized = self._sized_path(sz, size)
+                elif buf[pos] == 72 and not expect_connect and self.connect.headers:
+                    hm = hmatch(buf, pos)
+                    if hm is not None:
+                        # HPUB's hot path, as PUB's: anything unusual takes the exact path
+                        start = hm.end()
+                        subject, reply, hdb, szb = hm.groups()
+                        hsize = int(hdb)
+                        size = int(szb)
+                        nxt = start + size + 2
+                        if start - pos <= max_line and hsize <= size <= max_payload and nxt <= n:
+                            if buf[nxt - 2] != 13 or buf[nxt - 1] != 10:
+                                raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
+                            append(
+                                (
+                                    PUB,
+                                    subject,
+                                    reply,
+                                    hsize,
+                                    buf[start : nxt - 2],
+                                    hdb + b" " + szb if hsize else szb,
+                                )
+                            )
+                            run_subject = run_datas = None
+                            pos = nxt
+                            continue
             if data is not None:
                 if reply is not None:
                     append((PUB, subject, reply, 0, data, sz))

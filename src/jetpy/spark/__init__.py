@@ -1,7 +1,8 @@
 """The Spark connector: a PySpark Python data source named ``jetstream`` (install ``jetpy[spark]``).
 
-``spark.read.format("jetstream")`` and ``spark.readStream.format("jetstream")`` read a stream as
-``stream, subject, seq, ts, data, headers`` through batched direct gets; ``df.write`` and
+``spark.read.format("jetstream")`` and ``spark.readStream.format("jetstream")`` read any stream
+as ``stream, subject, seq, ts, data, headers`` through the fastest path the server offers
+(jetpy's bulk read, batched direct gets, or a pull consumer: ``paths.py``); ``df.write`` and
 ``df.writeStream`` publish rows with PubAcks and ``Nats-Msg-Id`` deduplication. It is a client of
 a running server over the wire and never imports the server. Options: README, section Spark.
 """

@@ -21,7 +21,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from jetpy.spark.options import JetStreamOptionError, parse_sink, parse_source
-from jetpy.spark.reader import SCHEMA, SCHEMA_STRUCT, JetStreamBatchReader, JetStreamStreamReader
+from jetpy.spark.reader import JetStreamBatchReader, JetStreamStreamReader
+from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
 from jetpy.spark.writer import JetStreamStreamWriter, JetStreamWriter, check_schema
 
 __all__ = ["JetStreamDataSource"]

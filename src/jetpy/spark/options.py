@@ -44,10 +44,20 @@ small enough that one reply (~10k x message size) stays far below a connection's
 slow-consumer limit."""
 DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
 """Bytes per batched direct-get request (the server stops a batch once it is reached)."""
-DEFAULT_MAX_PER_PARTITION = 100_000
-"""Sequences per Spark partition: 1M messages -> 10 tasks, enough to keep every core busy."""
-DEFAULT_MAX_IN_FLIGHT = 1000
-"""Un-acked publishes per writing task (bounded window, as nats bench's)."""
+DEFAULT_MAX_PER_PARTITION = 1_000_000
+"""Sequences per Spark partition, at most (``maxBytesPerPartition`` usually decides first)."""
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
+"""Stored bytes per Spark partition, at most: Spark's own default for files
+(``spark.sql.files.maxPartitionBytes``), about a million small messages, a task of about a second
+at a core's bulk-read speed, so Spark's cost per task (tens of milliseconds) stays small while a
+large stream still spreads over a cluster (1 GB: 8 tasks, or more to fill the cores)."""
+READ_MODES = ("auto", "bulk", "direct", "consumer")
+"""``readMode``: how a partition is read (``spark/paths.py``); ``auto`` picks the fastest the
+server offers for the stream."""
+DEFAULT_MAX_IN_FLIGHT = 10_000
+"""Un-acked publishes per writing task: a server that syncs before it acks (jetpy) covers the
+whole window with each fsync, so the window, not the fsync rate, bounds the throughput
+(~2 MB of frames in flight)."""
 DEFAULT_TIMEOUT_MS = 30_000
 
 _NAME_RE = re.compile(r"^[^.*>\s]+$")
@@ -139,23 +149,6 @@ class ConnOptions:
     api_prefix: str = "$JS.API"
     timeout_ms: int = DEFAULT_TIMEOUT_MS
 
-    def nats_py_kwargs(self) -> dict[str, object]:
-        """Keyword arguments for ``nats.connect`` (the writer's client)."""
-        kw: dict[str, object] = {
-            "servers": list(self.servers),
-            "name": self.name,
-            "connect_timeout": max(self.timeout_ms / 1000, 1.0),
-            "allow_reconnect": False,
-        }
-        if self.user is not None:
-            kw["user"] = self.user
-            kw["password"] = self.password or ""
-        if self.token is not None:
-            kw["token"] = self.token
-        if self.tls:
-            kw["tls"] = self.ssl_context()
-        return kw
-
     def ssl_context(self) -> object:
         import ssl
 
@@ -228,6 +221,8 @@ class SourceOptions:
     max_per_trigger: int | None
     min_partitions: int
     max_per_partition: int
+    max_bytes_per_partition: int
+    read_mode: str
     fail_on_data_loss: bool
     include_headers: bool
     fetch_batch: int
@@ -289,6 +284,13 @@ def parse_time_option(name: str, raw: str) -> int:
     return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
 
 
+def _read_mode(o: _Opts) -> str:
+    mode = o.string("readMode", "auto").lower()
+    if mode not in READ_MODES:
+        raise JetStreamOptionError("readMode", o.string("readMode"), ", ".join(READ_MODES))
+    return mode
+
+
 def parse_source(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
     """The source's options; raises :class:`JetStreamOptionError` naming the first wrong one."""
     o = _Opts(raw)
@@ -343,6 +345,10 @@ def parse_source(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
         max_per_trigger=max_trigger or None,
         min_partitions=o.integer("minPartitions", 1),
         max_per_partition=o.integer("maxMessagesPerPartition", DEFAULT_MAX_PER_PARTITION),
+        max_bytes_per_partition=o.integer(
+            "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION, minimum=1024
+        ),
+        read_mode=_read_mode(o),
         fail_on_data_loss=o.boolean("failOnDataLoss", True),
         include_headers=o.boolean("includeHeaders", False),
         fetch_batch=o.integer("fetchBatch", DEFAULT_FETCH_BATCH),

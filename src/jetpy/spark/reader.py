@@ -1,8 +1,9 @@
 """Reading a JetStream stream into Spark: batch reads and micro-batch streaming reads.
 
-Owns: resolving start/end options to stream sequences, splitting a sequence range into
-partitions, reading one partition into Arrow record batches (through :mod:`jetpy.spark.wire`),
-data-loss detection, and the streaming offsets ``{"<stream>": <next sequence>}``.
+Owns: resolving start/end options to stream sequences, planning partitions from a range's
+sequences and stored bytes, the read path each partition takes (chosen once per stream while
+planning, ``spark/paths.py``), the head-of-stream data-loss check of a micro-batch, and the
+streaming offsets ``{"<stream>": <next sequence>}``.
 Must not know: the server's internals; it talks to a running server over the wire.
 
 Offsets are stream sequences, exclusive at the end: a micro-batch ``{"S": 101} -> {"S": 201}``
@@ -14,12 +15,12 @@ loss; messages removed from the head of the stream before they were read are dat
 
 from __future__ import annotations
 
-import logging
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -28,20 +29,21 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
-from jetpy.spark.options import EARLIEST, LATEST, ConnOptions, OffsetSpec, SourceOptions
-from jetpy.spark.wire import BatchColumns, Wire, WireError
-from jetpy.subjects import subject_matches
+from jetpy.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from jetpy.spark.paths import (
+    JetStreamDataLossError,
+    JetStreamReadError,
+    SeqRange,
+    StreamHead,
+    choose_path,
+    connect,
+    data_loss,
+    read_partition,
+    stream_head,
+)
+from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
+from jetpy.spark.wire import ApiReplyError, Wire, WireError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,48 +53,17 @@ __all__ = [
     "SCHEMA_STRUCT",
     "JetStreamBatchReader",
     "JetStreamDataLossError",
+    "JetStreamReadError",
     "JetStreamStreamReader",
     "SeqRange",
-    "read_range",
+    "plan",
 ]
 
-log = logging.getLogger("jetpy.spark")
 
-SCHEMA = (
-    "stream STRING, subject STRING, seq BIGINT, ts TIMESTAMP, data BINARY, headers MAP<STRING, ARRAY<STRING>>"
-)
-"""What a read returns; ``headers`` is null unless ``includeHeaders=true`` (as Kafka's)."""
-
-SCHEMA_STRUCT = StructType(
-    [
-        StructField("stream", StringType()),
-        StructField("subject", StringType()),
-        StructField("seq", LongType()),
-        StructField("ts", TimestampType()),
-        StructField("data", BinaryType()),
-        StructField("headers", MapType(StringType(), ArrayType(StringType()))),
-    ]
-)
-""":data:`SCHEMA` built without a Spark session (workers have none to parse DDL with)."""
-
-
-class JetStreamDataLossError(RuntimeError):
-    """Messages the query should have read were removed from the stream (retention, purge)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SeqRange:
-    """One partition: sequences ``first..last`` (inclusive) of ``stream``. Picklable."""
-
-    stream: str
-    first: int
-    last: int
-    filters: tuple[str, ...]
-    conn: ConnOptions
-    include_headers: bool
-    fetch_batch: int
-    fetch_max_bytes: int
-    fail_on_data_loss: bool
+NO_MESSAGE: Final = 10037
+"""STREAM.MSG.GET's "no message found"."""
+SPREAD_BYTES: Final = 4 * 1024 * 1024
+"""A range is spread over the planning machine's cores when each gets at least this much."""
 
 
 class JetStreamPartition(InputPartition):
@@ -104,19 +75,13 @@ class JetStreamPartition(InputPartition):
 # ----------------------------------------------------------------------------- planning
 
 
-def _state(w: Wire, stream: str) -> tuple[int, int]:
-    """``(first_seq, last_seq)`` of a stream that allows direct get."""
-    try:
-        info = w.stream_info(stream)
-    except WireError as e:
-        raise WireError(f"stream {stream!r}: {e}") from None
-    if not info.get("config", {}).get("allow_direct", False):
-        raise WireError(
-            f"stream {stream!r} does not allow direct get, which the jetstream source reads with: "
-            f"enable it (allow_direct=true, e.g. `nats stream edit {stream} --allow-direct`)"
-        )
-    st = info.get("state", {})
-    return int(st.get("first_seq", 0)), int(st.get("last_seq", 0))
+def _ns(text: str) -> int:
+    """An RFC 3339 time (as STREAM.MSG.GET answers) -> nanoseconds since the epoch."""
+    main, _, frac = text.rstrip("Z").partition(".")
+    digits = "".join(c for c in frac if c.isdigit())
+    zone = frac[len(digits) :] or ("Z" if text.endswith("Z") else "")
+    dt = datetime.fromisoformat(main + (zone.replace("Z", "+00:00") or "+00:00"))
+    return int(dt.timestamp()) * 1_000_000_000 + int((digits + "000000000")[:9])
 
 
 def _rfc3339(ns: int) -> str:
@@ -124,64 +89,91 @@ def _rfc3339(ns: int) -> str:
     return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
-def seq_at_time(w: Wire, stream: str, ns: int, last_seq: int) -> int:
-    """The first sequence stored at or after ``ns`` (``last_seq + 1`` if none)."""
-    out = BatchColumns()
-    status, _, _ = w.direct_batch(stream, {"start_time": _rfc3339(ns), "batch": 1, "next_by_subj": ">"}, out)
-    if status == 204 and out.seqs:
-        return out.seqs[0]
-    return last_seq + 1
+def _next_msg(w: Wire, stream: str, seq: int) -> tuple[int, int] | None:
+    """``(seq, time ns)`` of the first message at or after ``seq`` (STREAM.MSG.GET, any server)."""
+    try:
+        msg = w.api(f"STREAM.MSG.GET.{stream}", {"seq": max(seq, 1), "next_by_subj": ">"}).get("message", {})
+    except ApiReplyError as e:
+        if e.err_code == NO_MESSAGE:
+            return None
+        raise
+    return int(msg["seq"]), _ns(str(msg["time"]))
 
 
-def resolve(w: Wire, stream: str, spec: OffsetSpec, first: int, last: int, default: int) -> int:
+def seq_at_time(w: Wire, stream: str, ns: int, first: int, last: int) -> int:
+    """The first sequence stored at or after ``ns`` (``last + 1`` if none): one get by time on
+    servers that have it (jetpy, nats-server 2.11+), else a binary search over message gets."""
+    if w.is_jetpy or w.server_version >= (2, 11, 0):
+        try:
+            msg = w.api(f"STREAM.MSG.GET.{stream}", {"start_time": _rfc3339(ns)}).get("message", {})
+            return int(msg["seq"])
+        except ApiReplyError as e:
+            if e.err_code == NO_MESSAGE:
+                return last + 1
+            raise
+    lo, hi = max(first, 1), last + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        m = _next_msg(w, stream, mid)
+        if m is None or m[1] >= ns:
+            hi = mid
+        else:
+            lo = m[0] + 1
+    m = _next_msg(w, stream, lo) if lo <= last else None
+    return m[0] if m is not None and m[1] >= ns else last + 1
+
+
+def resolve(w: Wire, stream: str, spec: OffsetSpec, head: StreamHead, default: int) -> int:
     """An offset option for one stream -> a sequence (the next to read / one past the end)."""
-    earliest = max(first, 1)
+    earliest = max(head.first, 1)
     if spec.kind == "earliest":
         return earliest
     if spec.kind == "latest":
-        return last + 1
+        return head.last + 1
     if spec.kind == "time":
-        return seq_at_time(w, stream, spec.time_ns, last)
+        return seq_at_time(w, stream, spec.time_ns, head.first, head.last)
     v = spec.seqs.get(stream, default)
     if v == EARLIEST:
         return earliest
     if v == LATEST:
-        return last + 1
+        return head.last + 1
     return v
 
 
-def split(r: SeqRange, min_partitions: int, max_per_partition: int) -> list[SeqRange]:
-    """``r`` cut into ``max(minPartitions, ceil(n / maxMessagesPerPartition))`` equal ranges."""
+def plan(o: SourceOptions, head: StreamHead, r: SeqRange, cores: int | None = None) -> list[SeqRange]:
+    """``r`` cut into equal sequence ranges, by the range's stored bytes (the stream's average
+    message size times its sequences) and sequences:
+
+    * none holds more than ``maxBytesPerPartition`` bytes or ``maxMessagesPerPartition``
+      sequences (a large stream spreads over every core of a cluster);
+    * a range of more than ``SPREAD_BYTES`` per core of the machine planning the read is spread
+      over at least that many cores (a local session uses them all), and a count past it is
+      rounded up to a multiple of them, so the last wave of tasks is not a lone one;
+    * at least ``minPartitions``.
+
+    Spark pays tens of milliseconds per task, so partitions are no smaller than that needs."""
     n = r.last - r.first + 1
     if n <= 0:
         return []
-    parts = max(min_partitions, math.ceil(n / max_per_partition))
-    parts = min(parts, n)
-    size = math.ceil(n / parts)
+    cores = max(cores or os.cpu_count() or 1, 1)
+    size = n * (head.bytes / head.msgs if head.msgs else 0.0)
+    parts = max(1, math.ceil(n / o.max_per_partition), math.ceil(size / o.max_bytes_per_partition))
+    if size >= cores * SPREAD_BYTES:
+        parts = math.ceil(parts / cores) * cores
+    parts = min(max(parts, o.min_partitions), n)
+    step = math.ceil(n / parts)
+    # an unfiltered bulk read asks for windows of about fetchMaxBytes, two in flight
+    window = int(o.fetch_max_bytes * 0.9 * head.msgs / head.bytes) if head.bytes and not r.filters else 0
     out = []
     lo = r.first
     while lo <= r.last:
-        hi = min(lo + size - 1, r.last)
-        out.append(_replace(r, lo, hi))
+        hi = min(lo + step - 1, r.last)
+        out.append(replace(r, first=lo, last=hi, window=max(window, 0)))
         lo = hi + 1
     return out
 
 
-def _replace(r: SeqRange, first: int, last: int) -> SeqRange:
-    return SeqRange(
-        r.stream,
-        first,
-        last,
-        r.filters,
-        r.conn,
-        r.include_headers,
-        r.fetch_batch,
-        r.fetch_max_bytes,
-        r.fail_on_data_loss,
-    )
-
-
-def _range(o: SourceOptions, stream: str, first: int, last: int) -> SeqRange:
+def _range(o: SourceOptions, stream: str, first: int, last: int, path: str) -> SeqRange:
     return SeqRange(
         stream,
         first,
@@ -192,91 +184,16 @@ def _range(o: SourceOptions, stream: str, first: int, last: int) -> SeqRange:
         o.fetch_batch,
         o.fetch_max_bytes,
         o.fail_on_data_loss,
+        path,
     )
 
 
-def _data_loss(fail: bool, what: str) -> None:
-    if fail:
-        raise JetStreamDataLossError(
-            f"{what}. Set failOnDataLoss=false to skip them (they are gone from the stream), "
-            "or size the stream's retention (max_age, max_msgs, max_bytes) to the query's lag."
-        )
-    log.warning("jetstream source: %s; skipped (failOnDataLoss=false)", what)
-
-
-# ----------------------------------------------------------------------------- reading
-
-
-_ARROW: dict[str, pa.Schema] = {}
-
-
-def arrow_schema() -> pa.Schema:
-    """The exact Arrow schema Spark expects for :data:`SCHEMA` (checked strictly by Spark)."""
-    s = _ARROW.get("s")
-    if s is None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        s = _ARROW["s"] = to_arrow_schema(SCHEMA_STRUCT, timezone="UTC")
-    return s
-
-
-def to_record_batch(cols: BatchColumns, stream: str) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    n = len(cols)
-    headers = (
-        pa.nulls(n, schema.field("headers").type)
-        if cols.headers is None
-        else pa.array(cols.headers, type=schema.field("headers").type)
-    )
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([stream] * n, schema.field("stream").type),
-            pa.array(cols.subjects, pa.binary()).cast(schema.field("subject").type),
-            pa.array(cols.seqs, schema.field("seq").type),
-            pa.array(cols.ts_us, schema.field("ts").type),
-            pa.array(cols.data, schema.field("data").type),
-            headers,
-        ],
-        schema=schema,
-    )
-
-
-def _keep(filters: tuple[str, ...]) -> tuple[str | None, Callable[[bytes], bool] | None]:
-    """One filter goes to the server (``next_by_subj``); several are matched here."""
-    if not filters:
-        return None, None
-    if len(filters) == 1:
-        return filters[0], None
-
-    def keep(subject: bytes) -> bool:
-        s = subject.decode()
-        return any(subject_matches(f, s) for f in filters)
-
-    return None, keep
-
-
-def read_range(r: SeqRange) -> Iterator[pa.RecordBatch]:
-    """Every message of one partition as Arrow record batches (runs on executors)."""
-    flt, keep = _keep(r.filters)
-    first_seen = 0
-    with Wire(r.conn) as w:
-        for cols in w.read_range(
-            r.stream, r.first, r.last, flt, keep, r.fetch_batch, r.fetch_max_bytes, r.include_headers
-        ):
-            if not first_seen:
-                first_seen = cols.seqs[0]
-            yield to_record_batch(cols, r.stream)
-        if first_seen != r.first:
-            # Was the head of the range removed before we read it? (a deleted message is a gap)
-            head, _ = _state(w, r.stream)
-            gone_to = min(head, first_seen or r.last + 1, r.last + 1)
-            if gone_to > r.first:
-                _data_loss(
-                    r.fail_on_data_loss,
-                    f"stream {r.stream!r}: sequences {r.first}..{gone_to - 1} were removed before they were read",
-                )
+def _head(w: Wire, o: SourceOptions, stream: str, paths: dict[str, str]) -> StreamHead:
+    """The stream's head; the first time, also the path its partitions will be read through."""
+    head = stream_head(w, stream)
+    if stream not in paths:
+        paths[stream] = choose_path(w, stream, head, o.read_mode)
+    return head
 
 
 class JetStreamBatchReader(DataSourceReader):
@@ -288,26 +205,34 @@ class JetStreamBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.opts
         out: list[InputPartition] = []
-        with Wire(o.conn) as w:
+        paths: dict[str, str] = {}
+        w = connect(o.conn)
+        try:
             for stream in o.streams:
-                first, last = _state(w, stream)
-                start = resolve(w, stream, o.starting, first, last, EARLIEST)
-                end = resolve(w, stream, o.ending, first, last, LATEST)
-                end = min(end, last + 1)
-                if start < first and start < end:
-                    _data_loss(
+                head = _head(w, o, stream, paths)
+                start = resolve(w, stream, o.starting, head, EARLIEST)
+                end = min(resolve(w, stream, o.ending, head, LATEST), head.last + 1)
+                if start < head.first and start < end:
+                    data_loss(
                         o.fail_on_data_loss,
-                        f"stream {stream!r}: startingOffsets asks for sequence {start} but the stream starts at {first}",
+                        f"stream {stream!r}: startingOffsets asks for sequence {start} but the stream "
+                        f"starts at {head.first}",
                     )
-                    start = first
-                for r in split(_range(o, stream, start, end - 1), o.min_partitions, o.max_per_partition):
+                    start = head.first
+                for r in plan(o, head, _range(o, stream, start, end - 1, paths[stream])):
                     out.append(JetStreamPartition(r))
+        except WireError as e:
+            raise JetStreamReadError(
+                f"jetstream source: lost the server at {w.url} (option 'servers') while planning the read: {e}"
+            ) from None
+        finally:
+            w.close()
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, JetStreamPartition):
             return iter(())  # an empty read: Spark still runs one task, with a placeholder
-        return read_range(partition.range)
+        return read_partition(partition.range)
 
 
 class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -318,17 +243,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._wire: Wire | None = None
         self._ending: dict[str, int] | None = None
         self._target: dict[str, int] | None = None
+        self._paths: dict[str, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # executors get a copy of this reader; a socket does not pickle (and is not needed there)
-        return {"opts": self.opts, "_wire": None, "_ending": self._ending, "_target": self._target}
+        return {
+            "opts": self.opts,
+            "_wire": None,
+            "_ending": self._ending,
+            "_target": self._target,
+            "_paths": dict(self._paths),
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
     def _w(self) -> Wire:
         if self._wire is None:
-            self._wire = Wire(self.opts.conn)
+            self._wire = connect(self.opts.conn)
         return self._wire
 
     def _call(self, fn: Callable[[Wire], Any]) -> Any:
@@ -339,20 +271,24 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if self._wire is not None:
                 self._wire.close()
                 self._wire = None
-            return fn(self._w())
+        w = self._w()
+        try:
+            return fn(w)
+        except WireError as e:
+            raise JetStreamReadError(
+                f"jetstream source: lost the server at {w.url} (option 'servers') while planning "
+                f"a micro-batch of {', '.join(map(repr, self.opts.streams))}: {e}"
+            ) from None
 
-    def _heads(self) -> dict[str, tuple[int, int]]:
-        return self._call(lambda w: {s: _state(w, s) for s in self.opts.streams})  # type: ignore[no-any-return]
+    def _heads(self) -> dict[str, StreamHead]:
+        o = self.opts
+        return self._call(lambda w: {s: _head(w, o, s, self._paths) for s in o.streams})  # type: ignore[no-any-return]
 
     def initialOffset(self) -> dict[str, int]:
         o = self.opts
 
         def go(w: Wire) -> dict[str, int]:
-            out = {}
-            for s in o.streams:
-                first, last = _state(w, s)
-                out[s] = resolve(w, s, o.starting, first, last, EARLIEST)
-            return out
+            return {s: resolve(w, s, o.starting, _head(w, o, s, self._paths), EARLIEST) for s in o.streams}
 
         return self._call(go)  # type: ignore[no-any-return]
 
@@ -364,21 +300,17 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._ending is None:
 
             def go(w: Wire) -> dict[str, int]:
-                out = {}
-                for s in o.streams:
-                    first, last = _state(w, s)
-                    out[s] = resolve(w, s, o.ending, first, last, LATEST)
-                return out
+                return {s: resolve(w, s, o.ending, _head(w, o, s, self._paths), LATEST) for s in o.streams}
 
             self._ending = self._call(go)
         return self._ending
 
-    def _start_of(self, start: dict[str, Any], stream: str, heads: dict[str, tuple[int, int]]) -> int:
+    def _start_of(self, start: dict[str, Any], stream: str, heads: dict[str, StreamHead]) -> int:
         if stream in start:
             return int(start[stream])
         # a stream added to the query after its checkpoint: from the starting option
-        first, last = heads[stream]
-        return self._call(lambda w: resolve(w, stream, self.opts.starting, first, last, EARLIEST))  # type: ignore[no-any-return]
+        head = heads[stream]
+        return self._call(lambda w: resolve(w, stream, self.opts.starting, head, EARLIEST))  # type: ignore[no-any-return]
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         heads = self._heads()
@@ -387,7 +319,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         out: dict[str, int] = {}
         for s in self.opts.streams:
             lo = self._start_of(start, s, heads)
-            hi = heads[s][1] + 1
+            hi = heads[s].last + 1
             if ends is not None:
                 hi = min(hi, ends[s])
             if self._target is not None:
@@ -406,14 +338,14 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def reportLatestOffset(self) -> dict[str, int]:
         """The heads of the streams: ``latestOffset - endOffset`` of a progress is the lag."""
-        return {s: last + 1 for s, (_, last) in self._heads().items()}
+        return {s: h.last + 1 for s, h in self._heads().items()}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {s: last + 1 for s, (_, last) in self._heads().items()}
+        self._target = {s: h.last + 1 for s, h in self._heads().items()}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         o = self.opts
-        heads: dict[str, tuple[int, int]] | None = None
+        heads: dict[str, StreamHead] | None = None
         out: list[InputPartition] = []
         for s in o.streams:
             hi = int(end.get(s, 0))
@@ -424,22 +356,22 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             if hi <= lo:
                 continue
             heads = heads or self._heads()
-            first = heads[s][0]
+            first = heads[s].first
             if first > lo:
                 gone = min(first, hi)
-                _data_loss(
+                data_loss(
                     o.fail_on_data_loss,
                     f"stream {s!r}: sequences {lo}..{gone - 1} were removed before they were read",
                 )
                 lo = gone
-            for r in split(_range(o, s, lo, hi - 1), o.min_partitions, o.max_per_partition):
+            for r in plan(o, heads[s], _range(o, s, lo, hi - 1, self._paths[s])):
                 out.append(JetStreamPartition(r))
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, JetStreamPartition):
             return iter(())  # an empty read: Spark still runs one task, with a placeholder
-        return read_range(partition.range)
+        return read_partition(partition.range)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint is the source of truth, as with Kafka."""

@@ -1,23 +1,26 @@
-"""The connector's read path: a small blocking NATS client for requests and batched direct gets.
+"""The connector's connection: a small blocking NATS client, and the batched direct-get path.
 
 Owns: one TCP (or TLS) connection speaking the client side of the NATS protocol (INFO, CONNECT
-with user/password or token, PING/PONG, SUB, PUB, MSG/HMSG), a request/reply helper for the
-JetStream API, and :meth:`Wire.direct_batch`, which reads a batched direct get (nats-server 2.11,
-ADR-31) straight into column lists: stream sequence, subject, timestamp, payload and, on demand,
-the message's own headers.
+with user/password or token, PING/PONG, SUB, PUB/HPUB, MSG/HMSG) with a receive buffer whose
+messages can be handed out as views (a bulk read's 1 MiB messages are never copied to be read),
+a request/reply helper for the JetStream API, PubAcks taken in bulk (the sink), and
+:meth:`Wire.read_range`, the ``direct`` read path: batched direct gets (nats-server 2.11,
+ADR-31) read straight into column lists: stream sequence, subject, timestamp, payload and, on
+demand, the message's own headers.
 Must not know: Spark, Arrow, the server's internals.
 
 Why not nats-py here: a Spark task spends its time in this loop, and nats-py builds a ``Msg``
-object, parses headers into a dict and schedules a callback for every message, which caps a
-reader at a few tens of thousands of messages per second. This loop parses each frame with a few
-``bytes.find`` calls and appends to lists; the writer, where PubAcks are the bottleneck, uses
-nats-py. Blocking sockets also keep an event loop out of Spark's Python workers.
+object, parses headers into a dict and schedules a callback (or a future) for every message,
+which caps a reader or a writer at a few tens of thousands of messages per second. This client
+parses frames with a few ``bytes.find`` calls or one regex pass. Blocking sockets also keep an
+event loop out of Spark's Python workers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -29,10 +32,14 @@ from urllib.parse import unquote, urlsplit
 from jetpy.protocol.headers import get_header, parse_headers
 from jetpy.spark.options import ConnOptions
 
-__all__ = ["BatchColumns", "Reply", "Wire", "WireError", "parse_ts_us"]
+__all__ = ["ApiReplyError", "BatchColumns", "Reply", "Wire", "WireError", "parse_ts_us", "user_headers"]
 
 RECV_SIZE = 4 * 1024 * 1024
-"""Bytes asked of the socket per read: a whole batch reply arrives in a few reads."""
+"""Size of the receive buffer: a bulk read's 1 MiB messages and a batch reply arrive in a few
+reads, each straight into it."""
+MIN_RECV = 256 * 1024
+"""Free room below which the receive buffer is replaced before reading (one copy of the few
+bytes not consumed yet)."""
 PIPELINE_DEPTH = 2
 """Batched direct-get requests in flight per connection during an unfiltered read."""
 MAX_CONTROL_LINE = 4096
@@ -41,6 +48,14 @@ MAX_CONTROL_LINE = 4096
 
 class WireError(Exception):
     """The server could not be reached, refused us, timed out or answered with an error."""
+
+
+class ApiReplyError(WireError):
+    """The JetStream API answered with an error (``err_code`` as nats-server numbers them)."""
+
+    def __init__(self, err_code: int, description: str) -> None:
+        self.err_code = err_code
+        super().__init__(f"JetStream API error {err_code}: {description}")
 
 
 @dataclass(slots=True)
@@ -66,7 +81,7 @@ class Reply:
             raise WireError(f"unexpected API reply: {self.data[:200]!r}")
         err = obj.get("error")
         if err:
-            raise WireError(f"JetStream API error {err.get('err_code')}: {err.get('description')}")
+            raise ApiReplyError(int(err.get("err_code") or 0), str(err.get("description")))
         return obj
 
 
@@ -110,7 +125,7 @@ def parse_ts_us(ts: bytes) -> int:
     return int(dt.timestamp()) * 1_000_000 + dt.microsecond
 
 
-def _user_headers(block: bytes) -> list[tuple[str, list[str]]]:
+def user_headers(block: bytes) -> list[tuple[str, list[str]]]:
     """A header block -> [(key, [values...])] in first-seen key order (keys may repeat)."""
     out: dict[str, list[str]] = {}
     for k, v in parse_headers(block).items:
@@ -124,15 +139,20 @@ class Wire:
     def __init__(self, conn: ConnOptions) -> None:
         self.conn = conn
         self.timeout = conn.timeout_ms / 1000
-        self._buf = b""
-        self._pos = 0
+        # bytes received: valid in [_r, _w) of _rb; a message's payload may be handed out as a
+        # view of _rb, so _rb is never resized in place: more room is a new buffer
+        self._rb = bytearray(RECV_SIZE)
+        self._r = 0
+        self._w = 0
         self._sock: socket.socket | Any = None
         self._next = 0
+        self.url = ""
         self.info: dict[str, Any] = {}
         errors: list[str] = []
         for url in conn.servers:
             try:
                 self._connect(url)
+                self.url = url
                 break
             except (OSError, WireError) as e:
                 errors.append(f"{url}: {e}")
@@ -140,7 +160,35 @@ class Wire:
         else:
             raise WireError("cannot connect to NATS: " + "; ".join(errors))
         self._inbox = f"_INBOX.{os.urandom(8).hex()}"
+        # MSG <inbox>.<n> <sid> <size>\r\n<payload without CR or LF>\r\n (PubAcks, API replies)
+        self._reply_re = re.compile(
+            b"MSG " + re.escape(self._inbox.encode()) + rb"\.([0-9]+) 1 [0-9]+\r\n([^\r\n]*)\r\n"
+        )
         self._send(f"SUB {self._inbox}.* 1\r\n".encode())
+
+    @property
+    def inbox(self) -> str:
+        """This connection's reply prefix: ``<inbox>.<anything>`` comes back to it."""
+        return self._inbox
+
+    def send(self, data: bytes) -> None:
+        """Raw protocol bytes (frames built by the caller)."""
+        self._send(data)
+
+    @property
+    def is_jetpy(self) -> bool:
+        """The server is jetpy (it names itself in INFO's ``go``), so it has the bulk read."""
+        return "jetpy" in str(self.info.get("go", ""))
+
+    @property
+    def server_version(self) -> tuple[int, int, int]:
+        """INFO's ``version`` as numbers ((0, 0, 0) if it does not parse)."""
+        parts = str(self.info.get("version", "")).split("-")[0].split(".")
+        try:
+            major, minor, patch = (int(p) for p in [*parts, "0", "0"][:3])
+        except ValueError:
+            return (0, 0, 0)
+        return major, minor, patch
 
     # -- connection ----------------------------------------------------------------------------
 
@@ -189,6 +237,26 @@ class Wire:
     def close(self) -> None:
         self._close_sock()
 
+    def ping(self) -> bool:
+        """Whether the connection still works and has nothing pending: a PING answered by a
+        PONG with nothing else before it (used before a kept connection is reused)."""
+        if self._sock is None or self._r != self._w:
+            return False
+        try:
+            self._send(b"PING\r\n")
+            while True:
+                line = self._read_line()
+                if line == b"PONG":
+                    return self._r == self._w
+                if line != b"+OK" and not line.startswith(b"INFO "):
+                    return False
+        except (WireError, OSError):
+            return False
+
+    def set_timeout(self, seconds: float | None) -> None:
+        """How long a read waits for the server (None: ``timeoutMs`` again)."""
+        self._sock.settimeout(self.timeout if seconds is None else seconds)
+
     def _close_sock(self) -> None:
         if self._sock is not None:
             try:
@@ -205,63 +273,97 @@ class Wire:
     # -- bytes ---------------------------------------------------------------------------------
 
     def _send(self, data: bytes) -> None:
-        self._sock.sendall(data)
-
-    def _fill(self) -> None:
         try:
-            chunk = self._sock.recv(RECV_SIZE)
+            self._sock.sendall(data)
+        except OSError as e:
+            raise WireError(f"connection lost: {e}") from None
+
+    def _fill(self, need: int = 0) -> None:
+        """Receive more bytes, with room for ``need`` bytes from the read position on."""
+        live = self._w - self._r
+        room = max(need, live + MIN_RECV)
+        if self._r + room > len(self._rb):  # a new buffer: views of the old one stay valid
+            new = bytearray(max(RECV_SIZE, room))
+            new[:live] = memoryview(self._rb)[self._r : self._w]
+            self._rb, self._r, self._w = new, 0, live
+        try:
+            n = self._sock.recv_into(memoryview(self._rb)[self._w :])
         except TimeoutError:
             raise WireError(f"no reply within {self.timeout:g}s") from None
-        if not chunk:
+        except OSError as e:
+            raise WireError(f"connection lost: {e}") from None
+        if not n:
             raise WireError("connection closed by the server")
-        self._buf = self._buf[self._pos :] + chunk if self._pos < len(self._buf) else chunk
-        self._pos = 0
+        self._w += n
 
     def _read_line(self) -> bytes:
         while True:
-            nl = self._buf.find(b"\r\n", self._pos)
+            nl = self._rb.find(b"\r\n", self._r, self._w)
             if nl >= 0:
-                line = self._buf[self._pos : nl]
-                self._pos = nl + 2
+                line = bytes(self._rb[self._r : nl])
+                self._r = nl + 2
                 return line
-            if len(self._buf) - self._pos > MAX_CONTROL_LINE + 65536:
+            if self._w - self._r > MAX_CONTROL_LINE + 65536:
                 raise WireError("protocol error: control line too long")
             self._fill()
 
-    def _next_msg(self) -> tuple[bytes, bytes, bytes]:
-        """The next MSG/HMSG as (subject, headers, payload); answers PINGs, raises on -ERR."""
+    def next_frame(self) -> tuple[bytes, bytes, int, memoryview]:
+        """The next MSG/HMSG as (subject, reply subject or b"", header length, header block +
+        payload as a view); answers PINGs, raises on -ERR. The view stays valid after later reads."""
         while True:
-            buf, pos = self._buf, self._pos
-            nl = buf.find(b"\r\n", pos)
+            rb, pos, w = self._rb, self._r, self._w
+            nl = rb.find(b"\r\n", pos, w)
             if nl < 0:
+                if w - pos > MAX_CONTROL_LINE + 65536:
+                    raise WireError("protocol error: control line too long")
                 self._fill()
                 continue
-            op = buf[pos : pos + 4]
+            op = rb[pos : pos + 4]
             if op == b"HMSG" or op[:3] == b"MSG":
-                parts = buf[pos:nl].split(b" ")
-                if op == b"HMSG":
-                    hlen, tlen = int(parts[-2]), int(parts[-1])
-                else:
-                    hlen, tlen = 0, int(parts[-1])
+                parts = bytes(rb[pos:nl]).split(b" ")
+                try:
+                    hlen, tlen = (int(parts[-2]), int(parts[-1])) if op == b"HMSG" else (0, int(parts[-1]))
+                except (ValueError, IndexError):
+                    raise WireError(f"protocol error: {bytes(rb[pos:nl])[:80]!r}") from None
                 start = nl + 2
                 end = start + tlen
-                if end + 2 > len(buf):
-                    self._fill_to(end + 2 - pos)
+                if end + 2 > w:
+                    self._fill(end + 2 - pos)
                     continue
-                self._pos = end + 2
-                return parts[1], buf[start : start + hlen], buf[start + hlen : end]
-            self._pos = nl + 2
-            line = buf[pos:nl]
+                self._r = end + 2
+                reply = parts[3] if len(parts) == (6 if op == b"HMSG" else 5) else b""
+                return parts[1], reply, hlen, memoryview(rb)[start:end]
+            self._r = nl + 2
+            line = bytes(rb[pos:nl])
             if line == b"PING":
                 self._send(b"PONG\r\n")
             elif line.startswith(b"-ERR"):
                 raise WireError(line[5:].decode(errors="replace").strip(" '"))
             # PONG, +OK, INFO: nothing to do
 
-    def _fill_to(self, need: int) -> None:
-        """Read until ``need`` bytes from the current position are buffered."""
-        while len(self._buf) - self._pos < need:
+    def plain_replies(self, limit: int) -> list[tuple[int, bytes]]:
+        """Up to ``limit`` buffered plain messages (no headers) to this connection's
+        ``<inbox>.<number>`` subjects, as (number, payload), taken in one pass: the PubAck path.
+        Stops at anything else (read that with :meth:`next_frame`); reads from the socket only
+        when nothing at all is buffered."""
+        if self._r >= self._w:
             self._fill()
+        out: list[tuple[int, bytes]] = []
+        rb, pos, w = self._rb, self._r, self._w
+        match = self._reply_re.match
+        while len(out) < limit:
+            m = match(rb, pos, w)
+            if m is None:
+                break
+            out.append((int(m.group(1)), m.group(2)))
+            pos = m.end()
+        self._r = pos
+        return out
+
+    def _next_msg(self) -> tuple[bytes, bytes, bytes]:
+        """The next MSG/HMSG as (subject, headers, payload) bytes."""
+        subj, _, hlen, view = self.next_frame()
+        return subj, bytes(view[:hlen]), bytes(view[hlen:])
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -271,6 +373,12 @@ class Wire:
 
     def _publish(self, subject: str, reply: bytes, payload: bytes) -> None:
         self._send(b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply, len(payload), payload))
+
+    def send_request(self, subject: str, payload: bytes) -> bytes:
+        """Publish a request; returns its reply subject (the answer comes through next_frame)."""
+        reply = self._reply_subject()
+        self._publish(subject, reply, payload)
+        return reply
 
     def request(self, subject: str, payload: bytes = b"") -> Reply:
         """One request, one reply (a 503 no-responders status is returned as a Reply)."""
@@ -290,23 +398,6 @@ class Wire:
 
     def stream_info(self, stream: str) -> dict[str, Any]:
         return self.api(f"STREAM.INFO.{stream}")
-
-    def direct_batch(
-        self,
-        stream: str,
-        req: dict[str, Any],
-        out: BatchColumns,
-        keep: Callable[[bytes], bool] | None = None,
-        up_to: int = 0,
-    ) -> tuple[int, int, int]:
-        """One batched direct get, appended to ``out``; returns ``(status, num_pending, last_seq)``.
-
-        ``status`` is 204 after a batch (``num_pending`` and ``last_seq`` from its EOB), 404 when
-        no message matched. Messages past ``up_to`` (if set) or rejected by ``keep`` (subject
-        filter) are read but not kept.
-        """
-        reply = self._send_batch(stream, req)
-        return self._receive_batch(stream, reply, out, keep, up_to)
 
     def read_range(
         self,
@@ -378,16 +469,16 @@ class Wire:
         next_msg = self._next_msg
         while True:
             # fast path: a whole HMSG frame already buffered (the common case inside a batch)
-            buf, pos = self._buf, self._pos
-            nl = buf.find(b"\r\n", pos)
-            if nl > 0 and buf.startswith(b"HMSG ", pos):
-                parts = buf[pos + 5 : nl].split(b" ")
+            buf, pos, w = self._rb, self._r, self._w
+            nl = buf.find(b"\r\n", pos, w)
+            if nl > 0 and buf.startswith(b"HMSG ", pos, w):
+                parts = bytes(buf[pos + 5 : nl]).split(b" ")
                 start = nl + 2
                 hend = start + int(parts[-2])
                 end = start + int(parts[-1])
-                if end + 2 <= len(buf):
-                    self._pos = end + 2
-                    subj, hdr, payload = parts[0], buf[start:hend], buf[hend:end]
+                if end + 2 <= w:
+                    self._r = end + 2
+                    subj, hdr, payload = parts[0], bytes(buf[start:hend]), bytes(buf[hend:end])
                 else:
                     subj, hdr, payload = next_msg()
             else:
@@ -439,4 +530,4 @@ class Wire:
                 ts_us.append(parse_ts_us(ts))
             data.append(payload)
             if headers is not None:
-                headers.append(_user_headers(hdr[:i]) if i > 10 else None)
+                headers.append(user_headers(hdr[:i]) if i > 10 else None)

@@ -1,4 +1,4 @@
-"""Writing DataFrames to JetStream (batch and streaming), through nats-py, with PubAcks awaited.
+"""Writing DataFrames to JetStream (batch and streaming), with PubAcks awaited (``publish.py``).
 
 Owns: turning rows (``subject``, ``data``, optional ``headers``, optional ``msg_id``) into
 publishes, the bounded in-flight window, and the ``Nats-Msg-Id`` each message carries:
@@ -16,10 +16,9 @@ Must not know: the server's internals.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -30,7 +29,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from jetpy.spark.options import JetStreamOptionError, SinkOptions
-from jetpy.subjects import is_valid_subject
+from jetpy.spark.publish import Published, publish_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,59 +66,8 @@ def check_schema(schema: StructType, opts: SinkOptions) -> None:
         raise JetStreamOptionError("msgIdColumn", opts.msg_id_column, "the name of a string column")
 
 
-def _headers(value: Any) -> dict[str, str]:
-    if not value:
-        return {}
-    out: dict[str, str] = {}
-    for k, v in value:
-        if isinstance(v, list):
-            if len(v) > 1:
-                raise ValueError(f"header {k!r} has {len(v)} values; the writer sends one value per key")
-            v = v[0] if v else ""
-        out[str(k)] = "" if v is None else str(v)
-    return out
-
-
-async def _publish(opts: SinkOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> JetStreamCommit:
-    import nats
-
-    nc = await nats.connect(**opts.conn.nats_py_kwargs())  # type: ignore[arg-type]
-    js = nc.jetstream(publish_async_max_pending=opts.max_in_flight)
-    res = JetStreamCommit()
-    timeout = opts.publish_timeout_ms / 1000
-    row = 0
-    try:
-        for batch in batches:
-            cols = batch.to_pydict()
-            n = batch.num_rows
-            subjects = cols.get("subject") or [None] * n
-            datas = cols["data"]
-            hdrs = cols.get("headers") or [None] * n
-            ids = cols.get(opts.msg_id_column) or [None] * n
-            futures = []
-            for i in range(n):
-                subject = opts.subject or subjects[i]
-                if not subject or not is_valid_subject(subject, allow_wildcards=False):
-                    raise ValueError(f"row {row}: invalid subject {subject!r}")
-                data = datas[i]
-                if data is None:
-                    data = b""
-                elif isinstance(data, str):
-                    data = data.encode()
-                h = _headers(hdrs[i])
-                h["Nats-Msg-Id"] = ids[i] or f"{id_prefix}:{row}"
-                futures.append(await js.publish_async(subject, data, stream=opts.stream, headers=h))
-                row += 1
-            for ack in await asyncio.wait_for(asyncio.gather(*futures), timeout):
-                if ack.duplicate:
-                    res.duplicates += 1
-                else:
-                    res.published += 1
-                    res.first_seq = res.first_seq or ack.seq
-                    res.last_seq = max(res.last_seq, ack.seq)
-    finally:
-        await nc.close()
-    return res
+def _commit(p: Published) -> JetStreamCommit:
+    return JetStreamCommit(p.published, p.duplicates, p.first_seq, p.last_seq)
 
 
 def _task() -> TaskContext:
@@ -137,7 +85,7 @@ class JetStreamWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommit:  # type: ignore[override]
         prefix = f"{self.write_id}:{_task().partitionId()}"
-        return asyncio.run(_publish(self.opts, iterator, prefix))
+        return _commit(publish_rows(self.opts, iterator, prefix))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to finish: every message was acked by the stream before its task returned."""
@@ -157,7 +105,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         query = self.opts.write_id or ctx.getLocalProperty("sql.streaming.queryId") or "query"
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") or "0"
         prefix = f"{query}:{batch_id}:{ctx.partitionId()}"
-        return asyncio.run(_publish(self.opts, iterator, prefix))
+        return _commit(publish_rows(self.opts, iterator, prefix))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to finish (see :meth:`JetStreamWriter.commit`)."""

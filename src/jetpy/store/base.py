@@ -47,6 +47,7 @@ Semantics shared by every store (nats-server's memstore/filestore are the refere
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Generator, Iterable, Sequence
 from itertools import islice
 from typing import Final, Literal, Protocol, runtime_checkable
@@ -56,6 +57,7 @@ import msgspec
 from jetpy.subjects import matches_all as is_all
 
 __all__ = [
+    "BULK_MAX_EXAMINED",
     "FILE_HDR_OVERHEAD",
     "FILE_MSG_OVERHEAD",
     "LOST_RANGES_SHOWN",
@@ -85,6 +87,7 @@ __all__ = [
     "StoreExport",
     "StoreLimits",
     "StoredMsg",
+    "StoredRecords",
     "StreamState",
     "StreamStore",
     "check_discard_new",
@@ -147,6 +150,30 @@ class StoredMsg(msgspec.Struct, frozen=True, gc=False):
 LOST_RANGES_SHOWN = 16
 """Ranges of lost sequences ``LostData.ranges`` names (the count is always exact): a damaged
 store must not write megabytes into a log line or a report."""
+
+
+BULK_MAX_EXAMINED = 262_144
+"""Sequences one ``read_records`` call looks at, at most: a filter matching nothing in a stream
+of 100 million messages costs a bounded slice of work per call (milliseconds), never one long
+stall of its owner's loop."""
+
+
+class StoredRecords(msgspec.Struct, frozen=True, gc=False):
+    """Stored messages as the file store's message records (``record.py``: header, subject,
+    headers, payload, CRC-32), many at a time: what ``StreamStore.read_records`` hands out.
+
+    The records area is ``b"".join(parts)`` (``size`` bytes); record ``k`` starts at
+    ``offsets[k] - base`` in it (``offsets`` is an ``array("I")``: a file store hands out its
+    block offsets as they are, with ``base`` where its first run starts). Bytes between
+    records belong to no message of the read (tombstones, a few bytes of padding): readers go
+    by the offsets. ``next_seq`` is where the next read continues: every matching message with
+    a sequence below it, from the requested start on, was handed out."""
+
+    parts: list[bytes]
+    offsets: array[int]
+    base: int
+    size: int
+    next_seq: int
 
 
 class LostData(msgspec.Struct, frozen=True):
@@ -549,6 +576,14 @@ class StreamStore(Protocol):
         """Up to ``max_msgs`` of the messages ``load_next_msg`` would return one by one from
         ``start_seq`` on, in order (fewer only when no more match): the consumers' bulk read."""
 
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read: the live messages with ``start_seq <= seq <= end_seq`` whose subject
+        matches one of ``filters`` (none, or ``>``: every subject), in order, as records (see
+        ``StoredRecords``). Adds records while the area holds less than ``max_bytes``, and
+        examines at most ``BULK_MAX_EXAMINED`` sequences; ``next_seq`` says where to go on."""
+
     def remove_msg(self, seq: int) -> bool: ...
 
     def erase_msg(self, seq: int) -> bool:
@@ -590,9 +625,10 @@ class StreamStore(Protocol):
         """``update_limits`` in steps, yielding every ``PURGE_STEP`` messages its lower limits
         remove (they hold for what is stored in between); returns how many it removed."""
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         """Remove messages older than ``max_age`` or past their own TTL at ``now_ns`` (and leave
-        delete markers if configured); returns how many were removed."""
+        delete markers if configured), at most ``limit`` of them (0: all); returns how many were
+        removed (``limit`` when more may be due: call again)."""
 
     def next_expiry(self) -> int | None:
         """When (ns since epoch) the next message expires (by age or TTL), or None if none will."""

@@ -115,9 +115,10 @@ class Expiry:
                     yield seq
             seq += 1
 
-    def expire(self, limits: StoreLimits, now_ns: int) -> int:
-        """Remove what is due at ``now_ns``; leave a delete marker on each subject this empties
-        (unless the message removed was a marker itself). Returns how many were removed."""
+    def expire(self, limits: StoreLimits, now_ns: int, limit: int = 0) -> int:
+        """Remove what is due at ``now_ns``, at most ``limit`` messages (0: no bound); leave a
+        delete marker on each subject this empties (unless the message removed was a marker
+        itself). Returns how many were removed."""
         marker_ttl = limits.subject_delete_marker_ttl
         emptied: list[str] = []
         removed = 0
@@ -128,6 +129,8 @@ class Expiry:
                     emptied.append(subject)
             self._remove(seq)
             removed += 1
+            if removed == limit:
+                break
         for subject in emptied:
             try:
                 self._store_msg(subject, marker_headers(marker_ttl), b"", now_ns, marker_ttl)

@@ -35,6 +35,7 @@ import errno as _errno
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -52,6 +53,7 @@ from .base import (
     Steps,
     StoreConfig,
     StoredMsg,
+    StoredRecords,
     StoreLimits,
     StreamState,
     check_discard_new,
@@ -61,6 +63,7 @@ from .base import (
     purge_ex,
     stream_state,
 )
+from .bulk import read_file_records
 from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
 from .crypto import StoreKeys
 from .erase import Gone, erase_entries
@@ -451,6 +454,19 @@ class FileStore:
             start = seq + 1
         return out
 
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read (``bulk.py``): records handed out as they lie in the block files."""
+        self._check_read()
+        ix = self._ix
+        wanted = None
+        if filters and not any(is_all(f) for f in filters):
+            wanted = frozenset(info.sid for f in filters for info in ix.matching(f))
+            if len(wanted) == len(ix.subjects):
+                wanted = None
+        return read_file_records(ix, self._w.fd, self._w.wbuf, start_seq, end_seq, wanted, max_bytes)
+
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_read()
         ix = self._ix
@@ -652,9 +668,9 @@ class FileStore:
         assert blk is not None
         return self._msg_at(blk, seq - blk.base).hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_write()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_read()

@@ -12,6 +12,8 @@ When this store and ``FileStore`` disagree, this one is presumed right.
 from __future__ import annotations
 
 import time
+from array import array
+from collections.abc import Sequence
 
 import msgspec
 
@@ -19,6 +21,7 @@ from jetpy.subjects import is_literal, subject_matches
 from jetpy.subjects import matches_all as is_all
 
 from .base import (
+    BULK_MAX_EXAMINED,
     MAX_SUBJECT_BYTES,
     MEMORY_MSG_OVERHEAD,
     PURGE_STEP,
@@ -29,6 +32,7 @@ from .base import (
     Steps,
     StoreConfig,
     StoredMsg,
+    StoredRecords,
     StoreLimits,
     StreamState,
     check_discard_new,
@@ -42,6 +46,7 @@ from .base import (
 from .consumer_state import MemoryConsumerStore, validate_name
 from .expiry import Expiry
 from .export import MemoryExport
+from .record import RECORD_OVERHEAD, append_record
 
 _time_ns = time.time_ns
 
@@ -345,9 +350,9 @@ class MemoryStore:
     def _hdr_of(self, seq: int) -> bytes:
         return self._msgs[seq].msg.hdr
 
-    def expire(self, now_ns: int) -> int:
+    def expire(self, now_ns: int, limit: int = 0) -> int:
         self._check_open()
-        return self._expiry.expire(self._lim, now_ns)
+        return self._expiry.expire(self._lim, now_ns, limit)
 
     def next_expiry(self) -> int | None:
         self._check_open()
@@ -411,6 +416,42 @@ class MemoryStore:
             out.append(m)
             start = m.seq + 1
         return out
+
+    def read_records(
+        self, start_seq: int, end_seq: int, filters: Sequence[str], max_bytes: int
+    ) -> StoredRecords:
+        """The bulk read: each message encoded as the file store's record (its CRC computed
+        now: nothing here was ever checksummed), one after the other."""
+        self._check_open()
+        seq = max(start_seq, self._first, 1)
+        end = min(end_seq, self._last)
+        done = max(start_seq, end + 1)
+        names = None
+        if filters and not any(is_all(f) for f in filters):
+            names = {s for f in filters for s, _ in self._matching(f)}
+        buf = bytearray()
+        offsets = array("I")
+        if names is not None and not names:
+            return StoredRecords([], offsets, 0, 0, done)
+        stop = min(end, seq + BULK_MAX_EXAMINED - 1)
+        get = self._msgs.get
+        while seq <= stop:
+            if len(buf) >= max_bytes:
+                return StoredRecords([bytes(buf)], offsets, 0, len(buf), seq)
+            e = get(seq)
+            seq += 1
+            if e is None:
+                continue
+            m = e.msg
+            if names is not None and m.subject not in names:
+                continue
+            enc = m.subject.encode()
+            sl, hl = len(enc), len(m.hdr)
+            offsets.append(len(buf))
+            append_record(
+                buf, m.seq, m.ts, enc, m.hdr, m.data, sl, hl, RECORD_OVERHEAD + sl + hl + len(m.data)
+            )
+        return StoredRecords([bytes(buf)], offsets, 0, len(buf), done if stop >= end else seq)
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_open()
