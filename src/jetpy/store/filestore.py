@@ -1,32 +1,33 @@
 """``FileStore``: a stream's messages in append-only block files, with group commit.
 
-Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, tail
-record, recovery, first block; a damaged tail record or an impossible header refuses to open
-with ``ErrCorrupt``, touching nothing, and what else was found is in ``recovery_notes``), the
-append hot path, limits, removal (tombstones, the durable floor,
-whole-block removal), purge/compact, consumers/metadata and the lifecycle. The parts, each in
-its module: ``StoreIndex`` (index.py: which seq is where, subjects, counters, the queries),
-``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read), ``GroupCommit``
-(writer.py: write buffer, flush, sync, rollback, descriptors) and ``Expiry`` (expiry.py: TTLs
-and max_age). Byte formats are in ``record.py``, the directory layout in ``layout.py``, the
-open-time scan in ``recovery.py``, the tail record in ``tail.py``, one block and its columns in ``segment.py``.
+Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, keys
+checked, tail record, recovery, first block; a damaged tail record or an impossible header
+refuses to open with ``ErrCorrupt``, a wrong key with ``ErrEncryptionKey``, touching nothing, and
+what else was found is in ``recovery_notes``), the append hot path, limits, removal (tombstones,
+the durable floor, whole-block removal), purge/compact, consumers/metadata and the lifecycle.
+The parts, each in its module: ``StoreIndex`` (index.py: which seq is where, subjects,
+counters, the queries), ``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read),
+``GroupCommit`` (writer.py: write buffer, flush, sync, rollback, descriptors), ``Expiry``
+(expiry.py: TTLs and max_age), ``FileForms`` (forms.py: plain, compressed or encrypted files
+and their keys), ``Compactor`` (sealing.py: sealed blocks compressed off this thread) and
+secure erase (erase.py). Byte formats are in ``record.py`` and ``frames.py``, the layout in
+``layout.py``, the open-time scan in ``recovery.py``, the tail record in ``tail.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Hot paths: ``store_msg``, ``load_msg``, ``load_next_msg`` and ``load_next_batch`` make no more
 calls per message than when the store was one class, but for the append's one call to the codec
-(``record.append_record``). What they use is bound once in ``_bind``: the parts' methods they
-call and the containers that are never replaced (the subject table, the write buffer); the
-counters are read and bumped on the index through one local.
+(``record.append_record``). What they use is bound once in ``_bind``; the counters are read and
+bumped on the index through one local. Compression and encryption cost nothing per message:
+frames are made per flush (writer.py) and per sealed block (sealing.py).
 
 Threading: every method runs on the owning (event loop) thread except ``sync``, which may run on
 one worker thread at a time (see writer.py for what its lock guards).
 
-Deletes: removing the stream's first message needs no record — the ``floor`` in the active
-block's header (rewritten by ``flush``, made durable by ``sync``) says "everything below is
-gone". Removing any other message appends a 34-byte tombstone. A block whose messages are all
-gone is unlinked after the next ``sync``: a block at the head needs nothing more; one in the
-middle first gets a range tombstone for its seqs, plus copies of its own tombstones still
-needed by live blocks. Deletes are durable once a ``sync`` covers them, like appends.
+Deletes: removing the stream's first message needs no record (the active block header's
+``floor`` says "everything below is gone"); any other message gets a 34-byte tombstone. A block
+whose messages are all gone is unlinked after the next ``sync`` (one in the middle first gets a
+range tombstone for its seqs, plus copies of its own tombstones still needed). Deletes are
+durable once a ``sync`` covers them, like appends.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from jetpy.subjects import matches_all as is_all
 
@@ -240,14 +243,7 @@ class FileStore:
 
     def _set_limits(self, lim: StoreLimits) -> None:
         self._lim = lim
-        self._cfg = StoreConfig(
-            self._cfg.name,
-            self._cfg.storage,
-            lim,
-            self._cfg.first_seq,
-            self._cfg.block_size,
-            self._cfg.compression,
-        )
+        self._cfg = msgspec.structs.replace(self._cfg, limits=lim)
         # for the blocks started from now on
         self._block_size = max(self._cfg.block_size or block_size_for(lim.max_bytes), MIN_BLOCK_SIZE)
         self._max_payload = payload_cap(lim)
@@ -465,7 +461,7 @@ class FileStore:
             wanted = frozenset(info.sid for f in filters for info in ix.matching(f))
             if len(wanted) == len(ix.subjects):
                 wanted = None
-        return read_file_records(ix, self._w.fd, self._w.wbuf, start_seq, end_seq, wanted, max_bytes)
+        return read_file_records(ix, self._rd.span, start_seq, end_seq, wanted, max_bytes)
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_read()
@@ -698,10 +694,7 @@ class FileStore:
         sealed already included; ``"none"``: blocks sealed from now on stay as they are (what is
         compressed stays compressed, and readable)."""
         self._check_read()
-        c = self._cfg
-        self._cfg = StoreConfig(
-            c.name, c.storage, c.limits, c.first_seq, c.block_size, compression_of(compression)
-        )
+        self._cfg = msgspec.structs.replace(self._cfg, compression=compression_of(compression))
         self._seal.enable(compression == "s2", self._ix.blocks[:-1])
 
     def settle(self) -> None:
@@ -715,9 +708,7 @@ class FileStore:
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
 
     def export(self) -> FileExport:
-        """See ``export.py``: the write buffer goes to the OS, then each block with live messages
-        is taken as copies of its index columns and (the oldest ``EXPORT_FDS``) a duplicated
-        descriptor."""
+        """See ``export.py``: the write buffer goes to the OS, then the blocks are taken."""
         self.flush()
         seal = self._seal
         exp = take_export(self._ix.blocks, self._w.fd, self._ix.by_sid, self._dir.name, seal.export_closed)
