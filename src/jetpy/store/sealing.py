@@ -171,16 +171,24 @@ class SealJob:
             return None
 
 
+MAX_JOBS: Final = 4
+"""Copies a store has in the making at once: each is a whole block written beside its block
+(``.new``), so this bounds the extra disk a backlog of sealed blocks takes while it is
+compressed."""
+
+
 class Compactor:
-    """One store's sealed blocks waiting to be compressed, and the one copy being made.
+    """One store's sealed blocks waiting to be compressed, and the copies being made.
 
-    Runs on the store's thread: ``sealed`` queues a block the store just sealed, ``step`` (from
-    every flush, when ``busy``) puts a finished copy in place through ``install`` and starts the
-    next job on a block that is durable (``clean``) and not already compressed. Copies are not
-    put in place while an export is reading the store (``exports``): an export reads blocks as
-    they were when it was taken."""
+    Runs on the store's thread: ``sealed`` queues a block the store just sealed; ``step`` (from
+    ``enable`` and every flush, when ``busy``) puts finished copies in place through
+    ``install`` and starts copies of queued blocks that are durable (``clean``) and not
+    compressed yet, up to ``MAX_JOBS`` at a time (the one worker thread makes them in turn).
+    Copies are not put in place while an export is reading the store (``exports``): an export
+    reads blocks as they were when it was taken. ``stop`` waits for the copies being made and
+    puts them in place: an idle store's backlog is done by its next flush or its stop."""
 
-    __slots__ = ("_clean", "_exports", "_header", "_install", "_live", "_lock", "job", "on", "queue")
+    __slots__ = ("_clean", "_exports", "_header", "_install", "_live", "_lock", "jobs", "on", "queue")
 
     def __init__(
         self,
@@ -198,7 +206,7 @@ class Compactor:
         self._install = install
         self.on = False
         self.queue: list[Block] = []
-        self.job: SealJob | None = None
+        self.jobs: list[SealJob] = []
         self._exports = 0
         self._lock = threading.Lock()  # exports are closed on their reader's thread
 
@@ -210,9 +218,13 @@ class Compactor:
         with self._lock:
             self._exports += 1
 
+    def export_closed(self) -> None:
+        with self._lock:
+            self._exports -= 1
+
     @property
     def busy(self) -> bool:
-        return bool(self.queue) or self.job is not None
+        return bool(self.queue) or bool(self.jobs)
 
     def enable(self, on: bool, sealed: list[Block]) -> None:
         """Compress from now on (every block of ``sealed`` not compressed yet is queued), or stop
@@ -221,34 +233,28 @@ class Compactor:
         if on:
             queued = set(self.queue)
             self.queue.extend(b for b in sealed if not _packed(b) and b not in queued)
+            self.step()
         else:
             self.queue.clear()
-
-    def export_closed(self) -> None:
-        with self._lock:
-            self._exports -= 1
 
     def sealed(self, blk: Block) -> None:
         if self.on:
             self.queue.append(blk)
 
     def step(self) -> None:
-        job = self.job
-        if job is not None:
-            if not job.future.done() or self.exports:
-                return
-            self.job = None
-            self._finish(job)
-        while self.queue and self.job is None:
-            blk = self.queue[0]
-            if not self._live(blk) or _packed(blk):
-                del self.queue[0]
+        while self.jobs and self.jobs[0].future.done() and not self.exports:
+            self._finish(self.jobs.pop(0))
+        keep: list[Block] = []
+        while self.queue and len(self.jobs) < MAX_JOBS:
+            blk = self.queue.pop(0)
+            if not self._live(blk) or _packed(blk) or any(j.blk is blk for j in self.jobs):
                 continue
             if not self._clean(blk):
-                return  # its sync comes first; the next flush looks again
-            del self.queue[0]
+                keep.append(blk)  # its sync comes first; a later flush looks again
+                continue
             fc, header = self._header(blk.base)
-            self.job = SealJob(blk, fc, header, True)
+            self.jobs.append(SealJob(blk, fc, header, True))
+        self.queue[:0] = keep
 
     def _finish(self, job: SealJob) -> None:
         done = job.future.result()
@@ -259,27 +265,27 @@ class Compactor:
             self.queue.append(job.blk)  # written to meanwhile (an erase): compress it again
 
     def settle(self) -> None:
-        """Compress every queued block now, waiting for the worker (tests, ``stop``)."""
-        while self.busy:
-            if self.job is not None:
-                self.job.future.result()
-                if self.exports:
-                    return
-            before = (len(self.queue), self.job)
+        """Compress every queued block that is durable now, waiting for the worker."""
+        while self.jobs or self.queue:
+            for job in self.jobs:
+                job.future.result()
+            if self.exports:
+                return
+            before = (len(self.queue), len(self.jobs))
             self.step()
-            if self.job is None and before == (len(self.queue), None):
+            if not self.jobs and before == (len(self.queue), 0):
                 return  # what is left is not durable yet
 
     def stop(self) -> None:
-        """Wait for the copy being made and put it in place (the store is about to close)."""
-        job = self.job
-        if job is not None:
-            job.future.result()
-            self.job = None
-            if not self.exports:
-                self._finish(job)
-            else:
+        """Wait for the copies being made and put them in place (the store is about to close);
+        blocks still queued are compressed after the next open."""
+        for job in self.jobs:
+            if self.exports:
                 _discard(job)
+            else:
+                job.future.result()
+                self._finish(job)
+        self.jobs.clear()
         self.queue.clear()
 
 
