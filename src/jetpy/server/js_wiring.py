@@ -27,8 +27,8 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.options import ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
-from jetpy.store.consumer_state import fsync_dir
 from jetpy.store.crypto import CIPHER_NAMES, Cipher, StoreKeys
+from jetpy.store.fileio import fsync_dir
 from jetpy.store.filestore import FileStore, read_meta_file
 from jetpy.store.memory import MemoryStore
 

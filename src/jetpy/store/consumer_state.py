@@ -45,6 +45,7 @@ import msgspec
 
 from .base import ConsumerState, ErrCorrupt, ErrInvalidName, ErrStoreIO
 from .crypto import KEY_HEADER_SIZE, SEAL_OVERHEAD, StoreKeys, decode_key_header, open_file_cipher
+from .fileio import fsync_dir, write_synced
 from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "check_framed",
     "consumer_context",
     "decode_state",
-    "fsync_dir",
     "needs_rekey",
     "past_last_seq",
     "read_consumer_state",
@@ -103,15 +103,6 @@ def validate_name(name: str) -> None:
         raise ErrInvalidName(f"invalid name {name!r}")
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """Make a directory's entries (creates, renames, unlinks) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _frame(magic: bytes, payload: bytes) -> bytes:
     head = _HDR.pack(magic, _VERSION, len(payload))
     return head + _CRC.pack(zlib.crc32(payload, zlib.crc32(head))) + payload
@@ -129,14 +120,7 @@ def write_framed_atomic(
     (encrypted with ``keys``' current key under ``context``, if given)."""
     tmp = path.with_name(path.name + ".tmp")
     data = _frame(magic, payload) if keys is None else _sealed_frame(magic, payload, keys, context)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, data)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 

@@ -67,11 +67,12 @@ from .base import (
     stream_state,
 )
 from .bulk import read_file_records
-from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
+from .consumer_state import META_MAGIC, FileConsumerStore, read_framed, write_framed_atomic
 from .crypto import StoreKeys
 from .erase import Gone, erase_entries
 from .expiry import Expiry
 from .export import FileExport, take_export
+from .fileio import fsync_dir
 from .forms import FileForms, meta_context
 from .index import StoreIndex
 from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory

@@ -69,6 +69,7 @@ import cramjam
 
 from .base import ErrCorrupt, ErrStoreIO
 from .crypto import KEY_HEADER_SIZE, FileCipher, StoreKeys, decode_key_header, open_file_cipher
+from .fileio import pwrite_all
 from .record import BLOCK_HEADER_SIZE, MAX_RECORD_SIZE
 
 __all__ = [
@@ -358,7 +359,7 @@ class FrameTable:
         if len(data) != llen:
             raise ValueError("a rewritten frame must keep its length")
         frame = encode_frame(lpos, data, gen + 1, self.fc, compress)
-        _pwrite_all(fd, frame, self.end)
+        pwrite_all(fd, frame, self.end)
         with self.lock:
             self.pos[k] = self.end
             self.sizes[k] = len(frame)
@@ -379,7 +380,7 @@ class FrameTable:
     @staticmethod
     def destroy(fd: int, pos: int, size: int) -> None:
         """Overwrite the frame at ``pos`` with a DEAD frame of its size. Raises OSError."""
-        _pwrite_all(fd, _dead(size), pos)
+        pwrite_all(fd, _dead(size), pos)
 
     def cut(self, end: int) -> None:
         """Forget every frame at or past file offset ``end`` (a rollback truncated the file)."""
@@ -392,16 +393,6 @@ class FrameTable:
 
 class _Moved(Exception):
     """A frame was not where (or what) the table said: rewritten meanwhile, or damaged."""
-
-
-def _pwrite_all(fd: int, data: bytes, off: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, off)
-        if n <= 0:
-            raise OSError(errno.ENOSPC, "no progress writing a frame")
-        view = view[n:]
-        off += n
 
 
 def framed_prefix(fc: FileCipher | None, key_header: bytes, slot_b: bytes) -> tuple[bytes, FrameTable]:

@@ -44,6 +44,7 @@ from typing import Final
 
 from .base import ErrCorrupt
 from .crypto import StoreKeys
+from .fileio import pread_all
 from .frames import is_framed, parse_framed
 from .record import (
     BLOCK_HEADER_SIZE,
@@ -211,16 +212,7 @@ def _read_and_fsync(path: Path, sync: bool = True) -> bytes:
     try:
         if sync:
             os.fsync(fd)
-        size = os.fstat(fd).st_size
-        chunks = []
-        done = 0
-        while done < size:
-            chunk = os.pread(fd, size - done, done)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            done += len(chunk)
-        return b"".join(chunks)
+        return pread_all(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)
 

@@ -19,12 +19,12 @@ from .consumer_state import (
     CONSUMER_MAGIC,
     META_MAGIC,
     consumer_context,
-    fsync_dir,
     needs_rekey,
     read_framed,
     write_framed_atomic,
 )
 from .crypto import StoreKeys
+from .fileio import fsync_dir
 from .frames import BLOCK_KEY_MAGIC, PACKED
 from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE, META_FILE, MSGS_DIR
 from .record import BLOCK_HEADER_SIZE

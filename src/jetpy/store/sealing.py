@@ -24,8 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
-from .consumer_state import fsync_dir
 from .crypto import FileCipher
+from .fileio import fsync_dir, pread_all, write_synced
 from .frames import DATA_START, FrameTable, chunk_bounds, encode_frame, framed_prefix
 from .record import BLOCK_HEADER_SIZE
 from .segment import BLOCK_SUFFIX, Block
@@ -85,29 +85,14 @@ def build_framed(
 def read_logical(fd: int, frames: FrameTable | None, size: int, name: str) -> bytes:
     """A block's logical bytes up to ``size`` through the descriptor ``fd``."""
     if frames is None:
-        chunks = []
-        done = 0
-        while done < size:
-            chunk = os.pread(fd, size - done, done)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            done += len(chunk)
-        return b"".join(chunks)
+        return pread_all(fd, size)
     return frames.read_header(fd) + frames.read(fd, BLOCK_HEADER_SIZE, size, name)
 
 
 def write_copy(path: Path, data: bytes) -> Path:
     """Write ``data`` as ``<path>.new``, synced; returns its path. Raises OSError."""
     tmp = path.with_name(path.name + NEW_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, data)
     return tmp
 
 

@@ -55,8 +55,8 @@ import zlib
 from pathlib import Path
 from typing import Final
 
-from .consumer_state import fsync_dir
 from .crypto import KEY_HEADER_SIZE, FileCipher, StoreKeys, decode_key_header, open_file_cipher
+from .fileio import fsync_dir, write_synced
 from .layout import TAIL_FILE
 
 __all__ = [
@@ -236,13 +236,7 @@ class TailFile:
                 off, slot = encode_tail(first)
                 buf[off : off + len(slot)] = slot
             tmp = self._path.with_name(TAIL_FILE + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                if os.write(fd, buf) != len(buf):
-                    raise OSError(_errno.ENOSPC, f"short write of {TAIL_FILE}")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(tmp, bytes(buf))
             os.replace(tmp, self._path)
             fsync_dir(directory)
         elif keys is not None:

@@ -35,8 +35,8 @@ from typing import Final
 from jetpy.meters import STORE_IO
 
 from .base import ErrStoreIO
-from .consumer_state import fsync_dir
 from .crypto import FileCipher
+from .fileio import fsync_dir
 from .frames import DATA_START, FrameTable, chunk_bounds
 from .index import StoreIndex
 from .record import (

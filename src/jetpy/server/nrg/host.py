@@ -35,7 +35,7 @@ from jetpy.server.nrg.group import GroupConfig, RaftGroup
 from jetpy.server.nrg.machine import StateMachine
 from jetpy.server.nrg.names import member_id, new_member_id, valid_group_name
 from jetpy.server.nrg.status import GroupStatus
-from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.fileio import fsync_dir
 from jetpy.store.raftlog import RaftLogStore
 from jetpy.store.raftlog.statefiles import HARDSTATE_FILE, SNAPSHOT_FILE
 
