@@ -15,9 +15,11 @@ verifying the dialling one's certificate with ``verify``, the dialling end alway
 accepting one's against ``ca_file`` and the host it dialled, as nats-server's routes do).
 
 Accounts are a parameter: the cluster is given the brokers of the accounts it routes, by name
-(every account of the server, the system account's among them, so ``$SYS`` requests and events
-cross routes). A peer's interest in ``$SYS`` when this server has no account of that name (it
-names another system account, or none) is ignored; any other unknown account is logged.
+(every account of the server, the system account's among them: its ``$SYS`` requests and events
+and the server's internal traffic between servers, the Raft groups' ``$NRG.`` subjects,
+:mod:`jetpy.server.nrg`, cross routes there). A peer's interest in ``$SYS`` when this server has
+no account of that name (it names another system account, or none) is ignored; any other unknown
+account is logged.
 
 Knows its server only as a :class:`ClusterServer`; each route is a
 :class:`~jetpy.server.route_conn.RouteConnection` that knows the cluster as its ``RouteHost``.
