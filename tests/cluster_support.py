@@ -180,6 +180,7 @@ def embedded_options(
     routes: Sequence[str] = (),
     monitor: bool = False,
     base: ServerOptions | None = None,
+    store_dir: str = "",
     **cluster: Any,
 ) -> ServerOptions:
     """A cluster member's options: ``base``'s (users, accounts...) with its address, name and
@@ -190,26 +191,40 @@ def embedded_options(
         port=0,
         http_port=-1 if monitor else 0,
         server_name=name,
+        store_dir=store_dir,
         cluster=ClusterOptions(name=CLUSTER, host="127.0.0.1", port=-1, routes=list(routes), **cluster),
     )
 
 
 @asynccontextmanager
 async def embedded_cluster(
-    size: int, monitor: bool = False, base: ServerOptions | None = None, **cluster: Any
+    size: int,
+    monitor: bool = False,
+    base: ServerOptions | None = None,
+    store_root: Path | None = None,
+    **cluster: Any,
 ) -> AsyncIterator[list[Server]]:
-    """``size`` jetpy servers in this process (with monitoring ports if ``monitor``), all routed
-    to the first, in a full mesh; ``base`` gives the rest of their options (users, accounts),
+    """``size`` jetpy servers in this process (with monitoring ports if ``monitor``, and each a
+    store directory under ``store_root`` if given), all routed to the first, in a full mesh;
+    ``base`` gives the rest of their options (users, accounts),
     ``cluster`` sets ClusterOptions fields."""
     servers: list[Server] = []
+
+    def store(name: str) -> str:
+        return str(store_root / name) if store_root is not None else ""
+
     try:
-        seed = Server(embedded_options("E0", monitor=monitor, base=base, **cluster))
+        seed = Server(embedded_options("E0", monitor=monitor, base=base, store_dir=store("E0"), **cluster))
         await seed.start()
         servers.append(seed)
         assert seed.cluster is not None
         seed_url = f"nats-route://127.0.0.1:{seed.cluster.port}"
         for i in range(1, size):
-            srv = Server(embedded_options(f"E{i}", [seed_url], monitor=monitor, base=base, **cluster))
+            srv = Server(
+                embedded_options(
+                    f"E{i}", [seed_url], monitor=monitor, base=base, store_dir=store(f"E{i}"), **cluster
+                )
+            )
             await srv.start()
             servers.append(srv)
         deadline = time.monotonic() + 10

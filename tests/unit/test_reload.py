@@ -77,3 +77,14 @@ def test_mappings_reload_and_the_rest_of_the_accounts_block_is_refused() -> None
         assert str(e.value).startswith(
             "config reload not supported for Accounts: only the accounts' mappings"
         )
+
+
+def test_the_encryption_settings_cannot_change_and_the_key_is_never_shown() -> None:
+    old = dataclasses.replace(ServerOptions(), js_key="old-secret-key")
+    with pytest.raises(ReloadError) as info:
+        diff_options(old, dataclasses.replace(old, js_key="new-secret-key"))
+    assert str(info.value) == ("config reload not supported for JetStreamKey: old=[REDACTED], new=[REDACTED]")
+    with pytest.raises(ReloadError, match="JetStreamCipher: old=, new=aes"):
+        diff_options(old, dataclasses.replace(old, js_cipher="aes"))
+    with pytest.raises(ReloadError, match=r"JetStreamOldKey: old=, new=\[REDACTED\]"):
+        diff_options(old, dataclasses.replace(old, js_prev_key="x"))

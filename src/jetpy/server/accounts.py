@@ -260,10 +260,11 @@ def _cross(
     hdr_len: int,
     data: bytes,
     local: bool = False,
+    shown: bytes | None = None,
 ) -> int:
     """Publish into another account's broker as the server (no client's permissions apply
-    there), one import deeper, to this server's subscribers only when ``local``; dropped past
-    :data:`MAX_IMPORT_DEPTH`."""
+    there), one import deeper, to this server's subscribers only when ``local`` (receivers see
+    ``shown`` when given: a JetStream delivery); dropped past :data:`MAX_IMPORT_DEPTH`."""
     if writes.depth >= MAX_IMPORT_DEPTH:
         log.warning("message on %r dropped: it went through %d imports", subject, writes.depth)
         return 0
@@ -272,7 +273,7 @@ def _cross(
     writes.depth += 1
     try:
         if local:
-            return broker.publish_local(subject, reply, hdr_len, data)
+            return broker.publish_local(subject, reply, hdr_len, data, shown)
         return broker.publish(None, subject, reply, hdr_len, data)
     finally:
         writes.depth -= 1
@@ -431,7 +432,9 @@ class StreamImport:
         """The importing account gained its first or lost its last interest in what it
         imports: follow it in the exporting account."""
         if active and self._sub is None:
-            self._sub = self.exporter.broker.subscribe_internal(self.imp.subject, self._message)
+            self._sub = self.exporter.broker.subscribe_internal(
+                self.imp.subject, self._message, relay=self._relay
+            )
         elif not active and self._sub is not None:
             self.exporter.broker.unsubscribe_internal(self._sub)
             self._sub = None
@@ -441,3 +444,11 @@ class StreamImport:
         if target is not None:
             broker = self.importer.broker
             _cross(broker.writes, broker, target, reply, hdr_len, data, local=True)
+
+    def _relay(self, routed: bytes, shown: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """A JetStream delivery (to a deliver subject the importer's mirror, source or push
+        consumer listens on): routed on the imported subject, shown with the stream's own."""
+        target = self._map(routed)
+        if target is not None:
+            broker = self.importer.broker
+            _cross(broker.writes, broker, target, reply, hdr_len, data, local=True, shown=shown)

@@ -25,6 +25,7 @@ from typing import Any
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.accounts import Accounts
 from jetpy.server.auth import Authenticator
+from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
@@ -34,6 +35,7 @@ from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
+from jetpy.server.nrg import RaftHost, groups_root
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
@@ -86,6 +88,7 @@ class Server:
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
+        self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -140,6 +143,16 @@ class Server:
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
             self.cluster = Cluster(self, self.accounts.brokers())
             await self.cluster.start()
+        # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
+        # routes there, apart from every other account's); without one (no_system_account) the
+        # groups have a broker of their own that no route carries.
+        system = self.accounts.system()
+        self.raft = RaftHost(
+            self.server_name,
+            system.broker if system is not None else Broker(),
+            groups_root(opts.store_dir),
+            self._peer_names,
+        )
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
@@ -184,6 +197,9 @@ class Server:
         ws_server, self._ws_server = self._ws_server, None
         if ws_server is not None:
             ws_server.close()
+        if self.raft is not None:  # every group's log synced and closed while its peers are reachable
+            await self.raft.stop()
+            self.raft = None
         if self.cluster is not None:
             await self.cluster.stop()
         closing = list(self.connections.values())
@@ -438,6 +454,12 @@ class Server:
         else:
             host, port = self.options.host, self.port
         return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def _peer_names(self) -> list[str]:
+        """The names of the servers this one has a route to (the Raft host names members by them)."""
+        if self.cluster is None:
+            return []
+        return [r.remote_name for r in self.cluster.remotes.values()]
 
     def topology_changed(self) -> None:
         """Send the clients that take async INFO (CONNECT protocol 1) the cluster's new INFO."""

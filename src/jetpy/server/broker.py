@@ -86,6 +86,7 @@ class Subscription:
         "max_msgs",
         "prefix",
         "queue",
+        "relay",
         "sid",
         "subject",
     )
@@ -104,6 +105,9 @@ class Subscription:
         self.hprefix = msg_prefix(subject, sid, headers=True)
         # an in-process subscriber's callback, called directly by the routing hot path
         self.handler: InternalHandler | None = None
+        # an in-process subscriber that passes messages on (a stream import): given the subject
+        # routed on as well as the one shown, when they differ (JetStream deliveries)
+        self.relay: RelayHandler | None = None
         # acts on messages published on this server only (an account import's subscription):
         # neither announced to the routes nor given routed messages nor counted as interest
         # by an import
@@ -114,6 +118,8 @@ ROUTE_KIND = "Router"  # the ``kind`` of a route connection: a receiver on anoth
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
+# (subject routed on, subject shown, reply, hdr_len, data) -> None
+RelayHandler = Callable[[bytes, bytes, "bytes | None", int, bytes], None]
 
 
 class OverlapWatch:
@@ -298,14 +304,20 @@ class Broker:
             self._interest_changed(sub)
 
     def subscribe_internal(
-        self, subject: str, handler: InternalHandler, queue: str | None = None, local: bool = False
+        self,
+        subject: str,
+        handler: InternalHandler,
+        queue: str | None = None,
+        local: bool = False,
+        relay: RelayHandler | None = None,
     ) -> Subscription:
         """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe.
-        ``local``: see :attr:`Subscription.local`."""
+        ``local``, ``relay``: see :class:`Subscription`."""
         sub = Subscription(self._internal, subject.encode(), queue.encode() if queue else None, b"")
         self._internal.handlers[sub] = handler
         sub.handler = handler
         sub.local = local
+        sub.relay = relay
         self.add(sub)
         return sub
 
@@ -317,11 +329,17 @@ class Broker:
     def has_interest(self, subject: bytes) -> bool:
         return self.subs.has_interest(subject)
 
-    def publish_local(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> int:
+    def publish_local(
+        self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, shown: bytes | None = None
+    ) -> int:
         """Deliver to this server's own subscribers only (a member of each queue group among
         them), never to a route: what an import hands over on this server (each server carries
-        out the imports of its own clients). Returns the deliveries made."""
+        out the imports of its own clients). ``shown``: see :meth:`publish`. Returns the
+        deliveries made."""
         plain, groups = self.subs.match(subject)
+        routed = subject
+        if shown is not None:
+            subject = shown
         tail = b""
         delivered = 0
         for sub in plain:
@@ -329,7 +347,10 @@ class Broker:
                 continue
             h = sub.handler
             if h is not None:
-                h(subject, reply, hdr_len, data)
+                if shown is not None and sub.relay is not None:
+                    sub.relay(routed, shown, reply, hdr_len, data)
+                else:
+                    h(subject, reply, hdr_len, data)
             else:
                 if not tail:
                     tail = msg_tail(reply, hdr_len, data)
@@ -380,11 +401,15 @@ class Broker:
         tail = b""  # built once, for the first socket receiver; handlers take the message as is
         delivered = 0
         if shown is not None:
+            routed = subject  # given to a relay (an import), with the one shown
             subject = shown
         for sub in plain:
             h = sub.handler
             if h is not None:
-                h(subject, reply, hdr_len, data)
+                if shown is not None and sub.relay is not None:  # a JetStream delivery to an import
+                    sub.relay(routed, shown, reply, hdr_len, data)
+                else:
+                    h(subject, reply, hdr_len, data)
             else:
                 c = sub.client
                 if c is origin and not echo:

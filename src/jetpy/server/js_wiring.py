@@ -4,7 +4,8 @@ store backends picked and the server's limits shared.
 The composition root for JetStream: each account's broker becomes its JetStream's
 ``MessageBus``; its file streams live in ``<store_dir>/jetstream/<account>/streams/<name>/``
 (nats-server's layout: ``$G`` for the global account, as every jetpy store so far) and memory
-streams in memory. A stream directory is handed to the engine unopened, with its metadata: one
+streams in memory; with ``jetstream { key }`` every file of a file stream is encrypted
+(store/crypto.py). A stream directory is handed to the engine unopened, with its metadata: one
 whose files cannot be trusted is left exactly as it is (the engine keeps that stream offline);
 one without metadata (a creation or restore that never finished: the metadata is written last)
 is moved to ``<store_dir>/jetstream/<account>/quarantine/``, never deleted (a store from before
@@ -36,7 +37,8 @@ from jetpy.server.accounts import Accounts
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
-from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.crypto import CIPHER_NAMES, Cipher, StoreKeys
+from jetpy.store.fileio import fsync_dir
 from jetpy.store.filestore import FileStore, read_meta_file
 from jetpy.store.memory import MemoryStore
 
@@ -48,6 +50,7 @@ __all__ = [
     "default_max_storage",
     "migrate_layout",
     "start_jetstream",
+    "store_keys",
 ]
 
 log = logging.getLogger("jetpy.server")
@@ -99,9 +102,11 @@ class BrokerBus:
 
 
 class DirectoryStores:
-    """One account's file stores under its directory, memory stores in memory."""
+    """One account's file stores under its directory (encrypted with ``keys``, if given), memory
+    stores in memory."""
 
-    def __init__(self, store_dir: str, account: str = GLOBAL_ACCOUNT) -> None:
+    def __init__(self, store_dir: str, account: str = GLOBAL_ACCOUNT, keys: StoreKeys | None = None) -> None:
+        self.keys = keys
         self.root = os.path.join(os.path.abspath(store_dir), "jetstream")
         self.account_dir = os.path.join(self.root, account)
         self.streams_dir = os.path.join(self.account_dir, "streams")
@@ -110,7 +115,7 @@ class DirectoryStores:
     def create(self, config: StoreConfig) -> StreamStore:
         if config.storage == "memory":
             return MemoryStore(config)
-        return FileStore(os.path.join(self.streams_dir, config.name), config)
+        return FileStore(os.path.join(self.streams_dir, config.name), config, self.keys)
 
     def recover(self) -> list[PersistedStream]:
         found: list[PersistedStream] = []
@@ -120,13 +125,13 @@ class DirectoryStores:
                 continue
             missing = False
             try:
-                meta, problem = read_meta_file(path), ""
+                meta, problem = read_meta_file(path, self.keys), ""
                 if meta is None:
                     problem, missing = "stream metadata missing", True
             except StoreError as e:
                 meta, problem = None, str(e)
             # opened with no limits: the engine applies the stream's own before anything is stored
-            opener = partial(FileStore, path, StoreConfig(name=name))
+            opener = partial(FileStore, path, StoreConfig(name=name), self.keys)
             found.append(PersistedStream(name, meta, problem, opener, missing))
         return found
 
@@ -190,6 +195,15 @@ def default_max_storage(store_dir: str) -> int:
     return int(shutil.disk_usage(path).free * 0.75)
 
 
+def store_keys(opts: ServerOptions) -> StoreKeys | None:
+    """The encryption keys ``jetstream { key, prev_encryption_key, cipher }`` configure (None:
+    no encryption at rest)."""
+    if not opts.js_key:
+        return None
+    cipher: Cipher = "aes" if opts.js_cipher == "aes" else "chachapoly"
+    return StoreKeys(opts.js_key, cipher, opts.js_prev_key or None)
+
+
 class AccountsJetStream:
     """Every account's JetStream, as one service for the server (/jsz adds them up)."""
 
@@ -237,6 +251,9 @@ async def start_jetstream(opts: ServerOptions, accounts: Accounts, server_name: 
     log.info("  Store Directory: %r", store_dir)
     if cfg.domain:
         log.info("  Domain:          %s", cfg.domain)
+    keys = store_keys(opts)
+    if keys is not None:
+        log.info("  Encryption:      %s", CIPHER_NAMES[keys.cipher])
     migrate_layout(store_dir)
     service = AccountsJetStream(cfg)
     server = ServerResources(cfg.max_memory, cfg.max_storage)
@@ -251,7 +268,7 @@ async def start_jetstream(opts: ServerOptions, accounts: Accounts, server_name: 
                 service.disabled.append(off)
             continue
         acfg = dataclasses.replace(cfg, account=account.name, limits=limits)
-        js = JetStream(acfg, bus, DirectoryStores(store_dir, account.name), server)
+        js = JetStream(acfg, bus, DirectoryStores(store_dir, account.name, keys), server)
         js.committer.fsync_seconds = service.fsync_seconds
         await js.start()
         account.jetstream = js

@@ -40,6 +40,8 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
+from jetpy.server.monitor_raft import NO_RAFT_NODES, RAFTZ_INDENT, SYSTEM_ACCOUNT, raftz
+from jetpy.server.nrg import RaftHost
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
@@ -172,6 +174,7 @@ class MonitoredServer(Protocol):
     violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
     cluster: Cluster | None  # None: no routes configured
+    raft: RaftHost | None  # None: not started
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
@@ -201,6 +204,7 @@ class Endpoints:
             "/routez": ("/routez", self.routez),
             "/gatewayz": ("/gatewayz", self.gatewayz),
             "/leafz": ("/leafz", self.leafz),
+            "/raftz": ("/raftz", self.raftz),
         }
 
     async def handle(self, path: str, query: Query) -> Reply | None:
@@ -587,6 +591,13 @@ class Endpoints:
             subs = "1" if q.boolean("subs") else ""
         s = self.server
         return routez(s.cluster, s.server_id, s.server_name, subs)
+
+    async def raftz(self, q: Query) -> Reply:
+        system = self.server.accounts.system_name or SYSTEM_ACCOUNT
+        doc = raftz(self.server.raft, q.get("acc"), q.get("group"), system)
+        if doc is None:
+            return text_reply(404, NO_RAFT_NODES)
+        return Reply(200, encode_json(doc, width=RAFTZ_INDENT), JSON)
 
     async def gatewayz(self, q: Query) -> Reply:
         q.boolean("accs")
