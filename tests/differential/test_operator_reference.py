@@ -374,3 +374,66 @@ async def test_account_expiry_default_permissions_and_revocation_on_reload(tmp_p
     finally:
         for p in procs.values():
             p.stop(signal.SIGKILL)
+
+
+async def test_exports_and_imports_from_account_jwts(tmp_path: Path) -> None:
+    """Account X's JWT exports a stream and a service, account Y's imports them (the stream
+    under a prefix, and under a local subject; the service under a local subject): what a user of
+    Y receives and the answer it gets are the same on every server, and nothing else of X's
+    crosses."""
+    w = world()
+    x, y = account_key(), account_key()
+    exports = [
+        {"subject": "news.>", "type": "stream"},
+        {"subject": "alerts.>", "type": "stream"},
+        {"subject": "time", "type": "service"},
+    ]
+    imports = [
+        {"subject": "news.>", "type": "stream", "account": x.public, "to": "x"},
+        {"subject": "alerts.>", "type": "stream", "account": x.public, "local_subject": "alarm.>"},
+        {"subject": "time", "type": "service", "account": x.public, "local_subject": "clock"},
+    ]
+    w.account_jwts[x.public] = account_jwt(x, w.op, "X", nats_extra={"exports": exports})
+    w.account_jwts[y.public] = account_jwt(y, w.op, "Y", nats_extra={"imports": imports})
+    op_file = tmp_path / "op.jwt"
+    op_file.write_text(w.operator_jwt)
+    x_creds = write_creds(tmp_path / "x.creds", *_user_with_key(x))
+    y_creds = write_creds(tmp_path / "y.creds", *_user_with_key(y))
+    procs = _start_all(tmp_path, lambda name: w.config(op_file))
+    try:
+        seen = {}
+        for name, p in procs.items():
+            xc = await nats.connect(p.url, user_credentials=x_creds, allow_reconnect=False)
+            yc = await nats.connect(p.url, user_credentials=y_creds, allow_reconnect=False)
+
+            async def answer(msg: Any, xc: Any = xc) -> None:
+                await xc.publish(msg.reply, b"noon:" + msg.subject.encode())
+
+            await xc.subscribe("time", cb=answer)
+            got = await yc.subscribe(">")
+            await xc.flush()
+            await yc.flush()
+            for subject in ("news.a", "alerts.b", "private.c", "time"):
+                await xc.publish(subject, subject.encode())
+            await xc.flush()
+            received = []
+            try:
+                while True:
+                    m = await got.next_msg(timeout=0.5)
+                    if not m.subject.startswith("_INBOX."):
+                        received.append((m.subject, m.data))
+            except nats.errors.TimeoutError:
+                pass
+            await got.unsubscribe()
+            reply = await yc.request("clock", b"", timeout=2)
+            seen[name] = (sorted(received), reply.data)
+            await xc.close()
+            await yc.close()
+        assert seen["jetpy"] == (
+            [("alarm.b", b"alerts.b"), ("x.news.a", b"news.a")],
+            b"noon:time",
+        )
+        assert all(v == seen["jetpy"] for v in seen.values()), seen
+    finally:
+        for p in procs.values():
+            p.stop(signal.SIGKILL)

@@ -16,7 +16,7 @@ from jetpy.jetstream.models import AccountLimits
 from jetpy.server.conf_format import ConfigError
 from jetpy.server.config import load_config
 from jetpy.server.jwt_claims import AccountClaims, JwtError, OperatorClaims, UserClaims, decode
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import Export, Import, ServerOptions
 from jwt_issuer import (
     B_LIMITS,
     World,
@@ -173,8 +173,6 @@ def test_bad_preloaded_account_jwts_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("claims", "named"),
     [
-        ({"exports": [{"subject": "x", "type": "stream"}]}, "exports"),
-        ({"imports": [{"subject": "x", "account": "A", "type": "stream"}]}, "imports"),
         ({"mappings": {"a": [{"subject": "b"}]}}, "mappings"),
         ({"limits": {"tiered_limits": {"R1": {"mem_storage": 100}}}}, "tiered JetStream limits"),
         ({"signing_keys": [{"kind": "user_scope", "key": account_key().public}]}, "scoped signing keys"),
@@ -221,3 +219,89 @@ def test_system_account_must_match_the_operator_jwts(tmp_path: Path) -> None:
         f"system_account: {W.sys.public}", f"system_account: {W.a.public}"
     )
     assert "system_account in config and operator JWT must be identical" in error(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("nats", "message"),
+    [
+        ({"exports": [{"subject": "x", "type": "stream", "token_req": True}]}, "export field 'token_req'"),
+        (
+            {"exports": [{"subject": "x", "type": "service", "service_latency": {"sampling": 100}}]},
+            "'service_latency'",
+        ),
+        ({"exports": [{"subject": "x", "type": "thing"}]}, "needs a type (stream or service)"),
+        (
+            {"exports": [{"subject": "x.*", "type": "stream"}], "limits": {"wildcards": False}},
+            "has wildcards",
+        ),
+        (
+            {
+                "exports": [{"subject": "x", "type": "stream"}, {"subject": "y", "type": "stream"}],
+                "limits": {"exports": 1},
+            },
+            "more exports than its limit of 1",
+        ),
+        (
+            {"imports": [{"subject": "x", "type": "stream", "account": "ANOTHER", "token": "eyJ"}]},
+            "import field 'token'",
+        ),
+        (
+            {"imports": [{"subject": "x", "type": "stream", "account": "ANOTHER"}]},
+            "from an account not preloaded",
+        ),
+        (
+            {"imports": [{"subject": "x", "type": "service", "account": "SELF", "to": "y"}]},
+            "with 'to' (use local_subject)",
+        ),
+        (
+            {"imports": [{"subject": "x", "type": "stream", "account": "SELF"}]},
+            'stream import "x": stream import not authorized',
+        ),
+    ],
+)
+def test_account_jwt_exports_and_imports_jetpy_refuses(
+    tmp_path: Path, nats: dict[str, object], message: str
+) -> None:
+    a = account_key()
+    for imp in nats.get("imports", []):  # type: ignore[attr-defined]
+        if imp["account"] == "SELF":
+            imp["account"] = a.public
+    token = encode({"sub": a.public, "nats": {"type": "account", "version": 2, **nats}}, W.op)
+    sys_jwt = W.account_jwts[W.sys.public]
+    text = _preload(tmp_path, a.public, token).replace(" }", f"\n{W.sys.public}: {sys_jwt} }}")
+    assert message in error(tmp_path, text)
+
+
+def test_account_jwt_exports_and_imports_become_the_accounts(tmp_path: Path) -> None:
+    x, y = account_key(), account_key()
+    exports = [
+        {"subject": "news.>", "type": "stream"},
+        {
+            "subject": "time",
+            "type": "service",
+            "response_type": "Stream",
+            "response_threshold": 5_000_000_000,
+        },
+    ]
+    imports = [
+        {"subject": "news.>", "type": "stream", "account": x.public, "to": "x"},
+        {"subject": "time", "type": "service", "account": x.public, "local_subject": "clock"},
+    ]
+    preload = {
+        W.sys.public: W.account_jwts[W.sys.public],
+        x.public: account_jwt(x, W.op, "X", nats_extra={"exports": exports}),
+        y.public: account_jwt(y, W.op, "Y", nats_extra={"imports": imports}),
+    }
+    lines = "\n".join(f"{k}: {v}" for k, v in preload.items())
+    opts = load(
+        tmp_path, f"operator: {op_file(tmp_path)}\nresolver: MEMORY\nresolver_preload {{\n{lines}\n}}\n"
+    )
+    by_name = {a.name: a for a in opts.accounts}
+    assert by_name[x.public].exports == (
+        Export("stream", "news.>", None),
+        Export("service", "time", None, "stream", 5.0),
+    )
+    assert by_name[y.public].imports == (
+        Import("stream", x.public, "news.>", prefix="x"),
+        Import("service", x.public, "time", to="clock"),
+    )

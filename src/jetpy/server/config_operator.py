@@ -137,7 +137,13 @@ def finish_operator(ctx: Context) -> None:
         trusted = TrustedAccounts(op)
     except OperatorError as e:
         raise ConfigError(str(e), ctx.resolver_at or pos) from e
-    o.accounts = [AccountOptions(name, trusted.js_limits(name)) for name in trusted.accounts]
+    try:
+        o.accounts = [
+            AccountOptions(name, trusted.js_limits(name), trusted.exports(name), trusted.imports(name))
+            for name in trusted.accounts
+        ]
+    except OperatorError as e:
+        raise ConfigError(str(e), ctx.resolver_at or pos) from e
     named = trusted.system_account
     if o.system_account and named and o.system_account != named:
         raise ConfigError("system_account in config and operator JWT must be identical", pos)

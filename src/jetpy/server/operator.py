@@ -6,7 +6,9 @@ trusted; an account JWT is trusted when an operator or one of its signing keys i
 user JWT when its account (or a signing key of the account, named by ``issuer_account``)
 issued it, neither has expired nor is not yet valid, the account has not revoked it, and the
 client signed the connection's nonce with the user's key (unless the JWT is a bearer token).
-The MEMORY resolver is ``resolver_preload``: every account is known when the server starts.
+The MEMORY resolver is ``resolver_preload``: every account is known when the server starts;
+the public exports and imports of the account JWTs are carried out as the ``accounts {}``
+block's (private exports with activation tokens are refused by name).
 A user's permissions come from its JWT (or, when it has none, the account's
 ``default_permissions``), its limits (subscriptions, payload) are the tighter of its own and
 its account's, and the account's ``conn`` limit bounds the connections in it.
@@ -35,7 +37,13 @@ from jetpy.server.jwt_claims import (
     is_public_key,
     verify_nonce,
 )
-from jetpy.server.options import OperatorOptions
+from jetpy.server.options import (
+    DEFAULT_RESPONSE_THRESHOLD,
+    RESPONSE_TYPES,
+    Export,
+    Import,
+    OperatorOptions,
+)
 from jetpy.server.permissions import Permissions
 
 __all__ = [
@@ -158,8 +166,6 @@ class TrustedAccounts:
         what = [
             name
             for name, present in (
-                ("exports", n.exports),
-                ("imports", n.imports),
                 ("mappings", n.mappings),
                 ("tiered JetStream limits", n.limits.tiered_limits),
                 ("scoped signing keys", acc.scoped_keys()),
@@ -175,6 +181,68 @@ class TrustedAccounts:
     def system_account(self) -> str:
         """The system account the operator JWT names ("" if none)."""
         return next((op.nats.system_account for op in self.operators if op.nats.system_account), "")
+
+    def exports(self, account: str) -> tuple[Export, ...]:
+        """The account JWT's exports, as the ``accounts {}`` block's (public ones only)."""
+        acc = self.accounts[account]
+        lim = acc.nats.limits
+        if 0 <= lim.exports < len(acc.nats.exports):
+            raise OperatorError(f"account JWT for {account}: more exports than its limit of {lim.exports}")
+        out = []
+        for e in acc.nats.exports:
+            kind, subject = _kind_and_subject(account, "export", e)
+            if not lim.wildcards and ("*" in subject.split(".") or ">" in subject.split(".")):
+                raise OperatorError(
+                    f"account JWT for {account}: export {subject!r} has wildcards, which its limits deny"
+                )
+            _refuse(
+                account, "export", e, ("token_req", "account_token_position", "service_latency", "latency")
+            )
+            rtype = str(e.get("response_type") or "Singleton").lower()
+            if rtype not in RESPONSE_TYPES:
+                raise OperatorError(
+                    f"account JWT for {account}: export {subject!r} has response type {rtype!r}"
+                )
+            threshold = e.get("response_threshold")
+            seconds = (
+                threshold / 1e9
+                if isinstance(threshold, int) and threshold > 0
+                else DEFAULT_RESPONSE_THRESHOLD
+            )
+            out.append(Export(kind, subject, None, rtype if kind == "service" else "singleton", seconds))
+        return tuple(out)
+
+    def imports(self, account: str) -> tuple[Import, ...]:
+        """The account JWT's imports, as the ``accounts {}`` block's: a service's
+        ``local_subject`` is its ``to``; a stream's ``local_subject`` its ``to``, its ``to`` (the
+        older field) its prefix."""
+        acc = self.accounts[account]
+        lim = acc.nats.limits
+        if 0 <= lim.imports < len(acc.nats.imports):
+            raise OperatorError(f"account JWT for {account}: more imports than its limit of {lim.imports}")
+        out = []
+        for i in acc.nats.imports:
+            kind, subject = _kind_and_subject(account, "import", i)
+            _refuse(account, "import", i, ("token", "share", "allow_trace"))
+            source = i.get("account")
+            if not isinstance(source, str) or source not in self.accounts:
+                raise OperatorError(
+                    f"account JWT for {account}: import {subject!r} from an account not preloaded"
+                )
+            local, to = str(i.get("local_subject") or ""), str(i.get("to") or "")
+            if kind == "service":
+                if to and not local:
+                    raise OperatorError(
+                        f"account JWT for {account}: service import {subject!r} with 'to' (use local_subject)"
+                    )
+                out.append(Import(kind, source, subject, to=local))
+            elif local and to:
+                raise OperatorError(
+                    f"account JWT for {account}: stream import {subject!r} with local_subject and to"
+                )
+            else:
+                out.append(Import(kind, source, subject, to=local, prefix=to))
+        return tuple(out)
 
     def js_limits(self, account: str) -> JsLimits | None:
         """The JetStream limits of an account from its JWT (None: no JetStream for it)."""
@@ -233,6 +301,22 @@ class TrustedAccounts:
                 account_expires=account_first,
             ),
         )
+
+
+def _kind_and_subject(account: str, what: str, entry: dict[str, object]) -> tuple[str, str]:
+    kind, subject = entry.get("type"), entry.get("subject")
+    if kind not in ("stream", "service") or not isinstance(subject, str) or not subject:
+        raise OperatorError(
+            f"account JWT for {account}: an {what} needs a type (stream or service) and a subject"
+        )
+    return str(kind), subject
+
+
+def _refuse(account: str, what: str, entry: dict[str, object], fields: tuple[str, ...]) -> None:
+    """What jetpy does not carry out of an export or import refuses the configuration, by name."""
+    for name in fields:
+        if entry.get(name):
+            raise OperatorError(f"account JWT for {account}: {what} field {name!r} is not supported by jetpy")
 
 
 def _source_allowed(src: tuple[str, ...] | str, host: str) -> bool:
