@@ -155,7 +155,7 @@ class World:
         )
 
 
-A_LIMITS = {"conn": 2, "subs": 3, "payload": 64}
+A_LIMITS: dict[str, Any] = {"conn": 2, "subs": 3, "payload": 64, "data": 10, "disallow_bearer": True}
 B_LIMITS = {"mem_storage": 1_000_000, "disk_storage": 2_000_000, "streams": 2, "consumer": 3}
 
 

@@ -157,6 +157,11 @@ CASES: dict[str, tuple[Connect, bytes | None]] = {
         b"-ERR 'Maximum Payload Violation'\r\n<closed>",
     ),
     "account_user": (connect(*A_PLAIN), b"PONG\r\n"),
+    "data_limit_not_enforced": (connect(*A_PLAIN, b"PUB x 40\r\n%s\r\nPING\r\n" % (b"d" * 40)), b"PONG\r\n"),
+    "bearer_token_disallowed_by_the_account": (
+        connect(_user(W.a, permissions={"bearer_token": True})[0], None),
+        REFUSED,
+    ),
     "operator_signing_key_account_user": (connect(*B_PLAIN), b"PONG\r\n"),
     "bearer_token_without_signature": (
         connect(_user(W.b, permissions={"bearer_token": True})[0], None),

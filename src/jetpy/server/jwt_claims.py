@@ -151,6 +151,7 @@ class AccountLimits(JetStreamLimits, frozen=True):
     imports: int = NO_LIMIT
     exports: int = NO_LIMIT
     wildcards: bool = True
+    disallow_bearer: bool = False
     tiered_limits: dict[str, JetStreamLimits] = {}
 
     @property

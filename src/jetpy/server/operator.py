@@ -276,6 +276,8 @@ class TrustedAccounts:
         if acc.revoked(user.sub, user.iat):
             raise JwtError("user JWT has been revoked")
         n = user.nats
+        if n.bearer_token and acc.nats.limits.disallow_bearer:
+            raise JwtError("bearer tokens are not allowed in the account")
         if not n.bearer_token and not verify_nonce(user.sub, nkeys.PREFIX_BYTE_USER, nonce, sig):
             raise JwtError("signature does not verify the nonce")
         if n.times:
