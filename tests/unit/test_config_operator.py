@@ -7,16 +7,21 @@ themselves (tampered, wrong algorithm, wrong claim type, issuer of the wrong rol
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jetpy.jetstream.models import AccountLimits
 from jetpy.server.conf_format import ConfigError
 from jetpy.server.config import load_config
 from jetpy.server.jwt_claims import AccountClaims, JwtError, OperatorClaims, UserClaims, decode
-from jetpy.server.options import Export, Import, ServerOptions
+from jetpy.server.operator import TrustedAccounts
+from jetpy.server.options import Export, Import, OperatorOptions, ServerOptions
 from jwt_issuer import (
     B_LIMITS,
     World,
@@ -305,3 +310,61 @@ def test_account_jwt_exports_and_imports_become_the_accounts(tmp_path: Path) -> 
         Import("stream", x.public, "news.>", prefix="x"),
         Import("service", x.public, "time", to="clock"),
     )
+
+
+@functools.cache
+def _trusted() -> TrustedAccounts:
+    return TrustedAccounts(
+        OperatorOptions(
+            operator_jwts=(W.operator_jwt,), resolver="MEMORY", preload=tuple(W.account_jwts.items())
+        )
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.text(max_size=300), sig=st.text(max_size=100), host=st.text(max_size=40))
+def test_any_text_as_a_user_jwt_is_only_ever_refused(token: str, sig: str, host: str) -> None:
+    with pytest.raises(JwtError):
+        _trusted().login(token, "nonce", sig, host, "STANDARD")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    nats=st.dictionaries(
+        st.sampled_from(
+            [
+                "pub",
+                "sub",
+                "resp",
+                "src",
+                "times",
+                "subs",
+                "payload",
+                "bearer_token",
+                "issuer_account",
+                "allowed_connection_types",
+                "type",
+                "version",
+            ]
+        ),
+        _json,
+        max_size=6,
+    ),
+    top=st.dictionaries(st.sampled_from(["exp", "nbf", "iat", "name", "sub"]), _json, max_size=3),
+)
+def test_signed_claims_of_any_shape_log_in_or_are_refused(nats: dict[str, Any], top: dict[str, Any]) -> None:
+    """A correctly signed user JWT with claims of any shape: a login or a JwtError, nothing else."""
+    u = user_key()
+    token = encode({"sub": u.public, **top, "nats": {"type": "user", **nats}}, W.a)
+    seed_sig = base64.urlsafe_b64encode(u.sign(b"nonce")).rstrip(b"=").decode()
+    try:
+        _trusted().login(token, "nonce", seed_sig, "127.0.0.1", "STANDARD")
+    except JwtError:
+        pass
