@@ -368,3 +368,41 @@ async def test_other_account_changes_refuse_the_reload(tmp_path: Path) -> None:
         assert "Reloaded server configuration" not in p.log()
     finally:
         p.stop(signal.SIGKILL)
+
+
+MOVE_CONF = """
+listen: 127.0.0.1:{port}
+accounts {{
+  A: {{ users: [{{user: a, password: a}} {a_extra}] }}
+  B: {{ users: [{{user: c, password: c}} {b_extra}] }}
+}}
+"""
+
+
+@pytest.mark.parametrize("binary", ["jetpy", "nats-server 2.15.1"])
+def test_a_user_moved_to_another_account_by_a_reload_logs_in_again(tmp_path: Path, binary: str) -> None:
+    """The accounts' users reload as users do: a client whose user now belongs to another account
+    is disconnected, and logs in again into the new one (nats-server's behaviour)."""
+    if binary != "jetpy" and REFERENCE_NEWEST is None:
+        pytest.skip("the newest nats-server is not installed")
+    port = free_port()
+    conf = tmp_path / "move.conf"
+    conf.write_text(MOVE_CONF.format(port=port, a_extra="", b_extra=", {user: b, password: b}"))
+    cmd = [*JETPY_SERVER, "-c", str(conf)] if binary == "jetpy" else [str(REFERENCE_NEWEST), "-c", str(conf)]
+    p = start_process(cmd, tmp_path / "move.log")
+    try:
+        a, b, c = Raw(port, "a", "a"), Raw(port, "b", "b"), Raw(port, "c", "c")
+        assert a.exchange(b"SUB x 1\r\n") == b"PONG\r\n"
+        assert c.exchange(b"SUB x 1\r\n") == b"PONG\r\n"
+        assert b.exchange(b"PUB x 2\r\nin\r\n") == b"PONG\r\n"  # B's: c gets it, a does not
+        assert c.exchange(b"").startswith(b"MSG x 1 2\r\nin\r\n")
+        assert a.exchange(b"") == b"PONG\r\n"
+        conf.write_text(MOVE_CONF.format(port=port, a_extra=", {user: b, password: b}", b_extra=""))
+        hangup(p, "Reloaded server configuration")
+        assert b.exchange(b"") in (b"-ERR 'Authorization Violation'\r\n", b"")  # closed
+        b = Raw(port, "b", "b")  # back, in A now
+        assert b.exchange(b"PUB x 2\r\nin\r\n") == b"PONG\r\n"
+        assert a.exchange(b"").startswith(b"MSG x 1 2\r\nin\r\n")
+        assert c.exchange(b"") == b"PONG\r\n"
+    finally:
+        p.stop(signal.SIGKILL)
