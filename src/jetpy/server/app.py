@@ -150,7 +150,7 @@ class Server:
         self.raft = RaftHost(
             self.server_name,
             system.broker if system is not None else Broker(),
-            groups_root(opts.store_dir),
+            groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
             self._peer_names,
         )
 
