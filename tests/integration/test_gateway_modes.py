@@ -1,0 +1,162 @@
+"""Gateway interest modes between two embedded jetpy servers (each a cluster of one): optimistic
+sends until the receiving cluster says ``RS-`` (per subject) or ``A-`` (no interest in the
+account), ``A+``/``RS+`` when that changes, the switch to interest-only after
+``MAX_NO_INTEREST`` refused subjects (``INFO gateway_cmd`` 2, ``RS+`` for every subject, 3), and
+the default (nats-server 2.9+'s ``gateway_iom``): interest-only at once, nothing sent without
+interest. The inbound side runs optimistic only with ``FORCE_INTEREST_ONLY`` off, as nats-server's
+own tests turn its switch off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import nats
+import pytest
+from nats.aio.msg import Msg
+
+from conftest import free_port
+from jetpy.server.app import Server
+from jetpy.server.gateway import FORCE_INTEREST_ONLY
+from jetpy.server.gateway_conn import GatewayConnection
+from jetpy.server.gateway_interest import INTEREST_ONLY, MAX_NO_INTEREST, OPTIMISTIC
+from jetpy.server.options import GatewayOptions, RemoteGateway, ServerOptions
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@asynccontextmanager
+async def pair(optimistic: bool) -> AsyncIterator[tuple[Server, Server]]:
+    FORCE_INTEREST_ONLY["enabled"] = not optimistic
+    pa, pb = free_port(), free_port()
+    a = Server(_opts("A", pa, "B", pb))
+    b = Server(_opts("B", pb, "A", pa))
+    try:
+        await a.start()
+        await b.start()
+        await _wait(lambda: _outbound(a) is not None and _outbound(b) is not None and _inbound(b) is not None)
+        yield a, b
+    finally:
+        FORCE_INTEREST_ONLY["enabled"] = True
+        await a.shutdown()
+        await b.shutdown()
+
+
+def _opts(name: str, port: int, other: str, other_port: int) -> ServerOptions:
+    gw = GatewayOptions(
+        name=name,
+        host="127.0.0.1",
+        port=port,
+        gateways=[RemoteGateway(other, (f"nats://127.0.0.1:{other_port}",))],
+    )
+    return ServerOptions(host="127.0.0.1", port=0, server_name=f"{name}1", gateway=gw)
+
+
+def _outbound(s: Server) -> GatewayConnection | None:
+    assert s.gateways is not None
+    return next(iter(s.gateways.out.values()), None)
+
+
+def _inbound(s: Server) -> GatewayConnection | None:
+    assert s.gateways is not None
+    return next(iter(s.gateways.inbound.values()), None)
+
+
+async def _wait(pred: Callable[[], bool], within: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not pred():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_optimistic_then_interest_only_after_refused_subjects() -> None:
+    async with pair(optimistic=True) as (a, b):
+        out, inb = _outbound(a), _inbound(b)
+        assert out is not None and inb is not None and not out.iom
+        na, nb = await nats.connect(a.client_url), await nats.connect(b.client_url)
+        kept: list[bytes] = []
+
+        async def cb(msg: Msg) -> None:
+            kept.append(msg.data)
+
+        await nb.subscribe("keep", cb=cb)
+        await nb.flush()
+        interest = out.interests[b"$G"]
+        assert interest is not None and interest.mode == OPTIMISTIC and interest.catch_all is not None
+        # optimistic: every subject is sent; the first message of each that nobody wants is
+        # refused (RS-) and not sent again
+        for _ in range(3):
+            await na.publish("nobody.0", b"x")
+        await na.flush()
+        await _wait(lambda: b"nobody.0" in interest.refused)
+        sent = out.out_msgs
+        await na.publish("nobody.0", b"x")
+        await na.publish("keep", b"k1")
+        await na.flush()
+        await _wait(lambda: kept == [b"k1"])
+        assert out.out_msgs == sent + 1  # only "keep" went
+        # past MAX_NO_INTEREST refused subjects, the account switches to interest-only
+        for i in range(1, MAX_NO_INTEREST + 3):
+            await na.publish(f"nobody.{i}", b"x")
+        await na.flush()
+        await _wait(lambda: interest.mode == INTEREST_ONLY)
+        told = inb.told[b"$G"]
+        assert told.mode == INTEREST_ONLY and interest.catch_all is None and not interest.refused
+        assert (b"keep", None) in interest.subs
+        received = inb.in_msgs
+        for i in range(50):
+            await na.publish(f"other.{i}", b"x")
+        await na.publish("keep", b"k2")
+        await na.flush()
+        await _wait(lambda: kept == [b"k1", b"k2"])
+        assert inb.in_msgs == received + 1  # interest-only: nothing without interest crosses
+        await na.close()
+        await nb.close()
+
+
+async def test_account_without_interest_is_refused_then_wanted_again() -> None:
+    async with pair(optimistic=True) as (a, b):
+        out, inb = _outbound(a), _inbound(b)
+        assert out is not None and inb is not None
+        na, nb = await nats.connect(a.client_url), await nats.connect(b.client_url)
+        await na.publish("x", b"1")
+        await na.flush()
+        interest = out.interests[b"$G"]
+        assert interest is not None
+        await _wait(lambda: interest.none)  # A-: B has no interest at all in $G
+        assert interest.catch_all is None and b"$G" in inb.told_none
+        received = inb.in_msgs
+        await na.publish("x", b"2")
+        await na.flush()
+        await asyncio.sleep(0.2)
+        assert inb.in_msgs == received
+        got: list[bytes] = []
+
+        async def cb(msg: Msg) -> None:
+            got.append(msg.data)
+
+        await nb.subscribe("x", cb=cb)
+        await nb.flush()
+        await _wait(lambda: not interest.none)  # A+
+        await na.publish("x", b"3")
+        await na.flush()
+        await _wait(lambda: got == [b"3"])
+        await na.close()
+        await nb.close()
+
+
+async def test_interest_only_at_once_by_default() -> None:
+    async with pair(optimistic=False) as (a, b):
+        out, inb = _outbound(a), _inbound(b)
+        assert out is not None and inb is not None and out.iom
+        await _wait(lambda: (i := out.interests.get(b"$G")) is not None and i.mode == INTEREST_ONLY)
+        na = await nats.connect(a.client_url)
+        for i in range(100):
+            await na.publish(f"nobody.{i}", b"x")
+        await na.flush()
+        await asyncio.sleep(0.2)
+        assert inb.in_msgs == 0 and out.out_msgs == 0
+        await na.close()
