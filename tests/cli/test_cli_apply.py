@@ -85,6 +85,35 @@ async def test_apply_plan_dry_run_converge_and_update(jetpy: Proc, tmp_path: Pat
     assert (await api(url, "STREAM.INFO.KV_APPSETTINGS"))["config"]["max_msgs_per_subject"] == 10
 
 
+PAUSED_SPEC = """
+streams:
+  - name: APPLYPAUSE
+    subjects: ["applypause.>"]
+    consumers:
+      - name: WORKER
+        ack_policy: explicit
+"""
+
+
+async def test_apply_pauses_and_resumes_a_consumer(jetpy: Proc, tmp_path: Path) -> None:
+    """An update never changes a consumer's pause on the server (as nats-server): apply sends
+    CONSUMER.PAUSE for it, so the file converges."""
+    url = jetpy.url
+    spec = tmp_path / "paused.yaml"
+    spec.write_text(PAUSED_SPEC)
+    assert run_cli(url, "apply", "-f", str(spec)).code == 0
+    spec.write_text(PAUSED_SPEC + '        pause_until: "2100-01-01T00:00:00Z"\n')
+    paused = run_cli(url, "apply", "-f", str(spec))
+    assert paused.code == 0 and "Updated consumer APPLYPAUSE > WORKER" in paused.out, paused
+    info = await api(url, "CONSUMER.INFO.APPLYPAUSE.WORKER")
+    assert info["paused"] and info["config"]["pause_until"] == "2100-01-01T00:00:00Z"
+    again = json.loads(run_cli(url, "apply", "-f", str(spec), "--json").out)
+    assert [c["action"] for c in again["changes"]] == ["unchanged", "unchanged"]
+    spec.write_text(PAUSED_SPEC + '        pause_until: "2000-01-01T00:00:00Z"\n')
+    assert run_cli(url, "apply", "-f", str(spec)).code == 0
+    assert not (await api(url, "CONSUMER.INFO.APPLYPAUSE.WORKER")).get("paused")
+
+
 async def test_invalid_files_are_usage_errors_and_change_nothing(jetpy: Proc, tmp_path: Path) -> None:
     url = jetpy.url
     files = {

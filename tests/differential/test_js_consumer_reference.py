@@ -478,6 +478,9 @@ async def pull(
     return got
 
 
+NO_WAIT_ENDS_2_10 = ("no_wait, 3 of 10", "no_wait and expires, 3 of 10")
+
+
 async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
     async def scenario(nc: Client) -> dict[str, Any]:
         await api(nc, "STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"], "storage": "memory"})
@@ -560,6 +563,12 @@ async def test_pull_status_messages(servers: dict[str, Proc]) -> None:
     ref, jp = await on_both(servers, scenario)
     assert ref.keys() == jp.keys()
     for k in ref:
+        if k in NO_WAIT_ENDS_2_10:
+            # nats-server 2.10+ ends a no_wait request that got some messages with 404 (2.9: 408
+            # with what is left), as tests/differential/test_consumer_211_reference.py compares
+            assert ref[k][:-1] == jp[k][:-1], f"{k}\nreference: {ref[k]}\njetpy:     {jp[k]}"
+            assert ref[k][-1][3]["Status"] == "408" and jp[k][-1][3]["Status"] == "404"
+            continue
         assert ref[k] == jp[k], f"{k}\nreference: {ref[k]}\njetpy:     {jp[k]}"
     # what the reference says is what the clients expect: spot-check it is not vacuous
     assert ref["no_wait, nothing"][0][3]["Status"] == "404"

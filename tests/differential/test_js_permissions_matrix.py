@@ -382,6 +382,25 @@ ROWS = [
         True,
     ),
     Row(
+        "pause_push_consumer_delivering_to_secret",
+        lambda e: api(e.u, "$JS.API.CONSUMER.PAUSE.PUB.PD", {"pause_until": "2100-01-01T00:00:00Z"}),
+        DENIED,
+        True,
+    ),
+    Row(
+        "pause_push_consumer_delivering_to_pub_allowed",
+        lambda e: api(e.u, "$JS.API.CONSUMER.PAUSE.PUB.PP", {"pause_until": "2100-01-01T00:00:00Z"}),
+        "ok",
+        True,
+    ),
+    Row("pause_pull_consumer_allowed", lambda e: api(e.u, "$JS.API.CONSUMER.PAUSE.SECRET.C", {}), "ok", True),
+    Row(
+        "unpin_touches_no_subject",
+        lambda e: api(e.u, "$JS.API.CONSUMER.UNPIN.SECRET.G", {"group": "g"}),
+        "ok",
+        True,
+    ),
+    Row(
         "restore_public_allowed",
         lambda e: api(e.u, "$JS.API.STREAM.RESTORE.RP2", {"config": stream("RP2", ["pub.rp.>"])}),
         "ok",
@@ -421,6 +440,21 @@ async def prepare(url: str) -> Env:
     for s in ("SECRET", "PUB"):
         body = {"stream_name": s, "config": {"durable_name": "C", "ack_policy": "explicit"}}
         assert await api(admin, f"$JS.API.CONSUMER.DURABLE.CREATE.{s}.C", body) == "ok"
+    for name, deliver in (("PD", "secret.deliver"), ("PP", "pub.deliver")):
+        body = {"stream_name": "PUB", "config": {"durable_name": name, "deliver_subject": deliver}}
+        assert await api(admin, f"$JS.API.CONSUMER.DURABLE.CREATE.PUB.{name}", body) == "ok"
+    groups: dict[str, object] = {
+        "durable_name": "G",
+        "ack_policy": "explicit",
+        "priority_policy": "overflow",
+        "priority_groups": ["g"],
+    }
+    assert (
+        await api(
+            admin, "$JS.API.CONSUMER.DURABLE.CREATE.SECRET.G", {"stream_name": "SECRET", "config": groups}
+        )
+        == "ok"
+    )
     js = admin.jetstream()
     for bucket in ("vault", "open"):
         kv = await js.create_key_value(bucket=bucket, storage="memory")

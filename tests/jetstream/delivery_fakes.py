@@ -1,9 +1,11 @@
-"""Test doubles for the consumer's delivery loops: a recording ``Send`` and a ``DeliverySource``
-over a list of messages (no stream, no store, no consumer)."""
+"""Test doubles for the consumer's delivery loops: a recording ``Send``, a ``DeliverySource`` over
+a list of messages (no stream, no store, no consumer), and a recording ``ConsumerHost`` for a
+whole consumer driven with an invented clock."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from jetpy.jetstream.consumers.pending import Pending
 from jetpy.store.base import StoredMsg
@@ -84,3 +86,53 @@ class Source:
 
     def can_deliver_new(self) -> bool:
         return self.room > 0
+
+    def num_pending(self) -> int:
+        return len(self.msgs)
+
+    def num_ack_pending(self) -> int:
+        return len(self.deliveries)
+
+
+@dataclass
+class RecordingHost:
+    """A ``ConsumerHost`` that records what a consumer sends and announces; ``gone`` lists the
+    reply subjects nobody listens on any more."""
+
+    sends: list[Sent] = field(default_factory=list)
+    advisories: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    gone: set[str] = field(default_factory=set)
+
+    def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes) -> None:
+        self.sends.append(Sent(route, subject, reply, payload, headers))
+
+    def send_batch(self, route: str, msgs: list[StoredMsg], replies: list[bytes]) -> None:
+        for m, reply in zip(msgs, replies, strict=True):
+            self.send(route, m.subject, reply.decode(), m.data, m.hdr)
+
+    def has_interest(self, subject: str) -> bool:
+        return subject not in self.gone
+
+    def advisory(self, subject: str, body: dict[str, Any]) -> None:
+        self.advisories.append((subject, body))
+
+    def acked(self, consumer: Any, seqs: list[int]) -> None:
+        pass
+
+    def state_changed(self, consumer: Any) -> None:
+        pass
+
+    def confirm(self, consumer: Any, reply: str, stream_seq: int) -> None:
+        pass
+
+    def to(self, route: str) -> list[Sent]:
+        """What went to ``route``, taken (the record keeps the rest)."""
+        mine = [s for s in self.sends if s.route == route]
+        self.sends = [s for s in self.sends if s.route != route]
+        return mine
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The advisories so far (event token, body), taken."""
+        out = [(subject.split(".")[4], body) for subject, body in self.advisories]
+        self.advisories.clear()
+        return out

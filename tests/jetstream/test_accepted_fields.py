@@ -79,10 +79,13 @@ class Ctx:
         assert "error" not in doc, doc
         return doc
 
-    async def fetch(self, stream: str, consumer: str, batch: int = 10, expires: float = 0.3) -> list[Any]:
+    async def fetch(
+        self, stream: str, consumer: str, batch: int = 10, expires: float = 0.3, **fields: Any
+    ) -> list[Any]:
+        """The messages a pull request (with ``fields`` added to it) gets before a status."""
         inbox = self.nc.new_inbox()
         sub = await self.nc.subscribe(inbox)
-        body = {"batch": batch, "expires": int(expires * S)}
+        body = {"batch": batch, "expires": int(expires * S), **fields}
         await self.nc.publish(
             f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}", json.dumps(body).encode(), reply=inbox
         )
@@ -96,6 +99,8 @@ class Ctx:
             if m.headers and m.headers.get("Status"):
                 break
             got.append(m)
+            if len(got) == batch:
+                break
         await sub.unsubscribe()
         return got
 
@@ -700,14 +705,48 @@ async def c_metadata(c: Ctx) -> None:
 
 
 async def c_pause_until(c: Ctx) -> None:
-    s = await c.ok_stream()
-    assert "pause_until" in refused(await c.consumer(s, pause_until="2100-01-01T00:00:00Z"))
+    s = await filled(c, 2)
+    doc = await c.ok_consumer(s, ack_policy="explicit", pause_until="2100-01-01T00:00:00Z")
+    assert doc["paused"] is True and doc["pause_remaining"] > 0
+    assert await c.fetch(s, doc["name"]) == []  # nothing goes out while paused
+    resumed = await c.api(f"CONSUMER.PAUSE.{s}.{doc['name']}", {})
+    assert resumed["paused"] is False
+    assert [m.data for m in await c.fetch(s, doc["name"])] == [b"0", b"1"]
 
 
-async def c_priority(c: Ctx) -> None:
-    s = await c.ok_stream()
-    doc = await c.consumer(s, priority_groups=["g"], priority_policy="overflow")
-    assert "priority groups" in refused(doc)
+async def c_priority_groups(c: Ctx) -> None:
+    s = await filled(c, 1)
+    doc = await c.ok_consumer(s, ack_policy="explicit", priority_groups=["jobs"], priority_policy="overflow")
+    inbox = c.nc.new_inbox()
+    sub = await c.nc.subscribe(inbox)
+    body = json.dumps({"batch": 1, "group": "other"}).encode()
+    await c.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{doc['name']}", body, reply=inbox)
+    m = await sub.next_msg(timeout=2)
+    assert m.headers is not None and m.headers.get("Description") == "Bad Request - Invalid Priority Group"
+    assert [m.data for m in await c.fetch(s, doc["name"], group="jobs")] == [b"0"]
+
+
+async def c_priority_policy(c: Ctx) -> None:
+    s = await filled(c, 2)
+    doc = await c.ok_consumer(s, ack_policy="explicit", priority_groups=["g"], priority_policy="overflow")
+    # overflow: a request asking for a backlog of 3 gets nothing while 2 wait; one asking for a
+    # backlog of 2 gets messages only while 2 are left, so just one
+    assert await c.fetch(s, doc["name"], group="g", min_pending=3) == []
+    assert [m.data for m in await c.fetch(s, doc["name"], group="g", min_pending=2)] == [b"0"]
+
+
+async def c_priority_timeout(c: Ctx) -> None:
+    s = await filled(c, 3)
+    cfg = {"ack_policy": "explicit", "priority_groups": ["g"], "priority_policy": "pinned_client"}
+    doc = await c.ok_consumer(s, **cfg, priority_timeout=S)
+    (m,) = await c.fetch(s, doc["name"], batch=1, group="g")
+    pin = m.headers["Nats-Pin-Id"]
+    info = await c.api(f"CONSUMER.INFO.{s}.{doc['name']}")
+    assert info["priority_groups"][0]["pinned_client_id"] == pin
+    assert await c.fetch(s, doc["name"], batch=1, group="g") == []  # pinned to another client
+    await asyncio.sleep(1)  # the pin times out: the next client without one is pinned
+    (m,) = await c.fetch(s, doc["name"], batch=1, group="g")
+    assert m.headers["Nats-Pin-Id"] != pin
 
 
 CONSUMER_CHECKS: dict[str, Check] = {
@@ -742,9 +781,9 @@ CONSUMER_CHECKS: dict[str, Check] = {
     "direct": c_direct,
     "metadata": c_metadata,
     "pause_until": c_pause_until,
-    "priority_groups": c_priority,
-    "priority_policy": c_priority,
-    "priority_timeout": c_priority,
+    "priority_groups": c_priority_groups,
+    "priority_policy": c_priority_policy,
+    "priority_timeout": c_priority_timeout,
 }
 
 

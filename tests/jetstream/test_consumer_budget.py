@@ -31,7 +31,7 @@ def test_a_large_pull_request_is_served_in_slices_and_no_wait_is_not_answered_ea
     w.configure(0, 0, 0, 0)
     for reply, body in (("big", b'{"batch": %d}' % N), ("nw", b'{"batch": 1, "no_wait": true}')):
         req = w.parse(reply, body, T0)
-        assert req is not None and w.add(req, T0, False)
+        assert req is not None and w.add(req, T0, N + 1)  # what there is: N + 1 messages
     src = Source([msg(i) for i in range(1, N + 2)])
     slices = []
     while True:

@@ -77,7 +77,7 @@ def restarted(s: Stream, created: int, **cfg: Any) -> Consumer:
 def test_restart_position_by_deliver_policy(cfg: dict[str, Any], created: int, start: int) -> None:
     c = restarted(stream(), created, **cfg)
     assert c.next_stream_seq == start
-    info = c.info("now")
+    info = c.info(T0)
     assert (info.delivered.consumer_seq, info.delivered.stream_seq) == (0, start - 1)
     assert (info.ack_floor.consumer_seq, info.ack_floor.stream_seq) == (0, start - 1)
     assert info.num_ack_pending == 0

@@ -228,21 +228,19 @@ class ConsumerMachine(RuleBasedStateMachine):
                 h = parse_headers(s.headers)
                 assert s.subject == s.route and s.payload == b""
                 statuses.append((s.route, h.status, h.get("Nats-Pending-Messages")))
-                if h.status == 408:
+                if h.status == 408 and h.get("Nats-Pending-Messages") is not None:
                     assert h.get("Nats-Pending-Bytes") == "0"
             else:
                 assert s.headers == b"" and s.payload == b"" and s.reply is None, s
                 confirms += 1
         self.host.sends.clear()
-        # no_wait requests are answered once nothing more can be delivered: 404 if they got
-        # nothing, 408 with what is left otherwise; at max_ack_pending they wait for acks
+        # no_wait requests are answered once nothing more can be delivered (404), but one with
+        # expires that got nothing yet waits; at max_ack_pending they wait for acks
         blocked = self.policy != "none" and 0 < self.mac <= len(self.pending)
         keep = []
         for r in self.waiting:
-            if r.no_wait and not blocked:
-                self.expected_status.append(
-                    (r.reply, 408, str(r.batch)) if r.delivered else (r.reply, 404, None)
-                )
+            if r.no_wait and not blocked and (not r.expires or r.delivered):
+                self.expected_status.append((r.reply, 404, None))
             else:
                 keep.append(r)
         self.waiting = keep
@@ -314,11 +312,10 @@ class ConsumerMachine(RuleBasedStateMachine):
         if expires:
             body["expires"] = expires
         available = (self.n - self.next_new + 1) + len(self.due)
-        if no_wait and available == 0:
-            if not expires:
-                self.expected_status.append((reply, 404, None))
-            else:
-                self.waiting.append(MReq(reply, batch, self.now + expires, False))
+        if no_wait and available == 0 and not expires:
+            self.expected_status.append((reply, 404, None))
+        elif no_wait and available and available < sum(r.batch for r in self.waiting):
+            self.expected_status.append((reply, 408, None))  # Requests Pending: others wait for it all
         else:
             self.waiting.append(MReq(reply, batch, self.now + expires if expires else 0, no_wait))
         self.c.request(reply, msgspec.json.encode(body), self.now)
@@ -420,7 +417,7 @@ class ConsumerMachine(RuleBasedStateMachine):
     def info_agrees(self) -> None:
         if not hasattr(self, "c"):
             return
-        info = self.c.info("now")
+        info = self.c.info(self.now)
         assert info.delivered.consumer_seq == self.last_cseq
         assert info.delivered.stream_seq == self.delivered_sseq
         assert info.num_ack_pending == len(self.pending)
@@ -454,7 +451,7 @@ class ConsumerMachine(RuleBasedStateMachine):
         assert state_problems(state) == [], state
         assert past_last_seq(state, self.n) is None
         other = Consumer(self.stream, "D", self.cfg, T0, Host(), self.now, state)
-        a, b = self.c.info("now"), other.info("now")
+        a, b = self.c.info(self.now), other.info(self.now)
         for f in ("delivered", "ack_floor"):
             assert (getattr(a, f).consumer_seq, getattr(a, f).stream_seq) == (
                 getattr(b, f).consumer_seq,

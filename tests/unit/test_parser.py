@@ -17,9 +17,9 @@ from jetpy.protocol.errors import (
     ERR_MAX_PAYLOAD,
     ERR_UNKNOWN_OP,
 )
+from jetpy.protocol.framing import COLLECT_THRESHOLD
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.protocol.parser import (
-    COLLECT_THRESHOLD,
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
     SIZED_COMPILES_PER_PARSER,

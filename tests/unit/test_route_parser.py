@@ -165,14 +165,21 @@ def test_limits() -> None:
     fails(b"RMSG $G foo 2000\r\n", None, "exceeds", max_payload=1000)
 
 
-def test_a_large_payload_arrives_in_pieces() -> None:
+@pytest.mark.parametrize(
+    ("dialect", "line", "account"),
+    [(ROUTE, b"RMSG $G big", b"$G"), (GATEWAY, b"RMSG $G big", b"$G"), (LEAF, b"LMSG big", b"")],
+)
+def test_a_large_payload_arrives_in_pieces(dialect: str, line: bytes, account: bytes) -> None:
+    """Every dialect buffers through the one Framer: chunks collected, joined once, nothing left."""
     payload = bytes(range(256)) * 2048
-    data = b"RMSG $G big %d\r\n" % len(payload) + payload + b"\r\n"
-    p = RouteParser()
+    data = line + b" %d\r\n" % len(payload) + payload + b"\r\nPING\r\n"
+    p = RouteParser(dialect=dialect)
     ops: list[Op] = []
     for i in range(0, len(data), 7000):
         ops.extend(p.feed(data[i : i + 7000]))
-    assert ops == [(R_MSG, b"$G", b"big", None, None, 0, payload, b"%d" % len(payload))]
+        if i == 7000:
+            assert p._chunks  # a payload this large is collected, not re-joined per read
+    assert ops == [(R_MSG, account, b"big", None, None, 0, payload, b"%d" % len(payload)), (PING,)]
     assert p.pending() == 0
 
 

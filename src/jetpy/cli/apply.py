@@ -170,6 +170,7 @@ class Change:
     fields: list[tuple[str, Any, Any]]
     subject: str = ""
     body: dict[str, Any] = field(default_factory=dict)
+    then: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # requests sent after it
 
 
 # -- the file -----------------------------------------------------------------------------------------
@@ -401,6 +402,10 @@ async def plan(s: Session, spec: Spec) -> list[Change]:
         if not diff:
             changes.append(Change("consumer", shown, "unchanged", []))
         else:
+            # an update never changes a consumer's pause (as nats-server): CONSUMER.PAUSE does
+            then = []
+            if any(key == "pause_until" for key, _, _ in diff):
+                then.append((f"CONSUMER.PAUSE.{stream}.{name}", {"pause_until": ccfg.get("pause_until")}))
             changes.append(
                 Change(
                     "consumer",
@@ -409,6 +414,7 @@ async def plan(s: Session, spec: Spec) -> list[Change]:
                     diff,
                     subject,
                     {"stream_name": stream, "config": {**cur, **ccfg}},
+                    then,
                 )
             )
     return changes
@@ -473,12 +479,14 @@ def apply(
             if c.action == "unchanged":
                 continue
             verb = "create" if c.action == "create" else "update"
-            await s.api(
-                c.subject,
-                c.body,
-                what=f"could not {verb} {c.kind} {c.name}"
-                + (f" (already applied: {', '.join(done)})" if done else " (nothing was changed)"),
-            )
+            what = f"could not {verb} {c.kind} {c.name}"
+            for subject, body in [(c.subject, c.body), *c.then]:
+                await s.api(
+                    subject,
+                    body,
+                    what=what
+                    + (f" (already applied: {', '.join(done)})" if done else " (nothing was changed)"),
+                )
             done.append(f"{c.action}d {c.kind} {c.name}")
             if not json_out:
                 info(f"{c.action.capitalize()}d {c.kind} {c.name}")

@@ -1,9 +1,10 @@
-"""`jetpy consumer ...`: add, ls, info, next, rm.
+"""`jetpy consumer ...`: add, ls, info, next, rm, pause, resume, unpin.
 
 Owns: consumer flags (as `nats consumer add`: ``--pull``/``--target``, ``--deliver``, ``--ack``,
 ``--filter``, ...) or a JSON config file turned into ``$JS.API.CONSUMER.CREATE`` bodies, printing
-consumers, and `next`: one pull request (``CONSUMER.MSG.NEXT``) for up to ``--count`` messages,
-printed and acknowledged as they arrive.
+consumers, `next`: one pull request (``CONSUMER.MSG.NEXT``) for up to ``--count`` messages,
+printed and acknowledged as they arrive, and `pause` / `resume` / `unpin` (``CONSUMER.PAUSE``,
+``CONSUMER.UNPIN``, nats-server 2.11+).
 """
 
 from __future__ import annotations
@@ -80,10 +81,8 @@ def consumer_flags_config(
                 usage(
                     f"--deliver: {deliver!r} is not all, last, new, last_per_subject, a sequence or a duration"
                 )
-            start = time.time_ns() - ago
             cfg["deliver_policy"] = "by_start_time"
-            secs, ns = divmod(start, 1_000_000_000)
-            cfg["opt_start_time"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ns:09d}Z"
+            cfg["opt_start_time"] = V.rfc3339(time.time_ns() - ago)
     if ack is not None:
         if ack.lower() not in _ACK:
             usage(f"--ack: invalid value {ack!r} (choose from explicit, none, all)")
@@ -192,8 +191,22 @@ def format_consumer_info(ci: dict[str, Any]) -> None:
         ("Redelivered Messages", f"{ci.get('num_redelivered', 0):,}"),
         ("Unprocessed Messages", f"{ci.get('num_pending', 0):,}"),
     ]
+    if cfg.get("priority_policy", "none") != "none":
+        conf.append(("Priority Policy", cfg["priority_policy"]))
+        conf.append(("Priority Groups", ", ".join(cfg.get("priority_groups") or [])))
+        if cfg.get("priority_timeout"):
+            conf.append(("Pinned TTL", V.format_duration(cfg["priority_timeout"])))
     if not cfg.get("deliver_subject"):
         state.append(("Waiting Pulls", f"{ci.get('num_waiting', 0):,}"))
+    if ci.get("paused"):
+        remaining = V.format_duration(ci.get("pause_remaining", 0))
+        state.append(("Paused Until", f"{V.format_time(cfg.get('pause_until'))} ({remaining} left)"))
+    for group in ci.get("priority_groups") or []:
+        pinned = group.get("pinned_client_id")
+        since = f" since {V.format_time(group.get('pinned_ts'))}" if pinned else ""
+        state.append(
+            (f"Group {group.get('group', '')}", f"pinned to {pinned}{since}" if pinned else "no pin")
+        )
     print_sections([("Configuration", conf), ("State", state)])
 
 
@@ -415,6 +428,9 @@ def next_cmd(
     wait: Annotated[str, typer.Option("--wait", help="How long to wait for messages.")] = "2s",
     raw: Annotated[bool, typer.Option("--raw", "-r", help="Only the payloads.")] = False,
     json_out: Annotated[bool, typer.Option("--json", "-j", help="One JSON object per message.")] = False,
+    group: Annotated[
+        str, typer.Option("--group", help="The priority group to pull as (consumers with a priority policy).")
+    ] = "",
 ) -> None:
     """Fetch up to --count messages from a pull consumer, print and acknowledge them."""
     parse_or_usage(V.check_stream_name, stream, "stream")
@@ -430,7 +446,10 @@ def next_cmd(
         inbox = s.nc.new_inbox()
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         sub = await s.nc.subscribe(inbox, cb=queue.put)
-        body = json.dumps({"batch": count, "expires": expires}).encode()
+        req: dict[str, Any] = {"batch": count, "expires": expires}
+        if group:
+            req["group"] = group
+        body = json.dumps(req).encode()
         await s.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", body, reply=inbox)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + expires / 1e9 + 1.0
@@ -475,3 +494,75 @@ def next_cmd(
 
 
 app.command("report")(consumer_report)  # the nats CLI's `consumer report` (cli/reports.py)
+
+
+def _pause_until(text: str) -> str:
+    """An RFC 3339 time as given, or a duration from now (``1h``, ``30m``) as UTC RFC 3339."""
+    if "T" in text:
+        return V.check_rfc3339(text)
+    return V.rfc3339(time.time_ns() + V.parse_duration(text, allow_unlimited=False))
+
+
+@app.command("pause")
+def pause_cmd(
+    ctx: typer.Context,
+    stream: StreamArg,
+    name: ConsumerArg,
+    until: Annotated[
+        str, typer.Argument(help="Until when: an RFC 3339 time or a duration from now (1h, 30m).")
+    ] = "1h",
+    json_out: JsonOut = False,
+) -> None:
+    """Pause a consumer: it delivers nothing until the time given (nats-server 2.11+)."""
+    parse_or_usage(V.check_stream_name, stream, "stream")
+    parse_or_usage(V.check_consumer_name, name, "consumer")
+    when = parse_or_usage(_pause_until, until, "until")
+    _pause(ctx, stream, name, {"pause_until": when}, json_out)
+
+
+@app.command("resume")
+def resume_cmd(ctx: typer.Context, stream: StreamArg, name: ConsumerArg, json_out: JsonOut = False) -> None:
+    """Resume a paused consumer now."""
+    parse_or_usage(V.check_stream_name, stream, "stream")
+    parse_or_usage(V.check_consumer_name, name, "consumer")
+    _pause(ctx, stream, name, {}, json_out)
+
+
+def _pause(ctx: typer.Context, stream: str, name: str, body: dict[str, Any], json_out: bool) -> None:
+    async def go(s: Session) -> dict[str, Any]:
+        return await s.api(
+            f"CONSUMER.PAUSE.{stream}.{name}", body, what=f"could not pause consumer {stream} > {name}"
+        )
+
+    doc = run(options(ctx), go)
+    if json_out:
+        emit_json(doc)
+    elif doc.get("paused"):
+        left = V.format_duration(doc.get("pause_remaining", 0))
+        info(f"Paused {stream} > {name} until {V.format_time(doc.get('pause_until'))} ({left} left)")
+    else:
+        info(f"Consumer {stream} > {name} is not paused")
+
+
+@app.command("unpin")
+def unpin_cmd(
+    ctx: typer.Context,
+    stream: StreamArg,
+    name: ConsumerArg,
+    group: Annotated[
+        str, typer.Argument(help="The priority group whose pin is released.", show_default=False)
+    ],
+) -> None:
+    """Release a priority group's pinned client: the next pull without a pin gets a new one."""
+    parse_or_usage(V.check_stream_name, stream, "stream")
+    parse_or_usage(V.check_consumer_name, name, "consumer")
+
+    async def go(s: Session) -> None:
+        await s.api(
+            f"CONSUMER.UNPIN.{stream}.{name}",
+            {"group": group},
+            what=f"could not unpin group {group} of consumer {stream} > {name}",
+        )
+
+    run(options(ctx), go)
+    info(f"Unpinned group {group} of consumer {stream} > {name}")

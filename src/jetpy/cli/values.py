@@ -10,6 +10,7 @@ meant for the user.
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import Final
 
@@ -20,6 +21,7 @@ __all__ = [
     "check_key_pattern",
     "check_object_name",
     "check_pub_subject",
+    "check_rfc3339",
     "check_stream_name",
     "check_subject",
     "format_bytes",
@@ -28,6 +30,7 @@ __all__ = [
     "format_time",
     "parse_duration",
     "parse_size",
+    "rfc3339",
 ]
 
 NS_PER: Final[dict[str, int]] = {
@@ -145,6 +148,24 @@ def format_count(n: int | None, *, negative: str = "unlimited") -> str:
     if n is None:
         return "-"
     return negative if n < 0 else f"{n:,}"
+
+
+def rfc3339(ns: int) -> str:
+    """Unix nanoseconds as the API takes a time: RFC 3339 in UTC with nanoseconds."""
+    secs, frac = divmod(ns, NS_PER["s"])
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{frac:09d}Z"
+
+
+def check_rfc3339(text: str) -> str:
+    """``text`` if it is an RFC 3339 time with a zone (``2030-01-01T00:00:00Z``, ``...+02:00``)."""
+    trimmed = re.sub(r"(\.\d{6})\d+", r"\1", text.replace("Z", "+00:00"))
+    try:
+        ok = datetime.fromisoformat(trimmed).tzinfo is not None and "T" in text
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"invalid time {text!r} (example: 2030-01-01T00:00:00Z)")
+    return text
 
 
 def format_time(value: str | None) -> str:

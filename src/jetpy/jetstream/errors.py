@@ -84,11 +84,14 @@ __all__ = [
     "CONSUMER_OFFLINE_REASON",
     "CONSUMER_ON_MAPPED",
     "CONSUMER_OVERLAPPING_SUBJECT_FILTERS",
+    "CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY",
+    "CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE",
     "CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP",
     "CONSUMER_PULL_NOT_DURABLE",
     "CONSUMER_PULL_REQUIRES_ACK",
     "CONSUMER_PULL_WITH_RATE_LIMIT",
     "CONSUMER_PUSH_MAX_WAITING",
+    "CONSUMER_PUSH_WITH_PRIORITY_GROUP",
     "CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME",
     "CONSUMER_REPLAY_POLICY_INVALID",
     "CONSUMER_REPLICAS_EXCEEDS_STREAM",
@@ -533,6 +536,13 @@ CONSUMER_INVALID_GROUP_NAME = _e(
     400,
     10162,
     "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters",
+)
+CONSUMER_PUSH_WITH_PRIORITY_GROUP = _e(400, 10178, "priority groups can not be used with push consumers")
+CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE = _e(
+    400, 10196, "consumer can not have priority groups when policy is none"
+)
+CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY = _e(
+    400, 10197, "PinnedTTL cannot be set when PriorityPolicy is none"
 )
 # 2.12 split these out of 10094; jetpy answers with them because they name the rule exactly.
 CONSUMER_ACK_POLICY_INVALID = _e(400, 10181, "consumer ack policy invalid")

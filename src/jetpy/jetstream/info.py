@@ -98,4 +98,4 @@ def stream_info(
 def consumer_info(c: Consumer) -> ConsumerInfo:
     """ConsumerInfo as of now, with an exact ``num_pending``."""
     c.stream_changed()  # exact num_pending for reports
-    return c.info(format_time(time.time_ns()))
+    return c.info(time.time_ns())

@@ -68,6 +68,7 @@ __all__ = [
     "JetStreamApiStats",
     "LostStreamData",
     "Placement",
+    "PriorityGroupState",
     "PriorityPolicy",
     "PubAck",
     "PubAckError",
@@ -112,7 +113,7 @@ Compression = Literal["none", "s2"]
 DeliverPolicy = Literal["all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject"]
 AckPolicy = Literal["none", "all", "explicit"]
 ReplayPolicy = Literal["instant", "original"]
-PriorityPolicy = Literal["none", "overflow", "pinned_client"]
+PriorityPolicy = Literal["none", "overflow", "pinned_client", "prioritized"]
 ConsumerAction = Literal["", "create", "update"]
 
 # ------------------------------------------------------------------------------------------------
@@ -522,6 +523,15 @@ class SequenceInfo(_Wire, frozen=True):
     last_active: str | None = None
 
 
+class PriorityGroupState(_Wire, frozen=True):
+    """A priority group's state in ConsumerInfo: the pinned client's id (``pinned_client`` only)
+    and since when; Go writes ``pinned_ts`` always (its zero time when nothing is pinned)."""
+
+    group: str = _always("")
+    pinned_client_id: str = ""
+    pinned_ts: str = _always(ZERO_TIME)
+
+
 class ConsumerInfo(_Wire, frozen=True):
     """A consumer's info (``Consumer.info``) as CONSUMER.CREATE/INFO/LIST answer it, and /jsz's
     consumer detail, which nats-server 2.9 writes without ``ts`` (None here) and ``config``
@@ -542,6 +552,7 @@ class ConsumerInfo(_Wire, frozen=True):
     paused: bool = False
     pause_remaining: int = 0
     ts: str | None = None  # when the info was gathered: always in API answers (2.10+)
+    priority_groups: list[PriorityGroupState] = msgspec.field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -150,5 +150,5 @@ class Report:
 def _consumer_detail(c: Consumer, config: bool) -> ConsumerInfo:
     """A consumer as /jsz details it: no ``ts``, the config only when asked for, and no cluster
     on a single server (as nats-server)."""
-    info = c.info(format_time(time.time_ns()))
+    info = c.info(time.time_ns())
     return msgspec.structs.replace(info, ts=None, config=info.config if config else None)

@@ -22,6 +22,7 @@ from jetpy.jetstream.api.snapshot import SnapshotApi
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.consumers.manager import ConsumerManager
+from jetpy.jetstream.models import ConsumerConfig
 from jetpy.jetstream.ports import JetStreamConfig, MessageBus, StoreProvider
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.report import Report
@@ -53,10 +54,15 @@ class JetStream:
         self.snapshots = SnapshotApi(self.registry, self.consumers, bus, self.sourcing)
         self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
-        self.router.guard = RequestGuard(self.registry)
+        self.router.guard = RequestGuard(self.registry, self._consumer_config)
         self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
+
+    def _consumer_config(self, stream: str, name: str) -> ConsumerConfig | None:
+        s = self.registry.get(stream)
+        c = self.consumers.get(s, name) if s is not None else None
+        return c.config if c is not None else None
 
     async def start(self) -> None:
         recovered = await self.registry.recover()

@@ -22,7 +22,6 @@ from jetpy.jetstream.models import ConsumerConfig, StreamConfig
 __all__ = [
     "UNBUILT_CONSUMER_FIELDS",
     "UNBUILT_STREAM_FIELDS",
-    "check_consumer_built",
     "check_direct_built",
     "check_stream_built",
 ]
@@ -30,12 +29,7 @@ __all__ = [
 NOT_YET: Final = "{} is not supported by this server yet"
 
 UNBUILT_STREAM_FIELDS: Final = ("compression",)
-UNBUILT_CONSUMER_FIELDS: Final = (
-    "pause_until",
-    "priority_groups",
-    "priority_policy",
-    "priority_timeout",
-)
+UNBUILT_CONSUMER_FIELDS: Final[tuple[str, ...]] = ()  # every consumer field is carried out
 
 
 def check_stream_built(cfg: StreamConfig) -> None:
@@ -51,14 +45,6 @@ def check_stream_built(cfg: StreamConfig) -> None:
         raise ApiError.of(
             E.CLUSTER_NO_PEERS, err="no suitable peers for placement: this server is not clustered"
         )
-
-
-def check_consumer_built(cfg: ConsumerConfig) -> None:
-    """Raise for a setting this server would not carry out."""
-    if cfg.pause_until is not None:
-        raise ApiError.of(E.CONSUMER_CREATE, err=NOT_YET.format("pause_until"))
-    if cfg.priority_groups or cfg.priority_policy != "none" or cfg.priority_timeout:
-        raise ApiError.of(E.CONSUMER_CREATE, err=NOT_YET.format("priority groups"))
 
 
 def check_direct_built(stream: StreamConfig, cfg: ConsumerConfig) -> None:

@@ -514,6 +514,11 @@ def check_consumer_config(
     check that filters partition the stream (10099/10100). Name-vs-request-subject checks
     (10016-10020, 10131, 10137) and "already exists" are the API's.
     """
+    if cfg.pause_until is not None:  # a time Go's decoder reads, or invalid JSON
+        try:
+            parse_time(cfg.pause_until)
+        except ValueError as exc:
+            raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
     _check_consumer_names(cfg)
     if cfg.num_replicas > 1:
         # single server: refused up front, as nats-server does without a cluster
@@ -691,7 +696,13 @@ def _check_sample_freq(freq: str) -> None:
 
 def _check_priority(cfg: ConsumerConfig) -> None:
     if cfg.priority_policy == "none":
+        if cfg.priority_groups:
+            raise _fail(E.CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE)
+        if cfg.priority_timeout > 0:
+            raise _fail(E.CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY)
         return
+    if cfg.deliver_subject:
+        raise _fail(E.CONSUMER_PUSH_WITH_PRIORITY_GROUP)
     if not cfg.priority_groups:
         raise _fail(E.CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP)
     for group in cfg.priority_groups:

@@ -50,6 +50,7 @@ from jetpy.protocol.errors import (
     ERR_UNKNOWN_OP,
     ProtocolError,
 )
+from jetpy.protocol.framing import Framer
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "MAX_SIZE_DIGITS", "Parser"]
@@ -57,7 +58,6 @@ __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "MAX_SIZE_DIGITS",
 DEFAULT_MAX_CONTROL_LINE: Final = 4096  # nats-server's MAX_CONTROL_LINE_SIZE: bounds a line's buffer
 DEFAULT_MAX_PAYLOAD: Final = 1024 * 1024  # nats-server's MAX_PAYLOAD_SIZE: bounds a message's buffer
 MAX_SIZE_DIGITS: Final = 9  # nats-server's parseSize refuses longer sizes (keeps them in an int32)
-COLLECT_THRESHOLD: Final = 64 * 1024  # a payload still missing more than this is collected in chunks
 
 _HPUB: Final = -1  # internal code: HPUB parses like PUB but yields PUB with hdr_len > 0
 _HMSG: Final = -2  # internal code: a client's HMSG (see _general)
@@ -147,21 +147,10 @@ def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
     raise ProtocolError(ERR_UNKNOWN_OP, f"unknown op at {buf[pos : pos + 16]!r}")
 
 
-class Parser:
+class Parser(Framer):
     """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
 
-    __slots__ = (
-        "_buf",
-        "_chunks",
-        "_compiled",
-        "_have",
-        "_need",
-        "_sized",
-        "connect",
-        "expect_connect",
-        "max_control_line",
-        "max_payload",
-    )
+    __slots__ = ("_compiled", "_sized", "connect", "expect_connect")
 
     def __init__(
         self,
@@ -169,58 +158,14 @@ class Parser:
         max_payload: int = DEFAULT_MAX_PAYLOAD,
         expect_connect: bool = False,
     ) -> None:
-        self.max_control_line = max_control_line
-        self.max_payload = max_payload
+        super().__init__(max_control_line, max_payload)
         self.expect_connect = expect_connect  # the next op must be CONNECT (auth pending)
         self.connect: ConnectOptions = DEFAULT_CONNECT  # as merged from every CONNECT so far
-        self._buf = b""  # unparsed bytes of an incomplete op
-        self._chunks: list[bytes] = []  # reads collected while a large payload arrives
-        self._have = 0
-        self._need = 0  # bytes the incomplete op needs in all (0 = unknown, retry on any data)
         self._sized: _Sized = _NOT_SIZED  # the size-specific fast path in use (see _sized_patterns)
         self._compiled = 0  # size-specific patterns this parser compiled
 
-    def pending(self) -> int:
-        """Bytes buffered for an incomplete op (bounded by the limits)."""
-        return len(self._buf) + self._have
-
-    def feed(self, data: bytes) -> list[Op]:
-        if self._chunks:
-            self._chunks.append(data)
-            self._have += len(data)
-            if self._have < self._need:
-                return []
-            buf = b"".join(self._chunks)
-            self._chunks = []
-            self._have = 0
-        elif self._buf:
-            buf = self._buf + data
-        else:
-            buf = data
-        ops: list[Op] = []
-        self._need = 0
-        try:
-            pos = self._parse(buf, ops)
-        except ProtocolError as e:
-            self._buf = b""
-            self._need = 0
-            e.ops = ops
-            raise
-        rest = len(buf) - pos
-        if rest == 0:
-            self._buf = b""
-        elif self._need:
-            if self._need - rest > COLLECT_THRESHOLD:
-                self._buf = b""
-                self._chunks = [buf[pos:] if pos else buf]
-                self._have = rest
-            else:
-                self._buf = buf[pos:] if pos else buf
-        elif rest > self.max_control_line:
-            self._buf = _compact(buf[pos:])
-        else:
-            self._buf = buf[pos:] if pos else buf
-        return ops
+    def _compact_line(self, rest: bytes) -> bytes:
+        return _compact(rest)
 
     def _parse(self, buf: bytes, ops: list[Op]) -> int:
         n = len(buf)

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Final
 
 from jetpy.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_UNKNOWN_OP, ProtocolError
+from jetpy.protocol.framing import Framer
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
 
 __all__ = [
@@ -222,21 +223,10 @@ def msg_args(
     return args[0], args[1], reply, queues, hdr, size, sizes
 
 
-class RouteParser:
+class RouteParser(Framer):
     """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
 
-    __slots__ = (
-        "_account",
-        "_buf",
-        "_chunks",
-        "_fast",
-        "_have",
-        "_names",
-        "_need",
-        "dialect",
-        "max_control_line",
-        "max_payload",
-    )
+    __slots__ = ("_account", "_fast", "_names", "dialect")
 
     def __init__(
         self,
@@ -244,53 +234,11 @@ class RouteParser:
         max_payload: int = MAX_ROUTE_PAYLOAD,
         dialect: str = ROUTE,
     ) -> None:
+        super().__init__(max_control_line, max_payload)
         self.dialect = dialect
         self._names = _NAMES[dialect]
         self._fast = _FAST[dialect]
         self._account = dialect != LEAF
-        self.max_control_line = max_control_line
-        self.max_payload = max_payload
-        self._buf = b""
-        self._chunks: list[bytes] = []  # reads collected while a large payload arrives
-        self._have = 0
-        self._need = 0
-
-    def pending(self) -> int:
-        """Bytes buffered for an incomplete op (bounded by the limits)."""
-        return len(self._buf) + self._have
-
-    def feed(self, data: bytes) -> list[Op]:
-        if self._chunks:
-            self._chunks.append(data)
-            self._have += len(data)
-            if self._have < self._need:
-                return []
-            buf = b"".join(self._chunks)
-            self._chunks = []
-            self._have = 0
-        elif self._buf:
-            buf = self._buf + data
-        else:
-            buf = data
-        ops: list[Op] = []
-        self._need = 0
-        try:
-            pos = self._parse(buf, ops)
-        except ProtocolError as e:
-            self._buf = b""
-            self._need = 0
-            e.ops = ops
-            raise
-        rest = len(buf) - pos
-        if rest == 0:
-            self._buf = b""
-        elif self._need and self._need - rest > 64 * 1024:
-            self._buf = b""
-            self._chunks = [buf[pos:] if pos else buf]
-            self._have = rest
-        else:
-            self._buf = buf[pos:] if pos else buf
-        return ops
 
     def _parse(self, buf: bytes, ops: list[Op]) -> int:
         n = len(buf)

@@ -1,6 +1,8 @@
 """The ``$JS.API.CONSUMER.*`` request handlers: create (all four subject forms), info, names,
-list and delete, with nats-server's checks between the request subject and the config, the
-create/update actions and their error codes. Each handler decodes its typed request and returns
+list, delete, pause and unpin, with nats-server's checks between the request subject and the
+config, the create/update actions and their error codes. A create or update of an existing
+consumer never changes its ``pause_until`` (only ``CONSUMER.PAUSE`` does, as in nats-server),
+and each answered create or update of a paused consumer announces the pause again. Each handler decodes its typed request and returns
 its typed response (``api/messages``). Installed into the ``ApiRouter`` route table.
 
 Must not know: dispatch, encoding and error responses (the router's), how consumers deliver (the
@@ -10,6 +12,7 @@ manager's).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import msgspec
@@ -22,18 +25,23 @@ from jetpy.jetstream.api.messages import (
     ConsumerInfoResponse,
     ConsumerListResponse,
     ConsumerNamesResponse,
+    ConsumerPauseRequest,
+    ConsumerPauseResponse,
+    ConsumerUnpinRequest,
+    ConsumerUnpinResponse,
     PagedRequest,
 )
-from jetpy.jetstream.api.requests import decode_request, expect_empty
+from jetpy.jetstream.api.requests import as_request, decode_body, decode_request, expect_empty
 from jetpy.jetstream.api.router import Later, Route, WithHeaders
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
+from jetpy.jetstream.consumers.pause import utc
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import consumer_info
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ZERO_TIME, parse_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
-from jetpy.jetstream.unbuilt import check_consumer_built, check_direct_built
+from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.protocol.headers import encode_headers
 
@@ -54,6 +62,8 @@ class ConsumerApi:
             "CONSUMER.NAMES": Route(ConsumerNamesResponse, self.names),
             "CONSUMER.LIST": Route(ConsumerListResponse, self.list_),
             "CONSUMER.DELETE": Route(ConsumerDeleteResponse, self.delete),
+            "CONSUMER.PAUSE": Route(ConsumerPauseResponse, self.pause, args=2),
+            "CONSUMER.UNPIN": Route(ConsumerUnpinResponse, self.unpin, args=2),
         }
 
     # -- helpers --------------------------------------------------------------------------------
@@ -141,20 +151,20 @@ class ConsumerApi:
         consumers = self.manager.consumers(stream)
         others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
         cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
-        check_consumer_built(cfg)
         check_direct_built(stream.config, cfg)
         cname = cfg.durable_name or cfg.name
         if cname:
             self._not_offline(stream, cname)
         existing = consumers.get(cname) if cname else None
         if existing is not None:
+            cfg = msgspec.structs.replace(cfg, pause_until=existing.config.pause_until)
             if action == "create" and existing.config != cfg:
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             if existing.config != cfg:
                 bound = existing.push and existing.active
                 new = check_consumer_update(existing.config, cfg, deliver_subject_bound=bound)
                 self.manager.update(existing, new)
-            return _answer(stream, existing)
+            return self._answer(stream, existing)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
         taken = len(self.manager.listed(stream)) + len(self.manager.offline(stream))
@@ -169,6 +179,16 @@ class ConsumerApi:
             cfg = msgspec.structs.replace(cfg, name=cname)
         c = self.manager.create(stream, cname, cfg)
         self.manager.action_advisory(c, "create")
+        return self._answer(stream, c)
+
+    def _answer(
+        self, stream: Stream, c: Consumer
+    ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
+        """The create response; a paused consumer announces its pause (as nats-server does on
+        every create or update it answers for one)."""
+        now = time.time_ns()
+        if c.paused(now):
+            c.announce_pause(now)
         return _answer(stream, c)
 
     # -- read -----------------------------------------------------------------------------------
@@ -229,6 +249,44 @@ class ConsumerApi:
         if sweep is None:
             return ConsumerDeleteResponse(success=True)
         return _after(sweep, ConsumerDeleteResponse(success=True))
+
+    # -- pause and unpin ------------------------------------------------------------------------
+
+    def pause(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerPauseResponse:
+        """Pause a consumer until ``pause_until`` (UTC from then on), or resume it (no time, or
+        one in the past); answers with the pause as it is now. The body is read before the
+        consumer is looked up, strictly, as nats-server reads it."""
+        obj = {} if body.strip() in (b"", b"null") else decode_body(body)
+        for key in obj:
+            if key != "pause_until":
+                raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
+        req = as_request(obj, ConsumerPauseRequest)
+        try:
+            pause_until = utc(req.pause_until)
+        except ValueError as exc:
+            raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
+        c = self._consumer(args)
+        now = time.time_ns()
+        self.manager.pause(c, pause_until, now)
+        until = parse_time(pause_until) if pause_until else 0
+        paused = until > now
+        return ConsumerPauseResponse(
+            paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
+        )
+
+    def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:
+        """Release the pin of a consumer's priority group: its next request without a pin gets a
+        new one (an ``admin`` unpinned advisory either way)."""
+        if not body.strip():
+            raise ApiError.of(E.INVALID_JSON, err="unexpected end of JSON input")
+        req = decode_request(body, ConsumerUnpinRequest)
+        if not req.group:
+            raise ApiError.of(E.INVALID_JSON, err="consumer group not specified")
+        c = self._consumer(args)
+        if req.group not in c.config.priority_groups:
+            raise ApiError.of(E.CONSUMER_INVALID_PRIORITY_GROUP)
+        self.manager.unpin(c, req.group)
+        return ConsumerUnpinResponse()
 
 
 async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:

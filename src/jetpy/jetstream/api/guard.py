@@ -7,7 +7,10 @@ The table :meth:`RequestGuard.checks` names, per route, what a request touches (
 republishes somewhere, an update may drop messages, deleting or purging a stream or one of its
 messages destroys what was published there, a consumer reads its filters and writes to its
 deliver subject, a mirror or source reads what it copies, a snapshot reads everything, a
-restore captures and writes what it brings. Requests are decoded exactly as their handlers
+restore captures and writes what it brings, pausing or resuming a push consumer writes to its
+deliver subject (what it sends there stops or starts). ``CONSUMER.UNPIN`` touches no subject (the
+next pull request is checked as every pull is), nor do the requests that only read or delete
+configs and states. Requests are decoded exactly as their handlers
 decode them; one its handler would refuse is left to the handler, so the answer to a malformed
 request stays nats-server's. Must not know: how handlers do their work, the network.
 """
@@ -15,6 +18,7 @@ request stays nats-server's. Must not know: how handlers do their work, the netw
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 from jetpy.jetstream.access import (
     captured,
@@ -33,18 +37,21 @@ from jetpy.jetstream.api.messages import (
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import ConsumerConfig, StreamConfig
 from jetpy.jetstream.ports import Caller
 from jetpy.jetstream.registry import StreamRegistry
 
 __all__ = ["RequestGuard"]
 
 Check = Callable[[list[str], bytes, Caller], None]
+ConsumerLookup: TypeAlias = Callable[[str, str], "ConsumerConfig | None"]
+"""(stream, consumer) -> the consumer's config, or None when there is no such consumer."""
 
 
 class RequestGuard:
-    def __init__(self, registry: StreamRegistry) -> None:
+    def __init__(self, registry: StreamRegistry, consumer: ConsumerLookup) -> None:
         self.registry = registry
+        self._consumer = consumer
         self.checks: dict[str, Check] = {
             "STREAM.CREATE": self._stream_create,
             "STREAM.UPDATE": self._stream_update,
@@ -55,6 +62,7 @@ class RequestGuard:
             "STREAM.RESTORE": self._stream_restore,
             "CONSUMER.CREATE": self._consumer_create,
             "CONSUMER.DURABLE.CREATE": self._consumer_create,
+            "CONSUMER.PAUSE": self._consumer_pause,
         }
 
     def check_request(self, key: str, args: list[str], body: bytes, caller: Caller) -> None:
@@ -123,4 +131,9 @@ class RequestGuard:
         subject_filter = ".".join(args[2:]) if len(args) > 2 else ""
         check_read(caller, consumer_reads(stream, cfg, subject_filter))
         if cfg.deliver_subject:
+            check_write(caller, [cfg.deliver_subject])
+
+    def _consumer_pause(self, args: list[str], body: bytes, caller: Caller) -> None:
+        cfg = self._consumer(args[0], args[1]) if len(args) == 2 else None
+        if cfg is not None and cfg.deliver_subject:
             check_write(caller, [cfg.deliver_subject])

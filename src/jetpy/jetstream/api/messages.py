@@ -24,6 +24,7 @@ import msgspec
 
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import (
+    ZERO_TIME,
     AccountInfo,
     AccountLimits,
     ApiErrorBody,
@@ -32,6 +33,7 @@ from jetpy.jetstream.models import (
     ConsumerInfo,
     Int,
     JetStreamApiStats,
+    PriorityGroupState,
     SequenceInfo,
     StoredMessage,
     StreamConfig,
@@ -54,6 +56,10 @@ __all__ = [
     "ConsumerInfoResponse",
     "ConsumerListResponse",
     "ConsumerNamesResponse",
+    "ConsumerPauseRequest",
+    "ConsumerPauseResponse",
+    "ConsumerUnpinRequest",
+    "ConsumerUnpinResponse",
     "PagedRequest",
     "StreamCreateResponse",
     "StreamDeleteResponse",
@@ -276,6 +282,7 @@ class _ConsumerInfoBody(ApiResponse, frozen=True):
     paused: bool = False
     pause_remaining: int = 0
     ts: str | None = None
+    priority_groups: list[PriorityGroupState] = msgspec.field(default_factory=list)
 
     @classmethod
     def of(cls, info: ConsumerInfo) -> Self:
@@ -308,6 +315,33 @@ class ConsumerListResponse(_Paged, frozen=True):
 class ConsumerDeleteResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "consumer_delete_response")
     success: bool = False
+
+
+class ConsumerPauseRequest(_Wire, frozen=True):
+    """``CONSUMER.PAUSE``: pause until ``pause_until`` (absent, ``null`` or Go's zero time:
+    resume). nats-server decodes it strictly: an unknown field is invalid JSON."""
+
+    pause_until: str | None = None
+
+
+class ConsumerPauseResponse(ApiResponse, frozen=True):
+    """The pause as it is now: ``paused`` and ``pause_until`` are written even in an error
+    response (``false`` and Go's zero time), ``pause_remaining`` (ns) only while paused."""
+
+    type: str = _always(TYPE_PREFIX + "consumer_pause_response")
+    paused: bool = _always(False)
+    pause_until: str = _always(ZERO_TIME)
+    pause_remaining: int = 0
+
+
+class ConsumerUnpinRequest(_Wire, frozen=True):
+    """``CONSUMER.UNPIN``: the priority group whose pin is released."""
+
+    group: str = ""
+
+
+class ConsumerUnpinResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "consumer_unpin_response")
 
 
 class AccountInfoResponse(ApiResponse, frozen=True):

@@ -7,8 +7,11 @@ bulk), what every ack body does, its durable state (``snapshot``) and its report
 Its collaborators own the rest, each in its own module: :class:`PendingAcks` the pending acks,
 ack floor, redelivery deadlines and queue; :class:`PushDelivery` the push loop, interest, flow
 control and idle heartbeats; :class:`WaitingRequests` the pull requests waiting for messages;
-:class:`Pacer` replay timing and rate limits; ``acks`` the ack subject's spelling. The push and
-pull loops ask the consumer for messages through :class:`DeliverySource`, which it implements.
+:class:`PriorityGroups` which of them may take a message (pins, overflow, priorities);
+:class:`Pause` a pause until a deadline (nothing goes out meanwhile); :class:`Pacer` replay
+timing and rate limits; ``start`` the start position; ``acks`` the ack subject's spelling. The
+push and pull loops ask the consumer for messages through :class:`DeliverySource`, which it
+implements.
 
 Sans-IO and clock-free: every method that depends on time takes ``now`` (ns since the epoch) and
 the consumer says when it next needs attention (:meth:`next_deadline`); its host owns the
@@ -24,15 +27,20 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import msgspec
+
 from jetpy.jetstream.consumers.acks import Ack, AckReply, ack_prefix, ack_replies, ack_reply, ack_sequences
-from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, Send, SendBatch
+from jetpy.jetstream.consumers.advisories import Advisories, sample_percent
+from jetpy.jetstream.consumers.delivery import PUMP_BUDGET, Rewrite, Send, SendBatch, chain, headers_only
 from jetpy.jetstream.consumers.pacing import Pacer
+from jetpy.jetstream.consumers.pause import Pause
 from jetpy.jetstream.consumers.pending import EXPIRE_BUDGET, Pending, PendingAcks
+from jetpy.jetstream.consumers.priority import PriorityGroups
 from jetpy.jetstream.consumers.pull import WaitingRequests, status
 from jetpy.jetstream.consumers.push import DIRECT_FC_WINDOW, FC_WINDOW, PushDelivery
-from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time, parse_time
+from jetpy.jetstream.consumers.start import start_position
+from jetpy.jetstream.models import ConsumerConfig, ConsumerInfo, SequenceInfo, format_time
 from jetpy.jetstream.recent import RecentMessages
-from jetpy.jetstream.seek import seq_at_time
 from jetpy.jetstream.stream import Stream
 from jetpy.patterns import all_covered
 from jetpy.store.base import ConsumerState, StoredMsg
@@ -111,9 +119,12 @@ class Consumer:
         self._pending_acks = PendingAcks(self._delivered_upto)
         self.pending = self._pending_acks.pending  # stream seq -> Pending (read-only here)
         self._redeliver_queue = self._pending_acks.redeliver_queue  # (read-only here)
-        self._waiting = WaitingRequests(self._send, host.has_interest)
+        self._advisories = Advisories(host, stream.name, name)
+        self._priority = PriorityGroups(self._advisories.send)
+        self._waiting = WaitingRequests(self._send, host.has_interest, self._priority)
         self._push_delivery = PushDelivery(stream.name, name, self._send, now)
         self._pacer = Pacer()
+        self._pause = Pause()
         self.recent: RecentMessages | None = None  # the stream's newest messages, set by the host
         self._ack_prefix = ack_prefix(stream.name, name)
         self._ack_prefix_b = self._ack_prefix.encode()
@@ -121,7 +132,7 @@ class Consumer:
         # looks at the consumer (see drain_acks); acks_at: when the first of them arrived
         self.acks_in: list[bytes] = []
         self.acks_at = 0
-        self._apply_config(config)
+        self._apply_config(config, now)
         if state is not None:
             self._restore(state)
         elif start is not None:  # its state is gone: from where its host says (restore.py)
@@ -132,36 +143,7 @@ class Consumer:
     # -- start position -------------------------------------------------------------------------
 
     def _select_start(self) -> None:
-        cfg = self.config
-        st = self.store.state()
-        first, last = st.first_seq, st.last_seq
-        policy = cfg.deliver_policy
-        if policy == "all":
-            self.next_stream_seq = max(first, 1)
-        elif policy == "new":
-            self.next_stream_seq = last + 1
-        elif policy == "last":
-            seq = 0
-            for f in self.filters or [""]:
-                m = self.store.load_last_msg(f)
-                if m is not None:
-                    seq = max(seq, m.seq)
-            self.next_stream_seq = seq if seq else last + 1
-        elif policy == "by_start_sequence":
-            self.next_stream_seq = max(cfg.opt_start_seq, first, 1)
-        elif policy == "by_start_time":
-            t = parse_time(cfg.opt_start_time or "")
-            self.next_stream_seq = max(seq_at_time(self.store, t, first, last), 1)
-        elif policy == "last_per_subject":
-            seqs: list[int] = []
-            for f in self.filters or [">"]:
-                for subj in self.store.subjects_state(f):
-                    m = self.store.load_last_msg(subj)
-                    if m is not None:
-                        seqs.append(m.seq)
-            seqs.sort()
-            self._last_per_subject_starts = deque(seqs)
-            self.next_stream_seq = last + 1
+        self.next_stream_seq, self._last_per_subject_starts = start_position(self.store, self.config)
         self._start_at(self.next_stream_seq)
 
     def _start_at(self, seq: int) -> None:
@@ -232,6 +214,8 @@ class Consumer:
                 n += self.store.num_pending(self.next_stream_seq, f, False)
             starts = self._last_per_subject_starts
             n += len(starts) if starts else 0
+            if self._pacer.held is not None:  # taken from the stream, not sent yet
+                n += 1
             self._num_pending = n
         return n
 
@@ -247,10 +231,12 @@ class Consumer:
         if self._num_pending is not None and seq >= self.next_stream_seq and self.matches(subject):
             self._num_pending += 1
 
-    def _apply_config(self, config: ConsumerConfig) -> None:
+    def _apply_config(self, config: ConsumerConfig, now: int) -> None:
         """Values the hot paths read, derived once per config."""
         self.config = config
         self.filters = config.filters
+        self._pause.configure(config.pause_until, now)
+        self._priority.configure(config.priority_policy, config.priority_groups, config.priority_timeout)
         self._pending_acks.configure(config.ack_wait, config.backoff)
         self._push_delivery.configure(
             config.deliver_subject,
@@ -261,8 +247,11 @@ class Consumer:
         self._waiting.configure(config.max_waiting, config.max_batch, config.max_expires, config.max_bytes)
         self._pacer.rate_bps = self._rate = config.rate_limit_bps
         self._replay_original = config.replay_policy == "original"
-        self._headers_only = config.headers_only
-        self._sample = _sample_percent(config.sample_freq)
+        rewrites: list[Rewrite] = [headers_only] if config.headers_only else []
+        if self._priority.pinning:
+            rewrites.append(self._priority.stamp)
+        self._rewrite: Rewrite | None = chain(rewrites)
+        self._sample = sample_percent(config.sample_freq)
         self._retains = self.stream.config.retention != "limits"
         # a filter that covers every subject the stream stores reads as "all" (the store's
         # cheapest walk); otherwise the filters are used as given
@@ -271,17 +260,18 @@ class Consumer:
         self._read_filters = [""] if not self.filters or covers else self.filters
         # an explicit ack of one message that nothing else follows from (see drain_acks)
         self._plain_acks = not self.ack_none and not self.ack_all and not self._sample and not self._retains
-        # new messages may go out in bulk (see burst) unless something rewrites, paces or
-        # merges them one by one
+        # new messages may go out in bulk (see burst) unless something rewrites, paces, merges or
+        # hands them out one by one
         self.bulk = (
-            not config.headers_only
+            self._rewrite is None
+            and config.priority_policy == "none"
             and config.rate_limit_bps <= 0
             and config.replay_policy != "original"
             and len(self._read_filters) == 1
         )
 
-    def update_config(self, config: ConsumerConfig) -> None:
-        self._apply_config(config)
+    def update_config(self, config: ConsumerConfig, now: int) -> None:
+        self._apply_config(config, now)
         self.stream_changed()
 
     # -- what goes out next (the DeliverySource the push and pull loops use) ---------------------
@@ -291,6 +281,9 @@ class Consumer:
             return True
         limit = self.config.max_ack_pending
         return limit <= 0 or len(self.pending) < limit
+
+    def num_ack_pending(self) -> int:
+        return len(self.pending)
 
     def _next_new(self) -> StoredMsg | None:
         """The next message never delivered, advancing the stream cursor past it."""
@@ -354,10 +347,17 @@ class Consumer:
             return None
         if not self.can_deliver_new():
             return None
-        m = pacer.take_held() if pacer.held is not None else self._next_new()
+        if pacer.held is not None:
+            m = pacer.take_held()
+            if self._num_pending is not None:
+                self._num_pending -= 1  # a held message counts as pending (see put_back)
+        else:
+            m = self._next_new()
         if m is None:
             return None
         if self._replay_original and pacer.hold_for_replay(m, now):
+            if self._num_pending is not None:
+                self._num_pending += 1
             return None
         return m, None
 
@@ -383,10 +383,8 @@ class Consumer:
             pending = self.num_pending()
         reply = ack_reply(self._ack_prefix, dc, seq, cseq, m.ts, pending)
         hdr, data = m.hdr, m.data
-        if self._headers_only:
-            base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
-            hdr = base + b"Nats-Msg-Size: %d\r\n\r\n" % len(data)
-            data = b""
+        if self._rewrite is not None:
+            hdr, data = self._rewrite(hdr, data)
         self._send(to, m.subject, reply, data, hdr)
         self.last_delivered_ts = now
         size = len(m.subject) + len(hdr) + len(data)
@@ -478,11 +476,14 @@ class Consumer:
         return len(m.subject) + len(reply) + len(m.hdr) + len(m.data)
 
     def put_back(self, m: StoredMsg, p: Pending | None) -> None:
-        """Put back a message taken by :meth:`next_message` but not sent."""
+        """Put back a message taken by :meth:`next_message` but not sent: a new one is held as
+        the next one out, and counts as pending again (as nats-server steps back its cursor)."""
         if p is not None:
             self._pending_acks.put_back(m.seq)
         else:
             self._pacer.hold(m)
+            if self._num_pending is not None:
+                self._num_pending += 1
 
     def pump(self, now: int) -> int:
         """Deliver what may be delivered now, up to :data:`PUMP_BUDGET` messages (``more`` says
@@ -492,6 +493,10 @@ class Consumer:
             return 0
         if self.acks_in:
             self.drain_acks()
+        if self._pause.until > now:  # paused: nothing goes out; a no_wait request gets its 404
+            if not self.push:
+                self._waiting.end_of_stream()
+            return 0
         if self.push:
             return self._push_delivery.pump(self, now)
         return self._waiting.serve(self, now)
@@ -524,12 +529,12 @@ class Consumer:
         if req is None:
             return
         self.last_activity = now
-        # a no_wait request finds nothing if nothing is new or queued (the queue may hold acked
-        # seqs) and no redelivery is due
-        nothing = (
-            req.no_wait and self.num_pending() + self._pending_acks.num_queued() == 0 and not self._due(now)
+        # what a no_wait request may find: new or queued messages (the queue may hold acked
+        # seqs), or a redelivery that is due
+        available = (
+            self.num_pending() + self._pending_acks.num_queued() + self._due(now) if req.no_wait else 0
         )
-        if waiting.add(req, now, nothing):
+        if waiting.add(req, now, available):
             self.pump(now)
 
     def _due(self, now: int) -> bool:
@@ -551,21 +556,17 @@ class Consumer:
         elif kind == "nak":
             p = self.pending.get(sseq)
             if p is not None:
-                self._advise(
-                    "MSG_NAKED",
-                    "nak",
-                    now,
-                    consumer_seq=meta.consumer_seq,
-                    stream_seq=sseq,
-                    deliveries=meta.deliveries,
-                )
+                fields = {
+                    "consumer_seq": meta.consumer_seq,
+                    "stream_seq": sseq,
+                    "deliveries": meta.deliveries,
+                }
+                self._advisories.send("MSG_NAKED", "nak", now, fields)
                 if ack.delay > 0:
                     self._pending_acks.redeliver_at(p, sseq, now + ack.delay)
                 elif 0 < self.config.max_deliver <= p.deliveries:
                     # no redelivery left: given up on now, as an expiry at max_deliver is
-                    self._advise(
-                        "MAX_DELIVERIES", "max_deliver", now, stream_seq=sseq, deliveries=p.deliveries
-                    )
+                    self._give_up(sseq, p.deliveries, now)
                     self._drop(sseq)
                 else:
                     self._pending_acks.queue_redelivery(sseq)
@@ -573,15 +574,8 @@ class Consumer:
             self._pending_acks.in_progress(sseq, now)
         elif kind == "term" and sseq in self.pending:
             self._ack(sseq, meta.consumer_seq, now)
-            self._advise(
-                "MSG_TERMINATED",
-                "terminated",
-                now,
-                consumer_seq=meta.consumer_seq,
-                stream_seq=sseq,
-                deliveries=meta.deliveries,
-                reason=ack.reason,
-            )
+            fields = {"consumer_seq": meta.consumer_seq, "stream_seq": sseq, "deliveries": meta.deliveries}
+            self._advisories.send("MSG_TERMINATED", "terminated", now, {**fields, "reason": ack.reason})
         if reply:
             if kind == "next":
                 self.request(reply, ack.next_request, now)
@@ -624,12 +618,16 @@ class Consumer:
                 return
             done = [sseq]
             if self._sample and random.random() * 100 < self._sample:
-                self._metric(p, sseq, now)
+                self._advisories.ack_metric(p.consumer_seq, sseq, now - p.ts, p.deliveries, now)
         self.last_ack_ts = now
         if self._retains:
             self.host.acked(self, done)
         if not self.dirty:  # _changed(), inline as in deliver()
             self._changed()
+
+    def _give_up(self, sseq: int, deliveries: int, now: int) -> None:
+        fields = {"stream_seq": sseq, "deliveries": deliveries}
+        self._advisories.send("MAX_DELIVERIES", "max_deliver", now, fields)
 
     def _drop(self, sseq: int) -> None:
         """Give up on pending message ``sseq`` (gone, or out of deliveries)."""
@@ -646,6 +644,8 @@ class Consumer:
             self._push_delivery.heartbeat_deadline() if self.push else None,
             self._pacer.deadline(),
             self._inactive_deadline(),
+            self._pause.deadline(),
+            self._priority.deadline(),
         ):
             if d is not None and (due is None or d < due):
                 due = d
@@ -666,12 +666,16 @@ class Consumer:
         return d is not None and d <= now
 
     def tick(self, now: int) -> None:
-        """Do what is due at ``now``: redeliveries, request expiries, heartbeats, pacing."""
+        """Do what is due at ``now``: redeliveries, request expiries, heartbeats, pacing, the end
+        of a pause, the expiry of a pin."""
         self.drain_acks()
         self._pacer.tick(now)
+        if self._pause.resumed(now):
+            self._advisories.send("PAUSE", "consumer_pause", now, self._pause.advisory(now))
+        self._priority.expire(now)
 
         def give_up(seq: int, deliveries: int) -> None:
-            self._advise("MAX_DELIVERIES", "max_deliver", now, stream_seq=seq, deliveries=deliveries)
+            self._give_up(seq, deliveries, now)
 
         if self._pending_acks.expire(now, self.config.max_deliver, give_up, EXPIRE_BUDGET):
             self._changed()
@@ -703,8 +707,11 @@ class Consumer:
 
     # -- reporting ------------------------------------------------------------------------------
 
-    def info(self, now_str: str) -> ConsumerInfo:
+    def info(self, now: int) -> ConsumerInfo:
+        """ConsumerInfo at ``now`` (expired and abandoned pull requests are not counted)."""
         self.drain_acks()
+        if self._waiting:
+            self._waiting.sweep(now)
         acks = self._pending_acks
         delivered = SequenceInfo(
             consumer_seq=self.next_consumer_seq - 1,
@@ -728,43 +735,29 @@ class Consumer:
             num_waiting=len(self._waiting),
             num_pending=self.num_pending(),
             push_bound=self.push and self.active,
-            ts=now_str,
+            paused=self._pause.paused(now),
+            pause_remaining=self._pause.remaining(now),
+            ts=format_time(now),
+            priority_groups=self._priority.state(),
         )
 
-    # -- advisories -----------------------------------------------------------------------------
+    # -- pause and pins (CONSUMER.PAUSE, CONSUMER.UNPIN) ----------------------------------------
 
-    def _advise(self, event: str, kind: str, now: int, **fields: Any) -> None:
-        body = {
-            "type": f"io.nats.jetstream.advisory.v1.{kind}",
-            "timestamp": format_time(now),
-            "stream": self.stream.name,
-            "consumer": self.name,
-            **fields,
-        }
-        if kind == "terminated" and not fields.get("reason"):
-            body.pop("reason", None)
-        self.host.advisory(f"$JS.EVENT.ADVISORY.CONSUMER.{event}.{self.stream.name}.{self.name}", body)
+    def paused(self, now: int) -> bool:
+        return self._pause.paused(now)
 
-    def _metric(self, p: Pending, sseq: int, now: int) -> None:
-        self.host.advisory(
-            f"$JS.EVENT.METRIC.CONSUMER.ACK.{self.stream.name}.{self.name}",
-            {
-                "type": "io.nats.jetstream.metric.v1.consumer_ack",
-                "timestamp": format_time(now),
-                "stream": self.stream.name,
-                "consumer": self.name,
-                "consumer_seq": p.consumer_seq,
-                "stream_seq": sseq,
-                "ack_time": now - p.ts,
-                "deliveries": p.deliveries,
-            },
-        )
+    def set_pause(self, pause_until: str | None, now: int) -> None:
+        """``CONSUMER.PAUSE``: pause until ``pause_until`` (None: resume); a change is announced."""
+        self.config = msgspec.structs.replace(self.config, pause_until=pause_until)
+        if self._pause.configure(pause_until, now):
+            self.announce_pause(now)
+        self.pump(now)
 
+    def announce_pause(self, now: int) -> None:
+        """The ``consumer_pause`` advisory for the pause as it is now."""
+        self._advisories.send("PAUSE", "consumer_pause", now, self._pause.advisory(now))
 
-def _sample_percent(freq: str) -> int:
-    if not freq:
-        return 0
-    try:
-        return max(0, min(100, int(freq.removesuffix("%"))))
-    except ValueError:
-        return 0
+    def unpin(self, group: str, now: int) -> None:
+        """``CONSUMER.UNPIN``: the next request without a pin gets a new one."""
+        self._priority.unpin(group, now)
+        self.pump(now)

@@ -7,7 +7,8 @@ byte budgets). They meet here: :class:`DeliverySource` is what a delivery loop a
 consumer, :data:`Send` and :data:`SendBatch` are how anything leaves (the host's bus, bound
 once: the delivery hot paths call it directly).
 
-Owns these types, and the one bound every delivery loop keeps: :data:`PUMP_BUDGET`.
+Owns these types, the one bound every delivery loop keeps (:data:`PUMP_BUDGET`), and the
+rewrite of a delivery's header block for ``headers_only`` (:func:`headers_only`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Final, Protocol
 from jetpy.jetstream.consumers.pending import Pending
 from jetpy.store.base import StoredMsg
 
-__all__ = ["PUMP_BUDGET", "DeliverySource", "Send", "SendBatch"]
+__all__ = ["PUMP_BUDGET", "DeliverySource", "Rewrite", "Send", "SendBatch", "chain", "headers_only"]
 
 PUMP_BUDGET: Final = 1024
 """Messages one pump of a consumer sends (or redeliveries of removed messages it drops) before
@@ -33,6 +34,29 @@ see ``subject`` on the MSG line."""
 SendBatch = Callable[[str, list[StoredMsg], list[bytes]], object]
 """``send_batch(route, msgs, replies)``: ``send`` for each stored message in order, on its own
 subject with its reply, in one call."""
+
+
+Rewrite = Callable[[bytes, bytes], tuple[bytes, bytes]]
+"""``rewrite(hdr, data) -> (hdr, data)``: what a consumer changes in each message it sends one by
+one (``headers_only``, a pinned client's ``Nats-Pin-Id``); never used for bulk deliveries."""
+
+
+def headers_only(hdr: bytes, data: bytes) -> tuple[bytes, bytes]:
+    """The message's headers with ``Nats-Msg-Size`` added, and no payload."""
+    base = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n"
+    return base + b"Nats-Msg-Size: %d\r\n\r\n" % len(data), b""
+
+
+def chain(rewrites: list[Rewrite]) -> Rewrite | None:
+    """One rewrite doing ``rewrites`` in order (None: there are none)."""
+    if len(rewrites) < 2:
+        return rewrites[0] if rewrites else None
+    first, second = rewrites
+
+    def both(hdr: bytes, data: bytes) -> tuple[bytes, bytes]:
+        return second(*first(hdr, data))
+
+    return both
 
 
 class DeliverySource(Protocol):
@@ -67,3 +91,9 @@ class DeliverySource(Protocol):
 
     def can_deliver_new(self) -> bool:
         """Is there room for a new message (``max_ack_pending``)?"""
+
+    def num_pending(self) -> int:
+        """Messages not delivered yet (after the one :meth:`next_message` gave)."""
+
+    def num_ack_pending(self) -> int:
+        """Deliveries not acknowledged yet."""

@@ -169,11 +169,26 @@ class ConsumerManager:
         return c
 
     def update(self, c: Consumer, cfg: ConsumerConfig) -> None:
-        c.update_config(cfg)
+        c.update_config(cfg, time.time_ns())
+        self._write_meta(c)
+        self.after(c)
+
+    def pause(self, c: Consumer, pause_until: str | None, now: int) -> None:
+        """``CONSUMER.PAUSE``: ``c`` pauses until ``pause_until`` (None: resumes), kept in its
+        config (and its metadata, so a durable consumer stays paused across a restart)."""
+        c.set_pause(pause_until, now)
+        self._write_meta(c)
+        self.after(c)
+
+    def unpin(self, c: Consumer, group: str) -> None:
+        """``CONSUMER.UNPIN``: ``group``'s pin is released."""
+        c.unpin(group, time.time_ns())
+        self.after(c)
+
+    def _write_meta(self, c: Consumer) -> None:
         cs = self.states.store_of(c)
         if cs is not None:
-            cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
-        self.after(c)
+            cs.write_meta(msgspec.json.encode(ConsumerMeta(c.config, c.created_ns)))
 
     def recover(self, stream: Stream) -> None:
         """Bring back the durable consumers a file stream persisted; those whose files cannot be
@@ -423,8 +438,9 @@ class ConsumerManager:
         self.stream_changed(stream)
 
     def updated(self, stream: Stream) -> None:
+        now = time.time_ns()
         for c in self.consumers(stream).values():
-            c.update_config(c.config)  # read paths derive from the stream's config; recounts too
+            c.update_config(c.config, now)  # read paths derive from the stream's config; recounts too
 
     def deleting(self, stream: Stream) -> None:
         """The stream is being deleted: its consumers go with it (no per-consumer advisory)."""

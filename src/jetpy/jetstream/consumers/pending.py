@@ -196,8 +196,9 @@ class PendingAcks:
         self._queued.add(seq)
 
     def num_queued(self) -> int:
-        """How many redeliveries are queued."""
-        return len(self._queued)
+        """How many queued redeliveries are still pending (acked ones leave the queue lazily)."""
+        pending = self.pending
+        return sum(1 for seq in self._queued if seq in pending)
 
     # -- deadlines ------------------------------------------------------------------------------
 
