@@ -99,10 +99,12 @@ def super_cluster(
     layout: Mapping[str, Sequence[str]],
     extra: str = "",
     known: Mapping[str, Sequence[str]] | None = None,
+    monitor: bool = False,
 ) -> Iterator[dict[str, list[Node]]]:
     """Clusters named by ``layout``'s keys, each with one server of every kind listed, routed in
     a full mesh and with a gateway to every other cluster (``known``: only to those listed, the
-    rest learned by gossip). Yields the nodes by cluster; kills them all at the end."""
+    rest learned by gossip; ``monitor``: each with an HTTP monitoring port, ``proc.http_port``).
+    Yields the nodes by cluster; kills them all at the end."""
     clusters: dict[str, list[Node]] = {}
     for cname, kinds in layout.items():
         clusters[cname] = [
@@ -115,7 +117,10 @@ def super_cluster(
             if known is not None:
                 visible = {c: clusters[c] for c in (cname, *known.get(cname, ()))}
             for node in members:
-                start_node(tmp_path, node, _conf(node, members, visible, extra))
+                text = _conf(node, members, visible, extra)
+                if monitor:
+                    text += f"http: 127.0.0.1:{free_port()}\n"
+                start_node(tmp_path, node, text, want_http=monitor)
         yield clusters
     finally:
         for members in clusters.values():

@@ -22,6 +22,7 @@ from jetpy.server.app import Server
 from jetpy.server.gateway import FORCE_INTEREST_ONLY
 from jetpy.server.gateway_conn import GatewayConnection
 from jetpy.server.gateway_interest import INTEREST_ONLY, MAX_NO_INTEREST, OPTIMISTIC
+from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz
 from jetpy.server.options import GatewayOptions, RemoteGateway, ServerOptions
 
 pytestmark = pytest.mark.timeout(60)
@@ -64,6 +65,16 @@ def _inbound(s: Server) -> GatewayConnection | None:
     return next(iter(s.gateways.inbound.values()), None)
 
 
+def _accounts(s: Server, side: str) -> object:
+    """/gatewayz?accs=1&subs=1's accounts of ``s``'s one outbound or inbound gateway."""
+    doc = gatewayz(s.gateways, s.server_id, GatewayzQuery(accounts=True, subs="1"))
+    if side == "outbound":
+        (rgw,) = doc["outbound_gateways"].values()
+    else:
+        ((rgw,),) = doc["inbound_gateways"].values()
+    return rgw["accounts"]
+
+
 async def _wait(pred: Callable[[], bool], within: float = 10.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not pred():
@@ -92,6 +103,13 @@ async def test_optimistic_then_interest_only_after_refused_subjects() -> None:
             await na.publish("nobody.0", b"x")
         await na.flush()
         await _wait(lambda: b"nobody.0" in interest.refused)
+        optimistic = {
+            "name": "$G",
+            "interest_mode": "Optimistic",
+            "no_interest_count": 1,
+            "interest_only_threshold": MAX_NO_INTEREST,
+        }
+        assert _accounts(a, "outbound") == _accounts(b, "inbound") == [optimistic]
         sent = out.out_msgs
         await na.publish("nobody.0", b"x")
         await na.publish("keep", b"k1")
@@ -106,6 +124,18 @@ async def test_optimistic_then_interest_only_after_refused_subjects() -> None:
         told = inb.told[b"$G"]
         assert told.mode == INTEREST_ONLY and interest.catch_all is None and not interest.refused
         assert (b"keep", None) in interest.subs
+        assert _accounts(a, "outbound") == [
+            {
+                "name": "$G",
+                "interest_mode": "Interest-Only",
+                "interest_only_threshold": MAX_NO_INTEREST,
+                "num_subs": 1,
+                "subscriptions_list": ["keep"],
+            }
+        ]
+        assert _accounts(b, "inbound") == [
+            {"name": "$G", "interest_mode": "Interest-Only", "interest_only_threshold": MAX_NO_INTEREST}
+        ]
         received = inb.in_msgs
         for i in range(50):
             await na.publish(f"other.{i}", b"x")
