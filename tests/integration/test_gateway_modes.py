@@ -10,8 +10,10 @@ own tests turn its switch off.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import nats
 import pytest
@@ -190,3 +192,33 @@ async def test_interest_only_at_once_by_default() -> None:
         await asyncio.sleep(0.2)
         assert inb.in_msgs == 0 and out.out_msgs == 0
         await na.close()
+
+
+async def test_a_gateway_on_every_interface_tells_a_reachable_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Listening on 0.0.0.0 without advertise, the URL told to other clusters (INFO, /gatewayz)
+    is the machine's first address other than loopback, as nats-server picks it."""
+    real = socket.getaddrinfo
+
+    def addresses(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == socket.gethostname():
+            return [
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.1.1", 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 0)),
+            ]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", addresses)
+    gw = GatewayOptions(name="A", host="0.0.0.0", port=-1)
+    s = Server(ServerOptions(host="127.0.0.1", port=0, gateway=gw))
+    await s.start()
+    try:
+        assert s.gateways is not None
+        port = s.gateways.port
+        assert s.gateways.url == f"10.1.2.3:{port}"
+        assert b'"host":"10.1.2.3"' in s.gateways.greeting()
+        doc = gatewayz(s.gateways, s.server_id, GatewayzQuery())
+        assert (doc["host"], doc["port"]) == ("10.1.2.3", port)
+    finally:
+        await s.shutdown()

@@ -67,7 +67,7 @@ from jetpy.server.gateway_interest import (
     InboundInterest,
     RecentSubs,
 )
-from jetpy.server.identity import NATS_COMPAT_VERSION
+from jetpy.server.identity import NATS_COMPAT_VERSION, listen_hosts
 from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 from jetpy.server.route_conn import RouteConnection
 from jetpy.server.route_interest import announced
@@ -199,8 +199,9 @@ class Gateways:
             self.url = g.advertise
             log.info('Advertise address for gateway "%s" is set to %s', self.name, self.url)
         else:
-            host = g.host if g.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-            self.url = hostport(host, self.port)
+            # listening on every interface: the first address other than loopback, as nats-server
+            # tells the other clusters (loopback only when the machine has nothing else)
+            self.url = hostport(listen_hosts(g.host)[0], self.port)
             log.info('Address for gateway "%s" is %s', self.name, self.url)
         self.urls[self.url] = 1
         for acc, broker in self.accounts.items():
