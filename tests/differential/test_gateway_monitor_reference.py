@@ -17,6 +17,7 @@ from typing import Any
 
 import nats
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster_support import JETPY, NEWEST
 from super_support import Node, super_cluster, wait_connected
@@ -169,5 +170,25 @@ async def test_gatewayz_and_varz_as_nats_server_shapes_them(tmp_path: Path) -> N
         data = json.loads(msg.data)["data"]
         assert list(data["outbound_gateways"]) == ["B"]
         assert [x["name"] for x in data["outbound_gateways"]["B"]["accounts"]] == ["$G"]
+        # /metrics: the exporter's -gatewayz families, one sample per connection
+        assert a.proc is not None
+        url = f"http://127.0.0.1:{a.proc.http_port}/metrics"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+        samples = {f.name: f.samples for f in text_string_to_metric_families(text)}
+        for side in ("outbound", "inbound"):
+            (configured,) = samples[f"gnatsd_gatewayz_{side}_gateway_configured"]
+            assert configured.labels == {
+                "gateway_name": "A",
+                "remote_gateway_name": "B",
+                "server_id": ids[a.name],
+            }
+            assert configured.value == (1 if side == "outbound" else 0)
+            (info,) = samples[f"gnatsd_gatewayz_{side}_gateway_info"]
+            assert info.labels["start"].endswith(" +0000 UTC") and info.value == 0
+            (subs,) = samples[f"gnatsd_gatewayz_{side}_gateway_conn_subscriptions"]
+            assert subs.labels["remote_gateway_name"] == "B" and int(subs.labels["cid"]) > 0
+            assert subs.value == (2 if side == "outbound" else 0)
+            (rtt,) = samples[f"gnatsd_gatewayz_{side}_gateway_conn_rtt"]
+            assert 0 <= rtt.value < 1
         for nc in clients:
             await nc.close()

@@ -612,10 +612,13 @@ class Endpoints:
         return routez(s.cluster, s.server_id, s.server_name, _subs(q))
 
     async def gatewayz(self, q: Query) -> Reply:
+        return json_reply(self.gatewayz_doc(q))
+
+    def gatewayz_doc(self, q: Query) -> dict[str, Any]:
+        """/gatewayz as a document (also what /metrics reads)."""
         s = self.server
-        subs = _subs(q)
-        ask = GatewayzQuery(q.get("gw_name"), q.boolean("accs"), q.get("acc_name"), subs)
-        return json_reply(gatewayz(s.gateways, s.server_id, ask))
+        ask = GatewayzQuery(q.get("gw_name"), q.boolean("accs"), q.get("acc_name"), _subs(q))
+        return gatewayz(s.gateways, s.server_id, ask)
 
     async def leafz(self, q: Query) -> Reply:
         q.boolean("subs")

@@ -1,7 +1,8 @@
-"""PeerLink: what every server-to-server connection (route, gateway, leaf node) shares, a thin
-asyncio Protocol over a sans-IO parser of the route family (:mod:`jetpy.protocol.route`).
+"""PeerLink: what every server-to-server connection (route, gateway; leaf nodes once built)
+shares, a thin asyncio Protocol over a sans-IO parser of the route family
+(:mod:`jetpy.protocol.route`).
 
-Owns the session mechanics common to the three: the transport and its outbound buffer (bounded
+Owns the session mechanics common to them: the transport and its outbound buffer (bounded
 by ``max_pending``, past which, or a write blocked past ``write_deadline``, the link is closed
 as a slow consumer, as nats-server does; a publisher whose read backs a link up is stalled
 briefly first, :mod:`flow`), coalesced writes (once per read batch, see
@@ -13,10 +14,12 @@ same message is dropped, a queue group picked for the peer is added to the frame
 peer delivers each message once to its plain subscribers and once per group named. The same
 message is recognised by its *tail*, which the broker builds once per message and shares
 between receivers. What goes before the subject is the subscription's ``prefix`` (``RMSG $G ``
-on routes and gateways, ``LMSG `` on leaf nodes) or ``hprefix`` with headers.
+on routes and gateways; ``LMSG `` is the leaf dialect's) or ``hprefix`` with headers.
 
 What a link says in its handshake, which ops it takes and what it does with them are its
-subclass's (:mod:`route_conn`, :mod:`gateway_conn`, :mod:`leaf_conn`).
+subclass's (:mod:`route_conn`, :mod:`gateway_conn`). Leaf nodes are not built: no server code
+makes a leaf connection (``leafnodes {}`` is refused when the configuration loads); the route
+parser's leaf dialect and the broker's leaf origins are what exists of them.
 """
 
 from __future__ import annotations
