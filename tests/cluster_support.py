@@ -175,30 +175,40 @@ def process_cluster(tmp_path: Path, kinds: Sequence[str], *extra: str) -> Iterat
 
 
 def embedded_options(
-    name: str, routes: Sequence[str] = (), monitor: bool = False, **cluster: Any
+    name: str, routes: Sequence[str] = (), monitor: bool = False, store_dir: str = "", **cluster: Any
 ) -> ServerOptions:
     return ServerOptions(
         host="127.0.0.1",
         port=0,
         http_port=-1 if monitor else 0,
         server_name=name,
+        store_dir=store_dir,
         cluster=ClusterOptions(name=CLUSTER, host="127.0.0.1", port=-1, routes=list(routes), **cluster),
     )
 
 
 @asynccontextmanager
-async def embedded_cluster(size: int, monitor: bool = False, **cluster: Any) -> AsyncIterator[list[Server]]:
-    """``size`` jetpy servers in this process (with monitoring ports if ``monitor``), all routed
-    to the first, in a full mesh; ``cluster`` sets ClusterOptions fields."""
+async def embedded_cluster(
+    size: int, monitor: bool = False, store_root: Path | None = None, **cluster: Any
+) -> AsyncIterator[list[Server]]:
+    """``size`` jetpy servers in this process (with monitoring ports if ``monitor``, and each a
+    store directory under ``store_root`` if given), all routed to the first, in a full mesh;
+    ``cluster`` sets ClusterOptions fields."""
     servers: list[Server] = []
+
+    def store(name: str) -> str:
+        return str(store_root / name) if store_root is not None else ""
+
     try:
-        seed = Server(embedded_options("E0", monitor=monitor, **cluster))
+        seed = Server(embedded_options("E0", monitor=monitor, store_dir=store("E0"), **cluster))
         await seed.start()
         servers.append(seed)
         assert seed.cluster is not None
         seed_url = f"nats-route://127.0.0.1:{seed.cluster.port}"
         for i in range(1, size):
-            srv = Server(embedded_options(f"E{i}", [seed_url], monitor=monitor, **cluster))
+            srv = Server(
+                embedded_options(f"E{i}", [seed_url], monitor=monitor, store_dir=store(f"E{i}"), **cluster)
+            )
             await srv.start()
             servers.append(srv)
         deadline = time.monotonic() + 10

@@ -57,6 +57,9 @@ GOOD = {
     "jetstream_block": 'jetstream { store_dir: "/tmp/js", max_mem: 1G, max_file: "10G" }\n',
     "jetstream_aliases": "jetstream { storedir: /tmp/js, max_memory_store: 1GB, max_file_store: 2GB }\n",
     "jetstream_off": "jetstream { enabled: false }\n",
+    "jetstream_key": 'jetstream { key: "abc", cipher: aes }\n',
+    "jetstream_key_aliases": 'jetstream { ek: "x", cipher: chacha }\n',
+    "jetstream_encryption_key": 'jetstream { encryption_key: "k", cipher: chachapoly }\n',
     "variables": "P = 4333\nport: $P\nauthorization { U = x, user: $U, password: y }\n",
     "env_variable": f"port: ${ENV_NAME}\n",
     "block_string": "server_name: (\nmulti\nline\n)\nport: 4222\n",
@@ -67,6 +70,7 @@ GOOD = {
 }
 
 BAD = {
+    "jetstream_cipher_unknown": 'jetstream { key: "abc", cipher: foo }\n',
     "unknown_field": "port: 4222\nfoo: bar\n",
     "unknown_nested": "jetstream { store_dir: /tmp/x, foo: 1 }\n",
     "unused_variable": "X = 1\nport: 4222\n",

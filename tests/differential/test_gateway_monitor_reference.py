@@ -2,8 +2,8 @@
 2.15.1 (cluster B) joined by a gateway, the same subscriptions made on each, each server's view
 of the other compared field by field (names, order, omissions, values that must agree), with
 the query parameters (accs, acc_name, gw_name, subs, subs=detail) and a bad one. nats-server
-also lists its system account ``$SYS``, which jetpy does not have: it is left out of the
-comparison, and only there.
+also lists its system account ``$SYS``, which jetpy's gateways do not carry: it is left out of
+the comparison, and only there.
 """
 
 from __future__ import annotations

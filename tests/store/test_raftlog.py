@@ -3,18 +3,21 @@ hard state's fail-stop, and a real kill -9 while appending (every synced entry s
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
 from jetpy.raft import Entry, EntryKind, HardState, Membership, Snapshot, SnapshotMeta
-from jetpy.store import ErrCorrupt, ErrStoreLocked
+from jetpy.store import ErrCorrupt, ErrStoreIO, ErrStoreLocked, consumer_state
 from jetpy.store.raftlog import RaftLogStore
+from jetpy.store.raftlog import store as store_module
 from jetpy.store.raftlog.records import RECORD_OVERHEAD, SEGMENT_HEADER_SIZE, check_record
 
 MEMBERS = Membership(frozenset({"a", "b", "c"}))
@@ -229,6 +232,120 @@ def test_a_record_damaged_after_open_fails_its_read(tmp_path: Path) -> None:
     with pytest.raises(ErrCorrupt):
         s.entries(index, index + 1, 1 << 20)
     s.close()
+
+
+def test_a_sync_job_runs_on_another_thread_while_the_owner_appends(tmp_path: Path) -> None:
+    s = RaftLogStore.create(tmp_path, Snapshot(SnapshotMeta(0, 0, MEMBERS)), segment_bytes=SEG)
+    s.append(ents(1, 50))
+    s.set_hard_state(HardState(3, "b", 0, 0))
+    job = s.begin_sync()
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    s.append(ents(51, 90))  # meanwhile: written now, made durable by the next sync
+    assert s.entries(1, 91, 1 << 30) == ents(1, 90)
+    worker.join()
+    s.finish(job)
+    with pytest.raises(RuntimeError, match="in flight"):
+        s.finish(job)  # once only
+    s.sync()
+    s._close_fds()  # a crash after the second sync
+    s = reopen(tmp_path)
+    assert s.report.problems == () and s.last_index() == 90
+    assert (s.initial_state().term, s.initial_state().vote) == (3, "b")  # written by the first job
+    s.close()
+
+
+def test_one_job_at_a_time_and_no_descriptor_closed_under_one(tmp_path: Path) -> None:
+    s = build(tmp_path, 60, close=False)
+    job = s.begin_sync()
+    with pytest.raises(RuntimeError, match="in flight"):
+        s.begin_sync()
+    with pytest.raises(RuntimeError, match="in flight"):
+        s.begin_compact(Snapshot(SnapshotMeta(30, 1, MEMBERS)))
+    with pytest.raises(RuntimeError, match="in flight"):
+        s.install_snapshot(Snapshot(SnapshotMeta(90, 2, MEMBERS)))
+    with pytest.raises(RuntimeError, match="in flight"):
+        s.append(ents(5, 6, 2))  # would replace synced entries (and unlink whole segments)
+    job.run()
+    s.finish(job)
+    s.close()
+
+
+def test_a_compaction_job_writes_the_snapshot_off_the_owners_thread(tmp_path: Path) -> None:
+    s = build(tmp_path, 100, close=False)
+    before = len(segments(tmp_path))
+    job = s.begin_compact(Snapshot(SnapshotMeta(80, 1, MEMBERS), b"state"))
+    assert job is not None
+    worker = threading.Thread(target=job.run)
+    worker.start()
+    worker.join()
+    assert s.first_index() == 1  # nothing dropped until finished on the owner's thread
+    s.finish(job)
+    assert s.first_index() == 81 and len(segments(tmp_path)) < before
+    assert s.begin_compact(Snapshot(SnapshotMeta(70, 1, MEMBERS))) is None  # already past it
+    s.sync()  # the unlinks' directory entries
+    s._close_fds()
+    s = reopen(tmp_path)
+    assert (s.first_index(), s.last_index(), s.snapshot().data, s.report.problems) == (81, 100, b"state", ())
+    s.close()
+
+
+def test_a_truncation_job_lowers_synced_first_so_the_append_writes_nothing_inline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(tmp_path, 60)
+    s = reopen(tmp_path)
+    assert s.begin_truncate(61) is None  # nothing synced is replaced
+    job = s.begin_truncate(20)
+    assert job is not None
+    job.run()
+    s.finish(job)
+    written: list[Path] = []
+    real = consumer_state.write_framed_atomic
+
+    def counting(path: Path, magic: bytes, payload: bytes) -> None:
+        written.append(path)
+        real(path, magic, payload)
+
+    monkeypatch.setattr(store_module, "write_framed_atomic", counting)
+    s.append(ents(20, 25, 2))  # the new leader's entries replace 20..60
+    assert written == []
+    s.sync()
+    s._close_fds()
+    s = reopen(tmp_path)
+    assert s.report.problems == () and s.last_index() == 25
+    s.close()
+
+
+def test_keep_snapshot_holds_any_snapshot_in_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = RaftLogStore.create(
+        tmp_path, Snapshot(SnapshotMeta(0, 0, MEMBERS)), cache_bytes=16, keep_snapshot=True
+    )
+    s.append(ents(1, 10))
+    s.sync()
+    s.compact(Snapshot(SnapshotMeta(8, 1, MEMBERS), b"s" * 1000))
+    s.close()
+    s = RaftLogStore.open(tmp_path, cache_bytes=16, keep_snapshot=True)
+    monkeypatch.setattr(store_module, "read_framed", None)  # no reading from disk once open
+    assert s.snapshot().data == b"s" * 1000
+    s.close()
+
+
+def test_a_failed_fsync_is_fail_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = build(tmp_path, 10, close=False)
+    s.append(ents(11, 12))
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    with pytest.raises(ErrStoreIO, match="Input/output"):
+        s.sync()
+    monkeypatch.undo()
+    # The kernel may have dropped the pages it could not write: never report them durable.
+    with pytest.raises(ErrStoreIO, match="an earlier sync failed"):
+        s.sync()
+    s._close_fds()
 
 
 WRITER = textwrap.dedent(

@@ -55,3 +55,14 @@ def test_what_cannot_change_refuses_the_whole_reload(change: dict[str, object], 
     with pytest.raises(ReloadError) as e:
         diff_options(ServerOptions(), dataclasses.replace(ServerOptions(), **change))  # type: ignore[arg-type]
     assert str(e.value) == f"config reload not supported for {message}"
+
+
+def test_the_encryption_settings_cannot_change_and_the_key_is_never_shown() -> None:
+    old = dataclasses.replace(ServerOptions(), js_key="old-secret-key")
+    with pytest.raises(ReloadError) as info:
+        diff_options(old, dataclasses.replace(old, js_key="new-secret-key"))
+    assert str(info.value) == ("config reload not supported for JetStreamKey: old=[REDACTED], new=[REDACTED]")
+    with pytest.raises(ReloadError, match="JetStreamCipher: old=, new=aes"):
+        diff_options(old, dataclasses.replace(old, js_cipher="aes"))
+    with pytest.raises(ReloadError, match=r"JetStreamOldKey: old=, new=\[REDACTED\]"):
+        diff_options(old, dataclasses.replace(old, js_prev_key="x"))

@@ -42,6 +42,8 @@ from jetpy.jetstream.models import (
     ConsumerConfig,
     DeliverPolicy,
     ExternalStream,
+    StreamSource,
+    StreamSourceInfo,
     SubjectTransform,
     decode,
     encode,
@@ -448,3 +450,16 @@ class OriginLink:
     def active(self, now: int) -> int:
         """Nanoseconds since the origin was last heard from, -1 if never (nats-server's ``active``)."""
         return now - self.last if self.last else -1
+
+    def info(self, cfg: StreamSource, now: int, seq: int = 0) -> StreamSourceInfo:
+        """The mirror's or the source's report in stream info (``seq``: a source's last copied)."""
+        return StreamSourceInfo(
+            name=cfg.name,
+            external=cfg.external,
+            lag=self.lag,
+            seq=seq,
+            active=self.active(now),
+            error=self.err,
+            filter_subject=cfg.filter_subject,
+            subject_transforms=list(cfg.subject_transforms),
+        )

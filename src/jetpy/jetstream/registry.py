@@ -127,6 +127,7 @@ def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
         stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
         # the store was opened without knowing its limits: apply them now
         store.update_limits(limits_of(meta.config))
+        store.set_compression(meta.config.compression)
         stream.rebuild_dedup(time.time_ns())
     except StoreError as e:
         store.stop()
@@ -221,7 +222,11 @@ class StreamRegistry:
     def create_steps(self, cfg: StreamConfig) -> Steps[Stream]:
         """:meth:`create` in steps (one per :data:`SUBSCRIBE_STEP` subjects subscribed)."""
         store_cfg = StoreConfig(
-            name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1
+            name=cfg.name,
+            storage=cfg.storage,
+            limits=limits_of(cfg),
+            first_seq=cfg.first_seq or 1,
+            compression=cfg.compression,
         )
         store = self.stores.create(store_cfg)
         now = time.time_ns()
@@ -241,6 +246,7 @@ class StreamRegistry:
         written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
         remembered for de-duplication, and it is subscribed as a created stream is."""
         store.update_limits(limits_of(cfg))
+        store.set_compression(cfg.compression)
         # a new incarnation of the name: sources of it copy it again rather than risk a skip
         identity = new_identity()
         store.write_meta(_meta_json(cfg, created_ns, identity))

@@ -212,6 +212,7 @@ class Stream:
         self._derive(config)
         # in place: consumers hold this object (the update may also have removed messages)
         self.recent.reset(_store_never_discards(config))
+        self.store.set_compression(config.compression)
         yield from self.store.update_limits_steps(limits_of(config))
         if config.max_age > 0:
             now = time.time_ns() if now_ns is None else now_ns

@@ -26,7 +26,7 @@ from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
-from jetpy.server.cluster import Cluster
+from jetpy.server.cluster import SYSTEM_ACCOUNT, Cluster
 from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.connection import PLAIN, ClientConnection
@@ -36,6 +36,7 @@ from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
+from jetpy.server.nrg import RaftHost, groups_root
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
@@ -64,6 +65,9 @@ class Server:
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
         self.broker = Broker()
+        # The system account's own broker: the server's internal traffic between servers (Raft
+        # groups' $NRG. subjects) crosses the routes here, apart from every client's.
+        self.system_broker = Broker()
         self.client_listener = self._client_listener(self.options)
         self.ws_listener = self._ws_listener(self.options)
         self.auth = Authenticator(self.options)
@@ -89,6 +93,7 @@ class Server:
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
         self.gateways: Gateways | None = None
+        self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -145,13 +150,18 @@ class Server:
             self.gateways = Gateways(self, accounts)
             await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            self.cluster = Cluster(self, accounts)
+            # the routes carry the system account too (the Raft groups' traffic); the gateways
+            # the global account only: nothing of the system account crosses clusters yet
+            self.cluster = Cluster(self, {**accounts, SYSTEM_ACCOUNT: self.system_broker})
             if self.gateways is not None:
                 self.cluster.observer = self.gateways
                 self.gateways.cluster = self.cluster
             await self.cluster.start()
         if self.gateways is not None:
             self.gateways.solicit()
+        self.raft = RaftHost(
+            self.server_name, self.system_broker, groups_root(opts.store_dir), self._peer_names
+        )
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
@@ -196,6 +206,9 @@ class Server:
         ws_server, self._ws_server = self._ws_server, None
         if ws_server is not None:
             ws_server.close()
+        if self.raft is not None:  # every group's log synced and closed while its peers are reachable
+            await self.raft.stop()
+            self.raft = None
         if self.gateways is not None:
             await self.gateways.stop()
         if self.cluster is not None:
@@ -436,6 +449,12 @@ class Server:
         else:
             host, port = self.options.host, self.port
         return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def _peer_names(self) -> list[str]:
+        """The names of the servers this one has a route to (the Raft host names members by them)."""
+        if self.cluster is None:
+            return []
+        return [r.remote_name for r in self.cluster.remotes.values()]
 
     def topology_changed(self) -> None:
         """Send the clients that take async INFO (CONNECT protocol 1) the cluster's new INFO."""

@@ -15,8 +15,10 @@ verifying the dialling one's certificate with ``verify``, the dialling end alway
 accepting one's against ``ca_file`` and the host it dialled, as nats-server's routes do).
 
 Accounts are a parameter: the cluster is given the brokers of the accounts it routes, by name
-(``$G`` today). A peer's interest in ``$SYS`` (nats-server's system account, which jetpy's
-system requests do not cross routes for) is ignored; any other unknown account is logged.
+(``$G`` and ``$SYS`` today). The system account carries the server's internal traffic between
+servers (the Raft groups' ``$NRG.`` subjects, :mod:`jetpy.server.nrg`), never clients' messages;
+without a ``$SYS`` broker a peer's interest in it is ignored, and any other unknown account is
+logged.
 
 Knows its server only as a :class:`ClusterServer`; each route is a
 :class:`~jetpy.server.route_conn.RouteConnection` that knows the cluster as its ``RouteHost``.
@@ -425,7 +427,7 @@ class Cluster:
         if broker is not None:
             return RemoteInterest(route, account, broker)
         if account == SYSTEM_ACCOUNT:
-            log.debug("%s - ignoring the system account's interest (jetpy routes no $SYS)", route.prefix)
+            log.debug("%s - ignoring the system account's interest (not routed here)", route.prefix)
         else:
             log.error(
                 '%s - Unknown account "%s" for remote interest',

@@ -121,7 +121,6 @@ IGNORED_FIELDS = frozenset(
         "default_js_domain",
     }
 )
-JETSTREAM_UNSUPPORTED = frozenset({"key", "ek", "encryption_key", "cipher"})  # encryption at rest: refused
 JETSTREAM_IGNORED = frozenset({"domain", "unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
 
 
@@ -186,6 +185,12 @@ def validate_options(opts: ServerOptions) -> None:
             )
     check_cluster_options(opts)
     check_gateway_options(opts)
+    if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
+        what = "prev_encryption_key" if opts.js_prev_key else "cipher"
+        raise ConfigError(
+            f"jetstream {what} needs key: encryption at rest is on only with a key "
+            "(jetstream { key: $JS_KEY }), and files are re-encrypted with it"
+        )
 
 
 # -- dispatch ---------------------------------------------------------------------------------
@@ -356,6 +361,17 @@ def _sync_interval(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.opts.sync_interval = seconds
 
 
+CIPHERS = {"chacha": "chachapoly", "chachapoly": "chachapoly", "aes": "aes"}
+"""nats-server's spellings of ``jetstream { cipher }`` -> the cipher (store/crypto.py)."""
+
+
+def _cipher(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    name = CIPHERS.get(to_str(key, value, pos).lower())
+    if name is None:
+        raise ConfigError(f"Unknown cipher type: {q(value)}", pos)
+    ctx.opts.js_cipher = name
+
+
 def _jetstream_enabled(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.opts.jetstream = to_bool(key, value, pos)
 
@@ -373,7 +389,13 @@ _JETSTREAM: dict[str, Handler] = {
     "max_file": _storage_size("max_file_store"),
     "sync_interval": _sync_interval,
     "sync": _sync_interval,
-    **dict.fromkeys(JETSTREAM_UNSUPPORTED, _unsupported),
+    "key": _setter("js_key", to_str),
+    "ek": _setter("js_key", to_str),
+    "encryption_key": _setter("js_key", to_str),
+    "prev_key": _setter("js_prev_key", to_str),
+    "prev_ek": _setter("js_prev_key", to_str),
+    "prev_encryption_key": _setter("js_prev_key", to_str),
+    "cipher": _cipher,
     **dict.fromkeys(JETSTREAM_IGNORED, _ignored),
 }
 

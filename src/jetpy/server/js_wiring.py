@@ -2,7 +2,8 @@
 
 The composition root for JetStream: the broker becomes its ``MessageBus``; file streams live in
 ``<store_dir>/jetstream/$G/streams/<name>/`` (nats-server's layout, one account for now) and
-memory streams in memory. A stream directory is handed to the engine unopened, with its
+memory streams in memory; with ``jetstream { key }`` every file of a file stream is encrypted
+(store/crypto.py). A stream directory is handed to the engine unopened, with its
 metadata: one whose files cannot be trusted is left exactly as it is (the engine keeps that
 stream offline); one without metadata (a creation or restore that never finished: the metadata
 is written last) is moved to ``<store_dir>/jetstream/quarantine/``, never deleted. Knows nothing
@@ -26,11 +27,19 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.options import ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
-from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.crypto import CIPHER_NAMES, Cipher, StoreKeys
+from jetpy.store.fileio import fsync_dir
 from jetpy.store.filestore import FileStore, read_meta_file
 from jetpy.store.memory import MemoryStore
 
-__all__ = ["BrokerBus", "DirectoryStores", "default_max_memory", "default_max_storage", "start_jetstream"]
+__all__ = [
+    "BrokerBus",
+    "DirectoryStores",
+    "default_max_memory",
+    "default_max_storage",
+    "start_jetstream",
+    "store_keys",
+]
 
 log = logging.getLogger("jetpy.server")
 
@@ -80,9 +89,10 @@ class BrokerBus:
 
 
 class DirectoryStores:
-    """File stores under one directory, memory stores in memory."""
+    """File stores under one directory (encrypted with ``keys``, if given), memory stores in memory."""
 
-    def __init__(self, store_dir: str) -> None:
+    def __init__(self, store_dir: str, keys: StoreKeys | None = None) -> None:
+        self.keys = keys
         self.root = os.path.join(os.path.abspath(store_dir), "jetstream")
         self.streams_dir = os.path.join(self.root, ACCOUNT, "streams")
         os.makedirs(self.streams_dir, exist_ok=True)
@@ -90,7 +100,7 @@ class DirectoryStores:
     def create(self, config: StoreConfig) -> StreamStore:
         if config.storage == "memory":
             return MemoryStore(config)
-        return FileStore(os.path.join(self.streams_dir, config.name), config)
+        return FileStore(os.path.join(self.streams_dir, config.name), config, self.keys)
 
     def recover(self) -> list[PersistedStream]:
         found: list[PersistedStream] = []
@@ -100,13 +110,13 @@ class DirectoryStores:
                 continue
             missing = False
             try:
-                meta, problem = read_meta_file(path), ""
+                meta, problem = read_meta_file(path, self.keys), ""
                 if meta is None:
                     problem, missing = "stream metadata missing", True
             except StoreError as e:
                 meta, problem = None, str(e)
             # opened with no limits: the engine applies the stream's own before anything is stored
-            opener = partial(FileStore, path, StoreConfig(name=name))
+            opener = partial(FileStore, path, StoreConfig(name=name), self.keys)
             found.append(PersistedStream(name, meta, problem, opener, missing))
         return found
 
@@ -142,6 +152,15 @@ def default_max_storage(store_dir: str) -> int:
     return int(shutil.disk_usage(path).free * 0.75)
 
 
+def store_keys(opts: ServerOptions) -> StoreKeys | None:
+    """The encryption keys ``jetstream { key, prev_encryption_key, cipher }`` configure (None:
+    no encryption at rest)."""
+    if not opts.js_key:
+        return None
+    cipher: Cipher = "aes" if opts.js_cipher == "aes" else "chachapoly"
+    return StoreKeys(opts.js_key, cipher, opts.js_prev_key or None)
+
+
 async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str) -> JetStreamService:
     """JetStream for a server with these options, on its broker, started (streams recovered)."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
@@ -154,6 +173,9 @@ async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str)
     )
     log.info("Starting JetStream")
     log.info("  Store Directory: %r", store_dir)
-    js = JetStream(cfg, BrokerBus(broker), DirectoryStores(store_dir))
+    keys = store_keys(opts)
+    if keys is not None:
+        log.info("  Encryption:      %s", CIPHER_NAMES[keys.cipher])
+    js = JetStream(cfg, BrokerBus(broker), DirectoryStores(store_dir, keys))
     await js.start()
     return js

@@ -38,6 +38,8 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
+from jetpy.server.monitor_raft import NO_RAFT_NODES, RAFTZ_INDENT, raftz
+from jetpy.server.nrg import RaftHost
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
 
@@ -171,6 +173,7 @@ class MonitoredServer(Protocol):
     jetstream: JetStreamService | None  # None: not configured, or not started
     cluster: Cluster | None  # None: no routes configured
     gateways: Gateways | None  # None: not in a super cluster
+    raft: RaftHost | None  # None: not started
 
     @property
     def system_subscriptions(self) -> int:
@@ -205,6 +208,7 @@ class Endpoints:
             "/routez": ("/routez", self.routez),
             "/gatewayz": ("/gatewayz", self.gatewayz),
             "/leafz": ("/leafz", self.leafz),
+            "/raftz": ("/raftz", self.raftz),
         }
 
     async def handle(self, path: str, query: Query) -> Reply | None:
@@ -610,6 +614,12 @@ class Endpoints:
         """/routez as a document (also what ``$SYS.REQ.SERVER.PING.ROUTEZ`` and /metrics read)."""
         s = self.server
         return routez(s.cluster, s.server_id, s.server_name, _subs(q))
+
+    async def raftz(self, q: Query) -> Reply:
+        doc = raftz(self.server.raft, q.get("acc"), q.get("group"))
+        if doc is None:
+            return text_reply(404, NO_RAFT_NODES)
+        return Reply(200, encode_json(doc, width=RAFTZ_INDENT), JSON)
 
     async def gatewayz(self, q: Query) -> Reply:
         return json_reply(self.gatewayz_doc(q))

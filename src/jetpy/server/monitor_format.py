@@ -87,10 +87,11 @@ def uptime(seconds: float) -> str:
     return f"{tsecs}s"
 
 
-def encode_json(doc: Any, indent: bool = True) -> bytes:
-    """JSON as nats-server writes it: two-space indent (or compact), UTF-8, HTML-escaped."""
+def encode_json(doc: Any, indent: bool = True, width: int = 2) -> bytes:
+    """JSON as nats-server writes it: two-space indent (``width``: /raftz's three), or compact,
+    UTF-8, HTML-escaped."""
     text = json.dumps(
-        doc, indent=2 if indent else None, separators=None if indent else (",", ":"), ensure_ascii=False
+        doc, indent=width if indent else None, separators=None if indent else (",", ":"), ensure_ascii=False
     )
     for raw, esc in _GO_HTML_ESCAPES:
         if raw in text:

@@ -193,6 +193,9 @@ class ServerOptions:
     max_memory_store: int = -1  # -1 = decide from the machine
     max_file_store: int = -1
     sync_interval: float | None = None  # None = fsync before every PubAck (group commit)
+    js_key: str = ""  # jetstream { key | ek | encryption_key }: encryption at rest ("" = off)
+    js_prev_key: str = ""  # jetstream { prev_encryption_key }: files under it are re-encrypted
+    js_cipher: str = ""  # jetstream { cipher }: "chachapoly" (the default with a key) or "aes"
     # logging
     debug: bool = False
     trace: bool = False

@@ -58,6 +58,8 @@ class Option:
     # "switch": a block shown as enabled/disabled
 
     def show(self, value: Any) -> str:
+        if self.kind == "secret":  # a key is never written to the log
+            return "[REDACTED]" if value else ""
         if self.kind == "switch":
             return "enabled" if value else "disabled"
         if self.kind == "duration" and isinstance(value, int | float):
@@ -105,6 +107,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_file_store", "JetStreamMaxStore"),
     Option("store_dir", "StoreDir"),
     Option("sync_interval", "SyncInterval", kind="duration"),
+    Option("js_key", "JetStreamKey", kind="secret"),
+    Option("js_prev_key", "JetStreamOldKey", kind="secret"),
+    Option("js_cipher", "JetStreamCipher"),
     Option("pid_file", "PidFile", "Reloaded: pid_file = {value}"),
     Option("log_file", "LogFile", "Reloaded: log_file = {value}"),
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option

@@ -162,8 +162,9 @@ _UNTOLD: Final = (b"$SYS.", b"_GR_.", b"$GR.")
 
 def announced(sub: Subscription) -> bool:
     """Whether a local subscription is told to other servers: all but the in-process handlers of
-    ``$SYS.`` subjects, which are the system account's (jetpy routes no system account), and of
-    the replies mapped across gateways (each server takes its own, see :mod:`gateway`)."""
+    ``$SYS.`` subjects in the global account (the system requests each server answers for
+    itself, as nats-server keeps them in its system account) and of the replies mapped across
+    gateways (each server takes its own, see :mod:`gateway`)."""
     return sub.handler is None or not sub.subject.startswith(_UNTOLD)
 
 

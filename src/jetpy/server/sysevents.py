@@ -6,7 +6,7 @@ Owns, with nats-server 2.15's message shapes (compared field by field with the r
 
 - requests ``$SYS.REQ.SERVER.PING`` (and ``.STATSZ``): ``{"server": <ServerInfo>, "statsz":
   {...}}``; ``$SYS.REQ.SERVER.PING.<ENDPOINT>`` and ``$SYS.REQ.SERVER.<server id>.<ENDPOINT>``
-  for VARZ, CONNZ, SUBSZ, JSZ, HEALTHZ, ACCOUNTZ, ROUTEZ, LEAFZ, GATEWAYZ: ``{"server": ...,
+  for VARZ, CONNZ, SUBSZ, JSZ, HEALTHZ, ACCOUNTZ, ROUTEZ, LEAFZ, GATEWAYZ, RAFTZ: ``{"server": ...,
   "data": <the monitoring document>}`` or ``{"server": ..., "error": {"code", "description"}}``;
   IDZ: ``{"name", "host", "id"}``. A JSON body carries the endpoint's options (nats-server's
   names: ``{"subscriptions": true, "limit": 10}``) and the filters ``server_name``, ``host``,
@@ -94,6 +94,7 @@ ENDPOINTS: Final[dict[str, tuple[str, dict[str, str]]]] = {
         "/gatewayz",
         {"name": "gw_name", "accounts": "accs", "account_name": "acc_name", "subscriptions": "subs"},
     ),
+    "RAFTZ": ("/raftz", {"account": "acc", "group": "group"}),  # 2.11+
 }
 _FILTERS: Final = ("server_name", "cluster", "host", "domain", "tags")
 

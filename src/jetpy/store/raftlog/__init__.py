@@ -6,6 +6,7 @@ and recovery that reports and quarantines damage instead of hiding it. Must not 
 algorithm beyond the ``LogStore`` contract, or JetStream.
 """
 
+from .jobs import StoreJob
 from .store import DEFAULT_CACHE_BYTES, DEFAULT_SEGMENT_BYTES, RaftLogStore, RecoveryReport
 
-__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_SEGMENT_BYTES", "RaftLogStore", "RecoveryReport"]
+__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_SEGMENT_BYTES", "RaftLogStore", "RecoveryReport", "StoreJob"]

@@ -13,11 +13,9 @@ know: messages, roles, terms' meaning, or asyncio (``sync`` blocks: a host runs 
 Directory::
 
     LOCK                      flock'ed while open (store/layout.py)
-    hardstate                 framed file (consumer_state.py's format), magic b"JPRH", payload:
-                              term u64, commit u64, repair_through u64, synced u64, vote str
-                              (u8 length + UTF-8); ``synced``: the log was durable through here
-    snapshot                  framed file, magic b"JPRS", payload: index u64, term u64,
-                              membership length u32, membership (raft.codec), data
+    hardstate                 framed file (statefiles.py): term, vote, commit, repair_through
+                              and ``synced``: the log was durable through here
+    snapshot                  framed file (statefiles.py): index, term, membership, data
     <base, 20 digits>.rlog    segments (records.py)
     quarantine/               damaged files, moved aside for inspection
 
@@ -26,13 +24,23 @@ What is written when: ``term``/``vote``/``repair_through`` at the next ``sync`` 
 written at ``close`` (they are hints: a lower commit is re-learnt from the leader, and ``synced``
 only lets recovery notice a log cut shorter than it was). A truncation below ``synced`` rewrites
 the hard state first, so a legitimate truncation is never mistaken for damage.
+
+Off the owner's thread: ``sync``, ``compact`` and the hard-state rewrite a truncation needs each
+come in two halves as well, for a host whose owner thread is an event loop. ``begin_sync``,
+``begin_compact`` and ``begin_truncate`` capture on the owner's thread what must reach the disk
+as a :class:`~.jobs.StoreJob`; its ``run`` touches only the operating system (descriptors the store
+keeps open until the job is finished, files it names), so it may run on a worker thread while
+the owner keeps reading and appending; ``finish`` takes the result back on the owner's thread.
+One job at a time; while one is in flight nothing may close a descriptor (truncating whole
+segments, compacting, installing a snapshot), which the store refuses. A failed fsync is
+fail-stop: after it every sync raises, because the kernel may have dropped the pages it could
+not write (retrying would report them durable).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -49,13 +57,13 @@ from ...raft import (
     Snapshot,
     SnapshotMeta,
     Unavailable,
-    decode_membership,
-    encode_membership,
     limit_bytes,
 )
 from ..base import ErrCorrupt, ErrStoreIO
-from ..consumer_state import fsync_dir, read_framed, write_framed_atomic
+from ..consumer_state import read_framed, write_framed_atomic
+from ..fileio import fsync_dir, pwrite_all
 from ..layout import lock_directory
+from .jobs import StoreJob
 from .records import (
     RECORD_OVERHEAD,
     SEGMENT_HEADER_SIZE,
@@ -65,16 +73,20 @@ from .records import (
     segment_name,
 )
 from .scan import ScannedSegment, scan_segments
+from .statefiles import (
+    HARDSTATE_FILE,
+    HS_MAGIC,
+    SNAP_MAGIC,
+    SNAPSHOT_FILE,
+    decode_hs,
+    decode_snapshot,
+    encode_hs,
+    encode_snapshot,
+)
 
-__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_SEGMENT_BYTES", "RaftLogStore", "RecoveryReport"]
+__all__ = ["DEFAULT_CACHE_BYTES", "DEFAULT_SEGMENT_BYTES", "RaftLogStore", "RecoveryReport", "StoreJob"]
 
-HARDSTATE_FILE: Final = "hardstate"
-SNAPSHOT_FILE: Final = "snapshot"
 QUARANTINE_DIR: Final = "quarantine"
-_HS_MAGIC: Final = b"JPRH"
-_SNAP_MAGIC: Final = b"JPRS"
-_HS: Final = struct.Struct("<QQQQB")
-_SNAP: Final = struct.Struct("<QQI")
 
 DEFAULT_SEGMENT_BYTES: Final = 64 << 20
 """Roll to a new segment past this size: compaction frees space a whole segment at a time."""
@@ -118,44 +130,16 @@ def _io(what: str) -> Iterator[None]:
         raise ErrStoreIO(exc.errno or errno.EIO, None, f"raft log: {what}: {exc}") from exc
 
 
-def _encode_hs(hs: HardState, synced: int) -> bytes:
-    vote = hs.vote.encode()
-    return _HS.pack(hs.term, hs.commit, hs.repair_through, synced, len(vote)) + vote
-
-
-def _decode_hs(raw: bytes) -> tuple[HardState, int]:
-    try:
-        term, commit, repair, synced, n = _HS.unpack_from(raw)
-        vote = raw[_HS.size : _HS.size + n].decode()
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ErrCorrupt(f"{HARDSTATE_FILE}: malformed ({exc})") from exc
-    if len(raw) != _HS.size + n:
-        raise ErrCorrupt(f"{HARDSTATE_FILE}: {len(raw)} bytes, expected {_HS.size + n}")
-    return HardState(term, vote, commit, repair), synced
-
-
-def _encode_snapshot(snap: Snapshot) -> bytes:
-    members = encode_membership(snap.meta.membership)
-    return b"".join((_SNAP.pack(snap.meta.index, snap.meta.term, len(members)), members, snap.data))
-
-
-def _decode_snapshot(raw: bytes) -> Snapshot:
-    try:
-        index, term, n = _SNAP.unpack_from(raw)
-        membership = decode_membership(raw[_SNAP.size : _SNAP.size + n])
-    except Exception as exc:  # struct.error or the raft codec's CodecError
-        raise ErrCorrupt(f"{SNAPSHOT_FILE}: malformed ({exc})") from exc
-    return Snapshot(SnapshotMeta(index, term, membership), raw[_SNAP.size + n :])
-
-
 class RaftLogStore:
     """``raft.LogStore`` on disk. Not thread-safe: one owner calls it (``sync`` may run in a
     worker thread while the owner waits for it)."""
 
-    def __init__(self, path: Path, segment_bytes: int, cache_bytes: int) -> None:
+    def __init__(self, path: Path, segment_bytes: int, cache_bytes: int, keep_snapshot: bool = False) -> None:
         self._dir = path
         self._segment_bytes = segment_bytes
         self._cache_limit = cache_bytes
+        # keep the snapshot's data in memory whatever its size: only open reads it from disk
+        self._keep_snapshot = keep_snapshot
         self._lock_fd = -1
         self._segs: list[_Segment] = []
         self._snap_meta = SnapshotMeta()
@@ -173,6 +157,8 @@ class RaftLogStore:
         self._synced_disk = 0  # ``synced`` as last written to the hard-state file
         self._dirty_fds: set[int] = set()
         self._dir_dirty = False
+        self._job: StoreJob | None = None  # in flight (see the module)
+        self._failed: OSError | None = None  # a sync failed: fail-stop
         self.report = RecoveryReport((), (), 0)
 
     # ================================================================== open / create / close
@@ -184,6 +170,7 @@ class RaftLogStore:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        keep_snapshot: bool = False,
     ) -> RaftLogStore:
         """A new member's log (``snapshot``: the group's initial membership, at index 0 for a
         group's founders). Refuses a directory that already holds a log."""
@@ -193,13 +180,13 @@ class RaftLogStore:
             if (p / HARDSTATE_FILE).exists():
                 raise ErrCorrupt(f"{p} already holds a raft log: open it instead")
             if snapshot is not None:
-                write_framed_atomic(p / SNAPSHOT_FILE, _SNAP_MAGIC, _encode_snapshot(snapshot))
+                write_framed_atomic(p / SNAPSHOT_FILE, SNAP_MAGIC, encode_snapshot(snapshot))
             base = snapshot.meta.index + 1 if snapshot is not None else 1
             _write_new_segment(p, base)
             # The hard-state file last: its presence is what marks a complete log.
-            write_framed_atomic(p / HARDSTATE_FILE, _HS_MAGIC, _encode_hs(HardState(), base - 1))
+            write_framed_atomic(p / HARDSTATE_FILE, HS_MAGIC, encode_hs(HardState(), base - 1))
             fsync_dir(p.parent)
-        return cls.open(p, segment_bytes=segment_bytes, cache_bytes=cache_bytes)
+        return cls.open(p, segment_bytes=segment_bytes, cache_bytes=cache_bytes, keep_snapshot=keep_snapshot)
 
     @classmethod
     def open(
@@ -208,11 +195,13 @@ class RaftLogStore:
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        keep_snapshot: bool = False,
     ) -> RaftLogStore:
         """An existing member's log, recovered (see ``report``). A directory without a hard-state
         file is refused: a member whose state is gone must rejoin as a new member, because it
-        cannot know what it voted for or acknowledged."""
-        self = cls(Path(path), segment_bytes, cache_bytes)
+        cannot know what it voted for or acknowledged. ``keep_snapshot``: hold the snapshot's data
+        in memory whatever its size, so that only this (off an event loop) reads it from disk."""
+        self = cls(Path(path), segment_bytes, cache_bytes, keep_snapshot)
         if not (self._dir / HARDSTATE_FILE).exists():
             raise ErrCorrupt(
                 f"{self._dir}: no raft state; a member whose log is lost must rejoin the group as a new member"
@@ -251,15 +240,15 @@ class RaftLogStore:
         d = self._dir
         problems: list[str] = []
         moved: list[Path] = []
-        raw = read_framed(d / HARDSTATE_FILE, _HS_MAGIC)
+        raw = read_framed(d / HARDSTATE_FILE, HS_MAGIC)
         assert raw is not None
-        hs, synced = _decode_hs(raw)  # a corrupt hard state is fail-stop: votes cannot be guessed
+        hs, synced = decode_hs(raw)  # a corrupt hard state is fail-stop: votes cannot be guessed
         self._hs_disk, self._synced_disk = hs, synced
         files = _segment_files(d)
         snap_raw: bytes | None = None
         try:
-            snap_raw = read_framed(d / SNAPSHOT_FILE, _SNAP_MAGIC)
-            snap = _decode_snapshot(snap_raw) if snap_raw is not None else Snapshot(SnapshotMeta())
+            snap_raw = read_framed(d / SNAPSHOT_FILE, SNAP_MAGIC)
+            snap = decode_snapshot(snap_raw) if snap_raw is not None else Snapshot(SnapshotMeta())
         except ErrCorrupt as exc:
             # Without its snapshot the log has no base: keep nothing, be repaired by the leader.
             problems.append(f"{exc}; the log is quarantined and must be restored from the leader")
@@ -269,7 +258,7 @@ class RaftLogStore:
             snap = Snapshot(SnapshotMeta())
             files = []
         self._snap_meta = snap.meta
-        self._snap_data = snap.data if len(snap.data) <= self._cache_limit else None
+        self._snap_data = snap.data if self._keep_snapshot or len(snap.data) <= self._cache_limit else None
         after = snap.meta.index
         res = scan_segments(files, after)
         problems += res.skipped
@@ -415,10 +404,10 @@ class RaftLogStore:
     def snapshot(self) -> Snapshot:
         data = self._snap_data
         if data is None:
-            raw = read_framed(self._dir / SNAPSHOT_FILE, _SNAP_MAGIC)
+            raw = read_framed(self._dir / SNAPSHOT_FILE, SNAP_MAGIC)
             if raw is None:
                 raise ErrCorrupt(f"{self._dir / SNAPSHOT_FILE} is missing")
-            data = _decode_snapshot(raw).data
+            data = decode_snapshot(raw).data
         return Snapshot(self._snap_meta, data)
 
     def snapshot_meta(self) -> SnapshotMeta:
@@ -442,7 +431,7 @@ class RaftLogStore:
         buf, lengths = encode_records(entries)
         with _io(f"appending to {seg.path.name}"):
             try:
-                _write_all(seg.fd, buf, seg.end)
+                pwrite_all(seg.fd, buf, seg.end)
             except OSError:
                 os.ftruncate(seg.fd, seg.end)  # leave no partial record behind
                 raise
@@ -483,13 +472,19 @@ class RaftLogStore:
 
     def _truncate(self, first: int) -> None:
         """Drop entries ``first..`` (a follower's conflicting suffix)."""
-        if first - 1 < self._synced_disk:
+        job = self._job
+        if first - 1 < max(self._synced_disk, job.synced if job is not None and job.hs is not None else 0):
             # Lower the recorded synced index first: recovery must not mistake this for damage.
+            # (A host off its loop runs ``begin_truncate``'s job first, so this does not block.)
+            self._check_no_job("truncate below what is synced")
             self._synced = min(self._synced, first - 1)
             self._write_hs()
         self._synced = min(self._synced, first - 1)
+        if job is not None and job.last >= first:
+            job.last = first - 1  # a sync in flight does not make the replaced entries durable
         with _io("truncating the log"):
             while len(self._segs) > 1 and self._segs[-1].first >= first and self._segs[-1].base >= first:
+                self._check_no_job("truncate whole segments")
                 seg = self._segs.pop()
                 self._dirty_fds.discard(seg.fd)
                 os.close(seg.fd)
@@ -531,8 +526,9 @@ class RaftLogStore:
 
     def install_snapshot(self, snap: Snapshot) -> None:
         """A leader's snapshot replaces the whole log (durable when this returns)."""
+        self._check_no_job("install a snapshot")
         with _io("installing a snapshot"):
-            write_framed_atomic(self._dir / SNAPSHOT_FILE, _SNAP_MAGIC, _encode_snapshot(snap))
+            write_framed_atomic(self._dir / SNAPSHOT_FILE, SNAP_MAGIC, encode_snapshot(snap))
             for seg in self._segs:
                 self._dirty_fds.discard(seg.fd)
                 os.close(seg.fd)
@@ -549,23 +545,40 @@ class RaftLogStore:
     def compact(self, snap: Snapshot) -> None:
         """The host's own snapshot through ``snap.meta.index``: entries up to it are dropped
         (whole segments unlinked; durable when this returns)."""
+        job = self.begin_compact(snap)
+        if job is None:
+            return
+        with _io("compacting the log"):
+            job.run()
+        self.finish(job)
+        if self._dir_dirty:
+            with _io("compacting the log"):
+                fsync_dir(self._dir)
+            self._dir_dirty = False
+
+    def begin_compact(self, snap: Snapshot) -> StoreJob | None:
+        """The first half of ``compact``: its job writes the snapshot file; ``finish`` then drops
+        the entries it covers (the directory's entries are synced by the next sync). None: the
+        log is already compacted past it."""
+        index = snap.meta.index
+        if index <= self._snap_meta.index:
+            return None
+        if index > self._last or self.term(index) != snap.meta.term:
+            raise ValueError(f"snapshot at {index} (term {snap.meta.term}) is not in the log")
+        return self._start(StoreJob("compact", self._dir, snap=snap))
+
+    def _finish_compact(self, snap: Snapshot) -> None:
         index = snap.meta.index
         if index <= self._snap_meta.index:
             return
-        if index > self._last or self.term(index) != snap.meta.term:
-            raise ValueError(f"snapshot at {index} (term {snap.meta.term}) is not in the log")
+        self._set_snapshot(snap)
         with _io("compacting the log"):
-            write_framed_atomic(self._dir / SNAPSHOT_FILE, _SNAP_MAGIC, _encode_snapshot(snap))
-            self._set_snapshot(snap)
             while len(self._segs) > 1 and self._segs[1].first <= index + 1:
                 seg = self._segs.pop(0)
                 self._dirty_fds.discard(seg.fd)
                 os.close(seg.fd)
                 seg.path.unlink()
                 self._dir_dirty = True
-            if self._dir_dirty:
-                fsync_dir(self._dir)
-                self._dir_dirty = False
         cut = bisect_right(self._run_starts, index) - 1
         if cut > 0:
             del self._runs[:cut]
@@ -579,28 +592,86 @@ class RaftLogStore:
 
     def _set_snapshot(self, snap: Snapshot) -> None:
         self._snap_meta = snap.meta
-        self._snap_data = snap.data if len(snap.data) <= self._cache_limit else None
+        self._snap_data = snap.data if self._keep_snapshot or len(snap.data) <= self._cache_limit else None
 
     def sync(self) -> None:
         """Make every write so far durable: one fdatasync per written segment (normally one),
         the directory if segments came or went, then the hard state if its votes changed."""
-        with _io("syncing the log"):
-            for fd in self._dirty_fds:
-                os.fdatasync(fd)
-            self._dirty_fds.clear()
-            if self._dir_dirty:
-                fsync_dir(self._dir)
-                self._dir_dirty = False
-        self._synced = self._last
+        job = self.begin_sync()
+        try:
+            job.run()
+        except OSError:
+            pass  # ``finish`` raises it as the store's error
+        self.finish(job)
+
+    def begin_sync(self) -> StoreJob:
+        """The first half of ``sync`` (see the module): its job fdatasyncs what was written so
+        far; appends may go on meanwhile and are covered by the next one."""
+        if self._failed is not None:
+            raise ErrStoreIO(
+                self._failed.errno or errno.EIO, None, f"raft log: an earlier sync failed: {self._failed}"
+            )
         hs, disk = self._hs, self._hs_disk
-        if (hs.term, hs.vote, hs.repair_through) != (disk.term, disk.vote, disk.repair_through):
-            self._write_hs()
+        votes_changed = (hs.term, hs.vote, hs.repair_through) != (disk.term, disk.vote, disk.repair_through)
+        job = StoreJob(
+            "sync",
+            self._dir,
+            fds=tuple(self._dirty_fds),
+            sync_dir=self._dir_dirty,
+            hs=hs if votes_changed else None,
+            synced=self._last,
+            last=self._last,
+        )
+        self._dirty_fds.clear()
+        self._dir_dirty = False
+        return self._start(job)
+
+    def begin_truncate(self, first: int) -> StoreJob | None:
+        """What an append at ``first`` (replacing a synced suffix) must write before it: the hard
+        state with ``synced`` lowered, so recovery never takes the truncation for damage. None:
+        nothing to write first."""
+        if first > self._last or first - 1 >= self._synced_disk:
+            return None
+        self._synced = min(self._synced, first - 1)
+        return self._start(StoreJob("truncate", self._dir, hs=self._hs, synced=self._synced))
+
+    def _start(self, job: StoreJob) -> StoreJob:
+        self._check_no_job(f"start a {job.kind}")
+        self._job = job
+        return job
+
+    def _check_no_job(self, what: str) -> None:
+        if self._job is not None:
+            raise RuntimeError(f"raft log: cannot {what} while a {self._job.kind} is in flight")
+
+    def finish(self, job: StoreJob) -> None:
+        """The second half: take a job's result on the owner's thread. A failed job raises the
+        store's ``ErrStoreIO``; after a failed sync every later one fails too (fail-stop)."""
+        if self._job is not job:
+            raise RuntimeError("raft log: finishing a job that is not in flight")
+        self._job = None
+        exc = job.error
+        if exc is not None:
+            if job.kind == "sync":
+                self._failed = exc
+            raise ErrStoreIO(exc.errno or errno.EIO, None, f"raft log: {job.kind}: {exc}") from exc
+        if job.hs is not None:
+            self._hs_disk = job.hs
+            self._synced_disk = job.synced
+        if job.kind == "sync":
+            self._synced = max(self._synced, job.last)
+        elif job.kind == "compact" and job.snap is not None:
+            self._finish_compact(job.snap)
 
     def _write_hs(self) -> None:
         with _io("writing the hard state"):
-            write_framed_atomic(self._dir / HARDSTATE_FILE, _HS_MAGIC, _encode_hs(self._hs, self._synced))
+            write_framed_atomic(self._dir / HARDSTATE_FILE, HS_MAGIC, encode_hs(self._hs, self._synced))
         self._hs_disk = self._hs
         self._synced_disk = self._synced
+
+    def size_bytes(self) -> int:
+        """The segments' bytes on disk (what the log holds now)."""
+        return sum(seg.end for seg in self._segs)
 
     @property
     def directory(self) -> Path:
@@ -620,19 +691,11 @@ def _segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def _write_all(fd: int, buf: bytes, offset: int) -> None:
-    view = memoryview(buf)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
-
-
 def _write_new_segment(d: Path, base: int, sync: bool = True) -> Path:
     path = d / segment_name(base)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, encode_header(base), 0)
+        pwrite_all(fd, encode_header(base), 0)
         if sync:
             os.fsync(fd)
     finally:
@@ -656,7 +719,7 @@ def _rewrite_prefix(source: Path, target: Path, end: int) -> None:
         data = f.read(end)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, data, 0)
+        pwrite_all(fd, data, 0)
         os.fsync(fd)
     finally:
         os.close(fd)

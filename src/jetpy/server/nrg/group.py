@@ -1,0 +1,782 @@
+"""RaftGroup: one member of one Raft group on this server, driven on the event loop.
+
+Owns the host's loop around a :class:`~jetpy.raft.RaftNode` (see ``jetpy.raft.ready``): a
+ticker (``GroupConfig.tick`` seconds per Raft tick), messages in from the transport and out to
+it, the durable log with every fsync in a worker thread (one sync job per ``Ready``; proposals
+that arrive meanwhile go into the next one: group commit), applying committed entries to the
+:class:`~jetpy.server.nrg.machine.StateMachine` and answering their proposers, snapshots (the
+machine's state, written off the loop, the log compacted behind it; a leader's snapshot
+installed off the loop), proposals forwarded to the leader, membership changes, joining as a new
+member and leadership transfer. A store error stops the group (fail-stop): it never answers a
+proposal it could not make durable.
+
+Threads: the store belongs to the loop. A disk job (``StoreJob``) runs in the host's executor
+while the loop goes on stepping messages into the node, which reads the store (never writes it).
+Installing a leader's snapshot runs wholly in a worker thread: while one is pending the node
+reads nothing of the store (its log answers from the snapshot and the unstable tail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Final
+
+from jetpy.raft import (
+    ConfChange,
+    ConfChangeOp,
+    Config,
+    EntryKind,
+    Message,
+    NotLeader,
+    ProposalDropped,
+    RaftError,
+    RaftNode,
+    Ready,
+    Role,
+    VoteRequest,
+    persist_ready,
+)
+from jetpy.server.broker import Broker
+from jetpy.server.nrg.machine import (
+    GroupStopped,
+    NoLeader,
+    ProposalBusy,
+    ProposalError,
+    ProposalRefused,
+    ProposalUnknown,
+    StateMachine,
+)
+from jetpy.server.nrg.proposals import Forwarded, Pending, Remote, Unit, error_for, fail, status_for
+from jetpy.server.nrg.status import GroupStatus, PeerState, health
+from jetpy.server.nrg.transport import Handlers, Transport
+from jetpy.server.nrg.wire import (
+    ChangeOp,
+    Status,
+    WireError,
+    decode_answer,
+    decode_batch,
+    decode_change,
+    decode_join,
+    encode_answer,
+    encode_batch,
+    encode_change,
+    encode_join,
+)
+from jetpy.store.raftlog import RaftLogStore, StoreJob
+
+__all__ = ["MAX_PROPOSAL_BYTES", "GroupConfig", "RaftGroup"]
+
+log = logging.getLogger("jetpy.server")
+
+MAX_PROPOSAL_BYTES: Final = 8 << 20
+"""The largest unit proposed at once (it travels to the leader in one message, and goes into
+one entry however large)."""
+
+_LEADER, _FOLLOWER = Role.LEADER, Role.FOLLOWER
+_NORMAL = EntryKind.NORMAL
+_STATE_NAMES = {
+    Role.LEADER: "LEADER",
+    Role.FOLLOWER: "FOLLOWER",
+    Role.PRE_CANDIDATE: "CANDIDATE",
+    Role.CANDIDATE: "CANDIDATE",
+}
+_CHANGE_OPS = {
+    ChangeOp.ADD_VOTER: ConfChangeOp.ADD_VOTER,
+    ChangeOp.ADD_LEARNER: ConfChangeOp.ADD_LEARNER,
+    ChangeOp.REMOVE: ConfChangeOp.REMOVE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """A group's timers and limits. The defaults are nats-server's timers (a heartbeat every
+    second, elections after 5-10 s); tests and the fault harness shorten ``tick``."""
+
+    tick: float = 0.5  # seconds per Raft tick
+    election_ticks: int = 10  # a follower campaigns after [1, 2) x this many ticks of silence
+    heartbeat_ticks: int = 2
+    max_entry_items: int = 512  # proposals packed into one entry at most (nats-server's 512)...
+    max_entry_bytes: int = 256 << 10  # ...and bytes (its 256 KiB)
+    max_append_bytes: int = 512 << 10  # entry data in one append message
+    max_uncommitted_bytes: int = 64 << 20  # proposals refused past this much waiting for a quorum
+    snapshot_entries: int = 0  # snapshot (and compact the log) after this many applied entries
+    snapshot_bytes: int = 0  # ...or this much applied data (0: never)
+    timeout: float = 10.0  # default seconds a proposal or change may take
+
+    @property
+    def election_timeout(self) -> float:
+        return self.tick * self.election_ticks
+
+
+class RaftGroup:
+    def __init__(
+        self,
+        name: str,
+        member: str,
+        store: RaftLogStore,
+        machine: StateMachine,
+        broker: Broker,
+        executor: Executor,
+        config: GroupConfig,
+        server_name: str,
+        names: dict[str, str],
+        joining: bool = False,
+    ) -> None:
+        self.name = name
+        self.member = member
+        self.store = store
+        self.machine = machine
+        self.cfg = config
+        self.server_name = server_name
+        self.names = names  # member id -> server name (the host's, shared by its groups)
+        self._executor = executor
+        self.node = RaftNode(
+            Config(
+                member,
+                election_ticks=config.election_ticks,
+                heartbeat_ticks=config.heartbeat_ticks,
+                max_append_bytes=config.max_append_bytes,
+                max_uncommitted_bytes=config.max_uncommitted_bytes,
+                snapshot_entries=config.snapshot_entries,
+                snapshot_bytes=config.snapshot_bytes,
+            ),
+            store,
+            random.Random(),
+        )
+        self.transport = Transport(broker, name, member)
+        self.applied = store.snapshot_meta().index
+        self.pending = Pending(config.max_entry_items, config.max_entry_bytes)
+        self.forwarded = Forwarded()
+        self._forward: list[Unit] = []  # to forward to the leader at the end of this loop turn
+        self._parked: list[tuple[Unit, float]] = []  # waiting for a leader to be known
+        self._changes: dict[int, asyncio.Future[list[bytes]]] = {}  # forwarded changes by id
+        self._promote: set[str] = set()  # joined learners to make voters once caught up
+        self.last_seen: dict[str, float] = {}
+        self.leader_since: float | None = None
+        self.last_append: float | None = None
+        self.ever_had_leader = False
+        self.error = ""
+        self._was_member = member in self.node.membership.members()
+        self._applied_members = self.node.membership.members()
+        self._applied_gone: set[str] = set()  # members removed (ids are never reused)
+        self._told_removed = False
+        # a new member asks to join until it is a voter (also after a restart before that)
+        self.joining = joining or member not in self.node.membership.voters
+        self._last_join = float("-inf")
+        self._wake = asyncio.Event()
+        self._stopping = False  # no longer taking part
+        self._closed = False  # stopped, the store closed
+        self._task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._flush_scheduled = False
+
+    # ================================================================== lifecycle
+    def start(self) -> None:
+        snap = self.store.snapshot()
+        if snap.meta.index or snap.data:
+            self.machine.restore(snap.data)
+        self.transport.bind(
+            Handlers(self._on_message, self._on_proposal, self._on_change, self._on_answer, self._on_join)
+        )
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name=f"raft-{self.name}")
+        self._ticker = loop.call_later(self.cfg.tick, self._on_tick)
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop taking part: the current disk job finishes, the store is closed (synced). Also
+        after a failure or a removal, which stopped taking part already."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.transport.close()
+        self._wake.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=30.0)
+        stopped = GroupStopped(f"raft group {self.name} stopped")
+        self._fail_waiting(stopped)
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
+        except Exception as exc:  # already failed (fail-stop): the directory is released anyway
+            log.debug("raft %s: closing its store: %s", self.name, exc)
+
+    def _fail_waiting(self, exc: ProposalError) -> None:
+        self.pending.fail_all(exc)
+        for u in self._forward:
+            fail(u.waiter, exc)
+        self._forward.clear()
+        for u, _ in self._parked:
+            fail(u.waiter, exc)
+        self._parked.clear()
+        for rid in list(self.forwarded.requests):
+            for u in self.forwarded.pop(rid) or ():
+                fail(u.waiter, exc)
+        for fut in self._changes.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._changes.clear()
+
+    def _fatal(self, why: str) -> None:
+        """Fail-stop: stop taking part, keep the directory as it is for inspection."""
+        if not self.error:
+            self.error = why
+            log.error("raft %s: stopped: %s", self.name, why)
+        self._stopping = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.transport.close()
+        self._fail_waiting(ProposalUnknown(f"raft group {self.name} failed: {why}"))
+
+    # ================================================================== the loop
+    async def _run(self) -> None:
+        node = self.node
+        try:
+            while not self._stopping:
+                await self._wake.wait()
+                self._wake.clear()
+                while not self._stopping:
+                    if self.pending.queue:
+                        self._pack()
+                    if not node.has_ready():
+                        break
+                    await self._process(node.ready())
+        except Exception as exc:
+            log.exception("raft %s: the group's loop failed", self.name)
+            self._fatal(f"{type(exc).__name__}: {exc}")
+
+    async def _process(self, rd: Ready) -> None:
+        send = self.transport.send
+        for m in rd.messages:
+            send(m)
+        store = self.store
+        loop = asyncio.get_running_loop()
+        if rd.snapshot is not None:
+            await loop.run_in_executor(self._executor, self._install, rd)
+        else:
+            if rd.entries:
+                job = store.begin_truncate(rd.entries[0].index)
+                if job is not None:
+                    await self._run_job(job)
+            persist_ready(store, rd)
+            if rd.entries:
+                self.last_append = time.time()
+            if rd.must_sync:
+                await self._run_job(store.begin_sync())
+        for m in rd.persisted_messages:
+            send(m)
+        self._apply(rd)
+        if rd.soft_state is not None:
+            self._role_changed(rd.soft_state.role, rd.soft_state.leader)
+        self.node.advance(rd)
+        if rd.want_snapshot and not self._stopping:
+            await self._snapshot()
+
+    def _install(self, rd: Ready) -> None:
+        """A leader's snapshot and what follows it, made durable (on a worker thread)."""
+        persist_ready(self.store, rd)
+        self.store.sync()
+
+    async def _run_job(self, job: StoreJob) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, job.run)
+        except OSError:
+            pass  # finish raises it as the store's error
+        self.store.finish(job)
+
+    def _apply(self, rd: Ready) -> None:
+        machine, pending = self.machine, self.pending
+        if rd.snapshot is not None:
+            machine.restore(rd.snapshot.data)
+            self.applied = rd.snapshot.meta.index
+            pending.covered_by_snapshot(self.applied)
+            self._membership_applied()
+        for e in rd.committed:
+            if e.kind is _NORMAL:
+                items = decode_batch(e.data)  # a WireError here is a bug or damage: fail-stop
+                results = list(machine.apply(e.index, items))
+                if len(results) != len(items):
+                    raise RuntimeError(f"apply returned {len(results)} results for {len(items)} proposals")
+                pending.applied(e.index, e.term, results)
+            else:
+                pending.applied(e.index, e.term, None)
+                if e.kind is EntryKind.CONF:
+                    self._membership_applied()
+            self.applied = e.index
+
+    def _membership_applied(self) -> None:
+        members = self.node.membership.members()
+        if self.member in members:
+            self._was_member = True
+        gone = self._applied_members - members
+        self._applied_members = members
+        self._applied_gone |= gone
+        if self.node.role is _LEADER:
+            # A removed member never hears of its removal through Raft (the leader stops sending
+            # to it as soon as the change is in its log): tell it, so it stops taking part.
+            for peer in gone:
+                self.transport.request(
+                    self.transport.subjects.control(peer), b"", encode_change(ChangeOp.REMOVE, peer)
+                )
+
+    @property
+    def removed(self) -> bool:
+        """This member was in the group and was removed (told so by the leader, or in the newest
+        membership it knows of)."""
+        return self._told_removed or (self._was_member and self.member not in self.node.membership.members())
+
+    async def _snapshot(self) -> None:
+        node, store = self.node, self.store
+        if node.log.snapshot is not None:
+            return  # a leader's snapshot is being installed: it replaces the log anyway
+        data = self.machine.snapshot()
+        snap = node.snapshot_at(self.applied, data)
+        job = store.begin_compact(snap)
+        if job is not None:
+            await self._run_job(job)
+
+    def _role_changed(self, role: Role, leader: str) -> None:
+        if leader:
+            self.ever_had_leader = True
+        was_leader = self.leader_since is not None
+        if role is _LEADER:
+            if not was_leader:
+                self.leader_since = time.time()
+                log.info("raft %s: %s is the leader in term %d", self.name, self.member, self.node.term)
+        else:
+            self.leader_since = None
+            if was_leader:
+                # Not yet packed into an entry: nobody has these; send them where they belong now.
+                for u in self.pending.take_all():
+                    self._resubmit(u)
+        if leader:
+            parked, self._parked = self._parked, []
+            for u, _ in parked:
+                self._submit(u)
+
+    def _wakeup(self) -> None:
+        self._wake.set()
+
+    # ================================================================== ticks
+    def _on_tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._ticker = loop.call_later(self.cfg.tick, self._on_tick)
+        node = self.node
+        node.tick()
+        now = time.monotonic()
+        if node.role is _LEADER and self._promote:
+            self._maybe_promote()
+        if self.joining and now - self._last_join >= self.cfg.election_timeout:
+            if self.member in node.membership.voters or self.removed:
+                self.joining = False
+            else:
+                self._last_join = now
+                self.transport.announce_join(encode_join(self.member, self.server_name))
+        for u in self.forwarded.expire(now):
+            fail(u.waiter, ProposalUnknown("no answer from the leader"))
+        if self._parked:
+            keep = []
+            for u, since in self._parked:
+                if now - since > self.cfg.timeout:
+                    fail(
+                        u.waiter,
+                        NoLeader(f"no leader of raft group {self.name} within {self.cfg.timeout:g}s"),
+                    )
+                else:
+                    keep.append((u, since))
+            self._parked = keep
+        if node.has_ready():
+            self._wake.set()
+
+    # ================================================================== messages in
+    def _on_message(self, m: Message) -> None:
+        if self._stopping:
+            return
+        self.last_seen[m.src] = time.monotonic()
+        node = self.node
+        if node.role is _LEADER and isinstance(m, VoteRequest) and m.src in self._applied_gone:
+            # a member removed while it was away (restarted from a log that predates its removal)
+            self.transport.request(
+                self.transport.subjects.control(m.src), b"", encode_change(ChangeOp.REMOVE, m.src)
+            )
+        try:
+            self.node.step(m)
+        except RaftError as exc:
+            log.warning("raft %s: message from %s refused: %s", self.name, m.src, exc)
+            return
+        self._wake.set()
+
+    # ================================================================== proposals
+    async def propose(self, item: bytes, within: float | None = None) -> bytes:
+        """Replicate ``item``; its result from the state machine once a quorum has it on disk and
+        it applied. Raises a :class:`~jetpy.server.nrg.machine.ProposalError`."""
+        return (await self.propose_many([item], within))[0]
+
+    async def propose_many(self, items: Sequence[bytes], within: float | None = None) -> list[bytes]:
+        """Replicate ``items`` in one entry, together (all apply or none)."""
+        if self._stopping:
+            raise GroupStopped(f"raft group {self.name} is stopped")
+        unit = Unit(list(items), asyncio.get_running_loop().create_future())
+        if unit.size > MAX_PROPOSAL_BYTES:
+            raise ProposalRefused(
+                f"a proposal of {unit.size} bytes is over the limit of {MAX_PROPOSAL_BYTES}"
+            )
+        fut = unit.waiter
+        assert not isinstance(fut, Remote)
+        self._submit(unit)
+        try:
+            return await asyncio.wait_for(fut, within if within is not None else self.cfg.timeout)
+        except TimeoutError:
+            raise ProposalUnknown(f"no result within {within or self.cfg.timeout:g}s") from None
+
+    def _submit(self, unit: Unit) -> None:
+        node = self.node
+        if node.role is _LEADER:
+            self.pending.add(unit)
+            self._wake.set()
+        elif node.leader:
+            self._forward.append(unit)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush_forward)
+        else:
+            self._parked.append((unit, time.monotonic()))
+
+    def _resubmit(self, unit: Unit) -> None:
+        """A unit that was not proposed (a definite refusal): a local one tries again, a forwarded
+        one is told who leads now."""
+        if isinstance(unit.waiter, Remote):
+            unit.waiter.fail(Status.NOT_LEADER, self.node.leader)
+        elif not unit.waiter.done():
+            self._submit(unit)
+
+    def _pack(self) -> None:
+        """The queued units into entries (leader only)."""
+        node, pending = self.node, self.pending
+        while pending.queue:
+            units = pending.next_entry()
+            items = [it for u in units for it in u.items]
+            try:
+                index, term = node.propose(encode_batch(items))
+            except NotLeader:
+                for u in units:
+                    self._resubmit(u)
+                continue
+            except ProposalDropped as exc:
+                busy = ProposalBusy(str(exc))
+                for u in units:
+                    fail(u.waiter, busy)
+                continue
+            pending.proposed(index, term, units)
+
+    def _flush_forward(self) -> None:
+        self._flush_scheduled = False
+        units, self._forward = self._forward, []
+        live = [u for u in units if isinstance(u.waiter, Remote) or not u.waiter.done()]
+        if not live:
+            return
+        leader = self.node.leader
+        if not leader or self.node.role is _LEADER:
+            for u in live:
+                self._submit(u)
+            return
+        limit = self.cfg.max_entry_bytes
+        start = size = 0
+        for i, u in enumerate(live):  # requests of whole units, each at most an entry's worth
+            if i > start and size + u.size > limit:
+                self._send_forward(live[start:i], leader)
+                start, size = i, 0
+            size += u.size
+        self._send_forward(live[start:], leader)
+
+    def _send_forward(self, units: list[Unit], leader: str) -> None:
+        rid = self.forwarded.add(units, leader)
+        s = self.transport.subjects
+        items = [it for u in units for it in u.items]
+        self.transport.request(s.proposals(leader), s.reply(self.member, rid), encode_batch(items))
+
+    def _on_proposal(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
+        """Proposals another member forwarded here, as to the leader."""
+        if self._stopping or reply is None:
+            return
+        remote = Remote(reply, self.transport.answer)
+        if self.node.role is not _LEADER:
+            remote.fail(Status.NOT_LEADER, self.node.leader)
+            return
+        try:
+            items = decode_batch(data)
+        except WireError as exc:
+            remote.fail(Status.REFUSED, f"malformed proposal: {exc}")
+            return
+        self.pending.add(Unit(items, remote))
+        self._wake.set()
+
+    def _on_answer(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
+        """The leader's answer to a request this member forwarded."""
+        try:
+            rid = int(subject.rsplit(b".", 1)[1])
+            status, detail, results = decode_answer(data)
+        except (ValueError, IndexError, WireError) as exc:
+            log.warning(
+                "raft %s: malformed answer on %s: %s", self.name, subject.decode(errors="replace"), exc
+            )
+            return
+        change = self._changes.pop(rid, None)
+        if change is not None:
+            if change.done():
+                return
+            if status is Status.OK:
+                change.set_result([])
+            elif status is Status.NOT_LEADER:
+                change.set_exception(NotLeader(detail))
+            else:
+                change.set_exception(error_for(status, detail))
+            return
+        units = self.forwarded.pop(rid)
+        if units is None:
+            return
+        if status is Status.OK and results is not None:
+            pos = 0
+            for u in units:
+                n = len(u.items)
+                if not isinstance(u.waiter, Remote) and not u.waiter.done():
+                    u.waiter.set_result(results[pos : pos + n])
+                pos += n
+        elif status is Status.NOT_LEADER:
+            for u in units:
+                self._resubmit(u)  # definitely not proposed: try the leader we know now
+        else:
+            err = error_for(status, detail)
+            for u in units:
+                fail(u.waiter, err)
+
+    # ================================================================== membership and leadership
+    async def add_member(self, member: str, voter: bool = True, within: float | None = None) -> None:
+        """Add ``member`` (a learner first: it catches up without counting towards a quorum)."""
+        if voter and member not in self.node.membership.learners:
+            await self._change(ChangeOp.ADD_LEARNER, member, within)
+            self._promote.add(member)
+            return
+        await self._change(ChangeOp.ADD_VOTER if voter else ChangeOp.ADD_LEARNER, member, within)
+
+    async def remove_member(self, member: str, within: float | None = None) -> None:
+        await self._change(ChangeOp.REMOVE, member, within)
+
+    async def transfer_leadership(self, target: str = "", within: float | None = None) -> str:
+        """Hand leadership to ``target`` (or the most caught-up voter); returns the new leader."""
+        old = self.node.leader
+        await self._change(ChangeOp.TRANSFER, target, within)
+        deadline = time.monotonic() + (within or self.cfg.timeout)
+        while time.monotonic() < deadline:
+            leader = self.node.leader
+            if leader and leader != old and (not target or leader == target):
+                return leader
+            await asyncio.sleep(self.cfg.tick / 4)
+        raise ProposalUnknown("leadership did not move in time")
+
+    async def _change(self, op: ChangeOp, peer: str, within: float | None) -> None:
+        limit = within if within is not None else self.cfg.timeout
+        deadline = time.monotonic() + limit
+        while True:
+            node = self.node
+            try:
+                if node.role is _LEADER:
+                    fut = self._change_here(op, peer)
+                elif node.leader:
+                    fut = self._forward_change(op, peer, node.leader)
+                else:
+                    raise NotLeader("")
+                await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
+                return
+            except (NotLeader, ProposalBusy) as exc:
+                if time.monotonic() >= deadline:
+                    if isinstance(exc, ProposalBusy):
+                        raise
+                    raise NoLeader(f"no leader of raft group {self.name} took the change") from None
+                await asyncio.sleep(self.cfg.tick)
+            except TimeoutError:
+                raise ProposalUnknown(f"no answer within {limit:g}s") from None
+
+    def _change_here(self, op: ChangeOp, peer: str) -> asyncio.Future[list[bytes]]:
+        """Make a change as the leader; the future is done once it applied (or refused)."""
+        fut: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+        node = self.node
+        try:
+            if op is ChangeOp.TRANSFER:
+                node.transfer_leadership(peer or None)
+                fut.set_result([])
+            else:
+                index, term = node.propose_conf_change(ConfChange(_CHANGE_OPS[op], peer))
+                self.pending.proposed(index, term, [Unit([], fut)])
+        except NotLeader:
+            raise
+        except ProposalDropped as exc:  # a change still pending, a transfer under way
+            fut.set_exception(ProposalBusy(str(exc)))
+        except RaftError as exc:
+            fut.set_exception(ProposalRefused(str(exc)))
+        self._wake.set()
+        return fut
+
+    def _forward_change(self, op: ChangeOp, peer: str, leader: str) -> asyncio.Future[list[bytes]]:
+        fut: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
+        rid = self.forwarded.next_id()
+        self._changes[rid] = fut
+        s = self.transport.subjects
+        self.transport.request(s.control(leader), s.reply(self.member, rid), encode_change(op, peer))
+        return fut
+
+    def _on_change(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
+        """A change another member asked of this one, as the leader."""
+        if self._stopping:
+            return
+        answer = self.transport.answer
+        try:
+            op, peer = decode_change(data)
+        except WireError as exc:
+            if reply:
+                answer(reply, encode_answer(Status.REFUSED, f"malformed change: {exc}"))
+            return
+        if not reply:  # the leader's notice that this member was removed
+            if op is ChangeOp.REMOVE and peer == self.member:  # ids are never reused: it is final
+                self._removed_notice()
+            return
+        if self.node.role is not _LEADER:
+            answer(reply, encode_answer(Status.NOT_LEADER, self.node.leader))
+            return
+        fut = self._change_here(op, peer)
+
+        def done(f: asyncio.Future[list[bytes]]) -> None:
+            exc = f.exception()
+            if exc is None:
+                answer(reply, encode_answer(Status.OK))
+            elif isinstance(exc, NotLeader):
+                answer(reply, encode_answer(Status.NOT_LEADER, exc.leader))
+            elif isinstance(exc, ProposalError):
+                if exc.definite:
+                    answer(reply, encode_answer(status_for(exc), str(exc)))
+            else:
+                answer(reply, encode_answer(Status.REFUSED, str(exc)))
+
+        fut.add_done_callback(done)
+
+    def _removed_notice(self) -> None:
+        if self._told_removed:
+            return
+        self._told_removed = True
+        log.info("raft %s: this member (%s) was removed from the group: it stops", self.name, self.member)
+        self._stopping = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self.transport.close()
+        self._fail_waiting(ProposalUnknown(f"this member of raft group {self.name} was removed"))
+        self._wake.set()
+
+    def _on_join(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
+        """A new member asks to join: the leader adds it as a learner, and makes it a voter
+        once it has caught up (``_maybe_promote``)."""
+        try:
+            member, server_name = decode_join(data)
+        except WireError:
+            return
+        if member == self.member:
+            return
+        self.names.setdefault(member, server_name)
+        node = self.node
+        if node.role is not _LEADER or member in node.membership.voters:
+            return
+        self._promote.add(member)
+        if member not in node.membership.learners:
+            try:
+                index, _ = node.propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, member))
+            except RaftError as exc:
+                log.debug("raft %s: %s asks to join, not now: %s", self.name, member, exc)
+                return
+            log.info("raft %s: adding %s (%s) as a learner (entry %d)", self.name, member, server_name, index)
+            self._wake.set()
+
+    def _maybe_promote(self) -> None:
+        node = self.node
+        membership = node.membership
+        status = node.status()
+        for member in list(self._promote):
+            if member in membership.voters or member not in membership.members():
+                if member in membership.voters:
+                    self._promote.discard(member)
+                continue
+            peer = status.peers.get(member)
+            if peer is None or peer.match < status.commit:
+                continue
+            try:
+                index, _ = node.propose_conf_change(ConfChange(ConfChangeOp.ADD_VOTER, member))
+            except RaftError:
+                return  # one change at a time: the next tick tries again
+            log.info("raft %s: %s caught up, made a voter (entry %d)", self.name, member, index)
+            self._wake.set()
+            return
+
+    # ================================================================== state
+    def status(self) -> GroupStatus:
+        node = self.node
+        st = node.status()
+        now = time.monotonic()
+        timeout = self.cfg.election_timeout
+        membership = st.membership
+        peers: list[PeerState] = []
+        for pid in sorted(membership.members() - {self.member}):
+            seen = self.last_seen.get(pid)
+            ago = now - seen if seen is not None else None
+            active = ago is not None and ago <= timeout
+            pr = st.peers.get(pid)
+            match = pr.match if pr is not None else None
+            lag = max(0, st.commit - match) if match is not None else None
+            peers.append(
+                PeerState(
+                    pid,
+                    self.names.get(pid, pid),
+                    pid in membership.voters,
+                    health(active, match, st.commit),
+                    active,
+                    match,
+                    lag,
+                    ago,
+                )
+            )
+        log_ = node.log
+        state = "CLOSED" if self._stopping else _STATE_NAMES[st.role]
+        catching_up = bool(st.repair_through) or log_.snapshot is not None or self.applied < st.commit
+        queued = len(self.pending.queue) + len(self._forward) + len(self._parked)
+        return GroupStatus(
+            group=self.name,
+            id=self.member,
+            state=state,
+            leader=st.leader,
+            leader_since=self.leader_since if st.role is _LEADER else None,
+            ever_had_leader=self.ever_had_leader,
+            term=st.term,
+            vote=node.vote,
+            committed=st.commit,
+            applied=self.applied,
+            first_index=log_.first_index(),
+            last_index=st.last_index,
+            last_term=log_.last_term(),
+            voters=len(membership.voters),
+            quorum=membership.quorum,
+            observer=self.member not in membership.voters,
+            current=bool(st.leader) and not catching_up and not self._stopping,
+            catching_up=catching_up,
+            repair_through=st.repair_through,
+            peers=tuple(peers),
+            error=self.error,
+            proposals_queued=queued,
+            proposals_pending=queued + len(self.pending.waiting) + len(self.forwarded.requests),
+            log_bytes=self.store.size_bytes(),
+            last_append=self.last_append,
+        )
