@@ -13,11 +13,13 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.msg import Msg
+from test_dashboard_browser import browser, row_of, until
 
 from conftest import free_port
 from jetpy.server.app import Server
@@ -31,11 +33,11 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @asynccontextmanager
-async def pair(optimistic: bool) -> AsyncIterator[tuple[Server, Server]]:
+async def pair(optimistic: bool, monitor: bool = False) -> AsyncIterator[tuple[Server, Server]]:
     FORCE_INTEREST_ONLY["enabled"] = not optimistic
     pa, pb = free_port(), free_port()
-    a = Server(_opts("A", pa, "B", pb))
-    b = Server(_opts("B", pb, "A", pa))
+    a = Server(_opts("A", pa, "B", pb, monitor))
+    b = Server(_opts("B", pb, "A", pa, monitor))
     try:
         await a.start()
         await b.start()
@@ -47,14 +49,16 @@ async def pair(optimistic: bool) -> AsyncIterator[tuple[Server, Server]]:
         await b.shutdown()
 
 
-def _opts(name: str, port: int, other: str, other_port: int) -> ServerOptions:
+def _opts(name: str, port: int, other: str, other_port: int, monitor: bool = False) -> ServerOptions:
     gw = GatewayOptions(
         name=name,
         host="127.0.0.1",
         port=port,
         gateways=[RemoteGateway(other, (f"nats://127.0.0.1:{other_port}",))],
     )
-    return ServerOptions(host="127.0.0.1", port=0, server_name=f"{name}1", gateway=gw)
+    return ServerOptions(
+        host="127.0.0.1", port=0, server_name=f"{name}1", gateway=gw, http_port=-1 if monitor else 0
+    )
 
 
 def _outbound(s: Server) -> GatewayConnection | None:
@@ -222,3 +226,19 @@ async def test_a_gateway_on_every_interface_tells_a_reachable_address(
         assert (doc["host"], doc["port"]) == ("10.1.2.3", port)
     finally:
         await s.shutdown()
+
+
+async def test_the_dashboard_shows_the_gateways(tmp_path: Path) -> None:
+    async with pair(optimistic=False, monitor=True) as (a, b):
+        driver = await asyncio.to_thread(browser, tmp_path / "profile")
+        try:
+            await asyncio.to_thread(driver.get, a.monitor_url + "/dashboard?refresh=500")
+            out = await until(driver, "the outbound gateway", lambda d: row_of(d, "gateways", "outbound"))
+            inb = await until(driver, "the inbound gateway", lambda d: row_of(d, "gateways", "inbound"))
+            assert out[1] == inb[1] == "B" and out[2] == inb[2] == b.server_id
+            overview = await asyncio.to_thread(driver.find_element, "id", "overview")
+            assert "A (1 clusters)" in overview.text
+            logs = await asyncio.to_thread(driver.get_log, "browser")
+            assert [e for e in logs if e.get("level") == "SEVERE"] == []
+        finally:
+            await asyncio.to_thread(driver.quit)
