@@ -28,7 +28,9 @@ from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import SYSTEM_ACCOUNT, Cluster
 from jetpy.server.config_cluster import check_cluster_options
+from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.connection import PLAIN, ClientConnection
+from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
@@ -90,6 +92,7 @@ class Server:
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
+        self.gateways: Gateways | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
@@ -106,6 +109,7 @@ class Server:
         loop = asyncio.get_running_loop()
         opts = self.options
         check_cluster_options(opts)
+        check_gateway_options(opts)
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -141,9 +145,20 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        accounts = {GLOBAL_ACCOUNT: self.broker}
+        if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
+            self.gateways = Gateways(self, accounts)
+            await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker, SYSTEM_ACCOUNT: self.system_broker})
+            # the routes carry the system account too (the Raft groups' traffic); the gateways
+            # the global account only: nothing of the system account crosses clusters yet
+            self.cluster = Cluster(self, {**accounts, SYSTEM_ACCOUNT: self.system_broker})
+            if self.gateways is not None:
+                self.cluster.observer = self.gateways
+                self.gateways.cluster = self.cluster
             await self.cluster.start()
+        if self.gateways is not None:
+            self.gateways.solicit()
         self.raft = RaftHost(
             self.server_name, self.system_broker, groups_root(opts.store_dir), self._peer_names
         )
@@ -194,6 +209,8 @@ class Server:
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None
+        if self.gateways is not None:
+            await self.gateways.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         closing = list(self.connections.values())
@@ -329,9 +346,10 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
-        if self.cluster is not None:
-            rim, rom, rib, rob = self.cluster.totals()
-            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
+        for peers in (self.cluster, self.gateways):
+            if peers is not None:
+                rim, rom, rib, rob = peers.totals()
+                im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------

@@ -30,13 +30,34 @@ from jetpy.server.permissions import Permissions
 from jetpy.subjects import subject_matches
 from jetpy.sublist import SubjectTree
 
-__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription"]
+__all__ = [
+    "FROM_CLIENT",
+    "FROM_GATEWAY",
+    "FROM_HUB_LEAF",
+    "FROM_ROUTE",
+    "FROM_SPOKE_LEAF",
+    "Broker",
+    "InterestWatcher",
+    "InternalClient",
+    "Subscriber",
+    "Subscription",
+]
+
+# Where a subscription comes from (``Subscriber.origin``): who else is told of it depends on it
+# (routes hear of clients' and of the leaf nodes this server is the hub of; gateways of those and
+# of routes'; a leaf node of nearly everything, see the interest modules of each).
+FROM_CLIENT = 0  # this server's clients and in-process handlers
+FROM_ROUTE = 1  # another server of this cluster
+FROM_GATEWAY = 2  # another cluster of the super cluster
+FROM_HUB_LEAF = 3  # a leaf node connected to this server (this server is its hub)
+FROM_SPOKE_LEAF = 4  # the hub this server is a leaf node of
 
 log = logging.getLogger("jetpy.server")
 
 
 class Subscriber(Protocol):
-    kind: str  # "Client", "Router" or "internal", as /connz and the cluster tell them apart
+    kind: str  # "Client", "Router", "Gateway", "Leafnode" or "internal", as /connz tells them apart
+    origin: int  # FROM_CLIENT ... FROM_SPOKE_LEAF
 
     def deliver(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
@@ -64,6 +85,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "far",
         "filtered",
         "handler",
         "hprefix",
@@ -82,6 +104,8 @@ class Subscription:
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
         self.filtered = False  # its client may not see every message it matches (permissions)
+        # a queue group member in another cluster: picked only when the group has none here
+        self.far = False
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
@@ -93,11 +117,16 @@ class Subscription:
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
 
+# told of every subscription made (+1) or dropped (-1), local or a peer's: what the routes,
+# gateways and leaf nodes announce follows from it
+InterestWatcher = Callable[[Subscription, int], None]
+
 
 class InternalClient:
     """An in-process subscriber: deliveries call ``handler`` synchronously, in publish order."""
 
     kind = "internal"
+    origin = FROM_CLIENT
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -153,9 +182,9 @@ class Broker:
         # receivers (their ``flow``) that the flush of a client's read left backed up: that
         # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
         self.backed_up: list[Any] = []
-        # told of every local subscription made (+1) or dropped (-1): the cluster announces
-        # this server's interest to its routes (None: no cluster, nothing to tell)
-        self.on_interest: Callable[[Subscription, int], None] | None = None
+        # told of every subscription made (+1) or dropped (-1), this server's and its peers'
+        # (routes, gateways and leaf nodes announce what they must from it)
+        self.watchers: list[InterestWatcher] = []
         # the permissions of the client whose read is being handled (None: the server itself,
         # or a client without permissions): what in-process subscribers ask of their caller
         self.caller: Permissions | None = None
@@ -166,26 +195,20 @@ class Broker:
         self.subs.insert(sub.subject, sub.queue, sub)
         if self._watchers:
             self._interest_changed(sub)
-        if self.on_interest is not None:
-            self.on_interest(sub, 1)
+        for watch in self.watchers:
+            watch(sub, 1)
 
     def remove(self, sub: Subscription) -> None:
         if self.subs.remove(sub.subject, sub.queue, sub):
             if self._watchers:
                 self._interest_changed(sub)
-            if self.on_interest is not None:
-                self.on_interest(sub, -1)
+            for watch in self.watchers:
+                watch(sub, -1)
 
-    def add_remote(self, sub: Subscription) -> None:
-        """A route's subscription (another server's interest): routed to like any other, never
-        announced back to the routes."""
-        self.subs.insert(sub.subject, sub.queue, sub)
-        if self._watchers:
-            self._interest_changed(sub)
-
-    def remove_remote(self, sub: Subscription) -> None:
-        if self.subs.remove(sub.subject, sub.queue, sub) and self._watchers:
-            self._interest_changed(sub)
+    # a peer's subscription (a route's, gateway's or leaf node's): routed to like any other;
+    # the watchers tell it on according to its ``origin``
+    add_remote = add
+    remove_remote = remove
 
     def subscribe_internal(
         self, subject: str, handler: InternalHandler, queue: str | None = None
@@ -255,6 +278,8 @@ class Broker:
                 if not members:
                     continue
             sub = members[0] if len(members) == 1 else members[random.randrange(len(members))]
+            if sub.far:
+                sub = near_member(members)
             h = sub.handler
             if h is not None:
                 h(subject, reply, hdr_len, data)
@@ -406,3 +431,18 @@ class Broker:
             self._dirty = []
             for conn in dirty:
                 conn.flush()
+
+
+def near_member(members: list[Subscription]) -> Subscription:
+    """A queue group's member in this cluster, at random; when it has none, the one in the
+    cluster with the shortest round trip (nats-server sends such a message to one other
+    cluster only, the nearest that has the group)."""
+    near = [s for s in members if not s.far]
+    if near:
+        return near[0] if len(near) == 1 else near[random.randrange(len(near))]
+    return min(members, key=_rtt)
+
+
+def _rtt(sub: Subscription) -> float:
+    rtt = getattr(sub.client, "rtt", 0.0)
+    return rtt if rtt > 0 else float("inf")

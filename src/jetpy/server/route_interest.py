@@ -28,12 +28,20 @@ from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
 from jetpy.protocol.route_wire import msg_head, sub_line, unsub_line
-from jetpy.server.broker import Broker, Subscriber, Subscription
+from jetpy.server.broker import (
+    FROM_CLIENT,
+    FROM_HUB_LEAF,
+    FROM_SPOKE_LEAF,
+    Broker,
+    Subscriber,
+    Subscription,
+)
 from jetpy.sublist import MatchResult
 
 __all__ = [
     "MAX_QUEUE_WEIGHT",
     "ROUTER",
+    "TOLD_TO_ROUTES",
     "LocalInterest",
     "RemoteInterest",
     "announced",
@@ -43,6 +51,13 @@ __all__ = [
 ]
 
 ROUTER: Final = "Router"  # a route connection's ``kind``: how a receiver is told from a client
+
+TOLD_TO_ROUTES: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF})
+"""Subscriptions the routes hear of: this server's clients' (and in-process handlers') and
+those of the leaf nodes it is the hub of; never another peer's (one hop: the cluster's other
+servers announce their own, a gateway's and the hub's interest stay on this server)."""
+
+_LOCAL: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF, FROM_SPOKE_LEAF})
 
 MAX_QUEUE_WEIGHT: Final = 1024
 """Members of one queue group a peer may announce (its RS+ weight): each becomes a subscription
@@ -142,16 +157,21 @@ class RemoteInterest:
         return len(self.subs)
 
 
+_UNTOLD: Final = (b"$SYS.", b"_GR_.", b"$GR.")
+
+
 def announced(sub: Subscription) -> bool:
-    """Whether a local subscription is told to the routes: all but the in-process handlers of
+    """Whether a local subscription is told to other servers: all but the in-process handlers of
     ``$SYS.`` subjects in the global account (the system requests each server answers for
-    itself, as nats-server keeps them in its system account)."""
-    return sub.handler is None or not sub.subject.startswith(b"$SYS.")
+    itself, as nats-server keeps them in its system account) and of the replies mapped across
+    gateways (each server takes its own, see :mod:`gateway`)."""
+    return sub.handler is None or not sub.subject.startswith(_UNTOLD)
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
-    """The members that are this server's own (clients and in-process handlers)."""
-    return [s for s in members if s.client.kind != ROUTER]
+    """The members a message from a route may go to: this server's clients, in-process
+    handlers and leaf nodes (never another route or a gateway: a routed message makes one hop)."""
+    return [s for s in members if s.client.origin in _LOCAL]
 
 
 def deliver_routed(
