@@ -41,6 +41,15 @@ async def _doc(node: Node, path: str) -> Any:
     return body
 
 
+# clients without credentials are "app" in the global account; "sys" is the system account's user,
+# who may ask the $SYS requests
+SYSTEM_USER = """
+authorization { users: [{user: app, password: app}] }
+no_auth_user: app
+accounts { $SYS: { users: [{user: sys, password: sys}] } }
+"""
+
+
 def _g_only(accounts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [a for a in accounts if a["name"] != "$SYS"]
 
@@ -54,7 +63,7 @@ def _sorted_subs(acc: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_gatewayz_and_varz_as_nats_server_shapes_them(tmp_path: Path) -> None:
-    with super_cluster(tmp_path, {"A": [JETPY], "B": [NEWEST]}, monitor=True) as clusters:
+    with super_cluster(tmp_path, {"A": [JETPY], "B": [NEWEST]}, SYSTEM_USER, monitor=True) as clusters:
         (a,), (b,) = clusters["A"], clusters["B"]
         await wait_connected([a.url, b.url])
         ids = {n.name: (await _doc(n, "/varz"))["server_id"] for n in (a, b)}
@@ -164,9 +173,11 @@ async def test_gatewayz_and_varz_as_nats_server_shapes_them(tmp_path: Path) -> N
                 "gateways": [{"name": other.cluster, "urls": [f"127.0.0.1:{other.gw_port}"]}],
             }
         # the same document through the system request, with its options
-        msg = await clients[0].request(
+        sys_client = await nats.connect(a.url, user="sys", password="sys")  # the system account's
+        msg = await sys_client.request(
             f"$SYS.REQ.SERVER.{ids[a.name]}.GATEWAYZ", b'{"name": "B", "account_name": "$G"}', timeout=2
         )
+        await sys_client.close()
         data = json.loads(msg.data)["data"]
         assert list(data["outbound_gateways"]) == ["B"]
         assert [x["name"] for x in data["outbound_gateways"]["B"]["accounts"]] == ["$G"]

@@ -262,10 +262,10 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
     [
         "leafnodes",
         "mqtt",
-        "accounts",
         "operator",
         "resolver",
-        "system_account",
+        "resolver_preload",
+        "trusted_keys",
         "syslog",
     ],
 )
@@ -505,9 +505,9 @@ def test_encryption_settings_without_a_key_are_refused(text: str) -> None:
 
 
 def test_jetstream_ignored_keys_warn() -> None:
-    opts, warnings = apply("jetstream { domain: hub, store_dir: /x }")
+    opts, warnings = apply("jetstream { unique_tag: az, store_dir: /x }")
     assert opts.store_dir == "/x"
-    assert warnings == ['t.conf:1:13: field "domain" is not supported by jetpy; ignored']
+    assert warnings == ['t.conf:1:13: field "unique_tag" is not supported by jetpy; ignored']
 
 
 def test_top_level_store_dir_does_not_enable_jetstream() -> None:

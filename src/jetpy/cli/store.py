@@ -145,7 +145,7 @@ def _resolve(sc: ModuleType, directory: Path) -> dict[str, Path]:
     streams: dict[str, Path] = sc.find_streams(directory)
     if not streams:
         usage(
-            f"no jetpy file store found in {str(directory)!r} (expected jetstream/{sc.ACCOUNT}/streams/<name>/)"
+            f"no jetpy file store found in {str(directory)!r} (expected jetstream/<account>/streams/<name>/)"
         )
     return streams
 

@@ -454,6 +454,7 @@ class StreamInfo(_Wire, frozen=True):
     config: StreamConfig = _always(StreamConfig())
     created: str = _always(ZERO_TIME)
     state: StreamState = _always(StreamState())
+    domain: str = ""  # the server's JetStream domain, when it has one
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 

@@ -23,10 +23,11 @@ from collections.abc import Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
+from jetpy.server.accounts import Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
-from jetpy.server.cluster import SYSTEM_ACCOUNT, Cluster
+from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.connection import PLAIN, ClientConnection
@@ -37,7 +38,7 @@ from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import RaftHost, groups_root
-from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -47,7 +48,6 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
-GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
 _AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
@@ -64,10 +64,8 @@ class Server:
         self.options = dataclasses.replace(options, **overrides) if overrides else options
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
-        self.broker = Broker()
-        # The system account's own broker: the server's internal traffic between servers (Raft
-        # groups' $NRG. subjects) crosses the routes here, apart from every client's.
-        self.system_broker = Broker()
+        self.accounts = Accounts(self.options, self._cluster_name)
+        self.broker = self.accounts.global_account.broker  # the global account's
         self.client_listener = self._client_listener(self.options)
         self.ws_listener = self._ws_listener(self.options)
         self.auth = Authenticator(self.options)
@@ -110,6 +108,7 @@ class Server:
         opts = self.options
         check_cluster_options(opts)
         check_gateway_options(opts)
+        self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -135,7 +134,7 @@ class Server:
         self._build_infos()
         self.events.start()
         if opts.jetstream:
-            self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
+            self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
@@ -145,22 +144,29 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
-        accounts = {GLOBAL_ACCOUNT: self.broker}
         if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
-            self.gateways = Gateways(self, accounts)
+            self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
             await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            # the routes carry the system account too (the Raft groups' traffic); the gateways
-            # the global account only: nothing of the system account crosses clusters yet
-            self.cluster = Cluster(self, {**accounts, SYSTEM_ACCOUNT: self.system_broker})
+            # every account crosses the routes, the system account's too (its $SYS requests and
+            # events, the Raft groups' traffic); the gateways the global account only (accounts
+            # with a gateway are refused, config_gateway)
+            self.cluster = Cluster(self, self.accounts.brokers())
             if self.gateways is not None:
                 self.cluster.observer = self.gateways
                 self.gateways.cluster = self.cluster
             await self.cluster.start()
         if self.gateways is not None:
             self.gateways.solicit()
+        # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
+        # routes there, apart from every other account's); without one (no_system_account) the
+        # groups have a broker of their own that no route carries.
+        system = self.accounts.system()
         self.raft = RaftHost(
-            self.server_name, self.system_broker, groups_root(opts.store_dir), self._peer_names
+            self.server_name,
+            system.broker if system is not None else Broker(),
+            groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
+            self._peer_names,
         )
 
     async def lame_duck(self) -> None:
@@ -232,6 +238,7 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         self.events.stop()
+        self.accounts.stop()
         for task in list(self._background):
             task.cancel()
         try:
@@ -264,6 +271,11 @@ class Server:
         if changed & _AUTH_OPTIONS:
             for conn in list(self.connections.values()):
                 conn.reauthorize()
+        if changed & {"accounts", "mappings"}:
+            remapped = set(self.accounts.reload_mappings(new))
+            for conn in self.connections.values():
+                if conn.account in remapped:
+                    conn.account_changed()
         over = len(self.connections) - new.max_connections
         if "max_connections" in changed and new.max_connections > 0 and over > 0:
             for conn in list(self.connections.values())[-over:]:  # the newest go first
@@ -312,6 +324,14 @@ class Server:
         conn.close_reason = conn.close_reason or reason
         conn.stop_time = time.time()
         self.closed_connections.append(conn)
+        if conn.connected:
+            account = conn.account
+            account.connections -= 1
+            t = account.closed_traffic
+            t[0] += conn.in_msgs
+            t[1] += conn.out_msgs
+            t[2] += conn.in_bytes
+            t[3] += conn.out_bytes
         self.events.disconnected(conn)
 
     def max_subs_exceeded(self, who: ClientIdentity) -> None:
@@ -321,11 +341,14 @@ class Server:
             self.client_log.error(who, ERR_MAX_SUBSCRIPTIONS)
 
     def connected(self, conn: ClientConnection) -> None:
+        account = conn.account
+        account.connections += 1
+        account.total_connections += 1
         self.events.connected(conn)
 
-    @property
-    def system_subscriptions(self) -> int:
-        return self.events.subscription_count
+    def _cluster_name(self) -> str:
+        """The cluster's name now ("" without one): what cluster-specific mappings follow."""
+        return self.cluster.name if self.cluster is not None else ""
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in the background until it ends or the server shuts down."""

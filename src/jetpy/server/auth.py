@@ -3,8 +3,7 @@ nkey users (an ed25519 signature of the connection's nonce) and users mapped fro
 client certificate (``verify_and_map``).
 
 Owns the decision "may this CONNECT in, and as whom": the answer is an :class:`Identity` (the
-user's name, how it proved it, its compiled permissions and, once accounts exist, its account),
-or ``None``. Also the nonce INFO carries when nkey users exist, and what the log says about a
+user's name, how it proved it, its compiled permissions and its account), or ``None``. Also the nonce INFO carries when nkey users exist, and what the log says about a
 refused client. Knows nothing of connections or sockets: it gets the CONNECT options, the nonce
 the connection was greeted with and the names in the client's certificate.
 
@@ -29,13 +28,12 @@ import nacl.signing
 import nkeys
 
 from jetpy.protocol.connect import ConnectOptions
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
 from jetpy.server.permissions import Permissions
 
 __all__ = ["GLOBAL_ACCOUNT", "Authenticator", "CertNames", "Identity", "new_nonce", "valid_user_nkey"]
 
 BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")  # nats-server treats these passwords/tokens as hashes
-GLOBAL_ACCOUNT: Final = "$G"  # every client's account until accounts exist
 NONCE_BYTES: Final = 11  # nats-server's: 15 characters of base64 (URL-safe, no padding)
 NKEY_LENGTH: Final = 56  # a public nkey: 35 bytes (prefix, key, CRC-16) in base32
 
@@ -153,8 +151,8 @@ class Authenticator:
     """The server's authentication configuration, compiled (permissions once per user)."""
 
     options: ServerOptions
-    _users: dict[str, tuple[str, Permissions | None]] = field(init=False)
-    _nkeys: dict[str, Permissions | None] = field(init=False)
+    _users: dict[str, tuple[str, Permissions | None, str]] = field(init=False)
+    _nkeys: dict[str, tuple[Permissions | None, str]] = field(init=False)
 
     def __post_init__(self) -> None:
         self._users = {}
@@ -162,9 +160,9 @@ class Authenticator:
         for u in self.options.users:
             perms = Permissions.from_config(u.permissions) if u.permissions is not None else None
             if u.nkey:
-                self._nkeys[u.nkey] = perms
+                self._nkeys[u.nkey] = (perms, u.account)
             else:
-                self._users[u.user] = (u.password, perms)
+                self._users[u.user] = (u.password, perms, u.account)
 
     @property
     def required(self) -> bool:
@@ -189,7 +187,8 @@ class Authenticator:
         name = self.anonymous_user
         if name is None:
             return ANONYMOUS
-        return Identity(name, "user", self._users[name][1])
+        _, perms, account = self._users[name]
+        return Identity(name, "user", perms, account)
 
     def authenticate(
         self, connect: ConnectOptions, nonce: str = "", cert: CertNames | None = None, tls_map: bool = False
@@ -207,19 +206,19 @@ class Authenticator:
                 or not verify_nonce(connect.nkey, nonce, connect.sig)
             ):
                 return None
-            return Identity(connect.nkey, "nkey", self._nkeys[connect.nkey])
+            perms, account = self._nkeys[connect.nkey]
+            return Identity(connect.nkey, "nkey", perms, account)
         if self._users:
             if tls_map:
                 return self._mapped(cert)
             user = connect.user
             if not user and o.no_auth_user in self._users:
-                name = o.no_auth_user
-                return Identity(name, "user", self._users[name][1])
-            for name, (password, perms) in self._users.items():
+                return self.anonymous()
+            for name, (password, perms, account) in self._users.items():
                 if hmac.compare_digest(name.encode(), user.encode()):
-                    return (
-                        Identity(name, "user", perms) if _secret_matches(password, connect.password) else None
-                    )
+                    if not _secret_matches(password, connect.password):
+                        return None
+                    return Identity(name, "user", perms, account)
             return None
         if self._nkeys:
             return None
@@ -245,7 +244,7 @@ class Authenticator:
         for name in cert.candidates():
             entry = self._users.get(name)
             if entry is not None:
-                return Identity(name, "cert", entry[1])
+                return Identity(name, "cert", entry[1], entry[2])
         return None
 
     def error_text(self, connect: ConnectOptions) -> str:

@@ -8,17 +8,18 @@ an INFO about a server this one has no route to is a route to solicit, so one se
 the full mesh), the cluster name (generated when not set, and then given up for a peer's, as
 nats-server's dynamic names are), route authorization, what this server announces to its
 routes (:class:`~jetpy.server.route_interest.LocalInterest`, fed by each account broker's
-``on_interest``) and the client URLs of the cluster that clients learn in INFO ``connect_urls``
+``watchers``) and the client URLs of the cluster that clients learn in INFO ``connect_urls``
 (own first, then each peer's while its route lasts; not with ``no_advertise``), and TLS on
 routes (``cluster { tls {} }``: the handshake comes first on both ends, the accepting end
 verifying the dialling one's certificate with ``verify``, the dialling end always verifying the
 accepting one's against ``ca_file`` and the host it dialled, as nats-server's routes do).
 
 Accounts are a parameter: the cluster is given the brokers of the accounts it routes, by name
-(``$G`` and ``$SYS`` today). The system account carries the server's internal traffic between
-servers (the Raft groups' ``$NRG.`` subjects, :mod:`jetpy.server.nrg`), never clients' messages;
-without a ``$SYS`` broker a peer's interest in it is ignored, and any other unknown account is
-logged.
+(every account of the server, the system account's among them: its ``$SYS`` requests and events
+and the server's internal traffic between servers, the Raft groups' ``$NRG.`` subjects,
+:mod:`jetpy.server.nrg`, cross routes there). A peer's interest in ``$SYS`` when this server has
+no account of that name (it names another system account, or none) is ignored; any other unknown
+account is logged.
 
 Knows its server only as a :class:`ClusterServer`; each route is a
 :class:`~jetpy.server.route_conn.RouteConnection` that knows the cluster as its ``RouteHost``.
@@ -427,7 +428,7 @@ class Cluster:
         if broker is not None:
             return RemoteInterest(route, account, broker)
         if account == SYSTEM_ACCOUNT:
-            log.debug("%s - ignoring the system account's interest (not routed here)", route.prefix)
+            log.debug("%s - ignoring the interest of $SYS, not an account here", route.prefix)
         else:
             log.error(
                 '%s - Unknown account "%s" for remote interest',

@@ -29,6 +29,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from jetpy.server import config_accounts as accounts
 from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
@@ -48,6 +49,7 @@ from jetpy.server.config_values import (
 )
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions
 from jetpy.server.websocket import origin_parts
+from jetpy.subjects import is_valid_literal_subject
 
 __all__ = [
     "IGNORED_FIELDS",
@@ -78,7 +80,6 @@ UNSUPPORTED_FIELDS = frozenset(
         "leaf",
         "leafnodes",
         "mqtt",
-        "accounts",
         "operator",
         "operators",
         "root_operator",
@@ -91,10 +92,6 @@ UNSUPPORTED_FIELDS = frozenset(
         "resolver_tls",
         "resolver_preload",
         "resolver_pinned_accounts",
-        "system_account",
-        "system",
-        "mappings",
-        "maps",
         "ocsp",
         "syslog",
         "remote_syslog",
@@ -111,9 +108,6 @@ IGNORED_FIELDS = frozenset(
         "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
-        "no_system_account",
-        "no_system",
-        "no_sys_acc",
         "no_header_support",
         "server_tags",
         "reconnect_error_reports",
@@ -121,7 +115,7 @@ IGNORED_FIELDS = frozenset(
         "default_js_domain",
     }
 )
-JETSTREAM_IGNORED = frozenset({"domain", "unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
+JETSTREAM_IGNORED = frozenset({"unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
 
 
 def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
@@ -140,6 +134,11 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
     """Apply an already parsed configuration over a copy of ``opts``. See ``load_config``."""
     ctx = Context(ServerOptions() if opts is None else copy.deepcopy(opts))
     _apply_block(ctx, conf, _TOP_LEVEL)
+    if not ctx.errors:
+        try:
+            accounts.check_accounts(ctx.opts, ctx.accounts_at)
+        except ConfigError as e:
+            ctx.errors.append(e)
     if len(ctx.errors) == 1:
         raise ctx.errors[0]
     if ctx.errors:
@@ -180,9 +179,9 @@ def validate_options(opts: ServerOptions) -> None:
         if not opts.users:
             raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} present, but users are not defined")
         if all(u.user != opts.no_auth_user for u in opts.users):
-            raise ConfigError(
-                f"no_auth_user: {q(opts.no_auth_user)} not present as user in authorization block"
-            )
+            where = "authorization block or account configuration" if opts.accounts else "authorization block"
+            raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} not present as user in {where}")
+    accounts.check_accounts(opts)
     check_cluster_options(opts)
     check_gateway_options(opts)
     if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
@@ -376,6 +375,17 @@ def _jetstream_enabled(ctx: Context, key: str, value: Any, pos: Position) -> Non
     ctx.opts.jetstream = to_bool(key, value, pos)
 
 
+def _domain(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    domain = to_str(key, value, pos)
+    if any(c in domain for c in ".*>"):
+        raise ConfigError("invalid domain name: may not contain ., * or >", pos)
+    if domain and not is_valid_literal_subject(f"$JS.{domain}.API"):
+        raise ConfigError(
+            f"invalid domain name: derived {q(f'$JS.{domain}.API.>')} is not a valid subject", pos
+        )
+    ctx.opts.jetstream_domain = domain
+
+
 _JETSTREAM: dict[str, Handler] = {
     "enabled": _jetstream_enabled,
     "enable": _jetstream_enabled,
@@ -389,6 +399,7 @@ _JETSTREAM: dict[str, Handler] = {
     "max_file": _storage_size("max_file_store"),
     "sync_interval": _sync_interval,
     "sync": _sync_interval,
+    "domain": _domain,
     "key": _setter("js_key", to_str),
     "ek": _setter("js_key", to_str),
     "encryption_key": _setter("js_key", to_str),
@@ -429,6 +440,14 @@ _TOP_LEVEL: dict[str, Handler] = {
     "lame_duck_grace_period": _lame_duck_grace,
     "authorization": security.authorization,
     "no_auth_user": _setter("no_auth_user", to_str),
+    "accounts": accounts.accounts,
+    "system_account": accounts.system_account,
+    "system": accounts.system_account,
+    "no_system_account": accounts.no_system_account,
+    "no_system": accounts.no_system_account,
+    "no_sys_acc": accounts.no_system_account,
+    "mappings": accounts.mappings,
+    "maps": accounts.mappings,
     "jetstream": _jetstream,
     "cluster": cluster_block,
     "gateway": gateway_block,

@@ -19,16 +19,28 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position
+from jetpy.server.config_accounts import system_account_name
 from jetpy.server.config_cluster import go_type, peer_authorization, refuse
 from jetpy.server.config_security import tls_options
 from jetpy.server.config_values import Context, host_port, q, to_bool, to_int, to_map, to_str
 from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 
-__all__ = ["GATEWAY_JETSTREAM", "check_gateway_options", "gateway_block", "parse_gateway_url"]
+__all__ = [
+    "GATEWAY_ACCOUNTS",
+    "GATEWAY_JETSTREAM",
+    "check_gateway_options",
+    "gateway_block",
+    "parse_gateway_url",
+]
 
 GATEWAY_JETSTREAM: Final = (
     "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a gateway "
     "(gateway {}) cannot be combined"
+)
+GATEWAY_ACCOUNTS: Final = (
+    "accounts with a gateway are not supported yet: the gateways carry the global account only, "
+    "so accounts {{}} (other than the system account) and a gateway (gateway {{}}) cannot be "
+    "combined (accounts: {names})"
 )
 _REFUSED: Final = frozenset(
     {"permissions", "accounts", "ping_interval", "ping_max", "write_deadline", "compression"}
@@ -135,7 +147,7 @@ def parse_gateway_url(url: str, pos: Position | None = None) -> tuple[str, int]:
 
 def check_gateway_options(opts: ServerOptions) -> None:
     """nats-server's start-up checks of the gateway settings, and jetpy's refusal of JetStream
-    in a super cluster (raises ``ConfigError``)."""
+    in a super cluster and of accounts with a gateway (raises ``ConfigError``)."""
     g = opts.gateway
     if not g.name and not g.port:
         return
@@ -152,3 +164,6 @@ def check_gateway_options(opts: ServerOptions) -> None:
             raise ConfigError(f"gateway {q(remote.name)} has no URL")
     if opts.jetstream:
         raise ConfigError(GATEWAY_JETSTREAM)
+    others = [a.name for a in opts.accounts if a.name != system_account_name(opts)]
+    if others:
+        raise ConfigError(GATEWAY_ACCOUNTS.format(names=", ".join(others)))

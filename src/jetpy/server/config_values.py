@@ -56,6 +56,7 @@ class Context:
         self.warnings: list[str] = []
         self.errors: list[ConfigError] = []
         self.store_dir_at: Position | None = None
+        self.accounts_at: Position | None = None  # where the accounts {} block is
 
     def warn(self, pos: Position, message: str) -> None:
         self.warnings.append(f"{pos}: {message}")

@@ -2,7 +2,8 @@
 
 Owns a client's session state (CONNECT options, auth, subscriptions, ping/pong liveness) and its
 outbound buffer. Parsing and framing are the protocol package's (``protocol.encode`` spells every
-MSG/HMSG frame); routing is the broker's. Knows its server only as a :class:`ConnectionHost`,
+MSG/HMSG frame); routing is the broker's, the broker of the client's account (the global
+account's until it has logged in; its publishes go through the account's mappings, if any). Knows its server only as a :class:`ConnectionHost`,
 the protocol it owns here, never the server class. Per read, every complete op is parsed and
 handled in one loop; output is appended to each receiver's buffer and written once at the end
 of the read (see :meth:`Broker.begin_batch`).
@@ -45,6 +46,7 @@ from jetpy.protocol.errors import (
 )
 from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import FROM_CLIENT, Broker, Subscription
 from jetpy.server.client_layers import ClientLayers
@@ -96,7 +98,7 @@ class ConnectionHost(Protocol):
     """What a client connection needs of the server that accepted it."""
 
     options: ServerOptions
-    broker: Broker
+    accounts: Accounts
     auth: Authenticator
     auth_failures: int  # CONNECTs refused, for /varz
     slow_consumers: int  # clients disconnected as slow consumers, for /varz
@@ -144,7 +146,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self._greeted = False  # INFO sent
         self._handshake_timer: asyncio.TimerHandle | None = None
         opts = server.options
-        self.broker = server.broker
+        self.account: Account = server.accounts.global_account
+        self.broker: Broker = self.account.broker
+        self._publish = self.account.publish  # the account's publish (mapped, when it maps)
+        self._publish_run = self.account.publish_run
         self.auth_required = server.auth.required
         # with no_auth_user, a client may skip CONNECT (it then is that user), as in nats-server
         self.anonymous_user = server.auth.anonymous_user
@@ -288,9 +293,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.closed:
             return
         self._last_in = time.monotonic()
-        broker = self.broker
-        broker.begin_batch()
-        broker.caller = self.perms  # whom JetStream's handlers serve while this read is handled
+        writes = self.broker.writes
+        writes.begin_batch()
+        writes.caller = self.perms  # whom JetStream's handlers serve while this read is handled
+        writes.client = self
         try:
             try:
                 ops = self.parser.feed(data)
@@ -312,11 +318,11 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                     trace_in(self, ops)
                 self._handle(ops)
         finally:
-            broker.caller = None
-            broker.end_batch()
-        backed_up = broker.backed_up
+            writes.caller = writes.client = None
+            writes.end_batch()
+        backed_up = writes.backed_up
         if backed_up:  # this read's messages backed receivers up: let them catch up first
-            broker.backed_up = []
+            writes.backed_up = []
             self.flow.stall(backed_up)
 
     # -- ops ------------------------------------------------------------------------------------
@@ -327,7 +333,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if not self.connected and self.auth_required and ops[0][0] != CONNECT:
             # only reachable with no_auth_user: the parser refuses anything else before CONNECT
             self._login_anonymous()
-        publish = self.broker.publish
+        publish = self._publish
         verbose = self.verbose
         pedantic = self.pedantic
         echo = self.echo
@@ -361,7 +367,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                 else:
                     if gw_replies:  # an answer to a request from another cluster goes back mapped
                         subject = gw_replies.get(subject) or subject
-                    self.broker.publish_run(self, subject, datas, sizes, echo)
+                    self._publish_run(self, subject, datas, sizes, echo)
                 if self.closed:
                     break
             elif code == PUB:
@@ -411,6 +417,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                 echo = self.echo
                 no_responders = self.no_responders
                 pub_ok = self._pub_ok
+                publish = self._publish
             elif code == ERR:
                 self.close("Parse Error")
                 break
@@ -426,7 +433,9 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self.gw_replies.add(real, mapped)
 
     def _login_anonymous(self) -> None:
-        self._set_identity(self.server.auth.anonymous())
+        identity = self.server.auth.anonymous()
+        self._set_identity(identity)
+        self._enter(identity.account)
         self.broker.caller = self.perms  # (inside this client's read)
         self.ident.connected = True
         self.connected = True
@@ -464,6 +473,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             return False
         self._cancel_auth_timer()
         self._set_identity(identity)
+        self._enter(identity.account)
         self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
@@ -483,6 +493,21 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             self.send(enc.OK)
         self.server.connected(self)
         return True
+
+    def _enter(self, name: str) -> None:
+        """Take the account ``name`` (the one the client logged in to): its broker and publish
+        path. Only before the client has subscriptions (it logs in once)."""
+        account = self.server.accounts.get(name)
+        if account is None or account is self.account:
+            return
+        self.account = account
+        self.broker = account.broker
+        self.account_changed()
+
+    def account_changed(self) -> None:
+        """The account's publish path changed (its mappings, on a reload): take the new one."""
+        self._publish = self.account.publish
+        self._publish_run = self.account.publish_run
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         # nats-server's order: permissions (and the reserved queue), the token and subscription
@@ -557,7 +582,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                 if auth.required
                 else ANONYMOUS
             )
-        if identity is None:
+        if identity is None or identity.account != self.account.name:
+            # a user moved to another account logs in again, as nats-server makes it
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
             self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
@@ -670,6 +696,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
+        self.account.slow_consumers += 1
         self.log.log(
             logging.WARNING, self.ident, f"Slow Consumer Detected: MaxPending of {self.max_pending} Exceeded"
         )

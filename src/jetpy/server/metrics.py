@@ -19,6 +19,10 @@ the exporter work unchanged against jetpy's monitoring port with no exporter in 
   ``start``, ``last_activity``, ``uptime``, ``idle``) and ``..._conn_{rtt,pending_bytes,in_msgs,
   out_msgs,in_bytes,out_bytes,subscriptions}`` (plus ``cid``; ``rtt`` in seconds), as the
   exporter's ``-gatewayz`` has them, ``gnatsd_healthz_status`` (0 = ok);
+- ``gnatsd_accstatz_{current_connections,total_connections,subscriptions,leaf_nodes,
+  sent_messages,sent_bytes,received_messages,received_bytes,slow_consumers}`` per account
+  (labels ``server_id``, ``account``, ``account_id``, ``account_name``; every account, as the
+  exporter's ``-accstatz`` asks with ``unused=1``);
 - ``jetstream_server_*``, ``jetstream_account_*``, ``jetstream_stream_*`` and
   ``jetstream_consumer_*`` from /jsz with the exporter's labels (``server_id``, ``server_name``,
   ``cluster``, ``domain``, ``meta_leader``, ``is_meta_leader``, then ``account``,
@@ -44,6 +48,7 @@ from typing import Any, Final
 
 from jetpy.meters import STORE_IO, Histogram
 from jetpy.server.loop_lag import LoopLag
+from jetpy.server.monitor_accounts import accstatz_entries
 from jetpy.server.monitor_endpoints import DEFAULT_LIST_SIZE, Endpoints, Reply, pending_bytes
 from jetpy.server.monitor_format import Query
 
@@ -58,6 +63,17 @@ _VARZ_EPOCH_MS: Final = frozenset({"start", "config_load_time"})  # the exporter
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]+")
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
 
+_ACCSTATZ_FAMILIES: Final = (
+    ("current_connections", ("conns",)),
+    ("total_connections", ("total_conns",)),
+    ("subscriptions", ("num_subscriptions",)),
+    ("leaf_nodes", ("leafnodes",)),
+    ("sent_messages", ("sent", "msgs")),
+    ("sent_bytes", ("sent", "bytes")),
+    ("received_messages", ("received", "msgs")),
+    ("received_bytes", ("received", "bytes")),
+    ("slow_consumers", ("slow_consumers",)),
+)
 _STREAM_FAMILIES: Final = (
     ("total_messages", "Total number of messages from a stream", ("state", "messages")),
     ("total_bytes", "Total stored bytes from a stream", ("state", "bytes")),
@@ -209,6 +225,7 @@ class Metrics:
             "gnatsd_healthz_status_value", "status", f'{sid},value="{escape_label(health["status"])}"', 1
         )
         self._routez(out, sid)
+        self._accstatz(out, sid)
         if server.gateways is not None:
             self._gatewayz(out, server.server_id)
         self._jetstream(out, server.server_id, server.server_name)
@@ -320,6 +337,19 @@ class Metrics:
             [(k, _uptime_seconds(r["uptime"])) for k, r in base],
         )
 
+    def _accstatz(self, out: _Out, sid: str) -> None:
+        server = self.endpoints.server
+        rows = [
+            (
+                f"{sid},"
+                + _labels((("account", a["acc"]), ("account_id", a["acc"]), ("account_name", a["name"]))),
+                a,
+            )
+            for a in accstatz_entries(server.accounts, server.connections.values(), unused=True)
+        ]
+        for name, path in _ACCSTATZ_FAMILIES:
+            out.rows(f"gnatsd_accstatz_{name}", name, [(labels, _dig(a, path)) for labels, a in rows])
+
     def _gatewayz(self, out: _Out, server_id: str) -> None:
         """The exporter's gateway families: per outbound and inbound gateway connection."""
         doc = self.endpoints.gatewayz_doc(Query({}))
@@ -364,7 +394,7 @@ class Metrics:
                 ("server_id", server_id),
                 ("server_name", server_name),
                 ("cluster", ""),
-                ("domain", ""),
+                ("domain", self.endpoints.server.options.jetstream_domain),
                 ("meta_leader", ""),
                 ("is_meta_leader", "true"),
             )

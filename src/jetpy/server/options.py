@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jetpy.jetstream.models import AccountLimits
+
+GLOBAL_ACCOUNT = "$G"  # nats-server's account of clients that belong to no configured account
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"  # nats-server's system account when none is named
+
 # nats-server's defaults (server/const.go), with the reason each limit exists.
 DEFAULT_PORT = 4222
 DEFAULT_HOST = "0.0.0.0"
@@ -35,8 +40,66 @@ class User:
     user: str
     password: str = ""
     permissions: dict[str, object] | None = None
-    account: str | None = None
+    account: str = GLOBAL_ACCOUNT  # the account the user belongs to
     nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
+
+
+RESPONSE_TYPES = ("singleton", "stream", "chunked")  # a service export's response_type
+DEFAULT_RESPONSE_THRESHOLD = 120.0  # seconds a service's responses may keep coming (nats-server's)
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """One entry of an account's ``exports``: a ``stream`` or ``service`` subject, public or
+    private to the ``accounts`` named."""
+
+    kind: str  # "stream" or "service"
+    subject: str
+    accounts: tuple[str, ...] | None = None  # None: public
+    response_type: str = "singleton"  # services: one of RESPONSE_TYPES
+    response_threshold: float = DEFAULT_RESPONSE_THRESHOLD
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One entry of an account's ``imports``: ``subject`` of ``account``'s export, seen here as
+    ``to`` (a transform of the subject) or, for streams, ``prefix.<subject>``."""
+
+    kind: str  # "stream" or "service"
+    account: str
+    subject: str
+    to: str = ""
+    prefix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MappingDestination:
+    """One destination of a subject mapping: ``weight`` percent of the messages (100 for a
+    plain mapping), only in the cluster named ``cluster`` when set."""
+
+    subject: str
+    weight: float = 100.0
+    cluster: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """A subject mapping: messages published to ``source`` go to its destinations."""
+
+    source: str
+    destinations: tuple[MappingDestination, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountOptions:
+    """One account of the ``accounts {}`` block (its users are in ``ServerOptions.users``, each
+    naming it): JetStream (None: not enabled for the account), exports, imports and mappings."""
+
+    name: str
+    jetstream: AccountLimits | None = None  # its limits (-1: none), as $JS.API.INFO reports them
+    exports: tuple[Export, ...] = ()
+    imports: tuple[Import, ...] = ()
+    mappings: tuple[Mapping, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,15 +247,21 @@ class ServerOptions:
     username: str = ""
     password: str = ""
     token: str = ""
-    users: list[User] = field(default_factory=list)
+    users: list[User] = field(default_factory=list)  # every user, of $G and of the accounts
     auth_timeout: float = AUTH_TIMEOUT
     no_auth_user: str = ""
+    # accounts
+    accounts: list[AccountOptions] = field(default_factory=list)
+    system_account: str = ""  # "": nats-server's default, $SYS
+    no_system_account: bool = False
+    mappings: tuple[Mapping, ...] = ()  # the top-level mappings: the global account's
     # jetstream
     jetstream: bool = False
     store_dir: str = ""
     max_memory_store: int = -1  # -1 = decide from the machine
     max_file_store: int = -1
     sync_interval: float | None = None  # None = fsync before every PubAck (group commit)
+    jetstream_domain: str = ""  # jetstream { domain }: its API is also $JS.<domain>.API.>
     js_key: str = ""  # jetstream { key | ek | encryption_key }: encryption at rest ("" = off)
     js_prev_key: str = ""  # jetstream { prev_encryption_key }: files under it are re-encrypted
     js_cipher: str = ""  # jetstream { cipher }: "chachapoly" (the default with a key) or "aes"

@@ -3,8 +3,8 @@ become subscriptions here, and who gets a message that arrived from a peer.
 
 Owns three rules of nats-server's route protocol, per account:
 
-* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the system
-  account's in-process handlers, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
+* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the account
+  imports' own, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
   last), a queue group with its weight, the number of members here (``RS+ ... <queue> <n>`` at
   every change, ``RS-`` after the last), so a peer picks among the whole cluster's members.
 * **Remote interest** (:class:`RemoteInterest`): a peer's ``RS+`` becomes a subscription in the
@@ -14,7 +14,8 @@ Owns three rules of nats-server's route protocol, per account:
   message path. Weights are capped at :data:`MAX_QUEUE_WEIGHT`.
 * **Delivering a routed message** (:func:`deliver_routed`, :func:`deliver_routed_run`): to this
   server's own subscribers only (one hop: never to another route, so nothing loops or arrives
-  twice), its plain subscribers always, and a member of each queue group the message names,
+  twice; nor to the account imports' subscriptions, which the publishing server carried out
+  already), its plain subscribers always, and a member of each queue group the message names,
   preferring a member here; only when none is left here (it just left) does the message go on to
   one on another peer, never back to the route it came from.
 
@@ -157,21 +158,22 @@ class RemoteInterest:
         return len(self.subs)
 
 
-_UNTOLD: Final = (b"$SYS.", b"_GR_.", b"$GR.")
+_UNTOLD: Final = (b"_GR_.", b"$GR.")
 
 
 def announced(sub: Subscription) -> bool:
-    """Whether a local subscription is told to other servers: all but the in-process handlers of
-    ``$SYS.`` subjects in the global account (the system requests each server answers for
-    itself, as nats-server keeps them in its system account) and of the replies mapped across
-    gateways (each server takes its own, see :mod:`gateway`)."""
-    return sub.handler is None or not sub.subject.startswith(_UNTOLD)
+    """Whether a local subscription is told to other servers: all but the account imports' own
+    (``Subscription.local``: they act on what is published on this server only) and the
+    in-process handlers of the replies mapped across gateways (each server takes its own, see
+    :mod:`gateway`). The system account's request handlers are told, as nats-server's are."""
+    return not sub.local and (sub.handler is None or not sub.subject.startswith(_UNTOLD))
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
     """The members a message from a route may go to: this server's clients, in-process
-    handlers and leaf nodes (never another route or a gateway: a routed message makes one hop)."""
-    return [s for s in members if s.client.origin in _LOCAL]
+    handlers and leaf nodes (never another route or a gateway: a routed message makes one hop),
+    but for the account imports' subscriptions."""
+    return [s for s in members if s.client.origin in _LOCAL and not s.local]
 
 
 def deliver_routed(

@@ -1,9 +1,10 @@
 """Reading a stopped server's file store offline (``jetpy store check`` / ``jetpy store dump``).
 
-Owns: finding stream directories under a store dir (``<dir>/jetstream/$G/streams/<name>``, a
-``jetstream`` dir, or one stream's dir), scanning every block file record by record with the
-store's own codecs (a compressed or encrypted block's frames first, frames.py, given the key for
-an encrypted store: a file written with another key is reported as such, never as damage) (``record.check_record``, so a damaged record is reported with the reason the
+Owns: finding stream directories under a store dir (``<dir>/jetstream/<account>/streams/<name>``,
+every account's, a ``jetstream`` dir, or one stream's dir), scanning every block file record by
+record with the store's own codecs (a compressed or encrypted block's frames first, frames.py,
+given the key for an encrypted store: a file written with another key is reported as such, never
+as damage) (``record.check_record``, so a damaged record is reported with the reason the
 store itself rejects it), the per-block and per-stream reports (messages, erased messages,
 tombstones, block headers, every damaged region with its offset and reason, torn tails, and
 which messages are live by the store's rules: the durable floor and the tombstones), and reading
@@ -84,8 +85,9 @@ __all__ = [
 ]
 
 ACCOUNT: Final = "$G"
-"""The account whose streams a server keeps in ``<store dir>/jetstream/$G/streams/`` (nats-server's
-layout, which jetpy's server follows)."""
+"""The global account, whose streams a server keeps in ``<store dir>/jetstream/$G/streams/``
+(nats-server's layout, which jetpy's server follows; another account's are in
+``jetstream/<account>/streams/``)."""
 
 
 @dataclass(slots=True)
@@ -235,13 +237,27 @@ def store_keys(key: str) -> StoreKeys:
 
 
 def find_streams(root: Path) -> dict[str, Path]:
-    """Stream name -> stream directory for a store dir, its ``jetstream`` dir, or one stream dir."""
+    """Stream name -> stream directory for a store dir or its ``jetstream`` dir (every account's
+    streams: the global account's by their names, another account's as ``<account>/<name>``),
+    one account's dir, or one stream dir."""
     if (root / MSGS_DIR).is_dir() or (root / META_FILE).is_file():
         return {root.name: root}
-    for streams in (root / "jetstream" / ACCOUNT / "streams", root / ACCOUNT / "streams", root / "streams"):
-        if streams.is_dir():
-            return {p.name: p for p in sorted(streams.iterdir()) if p.is_dir()}
+    for base in (root / "jetstream", root):
+        accounts = sorted(p for p in base.iterdir() if (p / "streams").is_dir()) if base.is_dir() else []
+        if accounts:
+            found: dict[str, Path] = {}
+            for account in accounts:
+                found.update(
+                    _streams_in(account / "streams", "" if account.name == ACCOUNT else f"{account.name}/")
+                )
+            return found
+    if (root / "streams").is_dir():
+        return _streams_in(root / "streams", "")
     return {}
+
+
+def _streams_in(streams: Path, prefix: str) -> dict[str, Path]:
+    return {prefix + p.name: p for p in sorted(streams.iterdir()) if p.is_dir()}
 
 
 def block_files(stream_dir: Path) -> list[tuple[int, Path]]:

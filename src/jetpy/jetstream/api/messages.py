@@ -211,6 +211,7 @@ class StreamInfoResponse(_Paged, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    domain: str = ""  # the server's JetStream domain (STREAM.INFO names it; create and update do not)
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
@@ -223,6 +224,7 @@ class StreamInfoResponse(_Paged, frozen=True):
             config=info.config,
             created=info.created,
             state=info.state,
+            domain=info.domain,
             mirror=info.mirror,
             sources=info.sources,
         )
