@@ -260,7 +260,6 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "gateway",
         "leafnodes",
         "mqtt",
         "resolver_tls",

@@ -151,3 +151,17 @@ def test_unused_prefixes_and_both_forms_are_refused() -> None:
 
 def test_the_global_account_is_not_an_accounts_entry() -> None:
     assert "global account" in error_of("accounts { $G: {} }")
+
+
+def test_accounts_with_a_gateway_are_refused() -> None:
+    # the gateways carry the global account only: an account's messages would silently stay in
+    # its cluster, so the combination is refused; a system account alone is fine
+    gateway = "gateway { name: A, port: -1 }\n"
+    assert error_of(gateway + "accounts { X: {}, Y: {} }").endswith(
+        "accounts with a gateway are not supported yet: the gateways carry the global account only, "
+        "so accounts {} (other than the system account) and a gateway (gateway {}) cannot be combined "
+        "(accounts: X, Y)"
+    )
+    opts = options(gateway + "accounts { SYS: {} }\nsystem_account: SYS")
+    validate_options(opts)
+    assert opts.gateway.name == "A" and [a.name for a in opts.accounts] == ["SYS"]

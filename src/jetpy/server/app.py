@@ -29,14 +29,16 @@ from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
+from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.connection import PLAIN, ClientConnection
+from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import RaftHost, groups_root
-from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -88,6 +90,7 @@ class Server:
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
+        self.gateways: Gateways | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
@@ -104,6 +107,7 @@ class Server:
         loop = asyncio.get_running_loop()
         opts = self.options
         check_cluster_options(opts)
+        check_gateway_options(opts)
         self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
@@ -140,9 +144,20 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
+            self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
+            await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
+            # every account crosses the routes, the system account's too (its $SYS requests and
+            # events, the Raft groups' traffic); the gateways the global account only (accounts
+            # with a gateway are refused, config_gateway)
             self.cluster = Cluster(self, self.accounts.brokers())
+            if self.gateways is not None:
+                self.cluster.observer = self.gateways
+                self.gateways.cluster = self.cluster
             await self.cluster.start()
+        if self.gateways is not None:
+            self.gateways.solicit()
         # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
         # routes there, apart from every other account's); without one (no_system_account) the
         # groups have a broker of their own that no route carries.
@@ -150,7 +165,7 @@ class Server:
         self.raft = RaftHost(
             self.server_name,
             system.broker if system is not None else Broker(),
-            groups_root(opts.store_dir),
+            groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
             self._peer_names,
         )
 
@@ -200,6 +215,8 @@ class Server:
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None
+        if self.gateways is not None:
+            await self.gateways.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         closing = list(self.connections.values())
@@ -352,9 +369,10 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
-        if self.cluster is not None:
-            rim, rom, rib, rob = self.cluster.totals()
-            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
+        for peers in (self.cluster, self.gateways):
+            if peers is not None:
+                rim, rom, rib, rob = peers.totals()
+                im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------

@@ -38,8 +38,14 @@ from jetpy.subjects import subject_matches, subjects_overlap
 from jetpy.sublist import SubjectTree
 
 __all__ = [
-    "ROUTE_KIND",
+    "FROM_CLIENT",
+    "FROM_GATEWAY",
+    "FROM_HUB_LEAF",
+    "FROM_ROUTE",
+    "FROM_SPOKE_LEAF",
+    "PEERS",
     "Broker",
+    "InterestWatcher",
     "InternalClient",
     "OverlapWatch",
     "Subscriber",
@@ -47,11 +53,22 @@ __all__ = [
     "Writes",
 ]
 
+# Where a subscription comes from (``Subscriber.origin``): who else is told of it depends on it
+# (routes hear of clients' and of the leaf nodes this server is the hub of; gateways of those and
+# of routes'; a leaf node of nearly everything, see the interest modules of each).
+FROM_CLIENT = 0  # this server's clients and in-process handlers
+FROM_ROUTE = 1  # another server of this cluster
+FROM_GATEWAY = 2  # another cluster of the super cluster
+FROM_HUB_LEAF = 3  # a leaf node connected to this server (this server is its hub)
+FROM_SPOKE_LEAF = 4  # the hub this server is a leaf node of
+PEERS = frozenset({FROM_ROUTE, FROM_GATEWAY})  # other servers' interest, not this server's
+
 log = logging.getLogger("jetpy.server")
 
 
 class Subscriber(Protocol):
-    kind: str  # "Client", "Router" or "internal", as /connz and the cluster tell them apart
+    kind: str  # "Client", "Router", "Gateway", "Leafnode" or "internal", as /connz tells them apart
+    origin: int  # FROM_CLIENT ... FROM_SPOKE_LEAF
 
     def deliver(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
@@ -79,6 +96,7 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "far",
         "filtered",
         "handler",
         "hprefix",
@@ -99,6 +117,8 @@ class Subscription:
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
         self.filtered = False  # its client may not see every message it matches (permissions)
+        # a queue group member in another cluster: picked only when the group has none here
+        self.far = False
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
@@ -113,8 +133,6 @@ class Subscription:
         # by an import
         self.local = False
 
-
-ROUTE_KIND = "Router"  # the ``kind`` of a route connection: a receiver on another server
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
@@ -133,10 +151,16 @@ class OverlapWatch:
         self.count = 0
 
 
+# told of every subscription made (+1) or dropped (-1), local or a peer's: what the routes,
+# gateways and leaf nodes announce follows from it
+InterestWatcher = Callable[[Subscription, int], None]
+
+
 class InternalClient:
     """An in-process subscriber: deliveries call ``handler`` synchronously, in publish order."""
 
     kind = "internal"
+    origin = FROM_CLIENT
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -250,9 +274,9 @@ class Broker:
         self._internal = InternalClient(account)
         self._watchers: dict[str, list[Callable[[], None]]] = {}
         self._overlaps: list[OverlapWatch] = []
-        # told of every local subscription made (+1) or dropped (-1): the cluster announces
-        # this server's interest to its routes (None: no cluster, nothing to tell)
-        self.on_interest: Callable[[Subscription, int], None] | None = None
+        # told of every subscription made (+1) or dropped (-1), this server's and its peers'
+        # (routes, gateways and leaf nodes announce what they must from it)
+        self.watchers: list[InterestWatcher] = []
 
     @property
     def backed_up(self) -> list[Any]:
@@ -280,8 +304,8 @@ class Broker:
             self._interest_changed(sub)
         if self._overlaps:
             self._overlap_changed(sub, 1)
-        if self.on_interest is not None:
-            self.on_interest(sub, 1)
+        for watch in self.watchers:
+            watch(sub, 1)
 
     def remove(self, sub: Subscription) -> None:
         if self.subs.remove(sub.subject, sub.queue, sub):
@@ -289,19 +313,13 @@ class Broker:
                 self._interest_changed(sub)
             if self._overlaps:
                 self._overlap_changed(sub, -1)
-            if self.on_interest is not None:
-                self.on_interest(sub, -1)
+            for watch in self.watchers:
+                watch(sub, -1)
 
-    def add_remote(self, sub: Subscription) -> None:
-        """A route's subscription (another server's interest): routed to like any other, never
-        announced back to the routes."""
-        self.subs.insert(sub.subject, sub.queue, sub)
-        if self._watchers:
-            self._interest_changed(sub)
-
-    def remove_remote(self, sub: Subscription) -> None:
-        if self.subs.remove(sub.subject, sub.queue, sub) and self._watchers:
-            self._interest_changed(sub)
+    # a peer's subscription (a route's, gateway's or leaf node's): routed to like any other;
+    # the watchers tell it on according to its ``origin``
+    add_remote = add
+    remove_remote = remove
 
     def subscribe_internal(
         self,
@@ -343,7 +361,7 @@ class Broker:
         tail = b""
         delivered = 0
         for sub in plain:
-            if sub.client.kind == ROUTE_KIND:
+            if sub.client.origin in PEERS:
                 continue
             h = sub.handler
             if h is not None:
@@ -357,7 +375,7 @@ class Broker:
                 sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
             delivered += 1
         for group in groups:
-            members = [s for s in group if s.client.kind != ROUTE_KIND]
+            members = [s for s in group if s.client.origin not in PEERS]
             if not members:
                 continue
             sub = members[random.randrange(len(members))]
@@ -425,6 +443,8 @@ class Broker:
                 if not members:
                     continue
             sub = members[0] if len(members) == 1 else members[random.randrange(len(members))]
+            if sub.far:
+                sub = near_member(members)
             h = sub.handler
             if h is not None:
                 h(subject, reply, hdr_len, data)
@@ -545,7 +565,7 @@ class Broker:
         watch = OverlapWatch(pattern, callback)
         self._overlaps.append(watch)
         for subject, _queue, sub in self.subs.items():
-            if sub.local or sub.client.kind == ROUTE_KIND:
+            if sub.local or sub.client.origin in PEERS:
                 continue
             if subjects_overlap(subject.decode("utf-8", "replace"), pattern):
                 watch.count += 1
@@ -558,7 +578,7 @@ class Broker:
             self._overlaps.remove(watch)
 
     def _overlap_changed(self, sub: Subscription, delta: int) -> None:
-        if sub.local:
+        if sub.local or sub.client.origin in PEERS:  # a peer's interest: the peer follows it
             return
         subject = sub.subject.decode("utf-8", "replace")
         for watch in list(self._overlaps):
@@ -578,3 +598,18 @@ class Broker:
             if subject_matches(pattern, subject):
                 for cb in cbs:
                     loop.call_soon(cb)
+
+
+def near_member(members: list[Subscription]) -> Subscription:
+    """A queue group's member in this cluster, at random; when it has none, the one in the
+    cluster with the shortest round trip (nats-server sends such a message to one other
+    cluster only, the nearest that has the group)."""
+    near = [s for s in members if not s.far]
+    if near:
+        return near[0] if len(near) == 1 else near[random.randrange(len(near))]
+    return min(members, key=_rtt)
+
+
+def _rtt(sub: Subscription) -> float:
+    rtt = getattr(sub.client, "rtt", 0.0)
+    return rtt if rtt > 0 else float("inf")

@@ -34,6 +34,7 @@ from jetpy.server import config_operator as operator
 from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
+from jetpy.server.config_gateway import check_gateway_options, gateway_block
 from jetpy.server.config_values import (
     PORT_RE,
     Context,
@@ -77,7 +78,6 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 UNSUPPORTED_FIELDS = frozenset(
     {
         "https",
-        "gateway",
         "leaf",
         "leafnodes",
         "mqtt",
@@ -175,6 +175,7 @@ def validate_options(opts: ServerOptions) -> None:
             raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} not present as user in {where}")
     accounts.check_accounts(opts)
     check_cluster_options(opts)
+    check_gateway_options(opts)
     if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
         what = "prev_encryption_key" if opts.js_prev_key else "cipher"
         raise ConfigError(
@@ -441,6 +442,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "maps": accounts.mappings,
     "jetstream": _jetstream,
     "cluster": cluster_block,
+    "gateway": gateway_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", to_bool),

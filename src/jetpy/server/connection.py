@@ -49,12 +49,13 @@ from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
-from jetpy.server.broker import Broker, Subscription
+from jetpy.server.broker import FROM_CLIENT, Broker, Subscription
 from jetpy.server.client_layers import ClientLayers
 from jetpy.server.client_limits import PAYLOAD_VIOLATION, ClientLimits
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
+from jetpy.server.gateway_interest import ReplyMap
 from jetpy.server.options import ServerOptions
 from jetpy.server.permissions import (
     RESERVED_REPLY_PREFIXES,
@@ -136,6 +137,7 @@ PLAIN: Final = Listener()  # the client port without TLS
 
 class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Protocol):
     kind = "Client"
+    origin = FROM_CLIENT
     server: ConnectionHost
 
     def __init__(self, server: ConnectionHost, listener: Listener = PLAIN) -> None:
@@ -180,6 +182,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         self.perms: Permissions | None = None
         self._pub_ok: Callable[[bytes], bool] | None = None  # the publish check, when there is one
         self.replies: Replies | None = None  # requests it may answer (allow_responses)
+        self.gw_replies: ReplyMap | None = None  # requests from other clusters it was shown unmapped
         self.nonce = new_nonce() if server.auth.uses_nonce else ""  # for nkey users to sign
         self.cert: CertNames | None = None  # a verified client certificate's names (TLS)
         self.connect_opts: ConnectOptions | None = None  # the last CONNECT (credentials for a reload)
@@ -338,6 +341,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         echo = self.echo
         no_responders = self.no_responders
         pub_ok = self._pub_ok
+        gw_replies = self.gw_replies
         n_in = b_in = 0
         for op in ops:
             code = op[0]
@@ -363,6 +367,8 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
                             self.send(enc.OK)
                         publish(self, subject, None, 0, data, echo, sz)
                 else:
+                    if gw_replies:  # an answer to a request from another cluster goes back mapped
+                        subject = gw_replies.get(subject) or subject
                     self._publish_run(self, subject, datas, sizes, echo)
                 if self.closed:
                     break
@@ -388,6 +394,8 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
                     continue
                 if verbose:
                     self.send(enc.OK)
+                if gw_replies:
+                    subject = gw_replies.get(subject) or subject
                 if publish(self, subject, reply, hdr_len, data, echo, sizes) == 0 and no_responders and reply:
                     self._no_responders(reply)
                 if self.closed:
@@ -423,6 +431,13 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
             # INFO and +OK from a client are ignored, as nats-server does
         self.in_msgs += n_in
         self.in_bytes += b_in
+
+    def map_reply(self, real: bytes, mapped: bytes) -> None:
+        """This client was shown ``real`` as the reply of a request whose reply is ``mapped``
+        (from another cluster, see ``gateway_interest``): its answer goes back mapped."""
+        if self.gw_replies is None:
+            self.gw_replies = ReplyMap()
+        self.gw_replies.add(real, mapped)
 
     def _login_anonymous(self) -> None:
         identity = self.server.auth.anonymous()

@@ -14,7 +14,11 @@ the exporter work unchanged against jetpy's monitoring port with no exporter in 
   ``gnatsd_routez_num_routes`` and per route ``gnatsd_routez_route_{info,rtt_seconds,
   subscriptions,uptime_seconds,in_msgs,out_msgs,in_bytes,out_bytes}`` (labels ``server_id``,
   ``rid``; ``route_info`` adds ``remote_id``, ``remote_name``, ``account``, ``ip``,
-  ``compression``), ``gnatsd_healthz_status`` (0 = ok);
+  ``compression``), per gateway connection ``gnatsd_gatewayz_{outbound,inbound}_gateway_{info,
+  configured}`` (labels ``gateway_name``, ``remote_gateway_name``, ``server_id``; ``info`` adds
+  ``start``, ``last_activity``, ``uptime``, ``idle``) and ``..._conn_{rtt,pending_bytes,in_msgs,
+  out_msgs,in_bytes,out_bytes,subscriptions}`` (plus ``cid``; ``rtt`` in seconds), as the
+  exporter's ``-gatewayz`` has them, ``gnatsd_healthz_status`` (0 = ok);
 - ``gnatsd_accstatz_{current_connections,total_connections,subscriptions,leaf_nodes,
   sent_messages,sent_bytes,received_messages,received_bytes,slow_consumers}`` per account
   (labels ``server_id``, ``account``, ``account_id``, ``account_name``; every account, as the
@@ -222,6 +226,8 @@ class Metrics:
         )
         self._routez(out, sid)
         self._accstatz(out, sid)
+        if server.gateways is not None:
+            self._gatewayz(out, server.server_id)
         self._jetstream(out, server.server_id, server.server_name)
         self._own(out, sid)
         return out.text()
@@ -343,6 +349,37 @@ class Metrics:
         ]
         for name, path in _ACCSTATZ_FAMILIES:
             out.rows(f"gnatsd_accstatz_{name}", name, [(labels, _dig(a, path)) for labels, a in rows])
+
+    def _gatewayz(self, out: _Out, server_id: str) -> None:
+        """The exporter's gateway families: per outbound and inbound gateway connection."""
+        doc = self.endpoints.gatewayz_doc(Query({}))
+        local = doc.get("name", "")
+        for side in ("outbound", "inbound"):
+            links: list[tuple[str, dict[str, Any]]] = []
+            for remote, value in (doc[f"{side}_gateways"] or {}).items():
+                links.extend((remote, rgw) for rgw in (value if isinstance(value, list) else [value]))
+            if not links:
+                continue
+            prefix = f"gnatsd_gatewayz_{side}_gateway"
+            info, configured, conns = [], [], []
+            for remote, rgw in links:
+                c = rgw["connection"]
+                gw = [("gateway_name", local), ("remote_gateway_name", remote), ("server_id", server_id)]
+                times = [
+                    ("start", _go_time_string(c["start"])),
+                    ("last_activity", _go_time_string(c["last_activity"])),
+                    ("uptime", c["uptime"]),
+                    ("idle", c["idle"]),
+                ]
+                info.append((_labels(gw + times), 0))
+                configured.append((_labels(gw), int(rgw["configured"])))
+                conn = [("gateway_name", local), ("cid", str(c["cid"])), *gw[1:]]
+                conns.append((_labels(conn), c))
+            out.rows(f"{prefix}_info", "info", info)
+            out.rows(f"{prefix}_configured", "configured", configured)
+            out.rows(f"{prefix}_conn_rtt", "rtt", [(k, _seconds(c["rtt"])) for k, c in conns])
+            for field in ("pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions"):
+                out.rows(f"{prefix}_conn_{field}", field, [(k, c[field]) for k, c in conns])
 
     def _subsz(self, out: _Out, sid: str) -> None:
         for key, value in sorted(self.endpoints.sublist_stats().items()):
@@ -495,6 +532,12 @@ _UPTIME_UNITS: Final = {"y": 365 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1
 def _seconds(go: str) -> float:
     """A Go duration string (``"203µs"``, ``"1.5s"``) in seconds."""
     return sum(float(n) * _GO_UNITS[u] for n, u in _GO_PART.findall(go))
+
+
+def _go_time_string(rfc3339: str) -> str:
+    """A monitoring timestamp (``2026-01-02T15:04:05.123Z``) as Go's ``time.Time.String()`` writes
+    it (``2026-01-02 15:04:05.123 +0000 UTC``), the exporter's ``start`` and ``last_activity``."""
+    return rfc3339.replace("T", " ").removesuffix("Z") + " +0000 UTC"
 
 
 def _uptime_seconds(text: str) -> float:

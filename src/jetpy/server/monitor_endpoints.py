@@ -7,9 +7,9 @@ server through :class:`MonitoredServer`, the narrow view it owns. Knows nothing 
 endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
 
 Accounts are read through :mod:`monitor_accounts` (``/accountz``, ``/accstatz``, the sublist
-statistics of ``/subsz`` and ``/varz``, over every account or the one ``?acc=`` names) and
-routes through :mod:`monitor_cluster`; jetpy has no gateways or leaf nodes, so those endpoints
-answer with nats-server's shapes for exactly that: empty.
+statistics of ``/subsz`` and ``/varz``, over every account or the one ``?acc=`` names), routes
+and gateways through :mod:`monitor_cluster`; jetpy has no leaf nodes, so that endpoint answers
+with nats-server's shape for exactly that: empty.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.cluster import Cluster
 from jetpy.server.connection import ClientConnection
+from jetpy.server.gateway import Gateways
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.monitor_accounts import account_detail, account_names, accstatz_entries, sublist_stats
-from jetpy.server.monitor_cluster import routez, varz_cluster
+from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz, routez, varz_cluster, varz_gateway
 from jetpy.server.monitor_format import (
     ProcessUsage,
     Query,
@@ -174,6 +175,7 @@ class MonitoredServer(Protocol):
     violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
     cluster: Cluster | None  # None: no routes configured
+    gateways: Gateways | None  # None: not in a super cluster
     raft: RaftHost | None  # None: not started
 
     def totals(self) -> tuple[int, int, int, int]:
@@ -296,7 +298,7 @@ class Endpoints:
             max_payload=o.max_payload,
             max_pending=o.max_pending,
             cluster=varz_cluster(s.cluster, o.cluster),
-            gateway={},
+            gateway=varz_gateway(s.gateways, o.gateway),
             leaf={},
             mqtt={},
             websocket=_varz_websocket(o),
@@ -579,18 +581,15 @@ class Endpoints:
         stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"))
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
 
-    # -- cluster endpoints: routes (gateways and leaf nodes are not built) --------------------------
+    # -- cluster endpoints: routes and gateways (leaf nodes are not built) ------------------------
 
     async def routez(self, q: Query) -> Reply:
         return json_reply(self.routez_doc(q))
 
     def routez_doc(self, q: Query) -> dict[str, Any]:
         """/routez as a document (also what ``$SYS.REQ.SERVER.PING.ROUTEZ`` and /metrics read)."""
-        subs = q.get("subs").lower()
-        if subs != "detail":
-            subs = "1" if q.boolean("subs") else ""
         s = self.server
-        return routez(s.cluster, s.server_id, s.server_name, subs)
+        return routez(s.cluster, s.server_id, s.server_name, _subs(q))
 
     async def raftz(self, q: Query) -> Reply:
         system = self.server.accounts.system_name or SYSTEM_ACCOUNT
@@ -600,15 +599,13 @@ class Endpoints:
         return Reply(200, encode_json(doc, width=RAFTZ_INDENT), JSON)
 
     async def gatewayz(self, q: Query) -> Reply:
-        q.boolean("accs")
-        return json_reply(
-            {
-                "server_id": self.server.server_id,
-                "now": go_time(time.time()),
-                "outbound_gateways": {},
-                "inbound_gateways": {},
-            }
-        )
+        return json_reply(self.gatewayz_doc(q))
+
+    def gatewayz_doc(self, q: Query) -> dict[str, Any]:
+        """/gatewayz as a document (also what /metrics reads)."""
+        s = self.server
+        ask = GatewayzQuery(q.get("gw_name"), q.boolean("accs"), q.get("acc_name"), _subs(q))
+        return gatewayz(s.gateways, s.server_id, ask)
 
     async def leafz(self, q: Query) -> Reply:
         q.boolean("subs")
@@ -662,6 +659,14 @@ def _sub_detail(sub: Subscription, account: str = "") -> dict[str, Any]:
     client = sub.client
     d["cid"] = client.cid if isinstance(client, ClientConnection) else 0  # in-process ones have none
     return d
+
+
+def _subs(q: Query) -> str:
+    """The ``subs`` parameter: "detail", "1" (true) or "" (false)."""
+    subs = q.get("subs").lower()
+    if subs != "detail":
+        subs = "1" if q.boolean("subs") else ""
+    return subs
 
 
 def pending_bytes(c: ClientConnection) -> int:

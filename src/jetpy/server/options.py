@@ -180,6 +180,52 @@ class ClusterOptions:
     __str__ = __repr__
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteGateway:
+    """One entry of ``gateway { gateways: [...] }``: a remote cluster and where to reach it."""
+
+    name: str
+    urls: tuple[str, ...]  # nats://[user:pass@]host:port, as configured
+    tls: TlsOptions | None = None  # this remote's own tls {} (else the gateway block's)
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteGateway(name={self.name!r}, urls={[_redact_url(u) for u in self.urls]}, tls={self.tls!r})"
+        )
+
+
+@dataclass(slots=True, repr=False)
+class GatewayOptions:
+    """The ``gateway {}`` block: this cluster's link to the other clusters of a super cluster
+    (see ``jetpy.server.gateway``). On when ``name`` and ``port`` are set (-1: a random port)."""
+
+    name: str = ""  # this cluster's name in the super cluster
+    host: str = DEFAULT_HOST
+    port: int = 0
+    advertise: str = ""  # host:port told to remote gateways instead of the listen address
+    username: str = ""  # what a remote gateway's CONNECT must carry
+    password: str = ""
+    auth_timeout: float = DEFAULT_ROUTE_AUTH_TIMEOUT
+    gateways: list[RemoteGateway] = field(default_factory=list)
+    connect_retries: int = 0  # attempts for a gateway learned by gossip (configured ones: forever)
+    reject_unknown: bool = False  # refuse gateways that are not configured (no implicit ones)
+    tls: TlsOptions | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.name) and self.port != 0
+
+    def __repr__(self) -> str:
+        auth = f", username={self.username!r}, password=[REDACTED]" if self.username else ""
+        return (
+            f"GatewayOptions(name={self.name!r}, host={self.host!r}, port={self.port}{auth}, "
+            f"advertise={self.advertise!r}, gateways={self.gateways!r}, "
+            f"connect_retries={self.connect_retries}, reject_unknown={self.reject_unknown}, tls={self.tls!r})"
+        )
+
+    __str__ = __repr__
+
+
 def _redact_url(url: str) -> str:
     """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
     scheme, sep, rest = url.partition("://")
@@ -245,3 +291,5 @@ class ServerOptions:
     lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD
     # routes to the other servers of a cluster
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    # gateways to the other clusters of a super cluster
+    gateway: GatewayOptions = field(default_factory=GatewayOptions)

@@ -29,12 +29,20 @@ from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
 from jetpy.protocol.route_wire import msg_head, sub_line, unsub_line
-from jetpy.server.broker import ROUTE_KIND, Broker, Subscriber, Subscription
+from jetpy.server.broker import (
+    FROM_CLIENT,
+    FROM_HUB_LEAF,
+    FROM_SPOKE_LEAF,
+    Broker,
+    Subscriber,
+    Subscription,
+)
 from jetpy.sublist import MatchResult
 
 __all__ = [
     "MAX_QUEUE_WEIGHT",
     "ROUTER",
+    "TOLD_TO_ROUTES",
     "LocalInterest",
     "RemoteInterest",
     "announced",
@@ -43,7 +51,14 @@ __all__ = [
     "local_members",
 ]
 
-ROUTER: Final = ROUTE_KIND  # a route connection's ``kind``: how a receiver is told from a client
+ROUTER: Final = "Router"  # a route connection's ``kind``: how a receiver is told from a client
+
+TOLD_TO_ROUTES: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF})
+"""Subscriptions the routes hear of: this server's clients' (and in-process handlers') and
+those of the leaf nodes it is the hub of; never another peer's (one hop: the cluster's other
+servers announce their own, a gateway's and the hub's interest stay on this server)."""
+
+_LOCAL: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF, FROM_SPOKE_LEAF})
 
 MAX_QUEUE_WEIGHT: Final = 1024
 """Members of one queue group a peer may announce (its RS+ weight): each becomes a subscription
@@ -143,16 +158,22 @@ class RemoteInterest:
         return len(self.subs)
 
 
+_UNTOLD: Final = (b"_GR_.", b"$GR.")
+
+
 def announced(sub: Subscription) -> bool:
-    """Whether a local subscription is told to the routes: all but the account imports' own
-    (``Subscription.local``: they act on what is published on this server only)."""
-    return not sub.local
+    """Whether a local subscription is told to other servers: all but the account imports' own
+    (``Subscription.local``: they act on what is published on this server only) and the
+    in-process handlers of the replies mapped across gateways (each server takes its own, see
+    :mod:`gateway`). The system account's request handlers are told, as nats-server's are."""
+    return not sub.local and (sub.handler is None or not sub.subject.startswith(_UNTOLD))
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
-    """The members that take a routed message: this server's own clients and in-process
-    handlers, but for the account imports' subscriptions."""
-    return [s for s in members if s.client.kind != ROUTER and not s.local]
+    """The members a message from a route may go to: this server's clients, in-process
+    handlers and leaf nodes (never another route or a gateway: a routed message makes one hop),
+    but for the account imports' subscriptions."""
+    return [s for s in members if s.client.origin in _LOCAL and not s.local]
 
 
 def deliver_routed(

@@ -92,7 +92,10 @@ ENDPOINTS: Final[dict[str, tuple[str, dict[str, str]]]] = {
     "ACCOUNTZ": ("/accountz", {"account": "acc"}),
     "ROUTEZ": ("/routez", {"subscriptions": "subs"}),
     "LEAFZ": ("/leafz", {"subscriptions": "subs"}),
-    "GATEWAYZ": ("/gatewayz", {"accounts": "accs"}),
+    "GATEWAYZ": (
+        "/gatewayz",
+        {"name": "gw_name", "accounts": "accs", "account_name": "acc_name", "subscriptions": "subs"},
+    ),
     "RAFTZ": ("/raftz", {"account": "acc", "group": "group"}),  # 2.11+
 }
 _FILTERS: Final = ("server_name", "cluster", "host", "domain", "tags")

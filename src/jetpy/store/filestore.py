@@ -613,7 +613,7 @@ class FileStore:
             matching_count=lambda s: sum(info.count for info in ix.matching(s)),
             remove=remove,
         )
-        gone.erase(self._rd, self._w, self._durable_now)
+        yield from gone.erase_steps(self._rd, self._w, self._durable_now)
         return n
 
     def _purge_all(self) -> int:

@@ -1,5 +1,5 @@
 // jetpy dashboard: reads the monitoring endpoints of the server that serves it (/varz, /jsz,
-// /connz, /routez, /healthz) and redraws itself every few seconds. Every name the server
+// /connz, /routez, /gatewayz, /healthz) and redraws itself every few seconds. Every name the server
 // reports is put into the page as text (textContent), never as markup.
 "use strict";
 
@@ -107,7 +107,13 @@ function fillBar(fraction) {
   return el("td", {}, bar, " " + (fraction >= 0 ? pct.toFixed(0) + "%" : "–"));
 }
 
-function overview(varz, jsz) {
+function gatewayLinks(gatewayz) {
+  const out = Object.entries(gatewayz.outbound_gateways || {}).map(([name, g]) => [name, g, g.configured ? "outbound" : "outbound, gossiped"]);
+  const inb = Object.entries(gatewayz.inbound_gateways || {}).flatMap(([name, list]) => list.map((g) => [name, g, "inbound"]));
+  return out.concat(inb);
+}
+
+function overview(varz, jsz, gatewayz) {
   const js = jsz && !jsz.disabled ? jsz : null;
   const cards = [
     ["Version", varz.version],
@@ -120,6 +126,7 @@ function overview(varz, jsz) {
     ["Bytes out", bytes(varz.out_bytes)],
     ["Slow consumers", num(varz.slow_consumers)],
     ["Cluster", varz.cluster && varz.cluster.name ? varz.cluster.name + " (" + num(varz.routes) + " routes)" : "not clustered"],
+    ["Gateway", gatewayz.name ? gatewayz.name + " (" + num(Object.keys(gatewayz.outbound_gateways || {}).length) + " clusters)" : "no gateway"],
     ["CPU", varz.cpu + "%"],
     ["Memory", bytes(varz.mem)],
     ["Streams", js ? num(js.streams) : "JetStream off"],
@@ -223,14 +230,27 @@ function routes(routez, varz) {
   ]), varz.cluster && varz.cluster.name ? "no routes" : "not clustered");
 }
 
+function gateways(gatewayz) {
+  const list = gatewayLinks(gatewayz);
+  document.getElementById("gateways-count").textContent = "(" + num(list.length) + ")";
+  fillTable("gateways", list.map(([name, g, how]) => {
+    const c = g.connection || {};
+    return [
+      String(c.cid), name, el("td", { class: "name", title: c.name || "" }, c.name || ""), c.ip + ":" + c.port, how,
+      num(c.subscriptions), num(c.in_msgs), num(c.out_msgs), bytes(c.pending_bytes), c.rtt || "", c.uptime,
+    ];
+  }), gatewayz.name ? "no gateway connections" : "no gateway");
+}
+
 async function refresh() {
   const error = document.getElementById("error");
   try {
-    const [varz, jsz, connz, routez, health] = await Promise.all([
+    const [varz, jsz, connz, routez, gatewayz, health] = await Promise.all([
       getJSON("varz"),
       getJSON("jsz?accounts=true&streams=true&consumers=true&config=true"),
       getJSON("connz?auth=true&limit=" + MAX_ROWS),
       getJSON("routez"),
+      getJSON("gatewayz"),
       fetch("healthz", { cache: "no-store" }).then((r) => r.json()),
     ]);
     document.getElementById("server-name").textContent = varz.server_name;
@@ -238,11 +258,12 @@ async function refresh() {
     const badge = document.getElementById("health");
     badge.textContent = health.status === "ok" ? "healthy" : health.status + (health.error ? ": " + health.error : "");
     badge.className = "badge " + (health.status === "ok" ? "ok" : "bad");
-    overview(varz, jsz);
+    overview(varz, jsz, gatewayz);
     traffic(varz);
     jetstream(jsz);
     connections(connz);
     routes(routez, varz);
+    gateways(gatewayz);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
     error.hidden = true;
