@@ -467,11 +467,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
         auth = self.server.auth
-        identity = (
-            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map, self.host, self._conn_type)
-            if self.auth_required
-            else ANONYMOUS
-        )
+        identity = self._login(opts) if self.auth_required else ANONYMOUS
         # a CONNECT naming an account is refused whatever the credentials, as by nats-server
         if identity is None or opts.account or opts.new_account:
             self.server.auth_failures += 1
@@ -557,10 +553,12 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         if self.verbose:
             self.send(enc.OK)
 
-    @property
-    def _conn_type(self) -> str:
-        """nats-server's name of this kind of connection (what a user JWT may restrict)."""
-        return "WEBSOCKET" if self.listener.kind == "websocket" else "STANDARD"
+    def _login(self, opts: ConnectOptions) -> Identity | None:
+        """Who ``opts`` log in as on this connection (None: refused)."""
+        listener = self.listener
+        return self.server.auth.authenticate(
+            opts, self.nonce, self.cert, listener.tls_map, self.host, listener.conn_type
+        )
 
     def info(self) -> bytes:
         return self.server.info_for(self)
@@ -592,13 +590,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
             identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
         else:
-            identity = (
-                auth.authenticate(
-                    opts, self.nonce, self.cert, self.listener.tls_map, self.host, self._conn_type
-                )
-                if auth.required
-                else ANONYMOUS
-            )
+            identity = self._login(opts) if auth.required else ANONYMOUS
         if identity is None or identity.account != self.account.name:
             # a user moved to another account logs in again, as nats-server makes it
             self.server.auth_failures += 1
