@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from jetpy.jetstream.models import AccountLimits
 from jetpy.server.conf_format import ConfigError
-from jetpy.server.config import load_config
+from jetpy.server.config import load_config, validate_options
 from jetpy.server.jwt_claims import AccountClaims, JwtError, OperatorClaims, UserClaims, decode
 from jetpy.server.operator import TrustedAccounts
 from jetpy.server.options import Export, Import, OperatorOptions, ServerOptions
@@ -123,6 +123,13 @@ def test_what_operator_mode_excludes(tmp_path: Path, extra: str, message: str) -
 def test_other_resolvers_are_refused_by_name(tmp_path: Path, resolver: str, named: str) -> None:
     text = W.config(op_file(tmp_path)).replace("resolver: MEMORY", resolver)
     assert named in error(tmp_path, text)
+
+
+def test_operator_mode_with_a_gateway_is_refused_at_start(tmp_path: Path) -> None:
+    # the gateways carry the global account only: the accounts' messages would stay in their cluster
+    opts = load(tmp_path, W.config(op_file(tmp_path), extra="gateway { name: A, port: -1 }\n"))
+    with pytest.raises(ConfigError, match="operator mode with a gateway is not supported yet"):
+        validate_options(opts)
 
 
 def test_operator_without_a_resolver_is_refused(tmp_path: Path) -> None:
