@@ -262,10 +262,7 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
     [
         "leafnodes",
         "mqtt",
-        "operator",
-        "resolver",
-        "resolver_preload",
-        "trusted_keys",
+        "resolver_tls",
         "syslog",
     ],
 )

@@ -48,7 +48,7 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
-_AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
+_AUTH_OPTIONS = frozenset({"username", "password", "token", "users", "operator"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown

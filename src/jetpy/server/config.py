@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jetpy.server import config_accounts as accounts
+from jetpy.server import config_operator as operator
 from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
@@ -80,17 +81,7 @@ UNSUPPORTED_FIELDS = frozenset(
         "leaf",
         "leafnodes",
         "mqtt",
-        "operator",
-        "operators",
-        "root_operator",
-        "root_operators",
-        "trusted",
-        "trusted_keys",
-        "resolver",
-        "account_resolver",
-        "accounts_resolver",
         "resolver_tls",
-        "resolver_preload",
         "resolver_pinned_accounts",
         "ocsp",
         "syslog",
@@ -136,6 +127,7 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
     _apply_block(ctx, conf, _TOP_LEVEL)
     if not ctx.errors:
         try:
+            operator.finish_operator(ctx)
             accounts.check_accounts(ctx.opts, ctx.accounts_at)
         except ConfigError as e:
             ctx.errors.append(e)
@@ -462,6 +454,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "logfile": _setter("log_file", to_str),
     "pid_file": _setter("pid_file", to_str),
     "pidfile": _setter("pid_file", to_str),
+    **operator.HANDLERS,
     **dict.fromkeys(UNSUPPORTED_FIELDS, _unsupported),
     **dict.fromkeys(IGNORED_FIELDS, _ignored),
 }

@@ -28,6 +28,7 @@ from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 __all__ = [
     "GATEWAY_ACCOUNTS",
     "GATEWAY_JETSTREAM",
+    "GATEWAY_OPERATOR",
     "check_gateway_options",
     "gateway_block",
     "parse_gateway_url",
@@ -36,6 +37,10 @@ __all__ = [
 GATEWAY_JETSTREAM: Final = (
     "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a gateway "
     "(gateway {}) cannot be combined"
+)
+GATEWAY_OPERATOR: Final = (
+    "operator mode with a gateway is not supported yet: the gateways carry the global account "
+    "only, so an operator (operator, trusted_keys) and a gateway (gateway {}) cannot be combined"
 )
 GATEWAY_ACCOUNTS: Final = (
     "accounts with a gateway are not supported yet: the gateways carry the global account only, "
@@ -164,6 +169,8 @@ def check_gateway_options(opts: ServerOptions) -> None:
             raise ConfigError(f"gateway {q(remote.name)} has no URL")
     if opts.jetstream:
         raise ConfigError(GATEWAY_JETSTREAM)
+    if opts.operator is not None:
+        raise ConfigError(GATEWAY_OPERATOR)
     others = [a.name for a in opts.accounts if a.name != system_account_name(opts)]
     if others:
         raise ConfigError(GATEWAY_ACCOUNTS.format(names=", ".join(others)))

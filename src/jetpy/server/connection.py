@@ -31,6 +31,7 @@ from jetpy.protocol import encode as enc
 from jetpy.protocol.connect import DEFAULT_CONNECT, ConnectOptions
 from jetpy.protocol.encode import append_run, msg, msg_batch, msg_prefix, msg_tail
 from jetpy.protocol.errors import (
+    ERR_AUTH_REVOKED,
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
     ERR_INVALID_PROTOCOL,
@@ -50,6 +51,7 @@ from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import FROM_CLIENT, Broker, Subscription
 from jetpy.server.client_layers import ClientLayers
+from jetpy.server.client_limits import PAYLOAD_VIOLATION, ClientLimits
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
@@ -133,7 +135,7 @@ class ConnectionHost(Protocol):
 PLAIN: Final = Listener()  # the client port without TLS
 
 
-class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
+class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Protocol):
     kind = "Client"
     origin = FROM_CLIENT
     server: ConnectionHost
@@ -412,6 +414,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             elif code == CONNECT:
                 if not self._connect(op[1]):
                     break
+                if self.parser.max_payload < self.server.options.max_payload:
+                    self.clip_payloads(ops, op)  # a JWT's limit, for what was read with CONNECT
                 verbose = self.verbose
                 pedantic = self.pedantic
                 echo = self.echo
@@ -419,7 +423,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                 pub_ok = self._pub_ok
                 publish = self._publish
             elif code == ERR:
-                self.close("Parse Error")
+                if op[1] is PAYLOAD_VIOLATION:
+                    self.payload_violation()
+                else:
+                    self.close("Parse Error")
                 break
             # INFO and +OK from a client are ignored, as nats-server does
         self.in_msgs += n_in
@@ -460,11 +467,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
         auth = self.server.auth
-        identity = (
-            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
-            if self.auth_required
-            else ANONYMOUS
-        )
+        identity = self._login(opts) if self.auth_required else ANONYMOUS
         # a CONNECT naming an account is refused whatever the credentials, as by nats-server
         if identity is None or opts.account or opts.new_account:
             self.server.auth_failures += 1
@@ -474,6 +477,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self._cancel_auth_timer()
         self._set_identity(identity)
         self._enter(identity.account)
+        if not self._take_limits(self.server.options.max_payload):
+            return False
         self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
@@ -520,7 +525,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if opts.max_sub_tokens and subject.count(b".") >= opts.max_sub_tokens:
             self._violation("subscribe", *tokens_violation(subject, sid))
             return
-        if opts.max_subscriptions > 0 and len(self.subs) >= opts.max_subscriptions:
+        limit = self.max_subs(opts.max_subscriptions)
+        if limit >= 0 and len(self.subs) >= limit:
             self.send(_MAX_SUBS)
             self.server.max_subs_exceeded(self.ident)
             return
@@ -547,6 +553,13 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.verbose:
             self.send(enc.OK)
 
+    def _login(self, opts: ConnectOptions) -> Identity | None:
+        """Who ``opts`` log in as on this connection (None: refused)."""
+        listener = self.listener
+        return self.server.auth.authenticate(
+            opts, self.nonce, self.cert, listener.tls_map, self.host, listener.conn_type
+        )
+
     def info(self) -> bytes:
         return self.server.info_for(self)
 
@@ -564,7 +577,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
     def limits_changed(self, max_control_line: int, max_payload: int) -> None:
         """New protocol limits for what this client sends from now on (nats-server's reload)."""
         self.parser.max_control_line = max_control_line
-        self.parser.max_payload = max_payload
+        self.limits_payload(max_payload)
 
     def reauthorize(self) -> None:
         """The server's authorization changed: a client in whose credentials no longer pass is
@@ -577,16 +590,15 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
             identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
         else:
-            identity = (
-                auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
-                if auth.required
-                else ANONYMOUS
-            )
+            identity = self._login(opts) if auth.required else ANONYMOUS
         if identity is None or identity.account != self.account.name:
             # a user moved to another account logs in again, as nats-server makes it
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
-            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            if auth.revoked(opts):
+                self.close_with_error(ERR_AUTH_REVOKED, reason="Credentials Revoked")
+            else:
+                self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
         self._set_identity(identity)
         self._remove_unauthorized_subs()
@@ -768,6 +780,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         for timer in (self._ping_timer, self._auth_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
+        self._cancel_expiry()
         self._ping_timer = self._auth_timer = self._handshake_timer = None
         for sub in self.subs.values():
             self.broker.remove(sub)

@@ -103,6 +103,18 @@ class AccountOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class OperatorOptions:
+    """Operator mode (decentralized JWT auth, see ``jetpy.server.operator``): the operator JWTs
+    (``operator``) or bare operator keys (``trusted_keys``) trusted, the account resolver (only
+    ``MEMORY``) and the account JWTs it holds (``resolver_preload``: public key, JWT)."""
+
+    operator_jwts: tuple[str, ...] = ()
+    trusted_keys: tuple[str, ...] = ()
+    resolver: str = ""  # "MEMORY", or "" when the configuration names none
+    preload: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TlsOptions:
     """The ``tls {}`` block (or ``--tls*`` flags): how the client port (and the HTTPS monitoring
     port) does TLS; see ``jetpy.server.tls``."""
@@ -250,6 +262,7 @@ class ServerOptions:
     users: list[User] = field(default_factory=list)  # every user, of $G and of the accounts
     auth_timeout: float = AUTH_TIMEOUT
     no_auth_user: str = ""
+    operator: OperatorOptions | None = None  # operator mode (JWT users) when set
     # accounts
     accounts: list[AccountOptions] = field(default_factory=list)
     system_account: str = ""  # "": nats-server's default, $SYS

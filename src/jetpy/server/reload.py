@@ -17,7 +17,9 @@ Reloadable, as in nats-server: ``max_payload`` and ``max_control_line`` (also fo
 clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_interval``,
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
 timeout: connected clients whose credentials no longer pass are closed, and so are those whose
-user moved to another account; the accounts' users the same), subject mappings (every account's
+user moved to another account; the accounts' users the same; in operator mode the account
+JWTs, a connected user its account now revokes closed with ``User Authentication Revoked``),
+subject mappings (every account's
 and the top level's: connected clients publish through the new ones), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
 ``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
@@ -93,6 +95,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_sub_tokens", "MaxSubTokens"),
     Option("users", "Users", "Reloaded: authorization users"),
     Option("no_auth_user", "NoAuthUser"),
+    # operator mode: changed account JWTs reload when the accounts and their JetStream stay
+    Option("operator", "TrustedOperators", "Reloaded: authorization users"),
     # an account's mappings reload (the rest of the accounts block does not, see diff_options);
     # the top-level mappings are the global account's
     Option("accounts", "Accounts", "Reloaded: accounts"),
