@@ -23,22 +23,24 @@ from collections.abc import Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
-from jetpy.server.accounts import Accounts
+from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.config_gateway import check_gateway_options
+from jetpy.server.config_operator import FULL, check_resolver_options
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
-from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.js_wiring import AccountsJetStream, start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import RaftHost, groups_root
 from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.resolver import AccountResolver
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -100,6 +102,7 @@ class Server:
         self._infos: dict[Listener, dict[str, Any]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.events = SystemEvents(self, self._spawn)
+        self.resolver: AccountResolver | None = None  # the full account resolver
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@ class Server:
         opts = self.options
         check_cluster_options(opts)
         check_gateway_options(opts)
+        check_resolver_options(opts)
         self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
@@ -135,6 +139,9 @@ class Server:
         self.events.start()
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
+        if opts.operator is not None and opts.operator.resolver == FULL:
+            self.resolver = AccountResolver(self, opts.operator)
+            self.resolver.start()
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
@@ -237,6 +244,9 @@ class Server:
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None
+        if self.resolver is not None:
+            self.resolver.stop()
+            self.resolver = None
         self.events.stop()
         self.accounts.stop()
         for task in list(self._background):
@@ -283,6 +293,20 @@ class Server:
                 conn.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             log.info("Closed %d connections to fall within max_connections", over)
         self._build_infos()  # what new clients are told (max_payload, auth)
+
+    # -- accounts the resolver adds and changes -------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        return self.events.server_info()
+
+    def account_added(self, account: Account) -> None:
+        if isinstance(self.jetstream, AccountsJetStream):
+            self._spawn(self.jetstream.add_account(account, self.accounts.system()))
+
+    def account_updated(self, account: Account) -> None:
+        for conn in list(self.connections.values()):
+            if conn.account is account:
+                conn.reauthorize()
 
     # -- addresses ------------------------------------------------------------------------------
 

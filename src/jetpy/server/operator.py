@@ -40,6 +40,7 @@ from jetpy.server.jwt_claims import (
 from jetpy.server.options import (
     DEFAULT_RESPONSE_THRESHOLD,
     RESPONSE_TYPES,
+    AccountOptions,
     Export,
     Import,
     OperatorOptions,
@@ -148,16 +149,26 @@ class TrustedAccounts:
         self.trusted = frozenset(keys)
         self.accounts: dict[str, AccountClaims] = {}
         for public, token in options.preload:
-            try:
-                acc = decode(token, AccountClaims)
-            except JwtError as e:
-                raise OperatorError(f"invalid account JWT for {public}: {e}") from e
-            if acc.sub != public:
-                raise OperatorError(f"account JWT for {public} is the JWT of another account ({acc.sub})")
-            if acc.iss not in self.trusted:
-                raise OperatorError(f"account JWT for {public} is not issued by a trusted operator")
-            self._check_supported(acc)
-            self.accounts[public] = acc
+            self.accounts[public] = self.verify(public, token)
+
+    def verify(self, public: str, token: str) -> AccountClaims:
+        """The claims of the account JWT ``token`` filed under ``public``, if a trusted operator
+        issued it and jetpy carries out all it says (else :class:`OperatorError`, why)."""
+        try:
+            acc = decode(token, AccountClaims)
+        except JwtError as e:
+            raise OperatorError(f"invalid account JWT for {public}: {e}") from e
+        if acc.sub != public:
+            raise OperatorError(f"account JWT for {public} is the JWT of another account ({acc.sub})")
+        if acc.iss not in self.trusted:
+            raise OperatorError(f"account JWT for {public} is not issued by a trusted operator")
+        self._check_supported(acc)
+        return acc
+
+    def account_options(self, account: str) -> AccountOptions:
+        """The account ``account`` as the server runs it: its JetStream limits, exports and
+        imports (:class:`OperatorError` when jetpy cannot carry them out)."""
+        return AccountOptions(account, self.js_limits(account), self.exports(account), self.imports(account))
 
     @staticmethod
     def _check_supported(acc: AccountClaims) -> None:
