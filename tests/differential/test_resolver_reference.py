@@ -1,14 +1,18 @@
 """The full account resolver against nats-server 2.15.1: one operator configuration with
-``resolver { type: full, dir }`` (the system account preloaded), the same ``$SYS.REQ.CLAIMS``
-requests from the system account's user to each server and the same replies (the ``server``
-block left out); an account pushed at runtime whose user then logs in, an update revoking a
-connected user closing its connection, JWTs with a bad signature or for another account
-refused, and the pushed accounts still there after a restart (jetpy's directory, and the one
-nats-server wrote, opened by jetpy)."""
+``resolver { type: full, dir, limit }`` (the system account preloaded), with and without
+JetStream, the same ``$SYS.REQ.CLAIMS`` requests from the system account's user to each server
+and the same replies (the ``server`` block left out): UPDATE (both subjects), LOOKUP, LIST,
+DELETE without allow_delete, the store's limit, JWTs with a bad signature or for another
+account refused; an account pushed at runtime whose user then logs in (and uses its
+JetStream), an update revoking a connected user closing its connection, a reload after a push,
+and the pushed accounts still there after a restart (jetpy's directory, and the one nats-server
+wrote, opened by jetpy). Where jetpy refuses what nats-server takes (a JWT of an untrusted
+operator, an older JWT, new JetStream limits for a running account) both answers are shown."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import signal
 import time
@@ -17,10 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nkeys
 import pytest
 
 from conftest import JETPY_SERVER, REFERENCE_NEWEST, Proc, start_process
-from jwt_issuer import World, account_jwt, user_jwt, user_key, world, write_creds
+from jwt_issuer import (
+    B_LIMITS,
+    World,
+    account_jwt,
+    account_key,
+    encode,
+    user_jwt,
+    user_key,
+    world,
+    write_creds,
+)
 
 pytestmark = pytest.mark.skipif(REFERENCE_NEWEST is None, reason="nats-server 2.15.1 not installed")
 
@@ -34,31 +49,39 @@ def _config(tmp: Path, name: str, extra: str = "") -> str:
     return (
         f"operator: {json.dumps(str(tmp / 'op.jwt'))}\nsystem_account: {W.sys.public}\n"
         f"resolver {{ type: full, dir: {json.dumps(str(tmp / ('jwt-' + name)))}, allow_delete: false,"
-        f' interval: "2m", timeout: "1.9s" }}\n'
+        f' interval: "2m", timeout: "1.9s", limit: 3 }}\n'
         f"resolver_preload {{ {W.sys.public}: {sys_jwt} }}\n{extra}"
     )
 
 
-def _start(tmp: Path, name: str, conf_name: str | None = None) -> Proc:
+def _start(tmp: Path, name: str, conf_name: str | None = None, extra: str = "") -> Proc:
     cmd = list(JETPY_SERVER) if name == "jetpy" else [str(REFERENCE_NEWEST)]
     conf = tmp / f"{conf_name or name}.conf"
-    conf.write_text(_config(tmp, conf_name or name))
+    conf.write_text(_config(tmp, conf_name or name, extra))
     return start_process([*cmd, "-c", str(conf), "-a", "127.0.0.1", "-p", "-1"], tmp / f"{name}.log")
 
 
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[dict[str, Proc]]:
+@pytest.fixture(params=[False, True], ids=["core", "jetstream"])
+def servers(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, Proc]]:
     (tmp_path / "op.jwt").write_text(W.operator_jwt)
     su = user_key()
     write_creds(tmp_path / "sys.creds", user_jwt(su, W.sys), su)
     procs: dict[str, Proc] = {}
     try:
         for name in NAMES:
-            procs[name] = _start(tmp_path, name)
+            js = f"jetstream {{ store_dir: {json.dumps(str(tmp_path / ('js-' + name)))} }}\n"
+            procs[name] = _start(tmp_path, name, extra=js if request.param else "")
         yield procs
     finally:
         for p in procs.values():
             p.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def js_servers(servers: dict[str, Proc], request: pytest.FixtureRequest) -> dict[str, Proc]:
+    if "jetstream" not in request.node.callspec.id:
+        pytest.skip("JetStream servers only")
+    return servers
 
 
 async def _request(url: str, creds: Path, subject: str, body: str) -> Any:
@@ -131,12 +154,38 @@ def test_update_lookup_list_replies(servers: dict[str, Proc], tmp_path: Path) ->
     assert looked_up == a
     assert _same(_ask(servers, creds, f"$SYS.REQ.ACCOUNT.{OTHER.a.public}.CLAIMS.LOOKUP", "")) == ""
     assert _same(_ask(servers, creds, "$SYS.REQ.CLAIMS.LOOKUP", W.a.public)) == "<no responders>"
+    full = _same(_ask(servers, creds, "$SYS.REQ.CLAIMS.UPDATE", account_jwt(account_key(), W.op, "C")))
+    assert full["error"]["description"] == "jwt update resulted in error - jwt store is full"
+    delete = encode(
+        {"sub": W.op.public, "nats": {"accounts": [W.a.public], "type": "generic", "version": 2}}, W.op
+    )
+    assert _same(_ask(servers, creds, "$SYS.REQ.CLAIMS.DELETE", delete)) == {
+        "error": {
+            "code": 500,
+            "description": f"delete accounts request by {W.op.public} failed - "
+            "delete must be enabled in server config",
+        }
+    }
     listed = _ask(servers, creds, "$SYS.REQ.CLAIMS.LIST", "")
     assert {n: sorted(doc["data"]) for n, doc in listed.items()} == {
         n: sorted([W.sys.public, W.a.public, W.b.public]) for n in NAMES
     }
     for name in NAMES:  # nats-server's layout: <dir>/<account>.jwt holding the JWT
         assert (tmp_path / f"jwt-{name}" / f"{W.a.public}.jwt").read_text().strip() == a
+
+
+def test_older_jwt_refused_by_jetpy(servers: dict[str, Proc], tmp_path: Path) -> None:
+    """nats-server stores an older JWT of an account over the newer one (a replayed JWT would
+    take back the revocations made since); jetpy refuses it and keeps the newer."""
+    creds = tmp_path / "sys.creds"
+    now = int(time.time())
+    newer, older = account_jwt(W.a, W.op, "A", iat=now + 60), account_jwt(W.a, W.op, "A", iat=now - 60)
+    _same(_ask(servers, creds, "$SYS.REQ.CLAIMS.UPDATE", newer))
+    answers = _ask(servers, creds, "$SYS.REQ.CLAIMS.UPDATE", older)
+    assert answers["2.15.1"]["data"]["message"] == "jwt updated"
+    assert "a newer JWT of the account is stored" in answers["jetpy"]["error"]["description"]
+    looked_up = _ask(servers, creds, f"$SYS.REQ.ACCOUNT.{W.a.public}.CLAIMS.LOOKUP", "")
+    assert looked_up == {"jetpy": newer, "2.15.1": older}
 
 
 def test_untrusted_account_refused_by_jetpy(servers: dict[str, Proc], tmp_path: Path) -> None:
@@ -166,60 +215,117 @@ def test_pushed_account_user_logs_in(servers: dict[str, Proc], tmp_path: Path) -
     )
 
 
-async def _revoked_while_connected(url: str, sys_creds: Path, tmp: Path, name: str) -> dict[str, Any]:
-    c = W.a  # account A, pushed first, then pushed again revoking the connected user
+def _sign(seed: bytes, nonce: str) -> str:
+    return base64.urlsafe_b64encode(nkeys.from_seed(seed).sign(nonce.encode())).rstrip(b"=").decode()
+
+
+async def _revoked_while_connected(url: str, port: int, sys_creds: Path) -> dict[str, Any]:
+    """A user of account A connected (raw protocol), then A pushed again revoking it: what
+    the user's connection reads up to its close, and whether another user of A stays."""
+    c = W.a
     await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", account_jwt(c, W.op, "A"))
     u, other = user_key(), user_key()
-    creds, other_creds = tmp / f"rev-{name}.creds", tmp / f"keep-{name}.creds"
-    write_creds(creds, user_jwt(u, c), u)
-    write_creds(other_creds, user_jwt(other, c), other)
-    errors: list[str] = []
-    closed = asyncio.Event()
-
-    async def on_error(e: Exception) -> None:
-        errors.append(str(e))
-
-    async def on_closed() -> None:
-        closed.set()
-
-    nc = await nats.connect(
-        url, user_credentials=str(creds), allow_reconnect=False, error_cb=on_error, closed_cb=on_closed
-    )
-    keep = await nats.connect(url, user_credentials=str(other_creds), allow_reconnect=False)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    info = json.loads((await reader.readline())[5:])
+    fields = {"verbose": False, "protocol": 1, "jwt": user_jwt(u, c), "sig": _sign(u.seed, info["nonce"])}
+    writer.write(f"CONNECT {json.dumps(fields)}\r\nPING\r\n".encode())
+    assert await reader.readline() == b"PONG\r\n"
+    keep_creds = sys_creds.with_name(f"keep-{port}.creds")
+    write_creds(keep_creds, user_jwt(other, c), other)
+    keep = await nats.connect(url, user_credentials=str(keep_creds), allow_reconnect=False)
     await asyncio.sleep(1.1)  # the revocation is for JWTs issued before a later second
     revoking = account_jwt(c, W.op, "A", revocations={u.public: int(time.time())})
     reply = await _request(url, sys_creds, f"$SYS.REQ.ACCOUNT.{c.public}.CLAIMS.UPDATE", revoking)
-    try:
-        await asyncio.wait_for(closed.wait(), 5)
-    except TimeoutError:
-        pass
+    got = await asyncio.wait_for(reader.read(), 5)  # up to the close
+    writer.close()
+    lines = [line for line in got.splitlines(keepends=True) if not line.startswith((b"INFO ", b"PING"))]
+    await asyncio.sleep(0.2)
     kept = keep.is_connected
     await keep.close()
-    await nc.close()
-    return {"reply": reply, "closed": closed.is_set(), "other_kept": kept, "errors": errors}
+    return {"reply": reply, "read": lines, "other_kept": kept}
 
 
 def test_update_revoking_a_user_disconnects_it(servers: dict[str, Proc], tmp_path: Path) -> None:
     sys_creds = tmp_path / "sys.creds"
-    got = {
-        n: asyncio.run(_revoked_while_connected(p.url, sys_creds, tmp_path, n)) for n, p in servers.items()
+    got = {n: asyncio.run(_revoked_while_connected(p.url, p.port, sys_creds)) for n, p in servers.items()}
+    assert _same(got) == {
+        "reply": {"data": {"account": W.a.public, "code": 200, "message": "jwt updated"}},
+        "read": [b"-ERR 'User Authentication Revoked'\r\n"],
+        "other_kept": True,
     }
-    result = _same(got)
-    assert result["closed"] and result["other_kept"], got
-    assert result["reply"]["data"]["message"] == "jwt updated"
+
+
+def test_reload_after_a_push(servers: dict[str, Proc], tmp_path: Path) -> None:
+    """A reload (SIGHUP) after a push reads the directory again: the pushed account stays."""
+    _same(_ask(servers, tmp_path / "sys.creds", "$SYS.REQ.CLAIMS.UPDATE", W.account_jwts[W.b.public]))
+    for p in servers.values():
+        p.popen.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    user = _creds(tmp_path, W.b, "b")
+    assert {n: asyncio.run(_pub_sub(p.url, user)) for n, p in servers.items()} == dict.fromkeys(
+        NAMES, b"world"
+    )
+    assert "Reloaded server configuration" in servers["jetpy"].log()
+    assert "Failed to reload" not in servers["jetpy"].log()
+
+
+async def _isolated(url: str, one: Path, other: Path) -> bool:
+    """Is a message published by a user of one account kept from a user of another?"""
+    a = await nats.connect(url, user_credentials=str(one), allow_reconnect=False)
+    b = await nats.connect(url, user_credentials=str(other), allow_reconnect=False)
+    try:
+        sub = await b.subscribe("hello")
+        await b.flush()
+        await a.publish("hello", b"from a")
+        await a.flush()
+        try:
+            await sub.next_msg(timeout=0.5)
+        except nats.errors.TimeoutError:
+            return True
+        return False
+    finally:
+        await a.close()
+        await b.close()
 
 
 def test_restart_keeps_pushed_accounts_and_opens_the_reference_directory(
     servers: dict[str, Proc], tmp_path: Path
 ) -> None:
-    _same(_ask(servers, tmp_path / "sys.creds", "$SYS.REQ.CLAIMS.UPDATE", W.account_jwts[W.b.public]))
+    for token in (W.account_jwts[W.a.public], W.account_jwts[W.b.public]):
+        _same(_ask(servers, tmp_path / "sys.creds", "$SYS.REQ.CLAIMS.UPDATE", token))
     for p in servers.values():
         p.stop()
-    user = _creds(tmp_path, W.b, "b")
+    user, a_user = _creds(tmp_path, W.b, "b"), _creds(tmp_path, W.a, "a")
     # jetpy again on its own directory, then on the one nats-server wrote
     for conf_name in ("jetpy", "2.15.1"):
         proc = _start(tmp_path, "jetpy", conf_name)
         try:
             assert asyncio.run(_pub_sub(proc.url, user)) == b"world"
+            assert asyncio.run(_isolated(proc.url, a_user, user))  # each in its own account
         finally:
             proc.stop(signal.SIGKILL)
+
+
+async def _stream_in(url: str, creds: Path) -> dict[str, Any]:
+    nc = await nats.connect(url, user_credentials=str(creds), allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        info = await js.account_info()
+        await js.add_stream(name="S", subjects=["s.>"])
+        ack = await js.publish("s.1", b"one")
+        return {"streams": info.limits.max_streams, "seq": ack.seq, "stream": ack.stream}
+    finally:
+        await nc.close()
+
+
+def test_pushed_account_has_its_jetstream(js_servers: dict[str, Proc], tmp_path: Path) -> None:
+    creds = tmp_path / "sys.creds"
+    _same(_ask(js_servers, creds, "$SYS.REQ.CLAIMS.UPDATE", W.account_jwts[W.b.public]))
+    user = _creds(tmp_path, W.b, "b")
+    got = {n: asyncio.run(_stream_in(p.url, user)) for n, p in js_servers.items()}
+    assert _same(got) == {"streams": B_LIMITS["streams"], "seq": 1, "stream": "S"}
+    # new JetStream limits for a running account: nats-server takes them, jetpy refuses them
+    changed = account_jwt(W.b, W.op_signing, "B", limits={**B_LIMITS, "streams": 5})
+    answers = _ask(js_servers, creds, "$SYS.REQ.CLAIMS.UPDATE", changed)
+    assert answers["2.15.1"]["data"]["message"] == "jwt updated"
+    assert "JetStream limits at runtime is not supported" in answers["jetpy"]["error"]["description"]

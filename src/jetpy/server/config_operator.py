@@ -192,9 +192,10 @@ def finish_operator(ctx: Context) -> None:
             trusted.account_options(name)  # the preloaded accounts must all be usable
     except OperatorError as e:
         raise ConfigError(str(e), ctx.resolver_at or pos) from e
-    if op.resolver == FULL:
+    if op.resolver == FULL:  # in the order of their names, as the resolver keeps them at runtime
         o.operator = op = _with_directory(op, trusted)
-    o.accounts = [trusted.account_options(name) for name in trusted.accounts]
+    names = sorted(trusted.accounts) if op.resolver == FULL else list(trusted.accounts)
+    o.accounts = [trusted.account_options(name) for name in names]
     named = trusted.system_account
     if o.system_account and named and o.system_account != named:
         raise ConfigError("system_account in config and operator JWT must be identical", pos)
@@ -227,4 +228,4 @@ def _with_directory(op: OperatorOptions, trusted: TrustedAccounts) -> OperatorOp
         except OperatorError as e:
             log.warning("resolver directory %s: account JWT skipped: %s", op.resolver_dir, e)
             del trusted.accounts[public], tokens[public]
-    return dataclasses.replace(op, preload=tuple(tokens.items()))
+    return dataclasses.replace(op, preload=tuple(sorted(tokens.items())))

@@ -9,12 +9,13 @@ Owns, with nats-server 2.15's message shapes (compared with the reference in
   as issuer, the account the subject names), stored in the directory (``jwt_dir``) and taken
   by the running server, answered ``{"server": ..., "data": {"account", "code": 200,
   "message": "jwt updated"}}`` or ``{"server": ..., "error": {"account", "code": 500,
-  "description": "jwt update resulted in error - <why>"}}``. An older JWT than the one stored
-  is answered as updated and changes nothing, as nats-server's store keeps the newer;
+  "description": "jwt update resulted in error - <why>"}}``; past ``limit`` accounts, ``jwt
+  store is full``. A JWT older than the account's stored one is refused (nats-server stores
+  it over the newer);
 - ``$SYS.REQ.ACCOUNT.<account>.CLAIMS.LOOKUP``: the stored JWT (an empty body when none);
 - ``$SYS.REQ.CLAIMS.LIST``: ``{"data": [<account>...], "server": ...}``;
-- ``$SYS.REQ.CLAIMS.DELETE``: refused with an error (``allow_delete`` is refused by the
-  configuration: deleting accounts is not built).
+- ``$SYS.REQ.CLAIMS.DELETE``: answered with nats-server's error without ``allow_delete``
+  (``allow_delete: true`` is refused by the configuration: deleting accounts is not built).
 
 A new account is added to the running server (its subject space, its imports, its JetStream
 when its limits enable it); an account it runs already takes the new JWT's revocations, limits
@@ -27,6 +28,8 @@ Knows the server as :class:`ResolverHost`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import logging
@@ -95,8 +98,8 @@ class AccountResolver:
         self._broker: Broker | None = None
 
     def start(self) -> None:
-        """Store the JWTs the server started with (the preloaded ones newer than the
-        directory's) and answer the claims requests in the system account."""
+        """Store the JWTs the server started with (of the preloaded and the directory's, the
+        newer) and answer the claims requests in the system account."""
         self.directory.create()
         op = self.server.options.operator
         stored = self.directory.load()
@@ -177,10 +180,12 @@ class AccountResolver:
             raise _Refused(public, str(e)) from None
         known = trusted.accounts.get(public)
         if known is not None and known.iat > claims.iat:
-            return public  # nats-server keeps the newer JWT, and answers as updated
+            # nats-server stores it over the newer one; an older JWT (a replay, say, of one
+            # without the revocations of today's) must not replace it
+            raise _Refused(public, "a newer JWT of the account is stored (an older one is not taken)")
         stored = self.directory.names()
         if self.limit > 0 and known is None and public not in stored and len(stored) >= self.limit:
-            raise _Refused(public, f"resolver store is full (limit {self.limit})")
+            raise _Refused(public, "jwt store is full")
         options = self._plan(trusted, claims)
         try:
             self.directory.save(public, token)
@@ -228,9 +233,13 @@ class AccountResolver:
         if op is not None:  # what a reload compares the configuration with
             preload = dict(op.preload)
             preload[public] = token
-            accounts = [a for a in opts.accounts if a.name != public] + [options]
+            accounts = sorted(
+                [a for a in opts.accounts if a.name != public] + [options], key=lambda a: a.name
+            )
             server.options = dataclasses.replace(
-                opts, operator=dataclasses.replace(op, preload=tuple(preload.items())), accounts=accounts
+                opts,
+                operator=dataclasses.replace(op, preload=tuple(sorted(preload.items()))),
+                accounts=accounts,
             )
         running = server.accounts.get(public)
         if running is None:
@@ -246,5 +255,23 @@ class AccountResolver:
         self._send(reply, {"data": self.directory.names(), "server": self.server.server_info()})
 
     def _delete(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        error = {"code": 500, "description": "delete accounts request failed - not supported by jetpy"}
+        """Deleting accounts is not built (``allow_delete: true`` is refused by the
+        configuration): answered as nats-server answers without ``allow_delete``."""
+        parts = data[hdr_len:].strip().split(b".")
+        if len(parts) != 3:
+            issuer, why = "", "expected 3 chunks"
+        else:
+            issuer, why = _issuer(parts[1]), "delete must be enabled in server config"
+        error = {"code": 500, "description": f"delete accounts request by {issuer} failed - {why}"}
+        log.error("%s", error["description"])
         self._send(reply, {"server": self.server.server_info(), "error": error})
+
+
+def _issuer(claims: bytes) -> str:
+    """The ``iss`` of a JWT's claims part (for the log and the reply only; "" if unreadable)."""
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(claims + b"=" * (-len(claims) % 4)))
+    except (ValueError, binascii.Error):
+        return ""
+    iss = doc.get("iss") if isinstance(doc, dict) else None
+    return iss if isinstance(iss, str) and iss.isalnum() and len(iss) <= 64 else ""
