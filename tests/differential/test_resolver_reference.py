@@ -255,6 +255,39 @@ def test_update_revoking_a_user_disconnects_it(servers: dict[str, Proc], tmp_pat
     }
 
 
+async def _payload_lowered_while_connected(url: str, port: int, sys_creds: Path) -> list[bytes]:
+    """A user of account A connected (raw protocol), then A pushed again with a payload limit
+    of 8: what a 16-byte and then a 4-byte publish get (a connection that stays: the reply to
+    PING; one closed: up to its close)."""
+    c = W.a
+    await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", account_jwt(c, W.op, "A"))
+    u = user_key()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    info = json.loads((await reader.readline())[5:])
+    fields = {"verbose": False, "protocol": 1, "jwt": user_jwt(u, c), "sig": _sign(u.seed, info["nonce"])}
+    writer.write(f"CONNECT {json.dumps(fields)}\r\nPUB x 16\r\n{'a' * 16}\r\nPING\r\n".encode())
+    assert await reader.readline() == b"PONG\r\n"
+    await asyncio.sleep(1.1)
+    lowered = account_jwt(c, W.op, "A", limits={"payload": 8})
+    await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", lowered)
+    writer.write(b"PUB x 4\r\nabcd\r\nPING\r\n")
+    got = await asyncio.wait_for(reader.readline(), 5)
+    writer.write(f"PUB x 16\r\n{'a' * 16}\r\nPING\r\n".encode())
+    got += await asyncio.wait_for(reader.read(), 5)  # up to the close
+    writer.close()
+    return [line for line in got.splitlines(keepends=True) if not line.startswith((b"INFO ", b"PING"))]
+
+
+def test_update_lowering_the_payload_limit_applies_to_connected_users(
+    servers: dict[str, Proc], tmp_path: Path
+) -> None:
+    sys_creds = tmp_path / "sys.creds"
+    got = {
+        n: asyncio.run(_payload_lowered_while_connected(p.url, p.port, sys_creds)) for n, p in servers.items()
+    }
+    assert _same(got) == [b"PONG\r\n", b"-ERR 'Maximum Payload Violation'\r\n"]
+
+
 def test_reload_after_a_push(servers: dict[str, Proc], tmp_path: Path) -> None:
     """A reload (SIGHUP) after a push reads the directory again: the pushed account stays."""
     _same(_ask(servers, tmp_path / "sys.creds", "$SYS.REQ.CLAIMS.UPDATE", W.account_jwts[W.b.public]))

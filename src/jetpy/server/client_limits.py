@@ -64,14 +64,22 @@ class ClientLimits:
             self.log.error(self.ident, ERR_MAX_ACCOUNT_CONNECTIONS)
             self.close_with_error(ERR_MAX_ACCOUNT_CONNECTIONS, reason="Maximum Account Connections Exceeded")
             return False
+        self.apply_limits(server_max_payload)
+        return True
+
+    def apply_limits(self, server_max_payload: int) -> None:
+        """Take the identity's subscription and payload limits and the end of its
+        authentication: at login, and again when its JWTs change (a reload, or an account JWT
+        pushed to the resolver) for a client that stays connected."""
+        lim = self.identity.limits
+        if lim is None:
+            return
         self.sub_limit = lim.max_subs
         self.limits_payload(server_max_payload)
+        self._cancel_expiry()
         if lim.expires:
-            if self._expiry_timer is not None:
-                self._expiry_timer.cancel()
             delay = max(lim.expires - time.time(), 0.0)
             self._expiry_timer = asyncio.get_running_loop().call_later(delay, self._auth_expired)
-        return True
 
     def limits_payload(self, server_max_payload: int) -> None:
         """The payload this client may publish: the server's, or its JWT's when tighter."""

@@ -6,8 +6,10 @@ of the configuration once the file is read (:func:`finish_operator`): the accoun
 preloaded account JWTs become the server's accounts (named by their public keys, with the
 JetStream limits of their JWTs), the system account defaults to the one the operator JWT
 names, and what operator mode excludes is refused with nats-server's words (users or accounts
-configured directly, ``no_auth_user``). Only the ``MEMORY`` resolver is built: ``full``,
-``cache`` and ``URL(...)`` resolvers are refused by name. The trust checks themselves are
+configured directly, ``no_auth_user``). The ``MEMORY`` resolver and the ``full`` one
+(``resolver { type: full, dir }``: the accounts of its directory's JWTs are the server's too,
+see ``resolver``) are built; ``cache`` and ``URL(...)`` resolvers, ``allow_delete: true`` and a
+full resolver with a cluster are refused by name. The trust checks themselves are
 ``operator``'s.
 """
 

@@ -601,6 +601,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
                 self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
         self._set_identity(identity)
+        self.apply_limits(self.server.options.max_payload)
         self._remove_unauthorized_subs()
 
     # -- output ---------------------------------------------------------------------------------

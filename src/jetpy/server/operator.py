@@ -6,7 +6,9 @@ trusted; an account JWT is trusted when an operator or one of its signing keys i
 user JWT when its account (or a signing key of the account, named by ``issuer_account``)
 issued it, neither has expired nor is not yet valid, the account has not revoked it, and the
 client signed the connection's nonce with the user's key (unless the JWT is a bearer token).
-The MEMORY resolver is ``resolver_preload``: every account is known when the server starts;
+The accounts are those of ``resolver_preload`` (and, with the full resolver, of its
+directory) when the server starts; the full resolver adds and replaces accounts at runtime
+(:meth:`TrustedAccounts.verify`, then its ``accounts``);
 the public exports and imports of the account JWTs are carried out as the ``accounts {}``
 block's (private exports with activation tokens are refused by name).
 A user's permissions come from its JWT (or, when it has none, the account's
