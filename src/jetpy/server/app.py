@@ -140,7 +140,7 @@ class Server:
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
         if opts.operator is not None and opts.operator.resolver == FULL:
-            self.resolver = AccountResolver(self, opts.operator)
+            self.resolver = AccountResolver(self, opts.operator, self._spawn)
             self.resolver.start()
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
@@ -299,9 +299,9 @@ class Server:
     def server_info(self) -> dict[str, Any]:
         return self.events.server_info()
 
-    def account_added(self, account: Account) -> None:
+    async def account_added(self, account: Account) -> None:
         if isinstance(self.jetstream, AccountsJetStream):
-            self._spawn(self.jetstream.add_account(account, self.accounts.system()))
+            await self.jetstream.add_account(account, self.accounts.system())
 
     def account_updated(self, account: Account) -> None:
         for conn in list(self.connections.values()):

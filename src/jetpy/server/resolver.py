@@ -33,7 +33,7 @@ import binascii
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 
 from jetpy.server.accounts import Account, Accounts
@@ -70,7 +70,7 @@ class ResolverHost(Protocol):
         """nats-server's ServerInfo block of a system message."""
         ...
 
-    def account_added(self, account: Account) -> None:
+    async def account_added(self, account: Account) -> None:
         """A new account runs: start its JetStream (or its 10039 answers)."""
         ...
 
@@ -90,8 +90,16 @@ class _Refused(Exception):
 class AccountResolver:
     """The ``resolver { type: full }`` of one server."""
 
-    def __init__(self, server: ResolverHost, options: OperatorOptions) -> None:
+    def __init__(
+        self,
+        server: ResolverHost,
+        options: OperatorOptions,
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
+    ) -> None:
+        """``spawn`` runs a coroutine in the background (a new account's JetStream starting
+        before the update is answered)."""
         self.server = server
+        self._spawn = spawn
         self.directory = JwtDirectory(options.resolver_dir)
         self.limit = options.resolver_limit
         self._subs: list[Subscription] = []
@@ -152,15 +160,28 @@ class AccountResolver:
         tokens = subject.split(b".")
         named = tokens[3].decode("utf-8", "replace") if len(tokens) == 6 else ""
         try:
-            public = self.update(data[hdr_len:], named)
+            public, added = self.update(data[hdr_len:], named)
         except _Refused as e:
             self._answer(reply, e.account, str(e))
             return
-        self._answer(reply, public)
+        if added is None:
+            self._answer(reply, public)
+        else:  # answered once its JetStream runs: its users may use it as soon as they are told
+            self._spawn(self._added(added, reply))
 
-    def update(self, body: bytes, named: str = "") -> str:
+    async def _added(self, account: Account, reply: bytes | None) -> None:
+        try:
+            await self.server.account_added(account)
+        except Exception as e:  # the account runs; its JetStream did not start
+            log.exception("account %s: JetStream did not start", account.name)
+            self._answer(reply, account.name, f"JetStream of the account did not start: {e}")
+            return
+        self._answer(reply, account.name)
+
+    def update(self, body: bytes, named: str = "") -> tuple[str, Account | None]:
         """Take the account JWT ``body`` (for the account ``named`` by the subject, if one);
-        returns the account, or raises :class:`_Refused`."""
+        returns the account and, when it is new to the server, its :class:`Account` (whose
+        JetStream is to start), or raises :class:`_Refused`."""
         if len(body) > MAX_JWT_BYTES:
             raise _Refused(named or NO_ACCOUNT, f"JWT over {MAX_JWT_BYTES} bytes")
         token = body.decode("utf-8", "replace").strip()
@@ -191,8 +212,7 @@ class AccountResolver:
             self.directory.save(public, token)
         except OSError as e:
             raise _Refused(public, f"cannot store the JWT: {e.strerror or e}") from None
-        self._apply(trusted, claims, token, options)
-        return public
+        return public, self._apply(trusted, claims, token, options)
 
     def _plan(self, trusted: TrustedAccounts, claims: AccountClaims) -> AccountOptions:
         """The account the JWT makes, if the running server can take it (else _Refused)."""
@@ -224,7 +244,7 @@ class AccountResolver:
 
     def _apply(
         self, trusted: TrustedAccounts, claims: AccountClaims, token: str, options: AccountOptions
-    ) -> None:
+    ) -> Account | None:
         server = self.server
         public = claims.sub
         trusted.accounts[public] = claims
@@ -243,9 +263,9 @@ class AccountResolver:
             )
         running = server.accounts.get(public)
         if running is None:
-            server.account_added(server.accounts.add(options))
-        else:
-            server.account_updated(running)
+            return server.accounts.add(options)
+        server.account_updated(running)
+        return None
 
     def _lookup(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         public = subject.split(b".")[3].decode("utf-8", "replace")
