@@ -288,6 +288,52 @@ def test_update_lowering_the_payload_limit_applies_to_connected_users(
     assert _same(got) == [b"PONG\r\n", b"-ERR 'Maximum Payload Violation'\r\n"]
 
 
+async def _conn_limit_lowered_while_connected(url: str, port: int, sys_creds: Path) -> list[list[bytes]]:
+    """Three users of account A connected (raw protocol), then A pushed again with a
+    connection limit of 1: what each reads after a PING (the closed ones: up to the close)."""
+    await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", account_jwt(W.a, W.op, "A"))
+    conns = []
+    for _ in range(3):
+        u = user_key()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        info = json.loads((await reader.readline())[5:])
+        fields = {
+            "verbose": False,
+            "protocol": 1,
+            "jwt": user_jwt(u, W.a),
+            "sig": _sign(u.seed, info["nonce"]),
+        }
+        writer.write(f"CONNECT {json.dumps(fields)}\r\nPING\r\n".encode())
+        assert await reader.readline() == b"PONG\r\n"
+        conns.append((reader, writer))
+    await asyncio.sleep(1.1)
+    lowered = account_jwt(W.a, W.op, "A", limits={"conn": 1})
+    await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", lowered)
+    out = []
+    for i, (reader, writer) in enumerate(conns):
+        writer.write(b"PING\r\n")
+        got = await asyncio.wait_for(reader.readline() if i == 0 else reader.read(), 5)
+        while i == 0 and got.startswith(b"INFO "):  # nats-server tells the account's clients anew
+            got = await asyncio.wait_for(reader.readline(), 5)
+        writer.close()
+        out.append(
+            [line for line in got.splitlines(keepends=True) if not line.startswith((b"INFO ", b"PING"))]
+        )
+    return out
+
+
+def test_update_lowering_the_connection_limit_closes_the_newest(
+    servers: dict[str, Proc], tmp_path: Path
+) -> None:
+    sys_creds = tmp_path / "sys.creds"
+    got = {
+        n: asyncio.run(_conn_limit_lowered_while_connected(p.url, p.port, sys_creds))
+        for n, p in servers.items()
+    }
+    closed = [b"-ERR 'maximum account active connections exceeded'\r\n"]
+    assert _same(got) == [[b"PONG\r\n"], closed, closed]
+
+
 def test_reload_after_a_push(servers: dict[str, Proc], tmp_path: Path) -> None:
     """A reload (SIGHUP) after a push reads the directory again: the pushed account stays."""
     _same(_ask(servers, tmp_path / "sys.creds", "$SYS.REQ.CLAIMS.UPDATE", W.account_jwts[W.b.public]))

@@ -22,7 +22,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
+from jetpy.protocol.errors import ERR_MAX_ACCOUNT_CONNECTIONS, ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
 from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
@@ -304,9 +304,21 @@ class Server:
             await self.jetstream.add_account(account, self.accounts.system())
 
     def account_updated(self, account: Account) -> None:
-        for conn in list(self.connections.values()):
-            if conn.account is account:
-                conn.reauthorize()
+        """An account JWT changed: its clients log in again (one revoked is closed), and the
+        newest of them past its connection limit are closed, as nats-server closes them."""
+        members = [c for c in self.connections.values() if c.account is account]
+        for conn in members:
+            conn.reauthorize()
+        trusted = self.auth.trusted
+        claims = trusted.accounts.get(account.name) if trusted is not None else None
+        limit = claims.nats.limits.conn if claims is not None else -1
+        live = [c for c in members if not c.closed]
+        if 0 <= limit < len(live):
+            for conn in live[limit:]:  # in the order they connected: the newest go
+                conn.log.error(conn.ident, ERR_MAX_ACCOUNT_CONNECTIONS)
+                conn.close_with_error(
+                    ERR_MAX_ACCOUNT_CONNECTIONS, reason="Maximum Account Connections Exceeded"
+                )
 
     # -- addresses ------------------------------------------------------------------------------
 
