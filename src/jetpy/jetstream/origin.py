@@ -376,7 +376,7 @@ class OriginLink:
         identity = get_header(hdr, IDENTITY_HEADER) if hdr else None
         self.err = None
         self.fails = 0
-        self.cname = resp.name
+        self.cname = resp.name or ""
         self.dseq = 0
         self.last = time.time_ns()
         self.identity = identity.decode(errors="replace") if identity else ""
