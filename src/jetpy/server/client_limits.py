@@ -7,7 +7,9 @@ its account's and the server's ``max_subscriptions``), the payload it may publis
 those and the server's ``max_payload``: more is ``Maximum Payload Violation``, as by the parser),
 and the end of its authentication (when its user or account JWT expires the connection is
 closed with ``User Authentication Expired``, or ``Account Authentication Expired`` when the
-account's came first). A client without such limits pays nothing. A mixin
+account's came first); all of it taken again when its JWTs change while it is connected (a
+pushed account JWT, a reload), as are the server's ``max_control_line`` and ``max_payload`` on a
+reload (:meth:`ClientLimits.limits_changed`). A client without JWT limits pays nothing. A mixin
 of :class:`~jetpy.server.connection.ClientConnection`, knowing it only by the attributes below.
 """
 
@@ -80,6 +82,11 @@ class ClientLimits:
         if lim.expires:
             delay = max(lim.expires - time.time(), 0.0)
             self._expiry_timer = asyncio.get_running_loop().call_later(delay, self._auth_expired)
+
+    def limits_changed(self, max_control_line: int, max_payload: int) -> None:
+        """New protocol limits for what this client sends from now on (nats-server's reload)."""
+        self.parser.max_control_line = max_control_line
+        self.limits_payload(max_payload)
 
     def limits_payload(self, server_max_payload: int) -> None:
         """The payload this client may publish: the server's, or its JWT's when tighter."""
