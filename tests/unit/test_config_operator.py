@@ -1,6 +1,7 @@
 """Operator mode in the configuration: operator JWT files, trusted_keys, resolver: MEMORY with
 resolver_preload; the accounts and the system account they give; nats-server's errors for what
-operator mode excludes; what jetpy refuses by name (full, cache and URL resolvers, account JWTs
+operator mode excludes; the full resolver's block and
+its directory; what jetpy refuses by name (cache and URL resolvers, allow_delete, account JWTs
 with exports, imports, mappings, tiered limits or scoped signing keys); and the JWT checks
 themselves (tampered, wrong algorithm, wrong claim type, issuer of the wrong role)."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from jwt_issuer import (
 )
 
 W: World = world()
+OTHER_ACCOUNT = account_key()
 
 
 def load(tmp_path: Path, text: str) -> ServerOptions:
@@ -114,8 +117,12 @@ def test_what_operator_mode_excludes(tmp_path: Path, extra: str, message: str) -
 @pytest.mark.parametrize(
     ("resolver", "named"),
     [
-        ("resolver: { type: full, dir: /tmp/jwt }", 'resolver of type "full"'),
         ("resolver: { type: cache, dir: /tmp/jwt }", 'resolver of type "cache"'),
+        ("resolver: { type: full }", "resolver of type full needs a dir"),
+        ("resolver: { type: full, dir: /tmp/jwt, allow_delete: true }", "allow_delete: true"),
+        ("resolver: { type: full, dir: /tmp/jwt, ttl: 2m }", 'resolver "ttl" is not supported'),
+        ("resolver: { type: full, dir: /tmp/jwt, limit: x }", "limit"),
+        ("resolver: { type: nonsense, dir: /tmp/jwt }", 'resolver type "nonsense"'),
         ("resolver: URL(http://localhost:9090/jwt/v1/accounts/)", "resolver URL(...)"),
         ("resolver: NONSENSE", 'resolver "NONSENSE" is not supported'),
     ],
@@ -129,6 +136,36 @@ def test_operator_mode_with_a_gateway_is_refused_at_start(tmp_path: Path) -> Non
     # the gateways carry the global account only: the accounts' messages would stay in their cluster
     opts = load(tmp_path, W.config(op_file(tmp_path), extra="gateway { name: A, port: -1 }\n"))
     with pytest.raises(ConfigError, match="operator mode with a gateway is not supported yet"):
+        validate_options(opts)
+
+
+def _full(tmp_path: Path, directory: Path, extra: str = "") -> str:
+    block = f'resolver {{ type: full, dir: {json.dumps(str(directory))}, interval: "2m", limit: 5 }}'
+    return W.config(op_file(tmp_path), extra=extra).replace("resolver: MEMORY", block)
+
+
+def test_full_resolver_takes_the_directory_accounts(tmp_path: Path) -> None:
+    directory = tmp_path / "jwt"
+    directory.mkdir()
+    newer_a = account_jwt(W.a, W.op, "A2", iat=int(time.time()) + 60)
+    (directory / f"{W.a.public}.jwt").write_text(newer_a)  # newer than the preloaded A
+    c = account_key()
+    (directory / f"{c.public}.jwt").write_text(account_jwt(c, W.op, "C"))  # only in the directory
+    (directory / f"{OTHER_ACCOUNT.public}.jwt").write_text(account_jwt(OTHER_ACCOUNT, operator_key(), "X"))
+    (directory / "notes.txt").write_text("not a JWT")
+    opts = load(tmp_path, _full(tmp_path, directory))
+    op = opts.operator
+    assert op is not None and op.resolver == "full" and op.resolver_dir == str(directory)
+    assert op.resolver_limit == 5
+    preload = dict(op.preload)
+    assert preload[W.a.public] == newer_a and c.public in preload
+    assert OTHER_ACCOUNT.public not in preload  # another operator's: skipped, left on disk
+    assert {a.name for a in opts.accounts} == {W.sys.public, W.a.public, W.b.public, c.public}
+
+
+def test_full_resolver_with_a_cluster_is_refused_at_start(tmp_path: Path) -> None:
+    opts = load(tmp_path, _full(tmp_path, tmp_path / "jwt", "cluster { port: -1 }\n"))
+    with pytest.raises(ConfigError, match="resolver of type full with a cluster is not supported"):
         validate_options(opts)
 
 

@@ -175,11 +175,28 @@ class Accounts:
         self.by_name: dict[str, Account] = {GLOBAL_ACCOUNT: Account(g, writes, cluster)}
         if self.system_name and self.system_name not in configured:
             self.by_name[self.system_name] = Account(AccountOptions(self.system_name), writes, cluster)
-        for name, acc in configured.items():
-            if not opts.jetstream and acc.jetstream is not None:
-                acc = AccountOptions(acc.name, None, acc.exports, acc.imports, acc.mappings)
-            self.by_name[name] = Account(acc, writes, cluster)
+        self._jetstream = opts.jetstream
+        self._cluster = cluster
+        for acc in configured.values():
+            self._put(acc)
         self._started = False
+
+    def _put(self, options: AccountOptions) -> Account:
+        if not self._jetstream and options.jetstream is not None:
+            options = dataclasses.replace(options, jetstream=None)
+        acc = self.by_name[options.name] = Account(options, self.writes, self._cluster)
+        return acc
+
+    def add(self, options: AccountOptions) -> Account:
+        """An account new to the running server (an account JWT the resolver was given): its
+        subject space, and its imports carried out once the accounts are started. Its JetStream
+        (if its options and the server's enable it) is the composition root's to start."""
+        if options.name in self.by_name:
+            raise ValueError(f"account {options.name} exists")
+        acc = self._put(options)
+        if self._started:
+            self._carry_out_imports(acc)
+        return acc
 
     # -- lookups --------------------------------------------------------------------------------
 
@@ -225,17 +242,20 @@ class Accounts:
             return
         self._started = True
         for acc in list(self.by_name.values()):
-            for imp in acc.options.imports:
-                exporter = self.by_name.get(imp.account)
-                if exporter is None:
-                    continue
-                export = next((e for e in exporter.options.exports if _covers(e, imp)), None)
-                if export is None:
-                    continue
-                if imp.kind == "service":
-                    acc.imports.append(ServiceImport(acc, exporter, imp, export))
-                else:
-                    acc.imports.append(StreamImport(acc, exporter, imp))
+            self._carry_out_imports(acc)
+
+    def _carry_out_imports(self, acc: Account) -> None:
+        for imp in acc.options.imports:
+            exporter = self.by_name.get(imp.account)
+            if exporter is None:
+                continue
+            export = next((e for e in exporter.options.exports if _covers(e, imp)), None)
+            if export is None:
+                continue
+            if imp.kind == "service":
+                acc.imports.append(ServiceImport(acc, exporter, imp, export))
+            else:
+                acc.imports.append(StreamImport(acc, exporter, imp))
 
     def stop(self) -> None:
         for acc in self.by_name.values():

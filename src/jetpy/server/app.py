@@ -22,23 +22,25 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
-from jetpy.server.accounts import Accounts
+from jetpy.protocol.errors import ERR_MAX_ACCOUNT_CONNECTIONS, ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
+from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options
 from jetpy.server.config_gateway import check_gateway_options
+from jetpy.server.config_operator import FULL, check_resolver_options
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
-from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.js_wiring import AccountsJetStream, start_jetstream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import RaftHost, groups_root
 from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.resolver import AccountResolver
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -100,6 +102,7 @@ class Server:
         self._infos: dict[Listener, dict[str, Any]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.events = SystemEvents(self, self._spawn)
+        self.resolver: AccountResolver | None = None  # the full account resolver
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@ class Server:
         opts = self.options
         check_cluster_options(opts)
         check_gateway_options(opts)
+        check_resolver_options(opts)
         self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
@@ -135,6 +139,9 @@ class Server:
         self.events.start()
         if opts.jetstream:
             self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
+        if opts.operator is not None and opts.operator.resolver == FULL:
+            self.resolver = AccountResolver(self, opts.operator, self._spawn)
+            self.resolver.start()
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
@@ -237,6 +244,9 @@ class Server:
         if self._monitor is not None:
             await self._monitor.stop()
             self._monitor = None
+        if self.resolver is not None:
+            self.resolver.stop()
+            self.resolver = None
         self.events.stop()
         self.accounts.stop()
         for task in list(self._background):
@@ -283,6 +293,32 @@ class Server:
                 conn.close_with_error(ERR_MAX_CONNECTIONS, reason="Maximum Connections Exceeded")
             log.info("Closed %d connections to fall within max_connections", over)
         self._build_infos()  # what new clients are told (max_payload, auth)
+
+    # -- accounts the resolver adds and changes -------------------------------------------------
+
+    def server_info(self) -> dict[str, Any]:
+        return self.events.server_info()
+
+    async def account_added(self, account: Account) -> None:
+        if isinstance(self.jetstream, AccountsJetStream):
+            await self.jetstream.add_account(account, self.accounts.system())
+
+    def account_updated(self, account: Account) -> None:
+        """An account JWT changed: its clients log in again (one revoked is closed), and the
+        newest of them past its connection limit are closed, as nats-server closes them."""
+        members = [c for c in self.connections.values() if c.account is account]
+        for conn in members:
+            conn.reauthorize()
+        trusted = self.auth.trusted
+        claims = trusted.accounts.get(account.name) if trusted is not None else None
+        limit = claims.nats.limits.conn if claims is not None else -1
+        live = [c for c in members if not c.closed]
+        if 0 <= limit < len(live):
+            for conn in live[limit:]:  # in the order they connected: the newest go
+                conn.log.error(conn.ident, ERR_MAX_ACCOUNT_CONNECTIONS)
+                conn.close_with_error(
+                    ERR_MAX_ACCOUNT_CONNECTIONS, reason="Maximum Account Connections Exceeded"
+                )
 
     # -- addresses ------------------------------------------------------------------------------
 

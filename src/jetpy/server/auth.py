@@ -130,6 +130,12 @@ class Authenticator:
                 self._users[u.user] = (u.password, perms, u.account)
 
     @property
+    def trusted(self) -> TrustedAccounts | None:
+        """Operator mode's trusted operators and accounts (None: not in operator mode); the
+        account resolver adds and replaces accounts in it at runtime."""
+        return self._trusted
+
+    @property
     def required(self) -> bool:
         o = self.options
         return bool(o.username or o.token or o.users or self._trusted)

@@ -7,7 +7,9 @@ its account's and the server's ``max_subscriptions``), the payload it may publis
 those and the server's ``max_payload``: more is ``Maximum Payload Violation``, as by the parser),
 and the end of its authentication (when its user or account JWT expires the connection is
 closed with ``User Authentication Expired``, or ``Account Authentication Expired`` when the
-account's came first). A client without such limits pays nothing. A mixin
+account's came first); all of it taken again when its JWTs change while it is connected (a
+pushed account JWT, a reload), as are the server's ``max_control_line`` and ``max_payload`` on a
+reload (:meth:`ClientLimits.limits_changed`). A client without JWT limits pays nothing. A mixin
 of :class:`~jetpy.server.connection.ClientConnection`, knowing it only by the attributes below.
 """
 
@@ -64,14 +66,27 @@ class ClientLimits:
             self.log.error(self.ident, ERR_MAX_ACCOUNT_CONNECTIONS)
             self.close_with_error(ERR_MAX_ACCOUNT_CONNECTIONS, reason="Maximum Account Connections Exceeded")
             return False
+        self.apply_limits(server_max_payload)
+        return True
+
+    def apply_limits(self, server_max_payload: int) -> None:
+        """Take the identity's subscription and payload limits and the end of its
+        authentication: at login, and again when its JWTs change (a reload, or an account JWT
+        pushed to the resolver) for a client that stays connected."""
+        lim = self.identity.limits
+        if lim is None:
+            return
         self.sub_limit = lim.max_subs
         self.limits_payload(server_max_payload)
+        self._cancel_expiry()
         if lim.expires:
-            if self._expiry_timer is not None:
-                self._expiry_timer.cancel()
             delay = max(lim.expires - time.time(), 0.0)
             self._expiry_timer = asyncio.get_running_loop().call_later(delay, self._auth_expired)
-        return True
+
+    def limits_changed(self, max_control_line: int, max_payload: int) -> None:
+        """New protocol limits for what this client sends from now on (nats-server's reload)."""
+        self.parser.max_control_line = max_control_line
+        self.limits_payload(max_payload)
 
     def limits_payload(self, server_max_payload: int) -> None:
         """The payload this client may publish: the server's, or its JWT's when tighter."""

@@ -35,6 +35,7 @@ from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
 from jetpy.server.config_gateway import check_gateway_options, gateway_block
+from jetpy.server.config_operator import check_resolver_options
 from jetpy.server.config_values import (
     PORT_RE,
     Context,
@@ -176,6 +177,7 @@ def validate_options(opts: ServerOptions) -> None:
     accounts.check_accounts(opts)
     check_cluster_options(opts)
     check_gateway_options(opts)
+    check_resolver_options(opts)
     if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
         what = "prev_encryption_key" if opts.js_prev_key else "cipher"
         raise ConfigError(

@@ -574,11 +574,6 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
 
     # -- a configuration reload ---------------------------------------------------------------
 
-    def limits_changed(self, max_control_line: int, max_payload: int) -> None:
-        """New protocol limits for what this client sends from now on (nats-server's reload)."""
-        self.parser.max_control_line = max_control_line
-        self.limits_payload(max_payload)
-
     def reauthorize(self) -> None:
         """The server's authorization changed: a client in whose credentials no longer pass is
         closed with ``-ERR 'Authorization Violation'``, as nats-server's reload does."""
@@ -601,6 +596,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
                 self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
         self._set_identity(identity)
+        self.apply_limits(self.server.options.max_payload)
         self._remove_unauthorized_subs()
 
     # -- output ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from jetpy.jetstream.report import jsz_stats
 from jetpy.jetstream.resources import ServerResources
 from jetpy.jetstream.service import JetStream, JetStreamNotEnabled
 from jetpy.meters import FSYNC_BUCKETS, Histogram
-from jetpy.server.accounts import Accounts
+from jetpy.server.accounts import Account, Accounts
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
@@ -207,11 +207,35 @@ def store_keys(opts: ServerOptions) -> StoreKeys | None:
 class AccountsJetStream:
     """Every account's JetStream, as one service for the server (/jsz adds them up)."""
 
-    def __init__(self, config: JetStreamConfig) -> None:
+    def __init__(
+        self, config: JetStreamConfig, keys: StoreKeys | None = None, server: ServerResources | None = None
+    ) -> None:
         self.config = config  # the server's settings
+        self.keys = keys
+        self.resources = server or ServerResources(config.max_memory, config.max_storage)
         self.by_account: dict[str, JetStream] = {}
         self.disabled: list[JetStreamNotEnabled] = []
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)  # every account's commits
+
+    async def add_account(self, account: Account, system: Account | None) -> None:
+        """JetStream for ``account`` (its streams recovered) when its limits enable it, else
+        nats-server's 10039 answer on its API (none in the system account); at start, and for
+        an account the resolver adds to the running server."""
+        bus = BrokerBus(account.broker)
+        limits = account.js_limits
+        cfg = self.config
+        if limits is None:
+            if account is not system:
+                off = JetStreamNotEnabled(bus, cfg.domain)
+                off.start()
+                self.disabled.append(off)
+            return
+        acfg = dataclasses.replace(cfg, account=account.name, limits=limits)
+        js = JetStream(acfg, bus, DirectoryStores(cfg.store_dir, account.name, self.keys), self.resources)
+        js.committer.fsync_seconds = self.fsync_seconds
+        await js.start()
+        account.jetstream = js
+        self.by_account[account.name] = js
 
     def jsz_stats(
         self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
@@ -255,24 +279,10 @@ async def start_jetstream(opts: ServerOptions, accounts: Accounts, server_name: 
     if keys is not None:
         log.info("  Encryption:      %s", CIPHER_NAMES[keys.cipher])
     migrate_layout(store_dir)
-    service = AccountsJetStream(cfg)
-    server = ServerResources(cfg.max_memory, cfg.max_storage)
+    service = AccountsJetStream(cfg, keys)
     system = accounts.system()
     for account in accounts:
-        bus = BrokerBus(account.broker)
-        limits = account.js_limits
-        if limits is None:
-            if account is not system:
-                off = JetStreamNotEnabled(bus, cfg.domain)
-                off.start()
-                service.disabled.append(off)
-            continue
-        acfg = dataclasses.replace(cfg, account=account.name, limits=limits)
-        js = JetStream(acfg, bus, DirectoryStores(store_dir, account.name, keys), server)
-        js.committer.fsync_seconds = service.fsync_seconds
-        await js.start()
-        account.jetstream = js
-        service.by_account[account.name] = js
+        await service.add_account(account, system)
     _warn_unloaded(store_dir, set(service.by_account))
     return service
 

@@ -6,7 +6,9 @@ trusted; an account JWT is trusted when an operator or one of its signing keys i
 user JWT when its account (or a signing key of the account, named by ``issuer_account``)
 issued it, neither has expired nor is not yet valid, the account has not revoked it, and the
 client signed the connection's nonce with the user's key (unless the JWT is a bearer token).
-The MEMORY resolver is ``resolver_preload``: every account is known when the server starts;
+The accounts are those of ``resolver_preload`` (and, with the full resolver, of its
+directory) when the server starts; the full resolver adds and replaces accounts at runtime
+(:meth:`TrustedAccounts.verify`, then its ``accounts``);
 the public exports and imports of the account JWTs are carried out as the ``accounts {}``
 block's (private exports with activation tokens are refused by name).
 A user's permissions come from its JWT (or, when it has none, the account's
@@ -40,6 +42,7 @@ from jetpy.server.jwt_claims import (
 from jetpy.server.options import (
     DEFAULT_RESPONSE_THRESHOLD,
     RESPONSE_TYPES,
+    AccountOptions,
     Export,
     Import,
     OperatorOptions,
@@ -148,16 +151,26 @@ class TrustedAccounts:
         self.trusted = frozenset(keys)
         self.accounts: dict[str, AccountClaims] = {}
         for public, token in options.preload:
-            try:
-                acc = decode(token, AccountClaims)
-            except JwtError as e:
-                raise OperatorError(f"invalid account JWT for {public}: {e}") from e
-            if acc.sub != public:
-                raise OperatorError(f"account JWT for {public} is the JWT of another account ({acc.sub})")
-            if acc.iss not in self.trusted:
-                raise OperatorError(f"account JWT for {public} is not issued by a trusted operator")
-            self._check_supported(acc)
-            self.accounts[public] = acc
+            self.accounts[public] = self.verify(public, token)
+
+    def verify(self, public: str, token: str) -> AccountClaims:
+        """The claims of the account JWT ``token`` filed under ``public``, if a trusted operator
+        issued it and jetpy carries out all it says (else :class:`OperatorError`, why)."""
+        try:
+            acc = decode(token, AccountClaims)
+        except JwtError as e:
+            raise OperatorError(f"invalid account JWT for {public}: {e}") from e
+        if acc.sub != public:
+            raise OperatorError(f"account JWT for {public} is the JWT of another account ({acc.sub})")
+        if acc.iss not in self.trusted:
+            raise OperatorError(f"account JWT for {public} is not issued by a trusted operator")
+        self._check_supported(acc)
+        return acc
+
+    def account_options(self, account: str) -> AccountOptions:
+        """The account ``account`` as the server runs it: its JetStream limits, exports and
+        imports (:class:`OperatorError` when jetpy cannot carry them out)."""
+        return AccountOptions(account, self.js_limits(account), self.exports(account), self.imports(account))
 
     @staticmethod
     def _check_supported(acc: AccountClaims) -> None:

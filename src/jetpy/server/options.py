@@ -105,13 +105,18 @@ class AccountOptions:
 @dataclass(frozen=True, slots=True)
 class OperatorOptions:
     """Operator mode (decentralized JWT auth, see ``jetpy.server.operator``): the operator JWTs
-    (``operator``) or bare operator keys (``trusted_keys``) trusted, the account resolver (only
-    ``MEMORY``) and the account JWTs it holds (``resolver_preload``: public key, JWT)."""
+    (``operator``) or bare operator keys (``trusted_keys``) trusted, the account resolver
+    (``MEMORY``, or ``full``: a directory of account JWTs that ``$SYS.REQ.CLAIMS.UPDATE``
+    adds to, see ``jetpy.server.resolver``) and the account JWTs it holds (``resolver_preload``
+    and, with ``full``, the directory's: public key, JWT)."""
 
     operator_jwts: tuple[str, ...] = ()
     trusted_keys: tuple[str, ...] = ()
-    resolver: str = ""  # "MEMORY", or "" when the configuration names none
+    resolver: str = ""  # "MEMORY", "full", or "" when the configuration names none
     preload: tuple[tuple[str, str], ...] = ()
+    resolver_dir: str = ""  # the full resolver's directory
+    allow_delete: bool = False  # the full resolver's allow_delete
+    resolver_limit: int = 0  # the full resolver's limit: account JWTs it holds at most
 
 
 @dataclass(frozen=True, slots=True)
