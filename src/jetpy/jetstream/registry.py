@@ -20,7 +20,7 @@ import logging
 import secrets
 import string
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -155,6 +155,9 @@ class StreamRegistry:
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
         self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
+        # what handles a stream's published messages: a single server decides and applies them
+        # at once; a replicated stream's handler proposes them to its Raft group instead
+        self.ingest_factory: Callable[[Stream, StreamRegistry], MessageHandler] = ingest_handler
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -229,7 +232,7 @@ class StreamRegistry:
         store.write_meta(_meta_json(cfg, now, identity))
         stream = Stream(cfg, store, now, identity)
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
         self.expiry.schedule()
         return stream
@@ -280,7 +283,7 @@ class StreamRegistry:
 
     def _add(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
         run_steps(self._subscribe_to(stream, stream.config.subjects))
 
     def _subscribe_to(self, stream: Stream, subjects: Sequence[str]) -> Steps[None]:
@@ -338,6 +341,38 @@ class StreamRegistry:
         stored = res.stored
         if stored is not None:
             gauge.used += len(stored.subject) + len(stored.hdr) + len(stored.data) + MSG_SIZE_BOUND
+            if (
+                stored.hdr
+                or stream.recent.enabled
+                or stream.consumer_count
+                or stream.config.retention == "interest"
+            ):
+                self.events.stored(stream, stored)
+            if res.expires:
+                self.expiry.schedule_before(res.expires)
+            rp = res.republish
+            if rp is not None:
+                self.bus.publish(rp[0], None, rp[2], rp[1])
+            self.committer.mark_dirty(stream)
+        return res
+
+    def apply_published(
+        self, stream: Stream, subject: bytes, hdr: bytes, data: bytes, ts: int
+    ) -> PublishResult:
+        """Decide and apply a published message at the time ``ts`` (a replicated stream's
+        committed entry, on every replica: the same :meth:`Stream.process` a single server runs,
+        with the leader's clock), with what the publish path does after storing (kept in step
+        with :func:`ingest_handler`). ``data`` holds the header block first, as published. No
+        PubAck here: the proposer answers; the store is synced by the next group commit (the
+        Raft log, fsynced by a quorum, is what makes the message durable)."""
+        resources = self.resources
+        gauge = resources.gauge(stream.config.storage)
+        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+            return PublishResult(_exhausted_ack(stream.name))
+        res = stream.process(subject, hdr, data, ts)
+        stored = res.stored
+        if stored is not None:
+            gauge.used += len(subject) + len(data) + MSG_SIZE_BOUND
             if (
                 stored.hdr
                 or stream.recent.enabled

@@ -27,14 +27,15 @@ from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import SYSTEM_ACCOUNT, Cluster
-from jetpy.server.config_cluster import check_cluster_options
+from jetpy.server.config_cluster import check_cluster_options, cluster_size
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
+from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
-from jetpy.server.nrg import RaftHost, groups_root
+from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
@@ -54,7 +55,14 @@ MAX_SUBS_LOG_INTERVAL = 2.0  # seconds between two "maximum subscriptions exceed
 
 
 class Server:
-    def __init__(self, options: ServerOptions | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        options: ServerOptions | None = None,
+        *,
+        clustered_jetstream: bool = False,
+        raft_config: GroupConfig | None = None,
+        **overrides: Any,
+    ) -> None:
         if options is None:
             options = ServerOptions(host="127.0.0.1", port=0)
             if "store_dir" in overrides and "jetstream" not in overrides:
@@ -91,6 +99,10 @@ class Server:
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
+        # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
+        self.clustered_jetstream = clustered_jetstream
+        self.raft_config = raft_config
+        self.js_cluster: ClusteredJetStream | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -105,7 +117,8 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
-        check_cluster_options(opts)
+        check_cluster_options(opts, self.clustered_jetstream)
+        clustered = opts.jetstream and opts.cluster.enabled
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -130,7 +143,7 @@ class Server:
                 log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
         self._build_infos()
         self.events.start()
-        if opts.jetstream:
+        if opts.jetstream and not clustered:
             self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
@@ -147,6 +160,23 @@ class Server:
         self.raft = RaftHost(
             self.server_name, self.system_broker, groups_root(opts.store_dir), self._peer_names
         )
+        if clustered:
+            await self._start_clustered_jetstream(self.raft)
+
+    async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
+        opts = self.options
+        cjs = ClusteredJetStream(
+            self.server_name,
+            lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
+            raft,
+            self.system_broker,
+            self._peer_names,
+            cluster_size(opts.cluster),
+            self.raft_config,
+        )
+        self.js_cluster = cjs
+        self.jetstream = await start_jetstream(opts, self.broker, self.server_name, cjs.prepare)
+        await cjs.start()
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
@@ -191,6 +221,9 @@ class Server:
         ws_server, self._ws_server = self._ws_server, None
         if ws_server is not None:
             ws_server.close()
+        if self.js_cluster is not None:
+            await self.js_cluster.stop()
+            self.js_cluster = None
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None

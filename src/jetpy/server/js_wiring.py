@@ -142,8 +142,14 @@ def default_max_storage(store_dir: str) -> int:
     return int(shutil.disk_usage(path).free * 0.75)
 
 
-async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str) -> JetStreamService:
-    """JetStream for a server with these options, on its broker, started (streams recovered)."""
+async def start_jetstream(
+    opts: ServerOptions,
+    broker: Broker,
+    server_name: str,
+    prepare: Callable[[JetStream], None] | None = None,
+) -> JetStreamService:
+    """JetStream for a server with these options, on its broker, started (streams recovered);
+    ``prepare`` is shown the engine before it starts (a cluster's hooks)."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
         store_dir=store_dir,
@@ -155,5 +161,7 @@ async def start_jetstream(opts: ServerOptions, broker: Broker, server_name: str)
     log.info("Starting JetStream")
     log.info("  Store Directory: %r", store_dir)
     js = JetStream(cfg, BrokerBus(broker), DirectoryStores(store_dir))
+    if prepare is not None:
+        prepare(js)
     await js.start()
     return js

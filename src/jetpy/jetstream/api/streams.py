@@ -52,7 +52,7 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher"]
+__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher", "pedantic_flag"]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
@@ -153,7 +153,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         if cfg0.template_owner:  # stream templates are not supported: no stream is owned by one
             raise ApiError.of(E.STREAM_CREATE, err="stream not owned by template")
-        pedantic = _pedantic(req)
+        pedantic = pedantic_flag(req)
         if _is_large(cfg0):
             return self._create_large(cfg0, pedantic)
         cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin)
@@ -192,7 +192,7 @@ class StreamApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
-        pedantic = _pedantic(req)
+        pedantic = pedantic_flag(req)
         if _is_large(cfg0) or _is_large(s.config):
             return self._update_large(s, cfg0, pedantic)
         cfg = check_stream_update(s.config, cfg0, pedantic=pedantic, origins=self._origin)
@@ -353,7 +353,7 @@ class StreamApi:
         return StreamMsgDeleteResponse(success=True)
 
 
-def _pedantic(req: dict[str, Any]) -> bool:
+def pedantic_flag(req: dict[str, Any]) -> bool:
     """The request's ``pedantic`` flag (2.11+): refuse what would otherwise be adjusted."""
     v = req.get("pedantic", False)
     if v is None:

@@ -1,0 +1,61 @@
+"""jetpy.server.jscluster: JetStream on a cluster of servers (nats-server's "clustered mode").
+
+Owns: the meta group and its assignments, placing streams on servers, each replicated stream as
+a Raft group on the servers it is placed on, and the ``$JS.API`` requests that a cluster answers
+differently from a single server. Must not know: Raft's rules (``jetpy.raft``), how a group runs
+(``jetpy.server.nrg``), a stream's rules (``jetpy.jetstream.stream``), the wire.
+
+The design (decisions the following slices keep):
+
+* **The meta group** (``_meta_``, as nats-server names it) is a Raft group of every JetStream
+  server of the cluster. Its state machine (:mod:`.meta`) holds the assignments: for each
+  stream its config, the servers it is placed on (``peers``, server names), the name of its Raft
+  group (``S-R<n>F-<random>``, nats-server's form) and when it was created. Changes are entries
+  of the meta log (add a stream, remove it), decided by the meta leader and applied in the same
+  order on every server; each server reacts to an applied assignment that names it by creating
+  its replica (the stream's store and its member of the stream's group) and to a removal by
+  deleting them. Consumer assignments join the same state machine in a later slice.
+* **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
+  request to all of them); exactly one answers each: the meta leader those about assignments
+  (``STREAM.CREATE``, ``STREAM.DELETE``, ``STREAM.NAMES``, errors for unknown streams), a
+  stream's leader those about its contents (``STREAM.INFO``); the others raise
+  :class:`~jetpy.jetstream.api.router.Elsewhere` and stay silent. A created stream is answered
+  by its first leader once elected (the client's reply subject travels in the assignment, as
+  nats-server's does), so a client that publishes right after its create finds a leader.
+* **Placement** is the meta leader's decision, made before proposing (it is part of the
+  assignment, so every server applies the same one): the servers holding the fewest
+  assignments, ties broken at random. Placement by cluster and tags comes later.
+* **A stream is a Raft group of its replicas** (a single server's stream is the same stream
+  without one: a group of one that commits as it decides). Every replica subscribes the
+  stream's subjects; the group's leader alone takes a published message: it stamps it with its
+  clock and proposes it (:mod:`.streams`). When the entry is committed (a quorum has it in its
+  Raft log on disk: every member fsyncs before it acknowledges) every replica applies it with
+  :meth:`jetpy.jetstream.registry.StreamRegistry.apply_published`, which runs the very
+  ``Stream.process`` a single server runs (validation, ``Nats-Expected-*``, de-duplication,
+  rollups, limits, TTLs), with the leader's timestamp instead of its own clock. So deciding is
+  deterministic and happens once per replica at apply time, in log order, which makes two
+  publishes racing on one ``Nats-Msg-Id`` or one ``Nats-Expected-Last-Sequence`` correct with no
+  in-flight bookkeeping on the leader (nats-server decides on the leader, tracking what it has
+  proposed but not applied). The PubAck is the result of the leader's own apply: it leaves only
+  once a quorum has the message on disk and it applied. The stream's store is synced by the
+  group commit afterwards: the Raft log is its write-ahead log.
+* **Restarts replay the log.** A replica's store and its Raft log are written apart, so a
+  replica coming back may hold messages from entries it is about to be given again. Replaying,
+  it walks its store alongside: an entry whose message is at the next sequence (same time stamp
+  and subject) is already there and skipped; one whose message is not is an entry that was
+  refused then (and is refused again, deterministically, if the store has nothing after it).
+  Stream groups do not snapshot or compact yet (a snapshot must say what the store holds and a
+  replica behind it must fetch messages from the leader: the next slice), so a stream's log
+  grows with it.
+
+Not yet: consumers on replicated streams, ``STREAM.UPDATE``/``LIST``/``PURGE``/message get and
+delete, account info, placement by cluster or tags, stepdowns and peer removal, ``/jsz``
+``meta_cluster``; the requests are answered by the meta leader with "... is not supported by
+this server in a cluster yet". A server starts clustered JetStream only when asked by its
+embedder (``Server(..., clustered_jetstream=True)``, the tests'): ``-js`` with a cluster is still
+refused at start for users until the slices above are complete.
+"""
+
+from jetpy.server.jscluster.service import ClusteredJetStream
+
+__all__ = ["ClusteredJetStream"]

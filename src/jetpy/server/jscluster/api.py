@@ -1,0 +1,178 @@
+"""The ``$JS.API`` requests as a cluster answers them: which server answers, and how.
+
+Owns: the routes that replace a single server's (``STREAM.CREATE``, ``DELETE``, ``INFO``,
+``NAMES``) and the answer to every other request while it is not built for a cluster (the meta
+leader's "... is not supported by this server in a cluster yet"). Every server receives every
+request; the one that answers is the meta leader for assignments and the stream's leader for
+its contents, the rest raise :class:`~jetpy.jetstream.api.router.Elsewhere` (see the package
+doc). Must not know: how the meta group or a stream group runs, placement's rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.messages import (
+    StreamCreateResponse,
+    StreamDeleteResponse,
+    StreamInfoResponse,
+    StreamListRequest,
+    StreamNamesResponse,
+)
+from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
+from jetpy.jetstream.api.router import Elsewhere, Route
+from jetpy.jetstream.api.streams import pedantic_flag
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.info import stream_info
+from jetpy.jetstream.models import NAMES_LIMIT, StreamConfig
+from jetpy.jetstream.registry import new_identity
+from jetpy.jetstream.unbuilt import check_stream_built
+from jetpy.jetstream.validate import check_stream_create
+from jetpy.server.jscluster.meta import (
+    RESULT_CONFLICT,
+    RESULT_EXISTS,
+    AddStream,
+    RemoveStream,
+    StreamAssignment,
+    encode_op,
+)
+from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.subjects import subjects_overlap
+
+__all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
+
+NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
+CLUSTER_ROUTES = ("STREAM.CREATE", "STREAM.DELETE", "STREAM.INFO", "STREAM.NAMES")
+
+
+class ClusterState(Protocol):
+    """What the API asks of the clustered JetStream (``service``)."""
+
+    @property
+    def is_meta_leader(self) -> bool: ...
+
+    @property
+    def assignments(self) -> Mapping[str, StreamAssignment]: ...
+
+    def replica(self, name: str) -> StreamReplica | None: ...
+
+    def js_servers(self) -> list[str]: ...
+
+    def place(self, replicas: int) -> list[str]:
+        """The servers a new stream of ``replicas`` goes on (raises 10023 if too few)."""
+        ...
+
+    async def propose_meta(self, op: bytes) -> bytes: ...
+
+    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
+        """Have the stream's leader answer a create of it (already there) on ``reply``."""
+        ...
+
+
+def _decode_config(sa: StreamAssignment) -> StreamConfig:
+    return msgspec.json.decode(sa.config, type=StreamConfig)
+
+
+class ClusterApi:
+    def __init__(self, state: ClusterState, replying_to: Callable[[], bytes]) -> None:
+        self.state = state
+        self._replying_to = replying_to
+
+    def routes(self, single: Mapping[str, Route[Any]]) -> dict[str, Route[Any]]:
+        """The cluster's routes: its own for :data:`CLUSTER_ROUTES`, a refusal by the meta
+        leader for the others of ``single`` (the single server's table)."""
+        routes: dict[str, Route[Any]] = {key: self._refusal(key, r) for key, r in single.items()}
+        routes["STREAM.CREATE"] = Route(StreamCreateResponse, self.stream_create, 1)
+        routes["STREAM.DELETE"] = Route(StreamDeleteResponse, self.stream_delete, 1)
+        routes["STREAM.INFO"] = Route(StreamInfoResponse, self.stream_info, 1)
+        routes["STREAM.NAMES"] = Route(StreamNamesResponse, self.stream_names, 0)
+        return routes
+
+    def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
+        def refuse(args: list[str], hdr: bytes, body: bytes) -> Any:
+            if not self.state.is_meta_leader:
+                raise Elsewhere
+            raise ApiError.of(E.STREAM_GENERAL, err=NOT_IN_CLUSTER.format(key))
+
+        return Route(single.response, refuse, single.args)
+
+    # -- streams ----------------------------------------------------------------------------------
+
+    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        req = config_body(body)
+        cfg0 = as_stream_config(req)
+        if cfg0.name != args[0]:
+            raise ApiError.of(E.STREAM_MISMATCH)
+        pedantic = pedantic_flag(req)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=len(state.js_servers()))
+        check_stream_built(cfg)
+        if cfg.mirror is not None or cfg.sources:
+            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+        raw = msgspec.json.encode(cfg)
+        have = state.assignments.get(cfg.name)
+        if have is None:
+            for other in state.assignments.values():
+                theirs = _decode_config(other).subjects
+                if any(subjects_overlap(a, b) for a in cfg.subjects for b in theirs):
+                    raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+        elif have.config != raw:
+            raise ApiError.of(E.STREAM_NAME_EXIST)
+        replicas = cfg.num_replicas or 1
+        peers = state.place(replicas)
+        group = f"S-R{replicas}F-{new_identity()}"
+        reply = self._replying_to().decode()
+        sa = StreamAssignment(cfg.name, raw, group, peers, time.time_ns(), reply)
+        return self._create(sa)
+
+    async def _create(self, sa: StreamAssignment) -> StreamCreateResponse:
+        result = await self.state.propose_meta(encode_op(AddStream(sa)))
+        if result == RESULT_CONFLICT:
+            raise ApiError.of(E.STREAM_NAME_EXIST)
+        if result == RESULT_EXISTS:
+            self.state.ask_leader_to_answer(sa.name, sa.reply.encode())
+        raise Elsewhere  # the stream's (first) leader answers
+
+    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        expect_empty(body)
+        if not args or args[0] not in state.assignments:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        return self._delete(args[0])
+
+    async def _delete(self, name: str) -> StreamDeleteResponse:
+        await self.state.propose_meta(encode_op(RemoveStream(name)))
+        return StreamDeleteResponse(success=True)
+
+    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
+        state = self.state
+        rep = state.replica(args[0]) if args else None
+        if rep is not None and rep.is_leader:
+            info = stream_info(rep.stream)
+            return StreamInfoResponse.of(msgspec.structs.replace(info, cluster=rep.cluster_info()))
+        if state.is_meta_leader and (not args or args[0] not in state.assignments):
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        raise Elsewhere
+
+    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        req = decode_request(body, StreamListRequest)
+        names = sorted(
+            name
+            for name, sa in state.assignments.items()
+            if not req.subject or any(subjects_overlap(req.subject, f) for f in _decode_config(sa).subjects)
+        )
+        offset = min(max(req.offset, 0), len(names))
+        page = names[offset : offset + NAMES_LIMIT]
+        return StreamNamesResponse(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=page or None)

@@ -1,0 +1,254 @@
+"""ClusteredJetStream: a server's JetStream as one of a cluster's (see the package doc).
+
+Owns: forming the meta group once the cluster's JetStream servers are known, reacting to
+assignments in log order (creating this server's replica of a stream placed on it, with its
+store and its member of the stream's group, and deleting it when the stream goes), placement,
+the first leader's answer to a create, and hooking the cluster's API routes and publish path
+into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
+rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import shutil
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.messages import StreamCreateResponse
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.info import stream_info
+from jetpy.jetstream.models import StreamConfig, encode
+from jetpy.jetstream.ports import MessageHandler
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.service import JetStream
+from jetpy.jetstream.stream import Stream
+from jetpy.server.broker import Broker
+from jetpy.server.jscluster.api import ClusterApi
+from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost
+
+__all__ = ["ClusteredJetStream"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+CREATED_SUBJECT = "$JSC.CR.{}"
+"""In the system account: the meta leader asks a stream's leader to answer a create of it
+(payload: the requester's reply subject)."""
+
+PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
+
+
+class ClusteredJetStream:
+    def __init__(
+        self,
+        server_name: str,
+        cluster_name: Callable[[], str],
+        host: RaftHost,
+        system: Broker,
+        peers: Callable[[], list[str]],
+        expected_servers: int,
+        config: GroupConfig | None = None,
+    ) -> None:
+        self.server_name = server_name
+        self._cluster_name = cluster_name
+        self.host = host
+        self.system = system
+        self._peers = peers
+        self.expected_servers = expected_servers  # the meta group's founders, this one included
+        self.config = config or GroupConfig()
+        self.meta = MetaMachine(self)
+        self.meta_group: RaftGroup | None = None
+        self.replicas: dict[str, StreamReplica] = {}
+        self.js: JetStream | None = None
+        # assignments to act on in log order: a stream to hold a replica of, or a name to drop
+        self._actions: asyncio.Queue[StreamAssignment | str] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sub: object | None = None
+
+    # -- hooked into the engine before it starts ---------------------------------------------------
+
+    def prepare(self, js: JetStream) -> None:
+        """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
+        self.js = js
+        js.registry.ingest_factory = self._ingest_factory
+        api = ClusterApi(self, lambda: js.router.replying_to)
+        js.router.routes = api.routes(js.router.routes)
+
+    def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
+        name = stream.name
+        replicas = self.replicas
+
+        def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            rep = replicas.get(name)
+            if rep is not None and rep.stream is stream:
+                rep.ingest(subject, reply, hdr_len, data)
+
+        return ingest
+
+    # -- life cycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._sub = self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created)
+        self._tasks = [
+            asyncio.create_task(self._form_meta(), name="jetstream-meta"),
+            asyncio.create_task(self._work(), name="jetstream-assignments"),
+        ]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._sub is not None:
+            self.system.unsubscribe_internal(self._sub)  # type: ignore[arg-type]
+        # the groups are stopped with the Raft host (their logs synced)
+
+    async def _form_meta(self) -> None:
+        """Start this server's member of the meta group: with every JetStream server of the
+        cluster as its founders once all are known by their routes (a recovered member needs
+        none: its log knows the group)."""
+        root = self.host.root
+        have_log = root is not None and (root / META_GROUP).exists()
+        founders: list[str] = []
+        if not have_log:
+            while True:
+                names = sorted({self.server_name, *[p for p in self._peers() if p]})
+                if len(names) >= self.expected_servers:
+                    founders = names
+                    break
+                await asyncio.sleep(PEERS_POLL)
+            log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+        self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+
+    # -- the meta group's state, as the API sees it ------------------------------------------------
+
+    @property
+    def is_meta_leader(self) -> bool:
+        g = self.meta_group
+        return g is not None and g.is_leader
+
+    @property
+    def assignments(self) -> Mapping[str, StreamAssignment]:
+        return self.meta.streams
+
+    def replica(self, name: str) -> StreamReplica | None:
+        return self.replicas.get(name)
+
+    def js_servers(self) -> list[str]:
+        g = self.meta_group
+        if g is None:
+            return [self.server_name]
+        names = self.host.known_names()
+        return sorted(names.get(m, m) for m in g.node.membership.voters)
+
+    def place(self, replicas: int) -> list[str]:
+        servers = self.js_servers()
+        if replicas > len(servers):
+            raise ApiError.of(E.INSUFFICIENT_RESOURCES)
+        load = {s: 0 for s in servers}
+        for sa in self.meta.streams.values():
+            for p in sa.peers:
+                if p in load:
+                    load[p] += 1
+        shuffled = random.sample(servers, len(servers))
+        return sorted(shuffled, key=lambda s: load[s])[:replicas]
+
+    async def propose_meta(self, op: bytes) -> bytes:
+        g = self.meta_group
+        if g is None:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+        try:
+            return await g.propose(op)
+        except ProposalError as exc:
+            log.warning("JetStream cluster: a meta change was not made: %s", exc)
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
+
+    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
+        self.system.publish_internal(CREATED_SUBJECT.format(name), None, reply)
+
+    # -- the meta group's listener (every server, in log order) ------------------------------------
+
+    def assigned(self, sa: StreamAssignment) -> None:
+        self._actions.put_nowait(sa)
+
+    def unassigned(self, sa: StreamAssignment) -> None:
+        self._actions.put_nowait(sa.name)
+
+    def restored(self, streams: dict[str, StreamAssignment]) -> None:
+        for name in self.replicas:
+            if name not in streams:
+                self._actions.put_nowait(name)
+        for sa in streams.values():
+            self._actions.put_nowait(sa)
+
+    async def _work(self) -> None:
+        while True:
+            action = await self._actions.get()
+            try:
+                if isinstance(action, str):
+                    await self._remove(action)
+                else:
+                    await self._add(action)
+            except Exception:
+                name = action if isinstance(action, str) else action.name
+                log.exception("JetStream cluster: stream '%s' could not be changed here", name)
+
+    async def _add(self, sa: StreamAssignment) -> None:
+        if self.server_name not in sa.peers or sa.name in self.replicas:
+            return
+        js = self.js
+        assert js is not None
+        cfg = msgspec.json.decode(sa.config, type=StreamConfig)
+        registry = js.registry
+        stream = registry.get(sa.name)
+        if stream is None:
+            stream = registry.create(cfg)  # its store; the cluster's ingest handler
+        rep = StreamReplica(stream, registry, js.bus, self._cluster_name())
+        self.replicas[sa.name] = rep
+        # a stream's log is not compacted yet (see the package doc)
+        config = dataclasses.replace(self.config, snapshot_entries=0, snapshot_bytes=0)
+        group = await self.host.start_group(sa.group, rep, sa.peers, config)
+        rep.group = group
+        group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
+        if group.is_leader:
+            self._leader_changed(rep, sa, True)
+        log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+
+    async def _remove(self, name: str) -> None:
+        rep = self.replicas.pop(name, None)
+        if rep is None:
+            return
+        js = self.js
+        assert js is not None
+        if rep.group is not None:
+            await self.host.stop_group(rep.group.name)
+            root = self.host.root
+            if root is not None:
+                await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
+        if js.registry.get(name) is rep.stream:
+            js.registry.delete(rep.stream)
+        log.info("JetStream cluster: stream '%s' replica deleted", name)
+
+    # -- answers from a stream's leader -------------------------------------------------------------
+
+    def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None:
+        if leading and sa.reply and rep.group is not None and not rep.answered_create:
+            rep.answered_create = True
+            self._answer_create(rep, sa.reply.encode())
+
+    def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        name = subject.decode().rsplit(".", 1)[-1]
+        rep = self.replicas.get(name)
+        if rep is not None and rep.is_leader:
+            self._answer_create(rep, data[hdr_len:])
+
+    def _answer_create(self, rep: StreamReplica, reply: bytes) -> None:
+        js = self.js
+        assert js is not None
+        info = msgspec.structs.replace(stream_info(rep.stream), cluster=rep.cluster_info())
+        js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(info, did_create=True)))

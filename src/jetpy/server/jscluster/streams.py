@@ -1,0 +1,167 @@
+"""A replicated stream's replica on this server: its member of the stream's Raft group, the
+publish path through it, and applying committed messages.
+
+Owns: the entry a published message becomes (:class:`PubEntry`: subject, header length, the
+published bytes, the leader's time stamp), proposing it on the leader and answering the
+publisher with the leader's own apply result (the PubAck), the state machine every replica
+applies entries with (``StreamRegistry.apply_published``: the single server's decide-and-apply),
+replaying a log against a store that already holds some of its messages (see the package doc),
+and the stream's ``cluster`` block in its info. Must not know: the meta group, placement, the
+API's routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import ClusterInfo, PeerInfo
+from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.stream import Stream, pub_ack, pub_error
+from jetpy.server.nrg import ProposalError, RaftGroup
+
+__all__ = ["PubEntry", "StreamReplica"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+NS = 1_000_000_000
+
+
+class PubEntry(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
+    """A published message as the stream's log carries it: ``data`` is the header block (its
+    first ``hdr_len`` bytes) and the payload, as published; ``ts`` the leader's time stamp."""
+
+    subject: bytes
+    hdr_len: int
+    data: bytes
+    ts: int
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(PubEntry).decode
+
+
+class StreamReplica:
+    """This server's replica of one replicated stream (see the module doc)."""
+
+    def __init__(self, stream: Stream, registry: StreamRegistry, bus: MessageBus, cluster: str) -> None:
+        self.stream = stream
+        self.registry = registry
+        self.bus = bus
+        self.cluster = cluster
+        self.group: RaftGroup | None = None  # set once its member started
+        self.answered_create = False  # its first leader answers the create (once)
+        self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
+        # replaying: the sequence the log's entries have reached, and the store's last one when
+        # the replica started (entries up to it may be in the store already)
+        st = stream.store.state()
+        self._cursor = (stream.config.first_seq or 1) - 1
+        self._replay_upto = st.last_seq
+        self._apply = registry.apply_published
+        self._publish_reply = bus.publish_reply
+
+    # -- the publish path (the leader) ------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        g = self.group
+        return g is not None and g.is_leader
+
+    def ingest(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """A message published on the stream's subjects: the leader stamps and proposes it; the
+        other replicas got it too (every replica subscribes) and leave it to the leader."""
+        group = self.group
+        if group is None or not group.is_leader:
+            return
+        now = time.time_ns()
+        ts = now if now > self._last_ts else self._last_ts + 1
+        self._last_ts = ts
+        try:
+            fut = group.propose_nowait(_encode(PubEntry(bytes(subject), hdr_len, bytes(data), ts)))
+        except ProposalError as exc:
+            if reply is not None and not self.stream.config.no_ack:
+                self._publish_reply(reply, self._unavailable(exc))
+            return
+        if reply is not None and not self.stream.config.no_ack:
+            fut.add_done_callback(lambda f: self._answer(f, reply))
+
+    def _answer(self, fut: asyncio.Future[list[bytes]], reply: bytes) -> None:
+        exc = fut.exception() if not fut.cancelled() else None
+        if fut.cancelled() or exc is not None:
+            if isinstance(exc, ProposalError) and exc.definite:
+                self._publish_reply(reply, self._unavailable(exc))
+            # otherwise its fate is unknown: no answer, as the publisher must not take silence
+            # for a refusal (a retry with its Nats-Msg-Id is de-duplicated)
+            return
+        self._publish_reply(reply, fut.result()[0])
+
+    def _unavailable(self, exc: Exception) -> bytes:
+        log.debug("stream '%s': a publish was not replicated: %s", self.stream.name, exc)
+        return pub_error(self.stream.name, ApiError.of(E.CLUSTER_NOT_AVAIL))
+
+    # -- the state machine (every replica) ---------------------------------------------------------
+
+    def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
+        out = []
+        for item in items:
+            e = _decode(item)
+            if e.ts > self._last_ts:
+                self._last_ts = e.ts
+            if self._cursor < self._replay_upto:
+                out.append(self._replayed(e))
+                continue
+            hdr = e.data[: e.hdr_len] if e.hdr_len else b""
+            res = self._apply(self.stream, e.subject, hdr, e.data, e.ts)
+            if res.stored is not None:
+                self._cursor = res.stored.seq
+            out.append(res.ack)
+        return out
+
+    def _replayed(self, e: PubEntry) -> bytes:
+        """An entry from before a restart whose message the store may hold already: the next
+        stored message with the entry's time stamp is it; a gap (removed since) is taken for it;
+        any other message means the entry was refused then."""
+        seq = self._cursor + 1
+        m = self.stream.store.load_msg(seq)
+        if m is None or m.ts == e.ts:
+            self._cursor = seq
+            return pub_ack(self.stream.name, seq)
+        return b""
+
+    def snapshot(self) -> bytes:
+        # stream groups never compact their log yet (GroupConfig.snapshot_entries stays 0), so
+        # the host asks for no snapshot; what one must hold is the next slice's (package doc)
+        raise NotImplementedError("replicated streams do not snapshot yet")
+
+    def restore(self, data: bytes) -> None:
+        if data:
+            raise NotImplementedError("replicated streams do not restore from a snapshot yet")
+
+    # -- info ---------------------------------------------------------------------------------------
+
+    def cluster_info(self) -> ClusterInfo:
+        """The stream's ``cluster`` block, as its leader reports it (its peers' health from the
+        group's own view of them)."""
+        g = self.group
+        if g is None:
+            return ClusterInfo(name=self.cluster)
+        st = g.status()
+        leader = g.names.get(st.leader, st.leader) if st.leader else ""
+        replicas = [
+            PeerInfo(
+                name=p.name,
+                current=p.health == "current",
+                offline=p.health == "offline",
+                active=int((p.last_seen or 0.0) * NS),
+                lag=p.lag or 0,
+            )
+            for p in st.peers
+        ]
+        return ClusterInfo(name=self.cluster, leader=leader, replicas=replicas)

@@ -1,0 +1,151 @@
+"""Clustered JetStream with three server processes on loopback: the meta group places streams,
+each replicated stream is a Raft group, a PubAck means a quorum has the message on disk and it
+applied, and nothing acknowledged is lost when the stream's leader is killed and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+from nats.js.errors import APIError
+
+from jetpy.store.base import StoreConfig
+from jetpy.store.filestore import FileStore
+
+from .jscluster import JsCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+async def _create(js: JetStreamContext, **cfg: object) -> object:
+    """The stream created once the meta group has a leader (it forms as the servers meet)."""
+    for _ in range(100):
+        try:
+            return await js.add_stream(**cfg)  # type: ignore[arg-type]
+        except (TimeoutError, nats.errors.TimeoutError):
+            await asyncio.sleep(0.2)
+    raise AssertionError("no meta leader")
+
+
+async def _publish_until_acked(js: JetStreamContext, subject: str, payload: bytes, msg_id: str) -> int:
+    """Publish with a message id until acknowledged (a retry is de-duplicated): its sequence."""
+    for _ in range(200):
+        try:
+            ack = await js.publish(subject, payload, timeout=1, headers={"Nats-Msg-Id": msg_id})
+            return ack.seq
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            await asyncio.sleep(0.05)
+        except APIError as e:
+            if e.err_code != 10008:  # no quorum for the moment: try again
+                raise
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{msg_id} never acknowledged")
+
+
+async def test_r3_stream_survives_its_leader_killed(cluster: JsCluster) -> None:
+    nc = await nats.connect(servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        js = nc.jetstream(timeout=2)
+        info = await _create(js, name="ORDERS", subjects=["orders.>"], num_replicas=3)
+        assert info.cluster.name == "JSC"  # type: ignore[attr-defined]
+        acked: dict[int, bytes] = {}
+        acks = await asyncio.gather(*(js.publish(f"orders.{i}", b"m%d" % i, timeout=10) for i in range(1000)))
+        for i, a in enumerate(acks):
+            acked[a.seq] = b"m%d" % i
+        assert sorted(acked) == list(range(1, 1001))
+
+        si = await js.stream_info("ORDERS")
+        assert si.state.messages == 1000
+        assert si.cluster is not None and si.cluster.leader in cluster.nodes
+        others = sorted(set(cluster.nodes) - {str(si.cluster.leader)})
+        assert sorted(str(r.name) for r in si.cluster.replicas or []) == others
+        for node in cluster.nodes.values():  # every replica has them in its own store
+            await cluster.wait_for(
+                f"{node.name} has 1000",
+                lambda n=node: (n.stream_state("ORDERS") or {}).get("messages") == 1000,
+            )
+
+        old = si.cluster.leader
+        cluster.kill(old)
+        for i in range(1000, 1200):
+            seq = await _publish_until_acked(js, f"orders.{i}", b"m%d" % i, f"id-{i}")
+            acked[seq] = b"m%d" % i
+        si = await js.stream_info("ORDERS")
+        assert si.cluster is not None and si.cluster.leader != old
+        assert si.state.messages == 1200 and si.state.last_seq == 1200
+
+        cluster.start(old)  # catches up from the new leader's log
+        await cluster.wait_for(
+            f"{old} caught up",
+            lambda: (cluster.nodes[old].stream_state("ORDERS") or {}).get("last_seq") == 1200,
+        )
+        seq = await _publish_until_acked(js, "orders.last", b"last", "id-last")
+        acked[seq] = b"last"
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has all",
+                lambda n=node: (n.stream_state("ORDERS") or {}).get("messages") == 1201,
+            )
+    finally:
+        await nc.close()
+    cluster.stop()
+    for node in cluster.nodes.values():  # read back from every replica's files: nothing acked lost
+        store = FileStore(node.store / "jetstream" / "$G" / "streams" / "ORDERS", StoreConfig(name="ORDERS"))
+        try:
+            assert store.state().msgs == len(acked) == 1201
+            for seq, payload in acked.items():
+                m = store.load_msg(seq)
+                assert m is not None and m.data == payload, (node.name, seq)
+        finally:
+            store.stop()
+
+
+async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="ONE", subjects=["one"], num_replicas=1)
+        ack = await js.publish("one", b"x")
+        assert ack.seq == 1
+        holders = [n for n in cluster.nodes.values() if n.stream_state("ONE") is not None]
+        assert len(holders) == 1  # an R1 stream is on one server
+
+        with pytest.raises(APIError) as e:
+            await js.add_stream(name="FIVE", subjects=["five"], num_replicas=5)
+        assert e.value.err_code == 10023  # more replicas than servers
+        with pytest.raises(APIError) as e:
+            await js.add_stream(name="OTHER", subjects=["one"])
+        assert e.value.err_code == 10065
+        await _create(js, name="THREE", subjects=["three"], num_replicas=3)
+        again = await js.add_stream(name="THREE", subjects=["three"], num_replicas=3)  # identical: ok
+        assert again.config.name == "THREE"
+        with pytest.raises(APIError) as e:
+            await js.add_stream(name="THREE", subjects=["three", "more"], num_replicas=3)
+        assert e.value.err_code == 10058
+        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=3)).data)
+        assert names["streams"] == ["ONE", "THREE"] and names["total"] == 2
+        with pytest.raises(APIError) as e:
+            await js.add_consumer("THREE", durable_name="C")
+        assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.stream_info("NOPE")
+
+        assert await js.delete_stream("THREE")
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} dropped THREE", lambda n=node: n.stream_state("THREE") is None
+            )
