@@ -138,6 +138,10 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
         assert e.value.err_code == 10058
         names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=3)).data)
         assert names["streams"] == ["ONE", "THREE"] and names["total"] == 2
+        listed = {str(si.config.name): si for si in await js.streams_info()}  # STREAM.LIST, from the leaders
+        assert sorted(listed) == ["ONE", "THREE"]
+        assert listed["ONE"].state.messages == 1 and listed["THREE"].state.messages == 0
+        assert listed["THREE"].cluster is not None and len(listed["THREE"].cluster.replicas or []) == 2
         with pytest.raises(APIError) as e:
             await js.add_consumer("THREE", durable_name="C")
         assert "not supported by this server in a cluster yet" in (e.value.description or "")
@@ -148,4 +152,27 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
         for node in cluster.nodes.values():
             await cluster.wait_for(
                 f"{node.name} dropped THREE", lambda n=node: n.stream_state("THREE") is None
+            )
+
+
+async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:
+    """Every server stopped and started again: the meta group and the stream come back from
+    their logs (each replica replays its stream's log against what its store holds), with the
+    sequence going on where it was and de-duplication still knowing the ids."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="LOG", subjects=["log.*"], num_replicas=3)
+        for i in range(50):
+            assert await _publish_until_acked(js, "log.a", b"%d" % i, f"id-{i}") == i + 1
+        cluster.stop()
+        cluster.start()
+        assert await _publish_until_acked(js, "log.a", b"again", "id-49") == 50  # a duplicate
+        assert await _publish_until_acked(js, "log.a", b"50", "id-50") == 51
+        si = await js.stream_info("LOG")
+        assert si.state.messages == 51 and si.state.last_seq == 51
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has 51", lambda n=node: (n.stream_state("LOG") or {}).get("messages") == 51
             )

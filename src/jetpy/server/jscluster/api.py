@@ -22,14 +22,14 @@ from jetpy.jetstream.api.messages import (
     StreamDeleteResponse,
     StreamInfoResponse,
     StreamListRequest,
+    StreamListResponse,
     StreamNamesResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
 from jetpy.jetstream.api.router import Elsewhere, Route
 from jetpy.jetstream.api.streams import pedantic_flag
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import NAMES_LIMIT, StreamConfig
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StreamConfig, StreamInfo
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create
@@ -47,7 +47,7 @@ from jetpy.subjects import subjects_overlap
 __all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
 
 NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
-CLUSTER_ROUTES = ("STREAM.CREATE", "STREAM.DELETE", "STREAM.INFO", "STREAM.NAMES")
+CLUSTER_ROUTES = ("STREAM.CREATE", "STREAM.DELETE", "STREAM.INFO", "STREAM.NAMES", "STREAM.LIST")
 
 
 class ClusterState(Protocol):
@@ -68,6 +68,10 @@ class ClusterState(Protocol):
         ...
 
     async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+        """The named streams' infos from their leaders (those that answered in time)."""
+        ...
 
     def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
         """Have the stream's leader answer a create of it (already there) on ``reply``."""
@@ -91,6 +95,7 @@ class ClusterApi:
         routes["STREAM.DELETE"] = Route(StreamDeleteResponse, self.stream_delete, 1)
         routes["STREAM.INFO"] = Route(StreamInfoResponse, self.stream_info, 1)
         routes["STREAM.NAMES"] = Route(StreamNamesResponse, self.stream_names, 0)
+        routes["STREAM.LIST"] = Route(StreamListResponse, self.stream_list, 0)
         return routes
 
     def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
@@ -157,22 +162,43 @@ class ClusterApi:
         state = self.state
         rep = state.replica(args[0]) if args else None
         if rep is not None and rep.is_leader:
-            info = stream_info(rep.stream)
-            return StreamInfoResponse.of(msgspec.structs.replace(info, cluster=rep.cluster_info()))
+            return StreamInfoResponse.of(rep.info())
         if state.is_meta_leader and (not args or args[0] not in state.assignments):
             raise ApiError.of(E.STREAM_NOT_FOUND)
         raise Elsewhere
 
-    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
-        state = self.state
-        if not state.is_meta_leader:
+    def _names(self, body: bytes) -> tuple[list[str], int]:
+        """The assigned streams' names the request's subject filter selects, and its offset
+        (a negative one reads as 0, one past the end as the end)."""
+        if not self.state.is_meta_leader:
             raise Elsewhere
         req = decode_request(body, StreamListRequest)
         names = sorted(
             name
-            for name, sa in state.assignments.items()
+            for name, sa in self.state.assignments.items()
             if not req.subject or any(subjects_overlap(req.subject, f) for f in _decode_config(sa).subjects)
         )
-        offset = min(max(req.offset, 0), len(names))
+        return names, min(max(req.offset, 0), len(names))
+
+    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
+        names, offset = self._names(body)
         page = names[offset : offset + NAMES_LIMIT]
         return StreamNamesResponse(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=page or None)
+
+    def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        names, offset = self._names(body)
+        return self._list(names, offset)
+
+    async def _list(self, names: list[str], offset: int) -> StreamListResponse:
+        """Each stream's info from its leader; those that did not answer in time are named in
+        ``missing``, as nats-server's list in a cluster does."""
+        page = names[offset : offset + LIST_LIMIT]
+        infos = await self.state.stream_infos(page)
+        missing = [n for n in page if n not in infos]
+        return StreamListResponse(
+            total=len(names),
+            offset=offset,
+            limit=LIST_LIMIT,
+            streams=[infos[n] for n in page if n in infos],
+            missing=missing or None,
+        )

@@ -11,7 +11,9 @@ rules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import itertools
 import logging
 import random
 import shutil
@@ -22,17 +24,16 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import StreamConfig, encode
+from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
-from jetpy.server.broker import Broker
+from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import StreamReplica
-from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
 
 __all__ = ["ClusteredJetStream"]
 
@@ -41,6 +42,11 @@ log = logging.getLogger("jetpy.jetstream")
 CREATED_SUBJECT = "$JSC.CR.{}"
 """In the system account: the meta leader asks a stream's leader to answer a create of it
 (payload: the requester's reply subject)."""
+
+INFO_SUBJECT = "$JSC.SI.{}"
+"""In the system account: a stream's leader answers with the stream's info (StreamInfo JSON), for
+the meta leader's ``STREAM.LIST``."""
+GATHER_WAIT = 2.0  # seconds the meta leader waits for streams' leaders to give their info
 
 PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
 
@@ -70,7 +76,8 @@ class ClusteredJetStream:
         # assignments to act on in log order: a stream to hold a replica of, or a name to drop
         self._actions: asyncio.Queue[StreamAssignment | str] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
-        self._sub: object | None = None
+        self._subs: list[Subscription] = []
+        self._inboxes = itertools.count(1)
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
@@ -95,7 +102,10 @@ class ClusteredJetStream:
     # -- life cycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._sub = self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created)
+        self._subs = [
+            self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
+            self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
+        ]
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
             asyncio.create_task(self._work(), name="jetstream-assignments"),
@@ -104,8 +114,9 @@ class ClusteredJetStream:
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
-        if self._sub is not None:
-            self.system.unsubscribe_internal(self._sub)  # type: ignore[arg-type]
+        for sub in self._subs:
+            self.system.unsubscribe_internal(sub)
+        self._subs = []
         # the groups are stopped with the Raft host (their logs synced)
 
     async def _form_meta(self) -> None:
@@ -167,6 +178,39 @@ class ClusteredJetStream:
         except ProposalError as exc:
             log.warning("JetStream cluster: a meta change was not made: %s", exc)
             raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
+
+    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+        """The named streams' infos from their leaders (those that answer within
+        :data:`GATHER_WAIT`)."""
+        got: dict[str, StreamInfo] = {}
+        if not names:
+            return got
+        done = asyncio.Event()
+        inbox = f"$JSC.RI.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            try:
+                info = msgspec.json.decode(data[hdr_len:], type=StreamInfo)
+            except (msgspec.DecodeError, ValueError):
+                return
+            got[info.config.name] = info
+            if len(got) >= len(names):
+                done.set()
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            for name in names:
+                self.system.publish_internal(INFO_SUBJECT.format(name), inbox, b"")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), GATHER_WAIT)
+        finally:
+            self.system.unsubscribe_internal(sub)
+        return got
+
+    def _on_info(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        if reply is not None and rep is not None and rep.is_leader:
+            self.system.publish_internal(reply.decode(), None, encode(rep.info()))
 
     def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
         self.system.publish_internal(CREATED_SUBJECT.format(name), None, reply)
@@ -250,5 +294,4 @@ class ClusteredJetStream:
     def _answer_create(self, rep: StreamReplica, reply: bytes) -> None:
         js = self.js
         assert js is not None
-        info = msgspec.structs.replace(stream_info(rep.stream), cluster=rep.cluster_info())
-        js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(info, did_create=True)))
+        js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))

@@ -21,7 +21,8 @@ import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import ClusterInfo, PeerInfo
+from jetpy.jetstream.info import stream_info
+from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream, pub_ack, pub_error
@@ -145,6 +146,10 @@ class StreamReplica:
             raise NotImplementedError("replicated streams do not restore from a snapshot yet")
 
     # -- info ---------------------------------------------------------------------------------------
+
+    def info(self) -> StreamInfo:
+        """The stream's info with its ``cluster`` block (what its leader answers)."""
+        return msgspec.structs.replace(stream_info(self.stream), cluster=self.cluster_info())
 
     def cluster_info(self) -> ClusterInfo:
         """The stream's ``cluster`` block, as its leader reports it (its peers' health from the
