@@ -156,9 +156,10 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
 
 
 async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:
-    """Every server stopped and started again: the meta group and the stream come back from
-    their logs (each replica replays its stream's log against what its store holds), with the
-    sequence going on where it was and de-duplication still knowing the ids."""
+    """Purge, delete and get through the stream's leader; then every server stopped and started
+    again: the meta group and the stream come back from their logs (each replica replays its
+    stream's log against what its store holds, a purge or delete already there not applied
+    again), the sequence goes on where it was and de-duplication still knows the ids."""
     async with await nats.connect(
         servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2
     ) as nc:
@@ -166,13 +167,24 @@ async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:
         await _create(js, name="LOG", subjects=["log.*"], num_replicas=3)
         for i in range(50):
             assert await _publish_until_acked(js, "log.a", b"%d" % i, f"id-{i}") == i + 1
+        assert await js.delete_msg("LOG", 10)
+        with pytest.raises(APIError):
+            await js.delete_msg("LOG", 10)  # gone already
+        assert await js.purge_stream("LOG", keep=30)
+        for i in range(50, 60):
+            await _publish_until_acked(js, "log.b", b"%d" % i, f"id-{i}")
+        got = await js.get_msg("LOG", 25)
+        assert got.data == b"24" and got.subject == "log.a"
+        before = await js.stream_info("LOG")
+        assert (before.state.messages, before.state.first_seq, before.state.last_seq) == (40, 21, 60)
+
         cluster.stop()
         cluster.start()
-        assert await _publish_until_acked(js, "log.a", b"again", "id-49") == 50  # a duplicate
-        assert await _publish_until_acked(js, "log.a", b"50", "id-50") == 51
+        assert await _publish_until_acked(js, "log.b", b"again", "id-59") == 60  # a duplicate
+        assert await _publish_until_acked(js, "log.b", b"60", "id-60") == 61
         si = await js.stream_info("LOG")
-        assert si.state.messages == 51 and si.state.last_seq == 51
+        assert (si.state.messages, si.state.first_seq, si.state.last_seq) == (41, 21, 61)
         for node in cluster.nodes.values():
             await cluster.wait_for(
-                f"{node.name} has 51", lambda n=node: (n.stream_state("LOG") or {}).get("messages") == 51
+                f"{node.name} has 41", lambda n=node: (n.stream_state("LOG") or {}).get("messages") == 41
             )

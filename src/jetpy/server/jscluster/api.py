@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -23,11 +23,14 @@ from jetpy.jetstream.api.messages import (
     StreamInfoResponse,
     StreamListRequest,
     StreamListResponse,
+    StreamMsgDeleteResponse,
+    StreamMsgGetResponse,
     StreamNamesResponse,
+    StreamPurgeResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
 from jetpy.jetstream.api.router import Elsewhere, Route
-from jetpy.jetstream.api.streams import pedantic_flag
+from jetpy.jetstream.api.streams import StreamApi, delete_miss, pedantic_flag
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StreamConfig, StreamInfo
 from jetpy.jetstream.registry import new_identity
@@ -41,13 +44,24 @@ from jetpy.server.jscluster.meta import (
     StreamAssignment,
     encode_op,
 )
-from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
 
+R = TypeVar("R")
+
 NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
-CLUSTER_ROUTES = ("STREAM.CREATE", "STREAM.DELETE", "STREAM.INFO", "STREAM.NAMES", "STREAM.LIST")
+CLUSTER_ROUTES = (
+    "STREAM.CREATE",
+    "STREAM.DELETE",
+    "STREAM.INFO",
+    "STREAM.NAMES",
+    "STREAM.LIST",
+    "STREAM.PURGE",
+    "STREAM.MSG.DELETE",
+    "STREAM.MSG.GET",
+)
 
 
 class ClusterState(Protocol):
@@ -83,8 +97,9 @@ def _decode_config(sa: StreamAssignment) -> StreamConfig:
 
 
 class ClusterApi:
-    def __init__(self, state: ClusterState, replying_to: Callable[[], bytes]) -> None:
+    def __init__(self, state: ClusterState, streams: StreamApi, replying_to: Callable[[], bytes]) -> None:
         self.state = state
+        self.streams = streams  # the single server's handlers: its checks, its reads
         self._replying_to = replying_to
 
     def routes(self, single: Mapping[str, Route[Any]]) -> dict[str, Route[Any]]:
@@ -96,6 +111,11 @@ class ClusterApi:
         routes["STREAM.INFO"] = Route(StreamInfoResponse, self.stream_info, 1)
         routes["STREAM.NAMES"] = Route(StreamNamesResponse, self.stream_names, 0)
         routes["STREAM.LIST"] = Route(StreamListResponse, self.stream_list, 0)
+        routes["STREAM.PURGE"] = Route(StreamPurgeResponse, self.stream_purge, 1)
+        routes["STREAM.MSG.DELETE"] = Route(StreamMsgDeleteResponse, self.stream_msg_delete, 1)
+        routes["STREAM.MSG.GET"] = Route(
+            StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
+        )
         return routes
 
     def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
@@ -158,14 +178,48 @@ class ClusterApi:
         await self.state.propose_meta(encode_op(RemoveStream(name)))
         return StreamDeleteResponse(success=True)
 
-    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
+    def _leader(self, args: list[str]) -> StreamReplica:
+        """This server's replica of the request's stream if it leads it; else the meta leader
+        answers 10059 for a stream that does not exist, and the others leave it."""
         state = self.state
         rep = state.replica(args[0]) if args else None
         if rep is not None and rep.is_leader:
-            return StreamInfoResponse.of(rep.info())
+            return rep
         if state.is_meta_leader and (not args or args[0] not in state.assignments):
             raise ApiError.of(E.STREAM_NOT_FOUND)
         raise Elsewhere
+
+    def _leader_reads(
+        self, handler: Callable[[list[str], bytes, bytes], R]
+    ) -> Callable[[list[str], bytes, bytes], R]:
+        """A read of a stream's contents: the single server's handler, on its leader."""
+
+        def read(args: list[str], hdr: bytes, body: bytes) -> R:
+            self._leader(args)
+            return handler(args, hdr, body)
+
+        return read
+
+    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
+        return StreamInfoResponse.of(self._leader(args).info())
+
+    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        rep = self._leader(args)
+        _, e = self.streams.purge_request(args, body)
+        return self._purge(rep, PurgeOp(e.subject, e.seq, e.keep))
+
+    async def _purge(self, rep: StreamReplica, op: PurgeOp) -> StreamPurgeResponse:
+        return StreamPurgeResponse(success=True, purged=int(await rep.propose_change(op)))
+
+    def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        rep = self._leader(args)
+        _, e = self.streams.msg_delete_request(args, body)
+        return self._msg_delete(rep, DeleteOp(e.seq, e.erase))
+
+    async def _msg_delete(self, rep: StreamReplica, op: DeleteOp) -> StreamMsgDeleteResponse:
+        if not int(await rep.propose_change(op)):
+            raise delete_miss(rep.stream, op.seq)
+        return StreamMsgDeleteResponse(success=True)
 
     def _names(self, body: bytes) -> tuple[list[str], int]:
         """The assigned streams' names the request's subject filter selects, and its offset

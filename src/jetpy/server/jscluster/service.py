@@ -23,6 +23,7 @@ import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse
+from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
@@ -85,7 +86,7 @@ class ClusteredJetStream:
         """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
         self.js = js
         js.registry.ingest_factory = self._ingest_factory
-        api = ClusterApi(self, lambda: js.router.replying_to)
+        api = ClusterApi(self, StreamApi(js.registry, js.committer), lambda: js.router.replying_to)
         js.router.routes = api.routes(js.router.routes)
 
     def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:

@@ -25,10 +25,10 @@ from jetpy.jetstream.info import stream_info
 from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
-from jetpy.jetstream.stream import Stream, pub_ack, pub_error
+from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_ack, pub_error
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["PubEntry", "StreamReplica"]
+__all__ = ["DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -45,8 +45,23 @@ class PubEntry(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
     ts: int
 
 
+class PurgeOp(msgspec.Struct, array_like=True, frozen=True, tag=2):
+    """``STREAM.PURGE`` decided by the leader (``PurgeEntry``'s arguments)."""
+
+    subject: str
+    seq: int
+    keep: int
+
+
+class DeleteOp(msgspec.Struct, array_like=True, frozen=True, tag=3):
+    """``STREAM.MSG.DELETE`` decided by the leader."""
+
+    seq: int
+    erase: bool
+
+
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(PubEntry).decode
+_decode = msgspec.msgpack.Decoder(PubEntry | PurgeOp | DeleteOp).decode
 
 
 class StreamReplica:
@@ -109,10 +124,25 @@ class StreamReplica:
 
     # -- the state machine (every replica) ---------------------------------------------------------
 
+    async def propose_change(self, op: PurgeOp | DeleteOp) -> bytes:
+        """Replicate a purge or a delete (the leader, for the API); its result once applied
+        here: how many messages were purged, or whether the message was there."""
+        g = self.group
+        if g is None or not g.is_leader:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+        try:
+            return await g.propose(_encode(op))
+        except ProposalError as exc:
+            log.warning("stream '%s': a change was not replicated: %s", self.stream.name, exc)
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
+
     def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
         out = []
         for item in items:
             e = _decode(item)
+            if not isinstance(e, PubEntry):
+                out.append(self._change(e))
+                continue
             if e.ts > self._last_ts:
                 self._last_ts = e.ts
             if self._cursor < self._replay_upto:
@@ -124,6 +154,22 @@ class StreamReplica:
                 self._cursor = res.stored.seq
             out.append(res.ack)
         return out
+
+    def _change(self, op: PurgeOp | DeleteOp) -> bytes:
+        """A purge or a delete on this replica. While the log is replayed against a store that
+        holds later messages, its effect is in the store already: applied again it would
+        remove those later messages, so it is skipped."""
+        if self._cursor < self._replay_upto:
+            return b""
+        stream, registry = self.stream, self.registry
+        if isinstance(op, PurgeOp):
+            result = stream.apply_purge(PurgeEntry(op.subject, op.seq, op.keep))
+        else:
+            result = int(stream.apply_delete(DeleteEntry(op.seq, op.erase)))
+        if result:
+            registry.removed(stream)
+            registry.committer.mark_dirty(stream)
+        return b"%d" % result
 
     def _replayed(self, e: PubEntry) -> bytes:
         """An entry from before a restart whose message the store may hold already: the next
