@@ -138,9 +138,29 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
         assert e.value.err_code == 10058
         names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=3)).data)
         assert names["streams"] == ["ONE", "THREE"] and names["total"] == 2
+        for i in range(5):
+            await js.publish("three", b"%d" % i)
+        cfg = (await js.stream_info("THREE")).config
+        cfg.max_msgs = 2
+        cfg.subjects = ["three", "tres"]
+        updated = await js.update_stream(cfg)  # answered by the stream's leader once applied
+        assert updated.config.max_msgs == 2 and updated.state.messages == 2
+        for node in cluster.nodes.values():  # every replica applied it at the same point
+            await cluster.wait_for(
+                f"{node.name} trimmed THREE",
+                lambda n=node: (n.stream_state("THREE") or {}).get("messages") == 2,
+            )
+        assert (await js.publish("tres", b"x")).seq == 6
+        cfg.num_replicas = 1
+        with pytest.raises(APIError) as e:
+            await js.update_stream(cfg)
+        assert "changing a stream's replicas" in (e.value.description or "")
+        cfg.name, cfg.num_replicas = "NOPE", 3
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.update_stream(cfg)
         listed = {str(si.config.name): si for si in await js.streams_info()}  # STREAM.LIST, from the leaders
         assert sorted(listed) == ["ONE", "THREE"]
-        assert listed["ONE"].state.messages == 1 and listed["THREE"].state.messages == 0
+        assert listed["ONE"].state.messages == 1 and listed["THREE"].state.messages == 2
         assert listed["THREE"].cluster is not None and len(listed["THREE"].cluster.replicas or []) == 2
         with pytest.raises(APIError) as e:
             await js.add_consumer("THREE", durable_name="C")

@@ -12,6 +12,7 @@ from jetpy.server.jscluster.meta import (
     MetaMachine,
     RemoveStream,
     StreamAssignment,
+    UpdateStream,
     encode_op,
 )
 
@@ -25,6 +26,9 @@ class Recorder:
 
     def unassigned(self, sa: StreamAssignment) -> None:
         self.events.append(("remove", sa.name))
+
+    def updated(self, sa: StreamAssignment, reply: str) -> None:
+        self.events.append(("update", f"{sa.name} {sa.config.decode()} {reply}"))
 
     def restored(self, streams: dict[str, StreamAssignment]) -> None:
         self.events.append(("restored", ",".join(sorted(streams))))
@@ -66,3 +70,20 @@ def test_snapshot_restores_the_whole_state() -> None:
     assert rec.events == [("restored", "A,B")]
     other.restore(b"")
     assert other.streams == {}
+
+
+def test_update_keeps_the_placement_and_names_where_to_answer() -> None:
+    rec = Recorder()
+    m = MetaMachine(rec)
+    results = m.apply(
+        1,
+        [
+            encode_op(AddStream(_sa("A"))),
+            encode_op(UpdateStream("A", b'{"name":"A2"}', "_INBOX.u")),
+            encode_op(UpdateStream("B", b"{}", "")),
+        ],
+    )
+    assert list(results) == [RESULT_OK, RESULT_OK, RESULT_MISSING]
+    assert m.streams["A"].config == b'{"name":"A2"}' and m.streams["A"].peers == ["n1", "n2", "n3"]
+    assert m.streams["A"].reply == ""  # a restarted server's replay answers nobody's create again
+    assert rec.events[-1] == ("update", 'A {"name":"A2"} _INBOX.u')

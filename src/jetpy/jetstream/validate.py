@@ -391,13 +391,18 @@ def _check_republish(cfg: StreamConfig, subjects: list[str], pedantic: bool) -> 
 
 
 def check_stream_update(
-    old: StreamConfig, new: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+    old: StreamConfig,
+    new: StreamConfig,
+    *,
+    pedantic: bool = False,
+    origins: Lookup | None = None,
+    max_replicas: int = 1,
 ) -> StreamConfig:
     """nats-server's ``configUpdateCheck``: the normalized new config, or ``ApiError``.
 
     ``old`` is the stream's current (normalized) config; ``new`` may be raw or normalized.
     """
-    cfg = check_stream_config(new, pedantic=pedantic, origins=origins)
+    cfg = check_stream_config(new, pedantic=pedantic, origins=origins, max_replicas=max_replicas)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage != old.storage:

@@ -27,6 +27,7 @@ from jetpy.jetstream.api.messages import (
     StreamMsgGetResponse,
     StreamNamesResponse,
     StreamPurgeResponse,
+    StreamUpdateResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
 from jetpy.jetstream.api.router import Elsewhere, Route
@@ -35,13 +36,15 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StreamConfig, StreamInfo
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.unbuilt import check_stream_built
-from jetpy.jetstream.validate import check_stream_create
+from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
+    RESULT_MISSING,
     AddStream,
     RemoveStream,
     StreamAssignment,
+    UpdateStream,
     encode_op,
 )
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
@@ -54,6 +57,7 @@ R = TypeVar("R")
 NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
 CLUSTER_ROUTES = (
     "STREAM.CREATE",
+    "STREAM.UPDATE",
     "STREAM.DELETE",
     "STREAM.INFO",
     "STREAM.NAMES",
@@ -107,6 +111,7 @@ class ClusterApi:
         leader for the others of ``single`` (the single server's table)."""
         routes: dict[str, Route[Any]] = {key: self._refusal(key, r) for key, r in single.items()}
         routes["STREAM.CREATE"] = Route(StreamCreateResponse, self.stream_create, 1)
+        routes["STREAM.UPDATE"] = Route(StreamUpdateResponse, self.stream_update, 1)
         routes["STREAM.DELETE"] = Route(StreamDeleteResponse, self.stream_delete, 1)
         routes["STREAM.INFO"] = Route(StreamInfoResponse, self.stream_info, 1)
         routes["STREAM.NAMES"] = Route(StreamNamesResponse, self.stream_names, 0)
@@ -138,16 +143,11 @@ class ClusterApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
         cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=len(state.js_servers()))
-        check_stream_built(cfg)
-        if cfg.mirror is not None or cfg.sources:
-            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+        self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
         if have is None:
-            for other in state.assignments.values():
-                theirs = _decode_config(other).subjects
-                if any(subjects_overlap(a, b) for a in cfg.subjects for b in theirs):
-                    raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+            self._check_overlap(cfg)
         elif have.config != raw:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         replicas = cfg.num_replicas or 1
@@ -164,6 +164,50 @@ class ClusterApi:
         if result == RESULT_EXISTS:
             self.state.ask_leader_to_answer(sa.name, sa.reply.encode())
         raise Elsewhere  # the stream's (first) leader answers
+
+    def _check_cluster_config(self, cfg: StreamConfig) -> None:
+        check_stream_built(cfg)
+        if cfg.mirror is not None or cfg.sources:
+            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+
+    def _check_overlap(self, cfg: StreamConfig) -> None:
+        for name, other in self.state.assignments.items():
+            if name == cfg.name:
+                continue
+            theirs = _decode_config(other).subjects
+            if any(subjects_overlap(a, b) for a in cfg.subjects for b in theirs):
+                raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+
+    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """Checked by the meta leader against the assigned config, recorded in the meta group,
+        then put in the stream's own log by its leader, which answers (see ``service``)."""
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        req = config_body(body)
+        cfg0 = as_stream_config(req)
+        if cfg0.name != args[0]:
+            raise ApiError.of(E.STREAM_MISMATCH)
+        sa = state.assignments.get(args[0])
+        if sa is None:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        old = _decode_config(sa)
+        cfg = check_stream_update(
+            old, cfg0, pedantic=pedantic_flag(req), max_replicas=len(state.js_servers())
+        )
+        self._check_cluster_config(cfg)
+        if (cfg.num_replicas or 1) != (old.num_replicas or 1):
+            raise ApiError.of(
+                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's replicas")
+            )
+        self._check_overlap(cfg)
+        op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
+        return self._update(op)
+
+    async def _update(self, op: UpdateStream) -> StreamUpdateResponse:
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        raise Elsewhere  # the stream's leader answers once the change is in its log
 
     def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         state = self.state

@@ -1,9 +1,10 @@
 """The meta group's state machine: which streams exist, where they are placed, under which group.
 
-Owns: the assignments (:class:`StreamAssignment`), the entries that change them (:class:`AddStream`,
-:class:`RemoveStream`, as msgpack), applying those in log order (deterministic: the same state
-and results on every server), and the whole state as a snapshot. Every applied change is also
-handed to a listener (the server's reaction: create or delete its replica). Must not know: the
+Owns: the assignments (:class:`StreamAssignment`), the entries that change them
+(:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`, as msgpack), applying those
+in log order (deterministic: the same state and results on every server), and the whole state
+as a snapshot. Every applied change is also handed to a listener (the server's reaction:
+create, change or delete its replica). Must not know: the
 Raft host, streams' rules, the API.
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     "MetaMachine",
     "RemoveStream",
     "StreamAssignment",
+    "UpdateStream",
     "encode_op",
 ]
 
@@ -57,7 +59,16 @@ class RemoveStream(msgspec.Struct, frozen=True, tag="remove_stream"):
     name: str
 
 
-MetaOp = AddStream | RemoveStream
+class UpdateStream(msgspec.Struct, frozen=True, tag="update_stream"):
+    """A new config for an assigned stream (its placement unchanged); ``reply``: where the
+    stream's leader answers once the change is in the stream's own log and applied."""
+
+    name: str
+    config: bytes
+    reply: str = ""
+
+
+MetaOp = AddStream | RemoveStream | UpdateStream
 
 _encoder = msgspec.msgpack.Encoder()
 _op_decoder = msgspec.msgpack.Decoder(MetaOp)
@@ -74,6 +85,8 @@ class MetaListener(Protocol):
     def assigned(self, sa: StreamAssignment) -> None: ...
 
     def unassigned(self, sa: StreamAssignment) -> None: ...
+
+    def updated(self, sa: StreamAssignment, reply: str) -> None: ...
 
     def restored(self, streams: dict[str, StreamAssignment]) -> None:
         """The whole state was replaced by a snapshot's."""
@@ -100,6 +113,14 @@ class MetaMachine:
                 return RESULT_EXISTS if have.config == sa.config else RESULT_CONFLICT
             self.streams[sa.name] = sa
             self.listener.assigned(sa)
+            return RESULT_OK
+        if isinstance(op, UpdateStream):
+            have = self.streams.get(op.name)
+            if have is None:
+                return RESULT_MISSING
+            sa = msgspec.structs.replace(have, config=op.config, reply="")
+            self.streams[op.name] = sa
+            self.listener.updated(sa, op.reply)
             return RESULT_OK
         gone = self.streams.pop(op.name, None)
         if gone is None:

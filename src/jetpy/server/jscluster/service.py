@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.messages import StreamCreateResponse
+from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
@@ -33,7 +33,7 @@ from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
-from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
 
 __all__ = ["ClusteredJetStream"]
@@ -74,8 +74,9 @@ class ClusteredJetStream:
         self.meta_group: RaftGroup | None = None
         self.replicas: dict[str, StreamReplica] = {}
         self.js: JetStream | None = None
-        # assignments to act on in log order: a stream to hold a replica of, or a name to drop
-        self._actions: asyncio.Queue[StreamAssignment | str] = asyncio.Queue()
+        # assignments to act on in log order: a stream to hold a replica of, a new config for
+        # one (and where to answer), or a name to drop
+        self._actions: asyncio.Queue[StreamAssignment | tuple[StreamAssignment, str] | str] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
@@ -224,6 +225,9 @@ class ClusteredJetStream:
     def unassigned(self, sa: StreamAssignment) -> None:
         self._actions.put_nowait(sa.name)
 
+    def updated(self, sa: StreamAssignment, reply: str) -> None:
+        self._actions.put_nowait((sa, reply))
+
     def restored(self, streams: dict[str, StreamAssignment]) -> None:
         for name in self.replicas:
             if name not in streams:
@@ -234,13 +238,15 @@ class ClusteredJetStream:
     async def _work(self) -> None:
         while True:
             action = await self._actions.get()
+            if isinstance(action, str):
+                name, work = action, self._remove(action)
+            elif isinstance(action, tuple):
+                name, work = action[0].name, self._update(*action)
+            else:
+                name, work = action.name, self._add(action)
             try:
-                if isinstance(action, str):
-                    await self._remove(action)
-                else:
-                    await self._add(action)
+                await work
             except Exception:
-                name = action if isinstance(action, str) else action.name
                 log.exception("JetStream cluster: stream '%s' could not be changed here", name)
 
     async def _add(self, sa: StreamAssignment) -> None:
@@ -254,6 +260,7 @@ class ClusteredJetStream:
         if stream is None:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
         rep = StreamReplica(stream, registry, js.bus, self._cluster_name())
+        rep.assigned_config = sa.config
         self.replicas[sa.name] = rep
         # a stream's log is not compacted yet (see the package doc)
         config = dataclasses.replace(self.config, snapshot_entries=0, snapshot_bytes=0)
@@ -263,6 +270,27 @@ class ClusteredJetStream:
         if group.is_leader:
             self._leader_changed(rep, sa, True)
         log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+
+    async def _update(self, sa: StreamAssignment, reply: str) -> None:
+        rep = self.replicas.get(sa.name)
+        if rep is None:
+            return
+        rep.assigned_config = sa.config
+        if rep.is_leader:
+            await self._push_config(rep, reply)
+
+    async def _push_config(self, rep: StreamReplica, reply: str) -> None:
+        """The stream's leader puts the assigned config into the stream's own log (every
+        replica switches at the same message), then answers the update."""
+        try:
+            await rep.propose_change(ConfigOp(rep.assigned_config))
+            resp = StreamUpdateResponse.of(rep.info())
+        except ApiError as e:
+            resp = StreamUpdateResponse.failure(e)
+        if reply:
+            js = self.js
+            assert js is not None
+            js.bus.publish(reply, None, encode(resp))
 
     async def _remove(self, name: str) -> None:
         rep = self.replicas.pop(name, None)
@@ -282,9 +310,15 @@ class ClusteredJetStream:
     # -- answers from a stream's leader -------------------------------------------------------------
 
     def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None:
-        if leading and sa.reply and rep.group is not None and not rep.answered_create:
+        if not leading:
+            return
+        if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
             self._answer_create(rep, sa.reply.encode())
+        if rep.assigned_config and rep.assigned_config != msgspec.json.encode(rep.stream.config):
+            # an update the previous leader did not put in the stream's log (or not yet applied
+            # here): the stream's log gets it now (the same config twice applies once)
+            self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
 
     def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         name = subject.decode().rsplit(".", 1)[-1]

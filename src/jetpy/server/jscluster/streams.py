@@ -22,13 +22,13 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamInfo
+from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_ack, pub_error
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
+__all__ = ["ConfigOp", "DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -60,8 +60,15 @@ class DeleteOp(msgspec.Struct, array_like=True, frozen=True, tag=3):
     erase: bool
 
 
+class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
+    """A new config (JSON) taking effect at this point of the stream's log on every replica, so
+    that every replica applies each message under the same limits."""
+
+    config: bytes
+
+
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(PubEntry | PurgeOp | DeleteOp).decode
+_decode = msgspec.msgpack.Decoder(PubEntry | PurgeOp | DeleteOp | ConfigOp).decode
 
 
 class StreamReplica:
@@ -74,12 +81,14 @@ class StreamReplica:
         self.cluster = cluster
         self.group: RaftGroup | None = None  # set once its member started
         self.answered_create = False  # its first leader answers the create (once)
+        self.assigned_config = b""  # the config the meta group holds for it (JSON)
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
         # replaying: the sequence the log's entries have reached, and the store's last one when
         # the replica started (entries up to it may be in the store already)
         st = stream.store.state()
         self._cursor = (stream.config.first_seq or 1) - 1
         self._replay_upto = st.last_seq
+        self._replayed_config: bytes | None = None  # the newest config met while replaying
         self._apply = registry.apply_published
         self._publish_reply = bus.publish_reply
 
@@ -124,7 +133,7 @@ class StreamReplica:
 
     # -- the state machine (every replica) ---------------------------------------------------------
 
-    async def propose_change(self, op: PurgeOp | DeleteOp) -> bytes:
+    async def propose_change(self, op: PurgeOp | DeleteOp | ConfigOp) -> bytes:
         """Replicate a purge or a delete (the leader, for the API); its result once applied
         here: how many messages were purged, or whether the message was there."""
         g = self.group
@@ -140,6 +149,16 @@ class StreamReplica:
         out = []
         for item in items:
             e = _decode(item)
+            if self._replayed_config is not None and self._cursor >= self._replay_upto:
+                self._set_config(self._replayed_config)  # the replay is over: the newest one
+                self._replayed_config = None
+            if isinstance(e, ConfigOp):
+                if self._cursor < self._replay_upto:
+                    self._replayed_config = e.config
+                    out.append(b"")
+                else:
+                    out.append(self._set_config(e.config))
+                continue
             if not isinstance(e, PubEntry):
                 out.append(self._change(e))
                 continue
@@ -154,6 +173,15 @@ class StreamReplica:
                 self._cursor = res.stored.seq
             out.append(res.ack)
         return out
+
+    def _set_config(self, raw: bytes) -> bytes:
+        cfg = msgspec.json.decode(raw, type=StreamConfig)
+        if cfg != self.stream.config:
+            registry = self.registry
+            registry.update(self.stream, cfg)  # lowered limits take effect at once
+            registry.removed(self.stream)
+            registry.committer.mark_dirty(self.stream)
+        return b"1"
 
     def _change(self, op: PurgeOp | DeleteOp) -> bytes:
         """A purge or a delete on this replica. While the log is replayed against a store that
