@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -187,6 +188,7 @@ async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:
         await _create(js, name="LOG", subjects=["log.*"], num_replicas=3)
         for i in range(50):
             assert await _publish_until_acked(js, "log.a", b"%d" % i, f"id-{i}") == i + 1
+        assert await _publish_until_acked(js, "log.a", b"dup", "id-5") == 6  # refused: a duplicate
         assert await js.delete_msg("LOG", 10)
         with pytest.raises(APIError):
             await js.delete_msg("LOG", 10)  # gone already
@@ -208,3 +210,31 @@ async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:
             await cluster.wait_for(
                 f"{node.name} has 41", lambda n=node: (n.stream_state("LOG") or {}).get("messages") == 41
             )
+
+
+async def test_memory_stream_replica_rebuilt_and_leader_replaced(cluster: JsCluster) -> None:
+    """An R3 memory stream's replica that restarts is rebuilt from the stream's log; after kill
+    -9 of the stream's leader another takes publishes within a few election timeouts."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="MEM", subjects=["mem"], num_replicas=3, storage="memory")
+        for i in range(10):
+            await js.publish("mem", b"%d" % i)
+        si = await js.stream_info("MEM")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        follower = next(n for n in cluster.nodes if n != leader)
+        cluster.kill(follower)
+        cluster.start(follower)
+        await cluster.wait_for(
+            "the memory replica rebuilt",
+            lambda: (cluster.nodes[follower].stream_state("MEM") or {}).get("messages") == 10,
+        )
+        cluster.kill(leader)
+        started = time.monotonic()
+        seq = await _publish_until_acked(js, "mem", b"after", "after")
+        took = time.monotonic() - started
+        assert seq == 11
+        assert took < 10 * cluster.tick * 10, f"no new leader taking publishes for {took:.2f}s"

@@ -17,11 +17,15 @@ The design (decisions the following slices keep):
   deleting them. Consumer assignments join the same state machine in a later slice.
 * **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
   request to all of them); exactly one answers each: the meta leader those about assignments
-  (``STREAM.CREATE``, ``STREAM.DELETE``, ``STREAM.NAMES``, errors for unknown streams), a
-  stream's leader those about its contents (``STREAM.INFO``); the others raise
+  (``STREAM.CREATE``, ``UPDATE``, ``DELETE``, ``NAMES``, ``LIST`` with each stream's info
+  gathered from its leader, errors for unknown streams), a stream's leader those about its
+  contents (``STREAM.INFO``, ``MSG.GET``, and ``PURGE``/``MSG.DELETE``, which it checks and
+  proposes to the stream's group); the others raise
   :class:`~jetpy.jetstream.api.router.Elsewhere` and stay silent. A created stream is answered
   by its first leader once elected (the client's reply subject travels in the assignment, as
-  nats-server's does), so a client that publishes right after its create finds a leader.
+  nats-server's does), so a client that publishes right after its create finds a leader. An
+  update is recorded in the meta group, then put in the stream's own log by its leader, so
+  every replica changes limits at the same message, and that leader answers it.
 * **Placement** is the meta leader's decision, made before proposing (it is part of the
   assignment, so every server applies the same one): the servers holding the fewest
   assignments, ties broken at random. Placement by cluster and tags comes later.
@@ -40,19 +44,22 @@ The design (decisions the following slices keep):
   once a quorum has the message on disk and it applied. The stream's store is synced by the
   group commit afterwards: the Raft log is its write-ahead log.
 * **Restarts replay the log.** A replica's store and its Raft log are written apart, so a
-  replica coming back may hold messages from entries it is about to be given again. Replaying,
-  it walks its store alongside: an entry whose message is at the next sequence (same time stamp
-  and subject) is already there and skipped; one whose message is not is an entry that was
-  refused then (and is refused again, deterministically, if the store has nothing after it).
-  Stream groups do not snapshot or compact yet (a snapshot must say what the store holds and a
-  replica behind it must fetch messages from the leader: the next slice), so a stream's log
-  grows with it.
+  replica coming back may hold messages from entries it is about to be given again. Each
+  message is applied with a time stamp that rises with the log (its entry's, or one more than
+  the previous message's: a function of the log, the same on every replica), so an entry whose
+  time stamp is not after the store's last message's was decided before the restart (stored or
+  refused) and is skipped, as are purges, deletes and config changes met before that point;
+  de-duplication is re-learnt as of that time stamp rather than the clock. Stream groups do not
+  snapshot or compact yet (a snapshot must carry what the store holds and the last applied time
+  stamp, and a replica behind it must fetch messages from the leader: the next slice), so a
+  stream's log grows with it and a restart replays it from the start.
 
-Not yet: consumers on replicated streams, ``STREAM.UPDATE``/``LIST``/``PURGE``/message get and
-delete, account info, placement by cluster or tags, stepdowns and peer removal, ``/jsz``
-``meta_cluster``; the requests are answered by the meta leader with "... is not supported by
-this server in a cluster yet". A server starts clustered JetStream only when asked by its
-embedder (``Server(..., clustered_jetstream=True)``, the tests'): ``-js`` with a cluster is still
+Not yet: consumers on a cluster, ``$JS.API.INFO``, mirrors and sources, backups, placement by
+cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
+``meta_cluster``, snapshots and compaction of the meta and stream logs; the requests are
+answered by the meta leader with "... is not supported by this server in a cluster yet". A
+server starts clustered JetStream only when asked by its embedder
+(``Server(..., clustered_jetstream=True)``, the tests'): ``-js`` with a cluster is still
 refused at start for users until the slices above are complete.
 """
 

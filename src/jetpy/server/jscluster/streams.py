@@ -25,7 +25,7 @@ from jetpy.jetstream.info import stream_info
 from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
-from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_ack, pub_error
+from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
 from jetpy.server.nrg import ProposalError, RaftGroup
 
 __all__ = ["ConfigOp", "DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
@@ -83,12 +83,15 @@ class StreamReplica:
         self.answered_create = False  # its first leader answers the create (once)
         self.assigned_config = b""  # the config the meta group holds for it (JSON)
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
-        # replaying: the sequence the log's entries have reached, and the store's last one when
-        # the replica started (entries up to it may be in the store already)
-        st = stream.store.state()
-        self._cursor = (stream.config.first_seq or 1) - 1
-        self._replay_upto = st.last_seq
+        # A message's time stamp as applied: its entry's, or one more than the previous one's
+        # (the same on every replica: a function of the log), so the time stamps in the store
+        # rise with the log. The store's last one when the replica started says which entries
+        # it has decided already (replaying the log: see the package doc).
+        self._applied_ts = 0
+        self._store_ts = stream.store.state().last_ts
         self._replayed_config: bytes | None = None  # the newest config met while replaying
+        if self._store_ts:  # duplicates are decided as of the entries' times, not the clock's
+            stream.relearn_msg_ids(self._store_ts)
         self._apply = registry.apply_published
         self._publish_reply = bus.publish_reply
 
@@ -145,15 +148,20 @@ class StreamReplica:
             log.warning("stream '%s': a change was not replicated: %s", self.stream.name, exc)
             raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
 
+    @property
+    def replaying(self) -> bool:
+        """Whether the store holds a message from a later entry than the last one applied."""
+        return self._applied_ts < self._store_ts
+
     def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
         out = []
         for item in items:
             e = _decode(item)
-            if self._replayed_config is not None and self._cursor >= self._replay_upto:
+            if self._replayed_config is not None and not self.replaying:
                 self._set_config(self._replayed_config)  # the replay is over: the newest one
                 self._replayed_config = None
             if isinstance(e, ConfigOp):
-                if self._cursor < self._replay_upto:
+                if self.replaying:
                     self._replayed_config = e.config
                     out.append(b"")
                 else:
@@ -162,16 +170,15 @@ class StreamReplica:
             if not isinstance(e, PubEntry):
                 out.append(self._change(e))
                 continue
-            if e.ts > self._last_ts:
-                self._last_ts = e.ts
-            if self._cursor < self._replay_upto:
-                out.append(self._replayed(e))
+            ts = e.ts if e.ts > self._applied_ts else self._applied_ts + 1
+            self._applied_ts = ts
+            if ts > self._last_ts:
+                self._last_ts = ts
+            if ts <= self._store_ts:
+                out.append(b"")  # decided before the restart: stored then, or refused then
                 continue
             hdr = e.data[: e.hdr_len] if e.hdr_len else b""
-            res = self._apply(self.stream, e.subject, hdr, e.data, e.ts)
-            if res.stored is not None:
-                self._cursor = res.stored.seq
-            out.append(res.ack)
+            out.append(self._apply(self.stream, e.subject, hdr, e.data, ts).ack)
         return out
 
     def _set_config(self, raw: bytes) -> bytes:
@@ -187,7 +194,7 @@ class StreamReplica:
         """A purge or a delete on this replica. While the log is replayed against a store that
         holds later messages, its effect is in the store already: applied again it would
         remove those later messages, so it is skipped."""
-        if self._cursor < self._replay_upto:
+        if self.replaying:
             return b""
         stream, registry = self.stream, self.registry
         if isinstance(op, PurgeOp):
@@ -198,17 +205,6 @@ class StreamReplica:
             registry.removed(stream)
             registry.committer.mark_dirty(stream)
         return b"%d" % result
-
-    def _replayed(self, e: PubEntry) -> bytes:
-        """An entry from before a restart whose message the store may hold already: the next
-        stored message with the entry's time stamp is it; a gap (removed since) is taken for it;
-        any other message means the entry was refused then."""
-        seq = self._cursor + 1
-        m = self.stream.store.load_msg(seq)
-        if m is None or m.ts == e.ts:
-            self._cursor = seq
-            return pub_ack(self.stream.name, seq)
-        return b""
 
     def snapshot(self) -> bytes:
         # stream groups never compact their log yet (GroupConfig.snapshot_entries stays 0), so
