@@ -163,6 +163,9 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
         assert sorted(listed) == ["ONE", "THREE"]
         assert listed["ONE"].state.messages == 1 and listed["THREE"].state.messages == 2
         assert listed["THREE"].cluster is not None and len(listed["THREE"].cluster.replicas or []) == 2
+        account = await js.account_info()  # what the cluster stores: each replica counted
+        assert account.streams == 2 and account.consumers == 0 and account.memory == 0
+        assert account.storage == listed["ONE"].state.bytes + 3 * listed["THREE"].state.bytes
         with pytest.raises(APIError) as e:
             await js.add_consumer("THREE", durable_name="C")
         assert "not supported by this server in a cluster yet" in (e.value.description or "")

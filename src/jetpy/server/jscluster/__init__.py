@@ -18,7 +18,8 @@ The design (decisions the following slices keep):
 * **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
   request to all of them); exactly one answers each: the meta leader those about assignments
   (``STREAM.CREATE``, ``UPDATE``, ``DELETE``, ``NAMES``, ``LIST`` with each stream's info
-  gathered from its leader, errors for unknown streams), a stream's leader those about its
+  gathered from its leader, ``$JS.API.INFO`` with the usage gathered so, errors for unknown
+  streams), a stream's leader those about its
   contents (``STREAM.INFO``, ``MSG.GET``, and ``PURGE``/``MSG.DELETE``, which it checks and
   proposes to the stream's group); the others raise
   :class:`~jetpy.jetstream.api.router.Elsewhere` and stay silent. A created stream is answered
@@ -54,7 +55,7 @@ The design (decisions the following slices keep):
   stamp, and a replica behind it must fetch messages from the leader: the next slice), so a
   stream's log grows with it and a restart replays it from the start.
 
-Not yet: consumers on a cluster, ``$JS.API.INFO``, mirrors and sources, backups, placement by
+Not yet: consumers on a cluster, mirrors and sources, backups, placement by
 cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
 ``meta_cluster``, snapshots and compaction of the meta and stream logs; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet". A

@@ -18,6 +18,7 @@ import msgspec
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import (
+    AccountInfoResponse,
     StreamCreateResponse,
     StreamDeleteResponse,
     StreamInfoResponse,
@@ -30,11 +31,20 @@ from jetpy.jetstream.api.messages import (
     StreamUpdateResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
-from jetpy.jetstream.api.router import Elsewhere, Route
+from jetpy.jetstream.api.router import ApiStats, Elsewhere, Route
 from jetpy.jetstream.api.streams import StreamApi, delete_miss, pedantic_flag
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StreamConfig, StreamInfo
+from jetpy.jetstream.models import (
+    LIST_LIMIT,
+    NAMES_LIMIT,
+    AccountInfo,
+    AccountLimits,
+    JetStreamApiStats,
+    StreamConfig,
+    StreamInfo,
+)
 from jetpy.jetstream.registry import new_identity
+from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.server.jscluster.meta import (
@@ -56,6 +66,7 @@ R = TypeVar("R")
 
 NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
 CLUSTER_ROUTES = (
+    "INFO",
     "STREAM.CREATE",
     "STREAM.UPDATE",
     "STREAM.DELETE",
@@ -101,15 +112,19 @@ def _decode_config(sa: StreamAssignment) -> StreamConfig:
 
 
 class ClusterApi:
-    def __init__(self, state: ClusterState, streams: StreamApi, replying_to: Callable[[], bytes]) -> None:
+    def __init__(
+        self, state: ClusterState, streams: StreamApi, stats: ApiStats, replying_to: Callable[[], bytes]
+    ) -> None:
         self.state = state
         self.streams = streams  # the single server's handlers: its checks, its reads
+        self.stats = stats
         self._replying_to = replying_to
 
     def routes(self, single: Mapping[str, Route[Any]]) -> dict[str, Route[Any]]:
         """The cluster's routes: its own for :data:`CLUSTER_ROUTES`, a refusal by the meta
         leader for the others of ``single`` (the single server's table)."""
         routes: dict[str, Route[Any]] = {key: self._refusal(key, r) for key, r in single.items()}
+        routes["INFO"] = Route(AccountInfoResponse, self.account_info, 0)
         routes["STREAM.CREATE"] = Route(StreamCreateResponse, self.stream_create, 1)
         routes["STREAM.UPDATE"] = Route(StreamUpdateResponse, self.stream_update, 1)
         routes["STREAM.DELETE"] = Route(StreamDeleteResponse, self.stream_delete, 1)
@@ -130,6 +145,32 @@ class ClusterApi:
             raise ApiError.of(E.STREAM_GENERAL, err=NOT_IN_CLUSTER.format(key))
 
         return Route(single.response, refuse, single.args)
+
+    # -- the account ---------------------------------------------------------------------------------
+
+    def account_info(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        if not self.state.is_meta_leader:
+            raise Elsewhere
+        return self._account_info()
+
+    async def _account_info(self) -> AccountInfoResponse:
+        """The account's usage across the cluster, from its streams' leaders: each stream's bytes
+        once per replica (what the cluster stores, as nats-server counts it)."""
+        assigned = self.state.assignments
+        infos = await self.state.stream_infos(sorted(assigned))
+        usage = {"memory": 0, "file": 0}
+        for name, info in infos.items():
+            usage[info.config.storage] += info.state.bytes * len(assigned[name].peers)
+        return AccountInfoResponse.of(
+            AccountInfo(
+                memory=usage["memory"],
+                storage=usage["file"],
+                streams=len(assigned),
+                consumers=0,
+                limits=AccountLimits(),
+                api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
+            )
+        )
 
     # -- streams ----------------------------------------------------------------------------------
 

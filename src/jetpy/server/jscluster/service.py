@@ -87,7 +87,9 @@ class ClusteredJetStream:
         """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
         self.js = js
         js.registry.ingest_factory = self._ingest_factory
-        api = ClusterApi(self, StreamApi(js.registry, js.committer), lambda: js.router.replying_to)
+        api = ClusterApi(
+            self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
+        )
         js.router.routes = api.routes(js.router.routes)
 
     def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
