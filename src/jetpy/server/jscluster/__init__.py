@@ -8,7 +8,8 @@ differently from a single server. Must not know: Raft's rules (``jetpy.raft``), 
 The design (decisions the following slices keep):
 
 * **The meta group** (``_meta_``, as nats-server names it) is a Raft group of every JetStream
-  server of the cluster. Its state machine (:mod:`.meta`) holds the assignments: for each
+  server of the cluster, founded by the servers the configured routes name (each server's
+  routes must name them all: ``config_cluster.cluster_size``) once all are connected. Its state machine (:mod:`.meta`) holds the assignments: for each
   stream its config, the servers it is placed on (``peers``, server names), the name of its Raft
   group (``S-R<n>F-<random>``, nats-server's form) and when it was created. Changes are entries
   of the meta log (add a stream, remove it), decided by the meta leader and applied in the same
