@@ -34,7 +34,7 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
-from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
 __all__ = ["ClusteredJetStream"]
 
@@ -138,7 +138,10 @@ class ClusteredJetStream:
                     break
                 await asyncio.sleep(PEERS_POLL)
             log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
-        self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+        try:
+            self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+        except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
+            log.error("JetStream cluster: the meta group could not be started: %s", exc)
 
     # -- the meta group's state, as the API sees it ------------------------------------------------
 

@@ -125,8 +125,9 @@ class StreamReplica:
         if fut.cancelled() or exc is not None:
             if isinstance(exc, ProposalError) and exc.definite:
                 self._publish_reply(reply, self._unavailable(exc))
-            # otherwise its fate is unknown: no answer, as the publisher must not take silence
-            # for a refusal (a retry with its Nats-Msg-Id is de-duplicated)
+            # otherwise its fate is unknown: no answer (the publisher times out, as with
+            # nats-server; a retry is de-duplicated if it carries a Nats-Msg-Id), since an
+            # error would say it was not stored
             return
         self._publish_reply(reply, fut.result()[0])
 
@@ -137,8 +138,8 @@ class StreamReplica:
     # -- the state machine (every replica) ---------------------------------------------------------
 
     async def propose_change(self, op: PurgeOp | DeleteOp | ConfigOp) -> bytes:
-        """Replicate a purge or a delete (the leader, for the API); its result once applied
-        here: how many messages were purged, or whether the message was there."""
+        """Replicate a purge, a delete or a config (the leader, for the API); its result once
+        applied here: how many messages were purged, whether the message was there, 1."""
         g = self.group
         if g is None or not g.is_leader:
             raise ApiError.of(E.CLUSTER_NOT_AVAIL)
