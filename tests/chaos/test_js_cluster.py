@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -287,3 +288,37 @@ async def test_leader_killed_under_concurrent_publishes_loses_nothing(cluster: J
                 assert m is not None and m.data == payload, (node.name, seq)
         finally:
             store.stop()
+
+
+async def test_api_goes_on_when_the_meta_leader_is_killed(cluster: JsCluster) -> None:
+    """The meta leader killed -9: another server leads the meta group and answers the API."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=2)
+        await _create(js, name="BEFORE", subjects=["before"], num_replicas=3)
+
+        def meta_leader() -> str | None:
+            for node in cluster.nodes.values():
+                url = f"http://127.0.0.1:{node.http_port}/raftz?group=_meta_"
+                try:
+                    with urllib.request.urlopen(url, timeout=2) as r:
+                        doc = json.load(r)
+                except OSError:
+                    continue
+                if doc["$SYS"]["_meta_"]["state"] == "LEADER":
+                    return node.name
+            return None
+
+        old = await cluster.wait_for("a meta leader", meta_leader)
+        cluster.kill(old)
+        await cluster.wait_for("another meta leader", lambda: (meta_leader() or old) != old)
+        await _create(js, name="AFTER", subjects=["after"], num_replicas=3)  # two of three up
+        assert (await js.publish("after", b"x")).seq == 1
+        names = json.loads((await nc.request("$JS.API.STREAM.NAMES", b"{}", timeout=3)).data)
+        assert names["streams"] == ["AFTER", "BEFORE"]
+        cluster.start(old)
+        await cluster.wait_for(
+            f"{old} holds AFTER",
+            lambda: (cluster.nodes[old].stream_state("AFTER") or {}).get("messages") == 1,
+        )
