@@ -45,6 +45,13 @@ class JsNode:
             doc: dict[str, Any] = json.load(r)
         return doc
 
+    def wal_first(self) -> dict[str, int]:
+        """Each Raft group's first index in this server's log (above 1: compacted), from /raftz."""
+        url = f"http://127.0.0.1:{self.http_port}/raftz"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            doc: dict[str, Any] = json.load(r)
+        return {name: g["wal"]["first_seq"] for name, g in doc.get("$SYS", {}).items()}
+
     def stream_state(self, name: str) -> dict[str, Any] | None:
         """The stream's state in this server's own store (its replica), from /jsz."""
         for acc in self.jsz().get("account_details", []):
@@ -56,9 +63,10 @@ class JsNode:
 
 
 class JsCluster:
-    def __init__(self, root: Path, size: int = 3, tick: float = 0.05) -> None:
+    def __init__(self, root: Path, size: int = 3, tick: float = 0.05, snapshot_entries: int = 0) -> None:
         self.root = root
         self.tick = tick
+        self.snapshot_entries = snapshot_entries  # the groups compact their logs this often
         self.nodes = {
             f"n{i + 1}": JsNode(
                 f"n{i + 1}",
@@ -85,6 +93,8 @@ class JsCluster:
             "chaos.jsnode",
             "--tick",
             str(self.tick),
+            "--snapshot-entries",
+            str(self.snapshot_entries),
             "--",
             "-a",
             "127.0.0.1",

@@ -2,7 +2,7 @@
 JetStream with a cluster while clustered JetStream is being built (``jetpy.server.jscluster``),
 so the tests start it through the server's embedding API, with Raft timers they can wait for.
 
-    python -m chaos.jsnode --tick 0.05 --election-ticks 10 -- <jetpy-server flags, without -js>
+    python -m chaos.jsnode --tick 0.05 --election-ticks 10 [--snapshot-entries N] -- <jetpy-server flags, without -js>
 
 (from ``tests/``). Stops on SIGTERM/SIGINT.
 """
@@ -23,7 +23,12 @@ from jetpy.server.nrg import GroupConfig
 async def serve(ns: argparse.Namespace, server_args: list[str]) -> int:
     opts = parse_args(server_args).options
     setup_logging(opts)
-    config = GroupConfig(tick=ns.tick, election_ticks=ns.election_ticks, timeout=ns.timeout)
+    config = GroupConfig(
+        tick=ns.tick,
+        election_ticks=ns.election_ticks,
+        timeout=ns.timeout,
+        snapshot_entries=ns.snapshot_entries,
+    )
     # JetStream is turned on here: the flags' own check still refuses -js with a cluster
     server = Server(opts, clustered_jetstream=True, raft_config=config, jetstream=True)
     await server.start()
@@ -43,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tick", type=float, default=0.05)
     p.add_argument("--election-ticks", type=int, default=10)
     p.add_argument("--timeout", type=float, default=5.0)
+    p.add_argument("--snapshot-entries", type=int, default=0, help="0: the server's default")
     ns = p.parse_args(args[:i])
     try:
         import uvloop  # as jetpy-server runs

@@ -51,14 +51,22 @@ The design (decisions the following slices keep):
   the previous message's: a function of the log, the same on every replica), so an entry whose
   time stamp is not after the store's last message's was decided before the restart (stored or
   refused) and is skipped, as are purges, deletes and config changes met before that point;
-  de-duplication is re-learnt as of that time stamp rather than the clock. Stream groups do not
-  snapshot or compact yet (a snapshot must carry what the store holds and the last applied time
-  stamp, and a replica behind it must fetch messages from the leader: the next slice), so a
-  stream's log grows with it and a restart replays it from the start.
+  de-duplication is re-learnt as of that time stamp rather than the clock.
+* **Snapshots hold no message** (:mod:`.catchup`). Every group snapshots and compacts its log
+  (``SNAPSHOT_ENTRIES``/``SNAPSHOT_BYTES`` unless the Raft config says otherwise). A stream's
+  snapshot is taken after its store is synced and names what the store holds (sequence range,
+  removed sequences), the last applied time stamp and the config; restoring one the store
+  already holds (a restart) only sets the time stamp, and the replay rule above does the rest.
+  A replica handed its leader's snapshot (it fell behind the leader's compacted log) drops
+  what the snapshot says was removed and fetches the messages it lacks from any replica not
+  itself behind, keeping their sequences (a removed one is a skipped sequence), as nats-server's
+  stream catch-up does; until it has them it holds every later entry (and puts them in any
+  snapshot it takes meanwhile) and, if it leads, refuses publishes. The meta group's snapshot
+  is its assignments; restoring one hands them to the server as assignments again.
 
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
 cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
-``meta_cluster``, snapshots and compaction of the meta and stream logs; the requests are
+``meta_cluster``; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet". A
 server starts clustered JetStream only when asked by its embedder
 (``Server(..., clustered_jetstream=True)``, the tests'): ``-js`` with a cluster is still

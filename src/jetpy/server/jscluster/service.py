@@ -32,6 +32,8 @@ from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.api import ClusterApi
+from jetpy.server.jscluster.catchup import decode_request, read_batch
+from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
@@ -48,6 +50,17 @@ INFO_SUBJECT = "$JSC.SI.{}"
 """In the system account: a stream's leader answers with the stream's info (StreamInfo JSON), for
 the meta leader's ``STREAM.LIST``."""
 GATHER_WAIT = 2.0  # seconds the meta leader waits for streams' leaders to give their info
+
+CATCHUP_SUBJECT = "$JSC.CU.{}"
+"""In the system account: a replica behind its leader's snapshot asks the stream's other replicas
+for stored messages (``catchup.CatchupRequest``, answered with a ``CatchupBatch`` by each that
+is not behind itself: the first answer is taken)."""
+CATCHUP_WAIT = 2.0  # seconds a replica waits for a batch before asking again
+
+SNAPSHOT_ENTRIES = 8192
+"""Applied entries after which a group of this cluster's JetStream (the meta group, each stream's)
+snapshots its state and compacts its log, unless the Raft config says otherwise..."""
+SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
 
 PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
 
@@ -69,7 +82,12 @@ class ClusteredJetStream:
         self.system = system
         self._peers = peers
         self.expected_servers = expected_servers  # the meta group's founders, this one included
-        self.config = config or GroupConfig()
+        config = config or GroupConfig()
+        if not config.snapshot_entries and not config.snapshot_bytes:
+            config = dataclasses.replace(
+                config, snapshot_entries=SNAPSHOT_ENTRIES, snapshot_bytes=SNAPSHOT_BYTES
+            )
+        self.config = config
         self.meta = MetaMachine(self)
         self.meta_group: RaftGroup | None = None
         self.replicas: dict[str, StreamReplica] = {}
@@ -109,6 +127,7 @@ class ClusteredJetStream:
         self._subs = [
             self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
+            self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
         ]
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
@@ -121,6 +140,8 @@ class ClusteredJetStream:
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
+        for rep in self.replicas.values():
+            rep.close()
         # the groups are stopped with the Raft host (their logs synced)
 
     async def _form_meta(self) -> None:
@@ -219,6 +240,34 @@ class ClusteredJetStream:
         if reply is not None and rep is not None and rep.is_leader:
             self.system.publish_internal(reply.decode(), None, encode(rep.info()))
 
+    def _on_catchup(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        if reply is None or rep is None or rep.group is None or rep.behind:
+            return
+        try:
+            req = decode_request(data[hdr_len:])
+        except (msgspec.DecodeError, ValueError):
+            return
+        self.system.publish_internal(reply.decode(), None, encode_catchup(read_batch(rep.stream.store, req)))
+
+    async def _fetch_catchup(self, name: str, payload: bytes) -> bytes | None:
+        """A batch of the stream's stored messages from its leader (None: no answer in time)."""
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        inbox = f"$JSC.RC.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            if not got.done():
+                got.set_result(data[hdr_len:])
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            self.system.publish_internal(CATCHUP_SUBJECT.format(name), inbox, payload)
+            return await asyncio.wait_for(got, CATCHUP_WAIT)
+        except TimeoutError:
+            return None
+        finally:
+            self.system.unsubscribe_internal(sub)
+
     def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
         self.system.publish_internal(CREATED_SUBJECT.format(name), None, reply)
 
@@ -264,12 +313,10 @@ class ClusteredJetStream:
         stream = registry.get(sa.name)
         if stream is None:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
-        rep = StreamReplica(stream, registry, js.bus, self._cluster_name())
+        rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
         self.replicas[sa.name] = rep
-        # a stream's log is not compacted yet (see the package doc)
-        config = dataclasses.replace(self.config, snapshot_entries=0, snapshot_bytes=0)
-        group = await self.host.start_group(sa.group, rep, sa.peers, config)
+        group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
         rep.group = group
         group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
         if group.is_leader:
@@ -301,6 +348,7 @@ class ClusteredJetStream:
         rep = self.replicas.pop(name, None)
         if rep is None:
             return
+        rep.close()
         js = self.js
         assert js is not None
         if rep.group is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
@@ -26,6 +26,14 @@ from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamIn
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
+from jetpy.server.jscluster.catchup import (
+    CatchupRequest,
+    StreamSnapshot,
+    decode_batch,
+    decode_snapshot,
+    encode,
+    write_batch,
+)
 from jetpy.server.nrg import ProposalError, RaftGroup
 
 __all__ = ["ConfigOp", "DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
@@ -33,6 +41,11 @@ __all__ = ["ConfigOp", "DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
 log = logging.getLogger("jetpy.jetstream")
 
 NS = 1_000_000_000
+CATCHUP_RETRY = 0.25  # seconds before asking again when no leader answered
+
+Fetch = Callable[[str, bytes], Awaitable[bytes | None]]
+"""Ask the stream's other replicas (by stream name) for stored messages: an answer, or None."""
+MEMORY_GIVE_UP = 3  # unanswered asks after which a memory stream's leader takes its loss
 
 
 class PubEntry(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
@@ -74,7 +87,9 @@ _decode = msgspec.msgpack.Decoder(PubEntry | PurgeOp | DeleteOp | ConfigOp).deco
 class StreamReplica:
     """This server's replica of one replicated stream (see the module doc)."""
 
-    def __init__(self, stream: Stream, registry: StreamRegistry, bus: MessageBus, cluster: str) -> None:
+    def __init__(
+        self, stream: Stream, registry: StreamRegistry, bus: MessageBus, cluster: str, fetch: Fetch
+    ) -> None:
         self.stream = stream
         self.registry = registry
         self.bus = bus
@@ -94,6 +109,12 @@ class StreamReplica:
             stream.relearn_msg_ids(self._store_ts)
         self._apply = registry.apply_published
         self._publish_reply = bus.publish_reply
+        self._fetch = fetch
+        # catching up with a leader's snapshot: the snapshot, the entries applied meanwhile
+        # (applied once the store has the snapshot's messages), the task fetching them
+        self._behind: StreamSnapshot | None = None
+        self._held: list[bytes] = []
+        self._catchup: asyncio.Task[None] | None = None
 
     # -- the publish path (the leader) ------------------------------------------------------------
 
@@ -107,6 +128,10 @@ class StreamReplica:
         other replicas got it too (every replica subscribes) and leave it to the leader."""
         group = self.group
         if group is None or not group.is_leader:
+            return
+        if self._behind is not None:  # a new leader still fetching messages: not yet
+            if reply is not None and not self.stream.config.no_ack:
+                self._publish_reply(reply, self._unavailable(RuntimeError("catching up")))
             return
         now = time.time_ns()
         ts = now if now > self._last_ts else self._last_ts + 1
@@ -141,7 +166,7 @@ class StreamReplica:
         """Replicate a purge, a delete or a config (the leader, for the API); its result once
         applied here: how many messages were purged, whether the message was there, 1."""
         g = self.group
-        if g is None or not g.is_leader:
+        if g is None or not g.is_leader or self._behind is not None:
             raise ApiError.of(E.CLUSTER_NOT_AVAIL)
         try:
             return await g.propose(_encode(op))
@@ -150,11 +175,19 @@ class StreamReplica:
             raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
 
     @property
+    def behind(self) -> bool:
+        """Still fetching the messages of a leader's snapshot from the leader."""
+        return self._behind is not None
+
+    @property
     def replaying(self) -> bool:
         """Whether the store holds a message from a later entry than the last one applied."""
         return self._applied_ts < self._store_ts
 
     def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
+        if self._behind is not None:  # applied once the store has the snapshot's messages
+            self._held.extend(items)
+            return [b""] * len(items)
         out = []
         for item in items:
             e = _decode(item)
@@ -207,14 +240,127 @@ class StreamReplica:
             registry.committer.mark_dirty(stream)
         return b"%d" % result
 
+    # -- snapshots and catching up (see catchup's module doc) ----------------------------------
+
     def snapshot(self) -> bytes:
-        # stream groups never compact their log yet (GroupConfig.snapshot_entries stays 0), so
-        # the host asks for no snapshot; what one must hold is the next slice's (package doc)
-        raise NotImplementedError("replicated streams do not snapshot yet")
+        """The store synced, described (no message in it); while still catching up, the
+        snapshot being caught up with and every entry applied since."""
+        behind = self._behind
+        if behind is not None:
+            return encode(msgspec.structs.replace(behind, held=[*behind.held, *self._held]))
+        store = self.stream.store
+        store.flush()
+        store.sync()  # the log is compacted behind this: the store must hold it on disk
+        st = store.state(deleted_details=True)
+        return encode(
+            StreamSnapshot(
+                st.first_seq,
+                st.last_seq,
+                self._applied_ts,
+                st.deleted or [],
+                msgspec.json.encode(self.stream.config),
+            )
+        )
 
     def restore(self, data: bytes) -> None:
-        if data:
-            raise NotImplementedError("replicated streams do not restore from a snapshot yet")
+        """At start, this replica's own snapshot (its store holds that much already); or the
+        leader's, when this one fell behind what the leader's log holds: the store drops what
+        the leader had removed and fetches the messages it lacks before any later entry
+        applies."""
+        if not data:
+            return
+        snap = decode_snapshot(data)
+        self._applied_ts = snap.ts
+        self._last_ts = max(self._last_ts, snap.ts)
+        if snap.config and snap.config != msgspec.json.encode(self.stream.config):
+            self._set_config(snap.config)
+        store = self.stream.store
+        st = store.state()
+        removed = 0
+        if st.first_seq < snap.first_seq and (st.msgs or st.last_seq < snap.first_seq - 1):
+            removed += store.compact(snap.first_seq)
+        for seq in snap.deleted:
+            if seq <= st.last_seq:
+                removed += store.remove_msg(seq)
+        if removed:
+            self.registry.removed(self.stream)
+            self.registry.committer.mark_dirty(self.stream)
+        self._behind, self._held = snap, []
+        if self._catchup is not None:
+            self._catchup.cancel()
+        if store.state().last_seq >= snap.last_seq:
+            self._caught_up()
+        else:
+            log.info(
+                "stream '%s': fetching messages %d-%d from the leader",
+                self.stream.name,
+                store.state().last_seq + 1,
+                snap.last_seq,
+            )
+            self._catchup = asyncio.get_running_loop().create_task(self._catching_up(snap))
+
+    async def _catching_up(self, snap: StreamSnapshot) -> None:
+        try:
+            await self._catch_up(snap)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the replica stays behind (refusing to lead publishes): said
+            log.exception("stream '%s': catching up with the leader failed", self.stream.name)
+
+    async def _catch_up(self, snap: StreamSnapshot) -> None:
+        store, name = self.stream.store, self.stream.name
+        nxt = store.state().last_seq + 1
+        misses = 0
+        while nxt <= snap.last_seq:
+            raw = await self._fetch(name, encode(CatchupRequest(nxt, snap.last_seq)))
+            if raw is None:
+                misses += 1
+                if misses >= MEMORY_GIVE_UP and self.is_leader and self.stream.config.storage == "memory":
+                    # no replica holds them: every server restarted, and memory is gone
+                    log.warning(
+                        "stream '%s': messages %d-%d are lost (a memory stream that every "
+                        "replica restarted); its sequence goes on after them",
+                        name,
+                        nxt,
+                        snap.last_seq,
+                    )
+                    store.skip_msgs(nxt, snap.last_seq - nxt + 1)
+                    break
+                await asyncio.sleep(CATCHUP_RETRY)
+                continue
+            misses = 0
+            try:
+                batch = decode_batch(raw)
+            except (msgspec.DecodeError, ValueError):
+                log.warning("stream '%s': a malformed catch-up batch", name)
+                await asyncio.sleep(CATCHUP_RETRY)
+                continue
+            got = write_batch(store, batch, snap.last_seq)
+            if got == nxt:
+                await asyncio.sleep(CATCHUP_RETRY)  # the leader has not applied them yet
+            nxt = got
+            self.registry.committer.mark_dirty(self.stream)
+        self._catchup = None
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        """The store holds the snapshot's messages: what was applied meanwhile applies now."""
+        snap = self._behind
+        assert snap is not None
+        held = [*snap.held, *self._held]
+        self._behind, self._held = None, []
+        stream = self.stream
+        self._store_ts = max(self._store_ts, stream.store.state().last_ts)
+        stream.relearn_msg_ids(max(self._applied_ts, self._store_ts))
+        self.registry.removed(stream)  # counts and caches follow the store
+        if held:
+            self.apply(0, held)
+
+    def close(self) -> None:
+        """Stop fetching (the replica stops or goes)."""
+        task, self._catchup = self._catchup, None
+        if task is not None:
+            task.cancel()
 
     # -- info ---------------------------------------------------------------------------------------
 
