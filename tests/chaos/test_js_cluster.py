@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -322,3 +323,40 @@ async def test_api_goes_on_when_the_meta_leader_is_killed(cluster: JsCluster) ->
             f"{old} holds AFTER",
             lambda: (cluster.nodes[old].stream_state("AFTER") or {}).get("messages") == 1,
         )
+
+
+async def test_each_publish_of_a_batch_gets_its_own_answer(cluster: JsCluster) -> None:
+    """Publishes arriving together are proposed as one batch and applied in order; each is
+    answered with its own outcome: stored, a duplicate, a failed expectation."""
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=5)
+        await _create(js, name="MIX", subjects=["mix.*"], num_replicas=3)
+
+        async def outcome(coro: Any) -> tuple[object, ...]:
+            try:
+                ack = await coro
+                return ("ok", ack.seq, bool(ack.duplicate))
+            except APIError as e:
+                return ("err", e.err_code)
+
+        got = await asyncio.gather(
+            *(
+                outcome(js.publish(subject, b"x", headers=headers))
+                for subject, headers in [
+                    ("mix.a", {"Nats-Msg-Id": "one"}),
+                    ("mix.b", None),
+                    ("mix.a", {"Nats-Msg-Id": "one"}),  # a duplicate of the first
+                    ("mix.c", {"Nats-Expected-Last-Sequence": "1"}),  # the last is 2 by now
+                    ("mix.c", {"Nats-Expected-Last-Sequence": "2"}),
+                    *[(f"mix.{i}", None) for i in range(200)],
+                ]
+            )
+        )
+        assert got[:5] == [
+            ("ok", 1, False),
+            ("ok", 2, False),
+            ("ok", 1, True),
+            ("err", 10071),
+            ("ok", 3, False),
+        ]
+        assert [g[1] for g in got[5:]] == list(range(4, 204))

@@ -33,8 +33,10 @@ The design (decisions the following slices keep):
   assignments, ties broken at random. Placement by cluster and tags comes later.
 * **A stream is a Raft group of its replicas** (a single server's stream is the same stream
   without one: a group of one that commits as it decides). Every replica subscribes the
-  stream's subjects; the group's leader alone takes a published message: it stamps it with its
-  clock and proposes it (:mod:`.streams`). When the entry is committed (a quorum has it in its
+  stream's subjects; the group's leader alone takes a published message: it gathers those of
+  one turn of its loop into one proposal (``PubBatch``, up to 512 messages or 256 KiB), stamps
+  it with its clock and proposes it (:mod:`.streams`); the batch's acks are the result of
+  applying it, sent together. When the entry is committed (a quorum has it in its
   Raft log on disk: every member fsyncs before it acknowledges) every replica applies it with
   :meth:`jetpy.jetstream.registry.StreamRegistry.apply_published`, which runs the very
   ``Stream.process`` a single server runs (validation, ``Nats-Expected-*``, de-duplication,

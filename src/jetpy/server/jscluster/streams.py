@@ -36,7 +36,7 @@ from jetpy.server.jscluster.catchup import (
 )
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["ConfigOp", "DeleteOp", "PubEntry", "PurgeOp", "StreamReplica"]
+__all__ = ["ConfigOp", "DeleteOp", "PubBatch", "PurgeOp", "StreamReplica"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -48,13 +48,15 @@ Fetch = Callable[[str, bytes], Awaitable[bytes | None]]
 MEMORY_GIVE_UP = 3  # unanswered asks after which a memory stream's leader takes its loss
 
 
-class PubEntry(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
-    """A published message as the stream's log carries it: ``data`` is the header block (its
-    first ``hdr_len`` bytes) and the payload, as published; ``ts`` the leader's time stamp."""
+class PubBatch(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
+    """Messages published in one turn of the leader's loop, as the stream's log carries them:
+    message ``i`` is ``subjects[i]`` and ``datas[i]`` (the header block, its first
+    ``hdr_lens[i]`` bytes, then the payload, as published); ``ts`` the leader's time stamp
+    for the first (each next one is one more, or later: see the package doc)."""
 
-    subject: bytes
-    hdr_len: int
-    data: bytes
+    subjects: list[bytes]
+    hdr_lens: list[int]
+    datas: list[bytes]
     ts: int
 
 
@@ -81,7 +83,11 @@ class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(PubEntry | PurgeOp | DeleteOp | ConfigOp).decode
+_decode = msgspec.msgpack.Decoder(PubBatch | PurgeOp | DeleteOp | ConfigOp).decode
+
+BATCH_MSGS = 512  # messages in one proposal at most (nats-server's 512 per entry)...
+BATCH_BYTES = 256 << 10  # ...and bytes of them (its 256 KiB)
+ACK_SEP = b"\n"  # between the acks of a batch in its result (JSON never holds a raw newline)
 
 
 class StreamReplica:
@@ -115,6 +121,12 @@ class StreamReplica:
         self._behind: StreamSnapshot | None = None
         self._held: list[bytes] = []
         self._catchup: asyncio.Task[None] | None = None
+        # the batch being gathered in this turn of the loop (the leader): proposed at its end
+        self._subjects: list[bytes] = []
+        self._hdr_lens: list[int] = []
+        self._datas: list[bytes] = []
+        self._replies: list[bytes | None] = []
+        self._batch_bytes = 0
 
     # -- the publish path (the leader) ------------------------------------------------------------
 
@@ -124,8 +136,9 @@ class StreamReplica:
         return g is not None and g.is_leader
 
     def ingest(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        """A message published on the stream's subjects: the leader stamps and proposes it; the
-        other replicas got it too (every replica subscribes) and leave it to the leader."""
+        """A message published on the stream's subjects: the leader gathers it into the batch
+        this turn of the loop proposes; the other replicas got it too (every replica
+        subscribes) and leave it to the leader."""
         group = self.group
         if group is None or not group.is_leader:
             return
@@ -133,28 +146,63 @@ class StreamReplica:
             if reply is not None and not self.stream.config.no_ack:
                 self._publish_reply(reply, self._unavailable(RuntimeError("catching up")))
             return
+        subjects = self._subjects
+        if not subjects:
+            asyncio.get_running_loop().call_soon(self._propose_batch)
+        subjects.append(bytes(subject))
+        self._hdr_lens.append(hdr_len)
+        self._datas.append(bytes(data))
+        self._replies.append(reply)
+        self._batch_bytes += len(data)
+        if len(subjects) >= BATCH_MSGS or self._batch_bytes >= BATCH_BYTES:
+            self._propose_batch()
+
+    def _propose_batch(self) -> None:
+        """Propose the gathered messages as one item; answer each publisher once it applied."""
+        subjects = self._subjects
+        if not subjects:
+            return  # proposed already (it was full)
+        replies = self._replies
+        if self.stream.config.no_ack:
+            replies = [None] * len(replies)
         now = time.time_ns()
         ts = now if now > self._last_ts else self._last_ts + 1
-        self._last_ts = ts
+        self._last_ts = ts + len(subjects) - 1
+        item = _encode(PubBatch(subjects, self._hdr_lens, self._datas, ts))
+        self._subjects, self._hdr_lens, self._datas, self._replies = [], [], [], []
+        self._batch_bytes = 0
+        group = self.group
         try:
-            fut = group.propose_nowait(_encode(PubEntry(bytes(subject), hdr_len, bytes(data), ts)))
+            if group is None:
+                raise ProposalError("the stream's group is not started")
+            fut = group.propose_nowait(item)
         except ProposalError as exc:
-            if reply is not None and not self.stream.config.no_ack:
-                self._publish_reply(reply, self._unavailable(exc))
+            self._fail(replies, exc)
             return
-        if reply is not None and not self.stream.config.no_ack:
-            fut.add_done_callback(lambda f: self._answer(f, reply))
+        fut.add_done_callback(lambda f: self._answer(f, replies))
 
-    def _answer(self, fut: asyncio.Future[list[bytes]], reply: bytes) -> None:
+    def _answer(self, fut: asyncio.Future[list[bytes]], replies: list[bytes | None]) -> None:
         exc = fut.exception() if not fut.cancelled() else None
         if fut.cancelled() or exc is not None:
             if isinstance(exc, ProposalError) and exc.definite:
-                self._publish_reply(reply, self._unavailable(exc))
-            # otherwise its fate is unknown: no answer (the publisher times out, as with
+                self._fail(replies, exc)
+            # otherwise their fate is unknown: no answer (a publisher times out, as with
             # nats-server; a retry is de-duplicated if it carries a Nats-Msg-Id), since an
             # error would say it was not stored
             return
-        self._publish_reply(reply, fut.result()[0])
+        acks = fut.result()[0]
+        if not acks:
+            return  # applied while catching up (held): answered by nobody, as unknown
+        publish_reply = self._publish_reply
+        for reply, ack in zip(replies, acks.split(ACK_SEP), strict=True):
+            if reply is not None and ack:
+                publish_reply(reply, ack)
+
+    def _fail(self, replies: list[bytes | None], exc: Exception) -> None:
+        err = self._unavailable(exc)
+        for reply in replies:
+            if reply is not None:
+                self._publish_reply(reply, err)
 
     def _unavailable(self, exc: Exception) -> bytes:
         log.debug("stream '%s': a publish was not replicated: %s", self.stream.name, exc)
@@ -201,19 +249,28 @@ class StreamReplica:
                 else:
                     out.append(self._set_config(e.config))
                 continue
-            if not isinstance(e, PubEntry):
+            if not isinstance(e, PubBatch):
                 out.append(self._change(e))
                 continue
-            ts = e.ts if e.ts > self._applied_ts else self._applied_ts + 1
-            self._applied_ts = ts
-            if ts > self._last_ts:
-                self._last_ts = ts
-            if ts <= self._store_ts:
-                out.append(b"")  # decided before the restart: stored then, or refused then
-                continue
-            hdr = e.data[: e.hdr_len] if e.hdr_len else b""
-            out.append(self._apply(self.stream, e.subject, hdr, e.data, ts).ack)
+            out.append(self._apply_batch(e))
         return out
+
+    def _apply_batch(self, b: PubBatch) -> bytes:
+        """Each message decided and applied as a single server does; their acks, one per
+        message (empty: decided before a restart), joined by :data:`ACK_SEP`."""
+        apply, stream, store_ts = self._apply, self.stream, self._store_ts
+        ts, applied = b.ts, self._applied_ts
+        acks = []
+        for subject, hdr_len, data in zip(b.subjects, b.hdr_lens, b.datas, strict=True):
+            applied = ts if ts > applied else applied + 1
+            if applied <= store_ts:
+                acks.append(b"")  # decided before the restart: stored then, or refused then
+                continue
+            acks.append(apply(stream, subject, data[:hdr_len] if hdr_len else b"", data, applied).ack)
+        self._applied_ts = applied
+        if applied > self._last_ts:
+            self._last_ts = applied
+        return ACK_SEP.join(acks)
 
     def _set_config(self, raw: bytes) -> bytes:
         cfg = msgspec.json.decode(raw, type=StreamConfig)
