@@ -5,6 +5,7 @@ applied, and nothing acknowledged is lost when the stream's leader is killed and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import urllib.request
@@ -360,3 +361,38 @@ async def test_each_publish_of_a_batch_gets_its_own_answer(cluster: JsCluster) -
             ("ok", 3, False),
         ]
         assert [g[1] for g in got[5:]] == list(range(4, 204))
+
+
+async def test_direct_get_answered_by_one_replica(cluster: JsCluster) -> None:
+    """A direct get of an R3 stream is answered once, by one of its replicas (their queue
+    group), from a client on any server; the last message of a subject too."""
+    conns = [await nats.connect(url) for url in cluster.urls]
+    try:
+        js = conns[0].jetstream(timeout=5)
+        await _create(js, name="DG", subjects=["dg.*"], num_replicas=3, allow_direct=True)
+        for i in range(5):
+            await js.publish(f"dg.{i % 2}", b"v%d" % i)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has 5", lambda n=node: (n.stream_state("DG") or {}).get("messages") == 5
+            )
+        await asyncio.sleep(1.0)  # every replica current, subscribed
+        for nc in conns:
+            for subject, body, want in [
+                ("$JS.API.DIRECT.GET.DG", b'{"seq": 3}', b"v2"),
+                ("$JS.API.DIRECT.GET.DG.dg.1", b"", b"v3"),
+            ]:
+                inbox = nc.new_inbox()
+                sub = await nc.subscribe(inbox)
+                await nc.publish(subject, body, reply=inbox)
+                got = []
+                with contextlib.suppress(nats.errors.TimeoutError):
+                    while True:
+                        got.append(await sub.next_msg(timeout=0.5))
+                await sub.unsubscribe()
+                assert [m.data for m in got] == [want], (subject, [m.headers for m in got])
+        msg = await js.get_msg("DG", 4, direct=True)
+        assert msg.data == b"v3"
+    finally:
+        for nc in conns:
+            await nc.close()

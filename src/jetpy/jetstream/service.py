@@ -55,7 +55,7 @@ class JetStream:
         self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
         self.router.guard = RequestGuard(self.registry, self._consumer_config)
-        self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
+        self.direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
 
@@ -74,7 +74,7 @@ class JetStream:
         self.consumers.start()
         self._subs = [
             self.bus.subscribe(API_SUBJECTS, self.router.handle),
-            self.bus.subscribe(DIRECT_SUBJECTS, self._direct.handle),
+            self.bus.subscribe(DIRECT_SUBJECTS, self.direct.handle),
             self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
         ]
         self.registry.expiry.schedule()

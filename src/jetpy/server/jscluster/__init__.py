@@ -65,6 +65,9 @@ The design (decisions the following slices keep):
   stream catch-up does; until it has them it holds every later entry (and puts them in any
   snapshot it takes meanwhile) and, if it leads, refuses publishes. The meta group's snapshot
   is its assignments; restoring one hands them to the server as assignments again.
+* **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
+  in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
+  nothing on a cluster.
 
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
 cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``

@@ -109,6 +109,8 @@ class ClusteredJetStream:
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
+        # direct gets: each replica answers its stream's in one queue group (StreamReplica)
+        js.direct.answerer = lambda name: None
 
     def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
         name = stream.name
@@ -318,6 +320,7 @@ class ClusteredJetStream:
         self.replicas[sa.name] = rep
         group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
         rep.group = group
+        rep.direct_when_current()
         group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
         if group.is_leader:
             self._leader_changed(rep, sa, True)

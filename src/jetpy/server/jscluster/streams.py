@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import msgspec
 
 from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.direct import DirectGet
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info
 from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamInfo
@@ -42,6 +43,8 @@ log = logging.getLogger("jetpy.jetstream")
 
 NS = 1_000_000_000
 CATCHUP_RETRY = 0.25  # seconds before asking again when no leader answered
+DIRECT_QUEUE = "_sys_"  # the queue group of a stream's replicas answering its direct gets
+DIRECT_POLL = 0.25  # seconds between looks at whether a replica is current, to answer them
 
 Fetch = Callable[[str, bytes], Awaitable[bytes | None]]
 """Ask the stream's other replicas (by stream name) for stored messages: an answer, or None."""
@@ -127,6 +130,9 @@ class StreamReplica:
         self._datas: list[bytes] = []
         self._replies: list[bytes | None] = []
         self._batch_bytes = 0
+        self._direct = DirectGet({}, bus, self._direct_answerer)
+        self._direct_subs: list[object] = []
+        self._direct_timer: asyncio.TimerHandle | None = None
 
     # -- the publish path (the leader) ------------------------------------------------------------
 
@@ -343,6 +349,8 @@ class StreamReplica:
             self.registry.removed(self.stream)
             self.registry.committer.mark_dirty(self.stream)
         self._behind, self._held = snap, []
+        if self._direct_subs:
+            self._direct_off()
         if self._catchup is not None:
             self._catchup.cancel()
         if store.state().last_seq >= snap.last_seq:
@@ -412,12 +420,48 @@ class StreamReplica:
         self.registry.removed(stream)  # counts and caches follow the store
         if held:
             self.apply(0, held)
+        if self.group is not None and self._direct_timer is None and not self._direct_subs:
+            self.direct_when_current()
 
     def close(self) -> None:
-        """Stop fetching (the replica stops or goes)."""
+        """Stop fetching and answering direct gets (the replica stops or goes)."""
         task, self._catchup = self._catchup, None
         if task is not None:
             task.cancel()
+        if self._direct_timer is not None:
+            self._direct_timer.cancel()
+            self._direct_timer = None
+        self._direct_off()
+
+    # -- direct gets (one replica answers each) -----------------------------------------------------
+
+    def direct_when_current(self) -> None:
+        """Answer the stream's direct gets (``$JS.API.DIRECT.GET.<stream>[.>]``, in the queue
+        group :data:`DIRECT_QUEUE` of its replicas, so one answers each, as nats-server's) once
+        this replica has applied all it knows is committed; not while it fetches messages."""
+        self._direct_timer = None
+        g = self.group
+        if g is None:
+            return
+        if not self._direct_subs and self._behind is None and g.status().current:
+            name = self.stream.name
+            subscribe = self.bus.subscribe
+            handle = self._direct.handle
+            self._direct_subs = [
+                subscribe(f"$JS.API.DIRECT.GET.{name}", handle, DIRECT_QUEUE),
+                subscribe(f"$JS.API.DIRECT.GET.{name}.>", handle, DIRECT_QUEUE),
+            ]
+        if not self._direct_subs:
+            self._direct_timer = asyncio.get_running_loop().call_later(DIRECT_POLL, self.direct_when_current)
+
+    def _direct_off(self) -> None:
+        subs, self._direct_subs = self._direct_subs, []
+        for sub in subs:
+            self.bus.unsubscribe(sub)
+
+    def _direct_answerer(self, name: str) -> Stream | None:
+        s = self.stream
+        return s if name == s.name and s.config.allow_direct else None
 
     # -- info ---------------------------------------------------------------------------------------
 
