@@ -213,3 +213,34 @@ async def test_memory_stream_after_every_server_restarted(cluster: JsCluster) ->
                 f"{node.name} in step",
                 lambda n=node: (n.stream_state("GONE") or {}).get("messages") == st.messages,
             )
+
+
+async def test_fetched_messages_keep_their_ttl(cluster: JsCluster) -> None:
+    """A message with its own TTL fetched by a replica after its leader's snapshot expires there
+    when it does on the leader."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="TTL", subjects=["ttl"], num_replicas=3, allow_msg_ttl=True)
+        await _publish_until_acked(js, "ttl", b"first", "t-first")
+        si = await js.stream_info("TTL")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        follower = next(n for n in sorted(cluster.nodes) if n != leader)
+        cluster.kill(follower)
+        await js.publish("ttl", b"short", headers={"Nats-TTL": "4s"})
+        for i in range(40):
+            await _publish_until_acked(js, "ttl", b"%d" % i, f"t-{i}")
+        cluster.start(follower)
+        await cluster.wait_for(
+            f"{follower} caught up",
+            lambda: (cluster.nodes[follower].stream_state("TTL") or {}).get("messages") == 42,
+        )
+        log = cluster.nodes[follower].log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+        assert "fetching messages" in log
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"the short one expired on {node.name}",
+                lambda n=node: (n.stream_state("TTL") or {}).get("messages") == 41,
+            )

@@ -23,7 +23,9 @@ from typing import Final
 
 import msgspec
 
+from jetpy.protocol.headers import get_header
 from jetpy.store.base import StreamStore
+from jetpy.store.ttl import H_TTL, parse_ttl
 
 __all__ = [
     "CATCHUP_BATCH_BYTES",
@@ -116,10 +118,21 @@ def write_batch(store: StreamStore, batch: CatchupBatch, to_seq: int) -> int:
             continue
         if m.seq > last + 1:
             store.skip_msgs(last + 1, m.seq - last - 1)
-        store.store_msg(m.subject, m.hdr, m.data, m.ts)
+        store.store_msg(m.subject, m.hdr, m.data, m.ts, _ttl(m.hdr))
         last = m.seq
     known = min(to_seq, batch.last_seq)  # the leader holds (or removed) everything up to here
     if not batch.more and last < known:  # none of those left there
         store.skip_msgs(last + 1, known - last)
         last = known
     return last + 1
+
+
+def _ttl(hdr: bytes) -> int:
+    """A fetched message's own TTL (it was stored with it: a valid one)."""
+    raw = get_header(hdr, H_TTL) if hdr else None
+    if raw is None:
+        return 0
+    try:
+        return parse_ttl(raw)
+    except ValueError:
+        return 0

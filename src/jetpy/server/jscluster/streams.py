@@ -418,6 +418,7 @@ class StreamReplica:
         self._store_ts = max(self._store_ts, stream.store.state().last_ts)
         stream.relearn_msg_ids(max(self._applied_ts, self._store_ts))
         self.registry.removed(stream)  # counts and caches follow the store
+        self.registry.expiry.schedule()  # fetched messages may expire (max_age, their TTLs)
         if held:
             self.apply(0, held)
         if self.group is not None and self._direct_timer is None and not self._direct_subs:
