@@ -49,12 +49,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--election-ticks", type=int, default=10)
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("--snapshot-entries", type=int, default=0, help="0: the server's default")
+    p.add_argument("--profile", default="", help="write cProfile stats here on exit")
     ns = p.parse_args(args[:i])
+    if ns.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            return _run(ns, args[i + 1 :])
+        finally:
+            prof.disable()
+            prof.dump_stats(ns.profile)
+    return _run(ns, args[i + 1 :])
+
+
+def _run(ns: argparse.Namespace, server_args: list[str]) -> int:
     try:
         import uvloop  # as jetpy-server runs
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        return asyncio.run(serve(ns, args[i + 1 :]))
-    return uvloop.run(serve(ns, args[i + 1 :]))
+        return asyncio.run(serve(ns, server_args))
+    return uvloop.run(serve(ns, server_args))
 
 
 if __name__ == "__main__":

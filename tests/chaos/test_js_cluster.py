@@ -52,7 +52,12 @@ async def _publish_until_acked(js: JetStreamContext, subject: str, payload: byte
         try:
             ack = await js.publish(subject, payload, timeout=1, headers={"Nats-Msg-Id": msg_id})
             return ack.seq
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        except (
+            TimeoutError,
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.NoStreamResponseError,  # no leader subscribed yet (an election)
+        ):
             await asyncio.sleep(0.05)
         except APIError as e:
             if e.err_code != 10008:  # no quorum for the moment: try again
@@ -396,3 +401,35 @@ async def test_direct_get_answered_by_one_replica(cluster: JsCluster) -> None:
     finally:
         for nc in conns:
             await nc.close()
+
+
+def _local_subs(node: Any, subject: str) -> int:
+    """The server's own subscriptions matching ``subject`` (not its routes' interest, which
+    /subsz lists with the account as the sid)."""
+    url = f"http://127.0.0.1:{node.http_port}/subsz?subs=1&test={subject}"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return sum(1 for s in json.load(r).get("subscriptions_list") or [] if not s["sid"])
+
+
+async def test_only_the_leader_subscribes_the_stream_subjects(cluster: JsCluster) -> None:
+    """The stream's subjects are subscribed on its leader's server alone (a publish elsewhere
+    is routed there only); after kill -9 of the leader, on the new leader's."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="ONLY", subjects=["only.>"], num_replicas=3)
+        si = await js.stream_info("ONLY")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        assert {n: _local_subs(node, "only.x") for n, node in cluster.nodes.items()} == {
+            n: int(n == leader) for n in cluster.nodes
+        }
+        cluster.kill(leader)
+        await _publish_until_acked(js, "only.x", b"x", "x")
+        si = await js.stream_info("ONLY")
+        assert si.cluster is not None and si.cluster.leader != leader
+        new = str(si.cluster.leader)
+        assert {n: _local_subs(node, "only.x") for n, node in cluster.nodes.items() if n != leader} == {
+            n: int(n == new) for n in cluster.nodes if n != leader
+        }

@@ -32,8 +32,9 @@ The design (decisions the following slices keep):
   assignment, so every server applies the same one): the servers holding the fewest
   assignments, ties broken at random. Placement by cluster and tags comes later.
 * **A stream is a Raft group of its replicas** (a single server's stream is the same stream
-  without one: a group of one that commits as it decides). Every replica subscribes the
-  stream's subjects; the group's leader alone takes a published message: it gathers those of
+  without one: a group of one that commits as it decides). The group's leader alone
+  subscribes the stream's subjects (``StreamRegistry.listening``, told again on every change of
+  leader), so a publish elsewhere is routed to it only; it gathers those of
   one turn of its loop into one proposal (``PubBatch``, up to 512 messages or 256 KiB), stamps
   it with its clock and proposes it (:mod:`.streams`); the batch's acks are the result of
   applying it, sent together. When the entry is committed (a quorum has it in its

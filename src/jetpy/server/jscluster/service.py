@@ -105,12 +105,19 @@ class ClusteredJetStream:
         """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
         self.js = js
         js.registry.ingest_factory = self._ingest_factory
+        js.registry.listening = self._listening
         api = ClusterApi(
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
+
+    def _listening(self, stream: Stream) -> bool:
+        """A stream takes published messages on its leader's server only (nats-server's way:
+        a publish on another server is routed there, not to every replica)."""
+        rep = self.replicas.get(stream.name)
+        return rep is not None and rep.stream is stream and rep.is_leader
 
     def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
         name = stream.name
@@ -366,6 +373,9 @@ class ClusteredJetStream:
     # -- answers from a stream's leader -------------------------------------------------------------
 
     def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None:
+        js = self.js
+        assert js is not None
+        js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
         if not leading:
             return
         if sa.reply and rep.group is not None and not rep.answered_create:

@@ -143,8 +143,8 @@ class StreamReplica:
 
     def ingest(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         """A message published on the stream's subjects: the leader gathers it into the batch
-        this turn of the loop proposes; the other replicas got it too (every replica
-        subscribes) and leave it to the leader."""
+        this turn of the loop proposes (only the leader subscribes them; one that has just
+        stepped down drops what still arrives, and its publisher retries)."""
         group = self.group
         if group is None or not group.is_leader:
             return
