@@ -46,11 +46,14 @@ async def _create(js: JetStreamContext, **cfg: object) -> object:
     raise AssertionError("no meta leader")
 
 
-async def _publish_until_acked(js: JetStreamContext, subject: str, payload: bytes, msg_id: str) -> int:
+async def _publish_until_acked(
+    js: JetStreamContext, subject: str, payload: bytes, msg_id: str, headers: dict[str, str] | None = None
+) -> int:
     """Publish with a message id until acknowledged (a retry is de-duplicated): its sequence."""
     for _ in range(200):
         try:
-            ack = await js.publish(subject, payload, timeout=1, headers={"Nats-Msg-Id": msg_id})
+            hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
+            ack = await js.publish(subject, payload, timeout=1, headers=hdrs)
             return ack.seq
         except (
             TimeoutError,
