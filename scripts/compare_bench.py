@@ -284,8 +284,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument(
         "--reference", default=None, help="nats-server binary to compare against (default: the venv's newest)"
     )
-    # Hidden: the command for the jetpy side (e.g. `nats-server` to check the harness: ratio ≈ 1).
+    p.add_argument(
+        "--conf",
+        type=Path,
+        default=None,
+        help="a config file both servers start with (-c FILE), e.g. jetstream { key: ... } to measure "
+        "encryption at rest",
+    )
+    p.add_argument("--jetpy-conf", type=Path, default=None, help="a config file for the jetpy side only")
+    p.add_argument(
+        "--reference-conf", type=Path, default=None, help="a config file for the reference side only"
+    )
+    # Hidden: the command for the jetpy side (e.g. `nats-server` to check the harness: ratio ≈ 1),
+    # and for the reference side (e.g. jetpy itself: jetpy with a setting against jetpy without).
     p.add_argument("--jetpy-cmd", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--reference-cmd", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(list(argv))
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in names if s not in SCENARIOS]
@@ -669,7 +682,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Fatal as exc:
         print(f"compare_bench: {exc}", file=sys.stderr)
         return 2
-    commands = {NATS: [nats_server], JETPY: jetpy_command(args.jetpy_cmd)}
+    commands = {
+        NATS: shlex.split(args.reference_cmd) if args.reference_cmd else [nats_server],
+        JETPY: jetpy_command(args.jetpy_cmd),
+    }
+    for side, conf in ((NATS, args.reference_conf or args.conf), (JETPY, args.jetpy_conf or args.conf)):
+        if conf is not None:
+            commands[side] = [*commands[side], "-c", str(conf.resolve())]
     natsbench = clients["natsbench"]
     print(f"natsbench: {natsbench}")
     version = subprocess.run(

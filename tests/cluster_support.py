@@ -6,6 +6,7 @@ rest of the mesh is gossip's work. Every process started here is killed by its P
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import signal
 import time
@@ -175,9 +176,17 @@ def process_cluster(tmp_path: Path, kinds: Sequence[str], *extra: str) -> Iterat
 
 
 def embedded_options(
-    name: str, routes: Sequence[str] = (), monitor: bool = False, store_dir: str = "", **cluster: Any
+    name: str,
+    routes: Sequence[str] = (),
+    monitor: bool = False,
+    base: ServerOptions | None = None,
+    store_dir: str = "",
+    **cluster: Any,
 ) -> ServerOptions:
-    return ServerOptions(
+    """A cluster member's options: ``base``'s (users, accounts...) with its address, name and
+    cluster block."""
+    return dataclasses.replace(
+        base if base is not None else ServerOptions(),
         host="127.0.0.1",
         port=0,
         http_port=-1 if monitor else 0,
@@ -189,10 +198,15 @@ def embedded_options(
 
 @asynccontextmanager
 async def embedded_cluster(
-    size: int, monitor: bool = False, store_root: Path | None = None, **cluster: Any
+    size: int,
+    monitor: bool = False,
+    base: ServerOptions | None = None,
+    store_root: Path | None = None,
+    **cluster: Any,
 ) -> AsyncIterator[list[Server]]:
     """``size`` jetpy servers in this process (with monitoring ports if ``monitor``, and each a
     store directory under ``store_root`` if given), all routed to the first, in a full mesh;
+    ``base`` gives the rest of their options (users, accounts),
     ``cluster`` sets ClusterOptions fields."""
     servers: list[Server] = []
 
@@ -200,14 +214,16 @@ async def embedded_cluster(
         return str(store_root / name) if store_root is not None else ""
 
     try:
-        seed = Server(embedded_options("E0", monitor=monitor, store_dir=store("E0"), **cluster))
+        seed = Server(embedded_options("E0", monitor=monitor, base=base, store_dir=store("E0"), **cluster))
         await seed.start()
         servers.append(seed)
         assert seed.cluster is not None
         seed_url = f"nats-route://127.0.0.1:{seed.cluster.port}"
         for i in range(1, size):
             srv = Server(
-                embedded_options(f"E{i}", [seed_url], monitor=monitor, store_dir=store(f"E{i}"), **cluster)
+                embedded_options(
+                    f"E{i}", [seed_url], monitor=monitor, base=base, store_dir=store(f"E{i}"), **cluster
+                )
             )
             await srv.start()
             servers.append(srv)

@@ -127,11 +127,27 @@ def _start_jetpy(store: Path, log: Path, *extra: str) -> Proc:
     )
 
 
+# clients without credentials are "app" in the global account; "sys" is the system account's user
+# (the server reports ask the $SYS requests, which only the system account's users may)
+SYSTEM_USER_CONF = """
+authorization { users: [{user: app, password: app}] }
+no_auth_user: app
+accounts { SYS: { users: [{user: sys, password: sys}] } }
+system_account: SYS
+"""
+
+
+def as_system_user(url: str) -> str:
+    return url.replace("nats://", "nats://sys:sys@")
+
+
 @pytest.fixture(scope="session")
 def jetpy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
     """jetpy-server with JetStream on a fresh file store, shared by every CLI test."""
     d = tmp_path_factory.mktemp("jetpy")
-    p = _start_jetpy(d / "store", d / "jetpy.log")
+    conf = d / "server.conf"
+    conf.write_text(SYSTEM_USER_CONF)
+    p = _start_jetpy(d / "store", d / "jetpy.log", "-c", str(conf))
     yield p
     p.stop(signal.SIGKILL)
 

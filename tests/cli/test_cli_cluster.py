@@ -1,6 +1,7 @@
 """`jetpy cluster up`: three servers as child processes on free ports, their URLs printed once
 they are ready, a real full mesh (a message crosses it and nats-py learns every server), their
-logs on stdout with each server's name, and Ctrl-C stopping every child by PID with exit 0."""
+logs on stdout with each server's name, and Ctrl-C stopping every child by PID with exit 0; with
+``--clusters 2``, two clusters joined by gateways (a message crosses them both ways)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import nats
 import pytest
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.timeout(90)
 
 JETPY = [sys.executable, "-m", "jetpy.cli"]
 SERVER_LINE = re.compile(r"^\s+(n\d+)\s+pid (\d+)\s+(nats://\S+)\s+route (\S+)(?:\s+monitor (\S+))?$")
+SUPER_LINE = re.compile(r"^\s+(c\dn\d+)\s+pid (\d+)\s+(nats://\S+)\s+route \S+\s+gateway (nats://\S+)$")
 
 
 def _alive(pid: int) -> bool:
@@ -99,3 +102,66 @@ def test_cluster_up_refuses_a_silly_size() -> None:
     )
     assert done.returncode == 2
     assert "--size must be between 1 and 32" in done.stderr
+
+
+def _super_cluster_up() -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
+    """`jetpy cluster up --clusters 2 --size 2` on free ports, read until its URLs are printed."""
+    cmd = [*JETPY, "cluster", "up", "--clusters", "2", "--size", "2", "--port", "0", "--cluster-port", "0"]
+    proc = subprocess.Popen(
+        [*cmd, "--http-port", "0", "--gateway-port", "0", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    servers: list[tuple[str, int, str]] = []
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if m := SUPER_LINE.match(line.rstrip("\n")):
+            servers.append((m.group(1), int(m.group(2)), m.group(3)))
+        if line.startswith("  NATS_URL="):
+            break
+    return proc, servers, "".join(lines)
+
+
+async def test_cluster_up_runs_a_super_cluster() -> None:
+    proc, servers, text = await asyncio.to_thread(_super_cluster_up)
+    try:
+        assert "super cluster: 2 clusters of 2 server(s) up" in text, text
+        assert [s[0] for s in servers] == ["c1n1", "c1n2", "c2n1", "c2n2"]
+        subs = [await nats.connect(s[2]) for s in servers]
+        got: dict[int, set[bytes]] = {i: set() for i in range(4)}
+        for i, nc in enumerate(subs):
+
+            async def cb(msg: Any, i: int = i) -> None:
+                got[i].add(msg.data)
+
+            await nc.subscribe("across", cb=cb)
+            await nc.flush()
+        deadline = time.monotonic() + 20
+        while not all(v == {b"from c1", b"from c2"} for v in got.values()):  # both clusters, everywhere
+            assert time.monotonic() < deadline, got
+            await subs[0].publish("across", b"from c1")
+            await subs[3].publish("across", b"from c2")
+            await asyncio.sleep(0.2)
+        for nc in subs:
+            await nc.close()
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+        assert not any(_alive(s[1]) for s in servers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for _, pid, _url in servers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_cluster_up_refuses_silly_clusters() -> None:
+    done = subprocess.run(
+        [*JETPY, "cluster", "up", "--clusters", "9"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "--clusters must be between 1 and 8" in done.stderr

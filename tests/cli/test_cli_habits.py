@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from cli.conftest import CLI, CLI_TIMEOUT, Result, api, cli_env, js_publish, run_many
+from cli.conftest import CLI, CLI_TIMEOUT, Result, api, as_system_user, cli_env, js_publish, run_many
 from conftest import Proc
 from jetpy.cli.reports import CONSUMER_COLUMNS, STREAM_COLUMNS
 
@@ -80,13 +80,15 @@ async def test_report_tables(jetpy: Proc) -> None:
         "CONSUMER.CREATE.REPORTS.WORKER",
         {"stream_name": "REPORTS", "config": {"durable_name": "WORKER", "ack_policy": "explicit"}},
     )
-    streams, consumers, servers, servers_json, no_stream = run_many(
-        url,
-        ["stream", "report"],
-        ["consumer", "report", "REPORTS"],
+    streams, consumers, no_stream = run_many(
+        url, ["stream", "report"], ["consumer", "report", "REPORTS"], ["consumer", "report", "NOPE"]
+    )
+    # the server report asks the $SYS requests: the system account's user may
+    servers, servers_json, refused = run_many(
+        as_system_user(url),
         ["server", "report", "jetstream", "--wait", "0.3"],
         ["server", "report", "jetstream", "--wait", "0.3", "--json"],
-        ["consumer", "report", "NOPE"],
+        ["--user", "app", "--password", "app", "server", "report", "jetstream", "--wait", "0.3"],
     )
     assert streams.code == 0, streams
     assert "Stream Report" in streams.out
@@ -106,3 +108,4 @@ async def test_report_tables(jetpy: Proc) -> None:
     (doc,) = json.loads(servers_json.out)
     assert doc["data"]["streams"] >= 1 and doc["server"]["id"]
     assert no_stream.code == 1 and "NOPE" in no_stream.err
+    assert refused.code == 1 and "is this user allowed the system subjects?" in refused.err

@@ -144,3 +144,34 @@ def test_not_a_store_is_a_usage_error(tmp_path: Path) -> None:
     assert missing.code == 2 and "does not exist" in missing.err
     assert empty.code == 2 and "no jetpy file store found" in empty.err
     assert no_stream.code == 2
+
+
+async def test_every_accounts_streams_are_checked(tmp_path: Path) -> None:
+    """A store with accounts: the global account's streams by their names, an account's as
+    ``<account>/<name>``, each checkable alone."""
+    store = tmp_path / "store"
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(
+        "authorization { users: [{user: g, password: g}] }\n"
+        "accounts { A: { users: [{user: a, password: a}], jetstream: enabled } }\n"
+    )
+    proc = start_process(
+        [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", str(store), "-c", str(conf)],
+        tmp_path / "s.log",
+    )
+    try:
+        url = proc.url.replace("//", "//a:a@")
+        await api(url, "STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.*"]})
+        await js_publish(url, ("orders.a", b"in account A"))
+    finally:
+        assert proc.stop(signal.SIGTERM) == 0
+    check, one, dump = run_many(
+        None,
+        ["store", "check", str(store), "--json"],
+        ["store", "check", str(store), "--stream", "A/ORDERS", "--json"],
+        ["store", "dump", str(store), "A/ORDERS"],
+    )
+    assert check.code == 0, check
+    assert [s["stream"] for s in json.loads(check.out)["streams"]] == ["A/ORDERS"]
+    assert one.code == 0 and json.loads(one.out)["streams"][0]["msgs"] == 1, one
+    assert dump.code == 0 and "subject orders.a" in dump.out and "payload 12" in dump.out, dump

@@ -57,6 +57,9 @@ GOOD = {
     "jetstream_block": 'jetstream { store_dir: "/tmp/js", max_mem: 1G, max_file: "10G" }\n',
     "jetstream_aliases": "jetstream { storedir: /tmp/js, max_memory_store: 1GB, max_file_store: 2GB }\n",
     "jetstream_off": "jetstream { enabled: false }\n",
+    "jetstream_key": 'jetstream { key: "abc", cipher: aes }\n',
+    "jetstream_key_aliases": 'jetstream { ek: "x", cipher: chacha }\n',
+    "jetstream_encryption_key": 'jetstream { encryption_key: "k", cipher: chachapoly }\n',
     "variables": "P = 4333\nport: $P\nauthorization { U = x, user: $U, password: y }\n",
     "env_variable": f"port: ${ENV_NAME}\n",
     "block_string": "server_name: (\nmulti\nline\n)\nport: 4222\n",
@@ -64,9 +67,44 @@ GOOD = {
     "include": "include ./sub/port.conf\nserver_name: $NAME\nauthorization {\n  include users.conf\n}\n",
     "quoted_keys": '\'port\': 4222\n"server_name": "x"\n',
     "log_and_pid": "log_file: /tmp/jetpy.log\npidfile: /tmp/jetpy.pid\n",
+    "accounts": """
+        jetstream: enabled
+        authorization { users: [{user: g, password: g}] }
+        accounts {
+          A: {
+            users: [{user: a, password: a, permissions: {publish: "x.>"}}]
+            default_permissions: { subscribe: "_INBOX.>" }
+            jetstream: { max_mem: 1M, max_file: 1G, max_streams: 10, max_consumers: 100, max_ack_pending: 500,
+                         memory_max_stream_bytes: 1K, store_max_stream_bytes: 1M, max_bytes_required: true }
+            exports: [
+              {stream: "pub.>"}
+              {stream: "priv.>", accounts: [B]}
+              {service: "svc.>", response_type: stream, response_threshold: "5s"}
+              {service: "one", response: singleton}
+            ]
+            mappings: { "m.*": "n.$1", "w": [{destination: w1, weight: 40%}, {dest: w2, weight: "60%"}] }
+          }
+          B: {
+            users: [{user: b, password: b}]
+            jetstream: enabled
+            imports: [
+              {stream: {account: A, subject: "pub.>"}, prefix: from}
+              {stream: {account: A, subject: "priv.x"}, to: "mine.x"}
+              {service: {account: A, subject: "svc.a"}, to: "a"}
+            ]
+          }
+          SYS: { users: [{user: s, password: s}] }
+        }
+        system_account: SYS
+        no_auth_user: b
+    """,
+    "accounts_array": "accounts: [A, B]\n",
+    "mappings_top_level": 'mappings { "a.*.*": "b.$2.$1", c: [{destination: d, weight: 50%}] }\n',
+    "jetstream_domain": "jetstream { store_dir: /tmp/js, domain: hub }\n",
 }
 
 BAD = {
+    "jetstream_cipher_unknown": 'jetstream { key: "abc", cipher: foo }\n',
     "unknown_field": "port: 4222\nfoo: bar\n",
     "unknown_nested": "jetstream { store_dir: /tmp/x, foo: 1 }\n",
     "unused_variable": "X = 1\nport: 4222\n",
@@ -95,6 +133,26 @@ BAD = {
     "missing_include": "include ./nope.conf\n",
     "broken_include": "include broken.conf\n",
     "include_with_colon": "include: users.conf\n",
+    "import_unknown_account": 'accounts { A: { imports: [{stream: {account: X, subject: "foo"}}] } }\n',
+    "import_not_exported": "accounts { A: { exports: [{stream: foo}] }, B: { imports: [{stream: {account: A, subject: bar}}] } }\n",
+    "import_private": "accounts { A: { exports: [{stream: foo, accounts: [C]}] }, "
+    "B: { imports: [{stream: {account: A, subject: foo}}] }, C: {} }\n",
+    "import_wrong_kind": "accounts { A: { exports: [{service: foo}] }, B: { imports: [{stream: {account: A, subject: foo}}] } }\n",
+    "import_cycle": "accounts { A: { exports: [{service: foo}], imports: [{service: {account: B, subject: foo}}] }, "
+    "B: { exports: [{service: foo}], imports: [{service: {account: A, subject: foo}}] } }\n",
+    "import_no_subject": "accounts { A: { exports: [{stream: s}] }, B: { imports: [{stream: {account: A}}] } }\n",
+    "account_duplicate_user": "accounts { A: { users: [{user: a, password: a}] }, B: { users: [{user: a, password: b}] } }\n",
+    "account_and_global_user": "authorization { users: [{user: a, password: a}] }\n"
+    "accounts { A: { users: [{user: a, password: b}] } }\n",
+    "account_unknown_field": "accounts { A: { foo: 1 } }\n",
+    "account_jetstream_unknown": "jetstream: enabled\naccounts { A: { jetstream: { max_foo: 1 } } }\n",
+    "export_bad_response_type": "accounts { A: { exports: [{service: foo, response_type: bogus}] } }\n",
+    "export_response_on_stream": "accounts { A: { exports: [{stream: foo, response_type: stream}] } }\n",
+    "mapping_bad_wildcard": 'mappings { "foo.*": "bar.$2" }\n',
+    "mapping_bad_destination": 'mappings { foo: "a b" }\n',
+    "mapping_over_100": "mappings { foo: [{destination: bar, weight: 101}] }\n",
+    "mapping_missing_weight": "mappings { foo: [{destination: bar}] }\n",
+    "mapping_bad_subject": 'mappings { "foo bar": x }\n',
 }
 
 

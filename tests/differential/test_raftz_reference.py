@@ -23,12 +23,16 @@ from test_monitor_reference import differences, shape
 from cluster_support import embedded_cluster
 from conftest import REFERENCE_NEWEST, Proc, free_port, start_process
 from jetpy.server.nrg import GroupConfig
+from jetpy.server.options import AccountOptions, ServerOptions, User
 from nrg.machines import AppendLog
 
 pytestmark = [pytest.mark.differential, pytest.mark.timeout(120)]
 
 # keys a document may leave out (Go's omitempty) on either side
 OPTIONAL = {"voted_for", "leader_since", "observer", "catching_up", "last_replicated_index", "last_seen"}
+
+# the system requests are the system account's ($SYS, where the Raft groups live): asked as its user
+SYSTEM_USER = ServerOptions(users=[User("sys", "sys", account="$SYS")], accounts=[AccountOptions("$SYS")])
 
 
 def get(base: str, path: str) -> tuple[int, bytes]:
@@ -107,7 +111,7 @@ async def test_raftz_as_nats_server_shows_it(reference: list[Proc], tmp_path: Pa
         return None
 
     ref = await wait_for(ref_docs)
-    async with embedded_cluster(3, monitor=True, store_root=tmp_path / "jp") as servers:
+    async with embedded_cluster(3, monitor=True, store_root=tmp_path / "jp", base=SYSTEM_USER) as servers:
         for srv in servers:
             assert srv.raft is not None
             await srv.raft.start_group("G1", AppendLog(), ["E0", "E1", "E2"], GroupConfig(tick=0.05))
@@ -153,7 +157,7 @@ async def test_raftz_as_nats_server_shows_it(reference: list[Proc], tmp_path: Pa
             _, body = await asyncio.to_thread(get, base, "/raftz")
             assert body.startswith(b'{\n   "$SYS": {\n      "')
         # the same document as a system request (nats server request raft), with its options
-        nc = await nats.connect(f"nats://127.0.0.1:{servers[0].port}")
+        nc = await nats.connect(f"nats://127.0.0.1:{servers[0].port}", user="sys", password="sys")
         try:
             msg = await nc.request("$SYS.REQ.SERVER.PING.RAFTZ", b'{"group": "G1"}', timeout=5)
             answer = json.loads(msg.data)

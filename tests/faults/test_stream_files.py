@@ -249,7 +249,7 @@ async def test_every_stream_file_fault_is_served_or_offline_exactly(
         info = await api(nc, f"$JS.API.STREAM.INFO.{name}")
         if fault.quarantined:  # moved aside whole, nothing deleted, and said so
             assert info["error"]["err_code"] == 10059, (name, info)
-            (moved,) = (store / "jetstream" / "quarantine").glob(f"{name}.*")
+            (moved,) = (store / "jetstream" / "$G" / "quarantine").glob(f"{name}.*")
             assert snapshot(moved) == before.pop(name), f"{name}: quarantined as it was"
             assert re.search(rf"stream '{name}' stream metadata missing .*quarantined at ", log), name
             continue

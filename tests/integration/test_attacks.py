@@ -136,6 +136,11 @@ def test_a_burst_of_wrong_passwords(servers: dict[str, Proc]) -> None:
     for i in range(200):
         out, closed = talk(port, b'CONNECT {"verbose":false,"user":"a","pass":"guess%d"}\r\n' % i, within=0.5)
         assert (out, closed) == (VIOLATION, True)
+    time.sleep(0.2)  # the rate refills: the next line is written, with how many were suppressed
+    assert talk(port, b'CONNECT {"verbose":false,"user":"a","pass":"again"}\r\n', within=0.5) == (
+        VIOLATION,
+        True,
+    )
     assert alive(port)
     log = servers["jetpy"].log()
     assert 'authentication error - User "a"' in log and "guess" not in log  # the secret is never logged

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.errors
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from test_dashboard_browser import browser, row_of, until
@@ -19,6 +20,7 @@ from test_dashboard_browser import browser, row_of, until
 from cluster_support import embedded_cluster
 from conftest import wait_for
 from jetpy.server.app import Server
+from jetpy.server.options import AccountOptions, ServerOptions, User
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -33,14 +35,28 @@ async def aget(srv: Server, path: str) -> Any:
     return await asyncio.to_thread(get, srv, path)
 
 
+# an application user in the global account, and the system account's user for $SYS requests
+ACCOUNTS = ServerOptions(
+    users=[User("app", "app"), User("sys", "sys", account="SYS")],
+    accounts=[AccountOptions("SYS")],
+    system_account="SYS",
+)
+
+
+def app_subs(route: dict[str, Any]) -> list[dict[str, Any]]:
+    """A route's announced subscriptions in the global account (each server also announces its
+    system account's request handlers, as nats-server does)."""
+    return [s for s in route.get("subscriptions_list_detail", []) if s["sid"].startswith("$G ")]
+
+
 async def test_routez_varz_and_metrics_describe_the_routes() -> None:
-    async with embedded_cluster(2, monitor=True) as (a, b):
-        nb = await nats.connect(b.client_url)
+    async with embedded_cluster(2, monitor=True, base=ACCOUNTS) as (a, b):
+        nb = await nats.connect(b.client_url, user="app", password="app")
         await nb.subscribe("foo.*")
         await nb.subscribe("bar", queue="q1")
         await nb.subscribe("bar", queue="q1")
         await nb.flush()
-        na = await nats.connect(a.client_url)
+        na = await nats.connect(a.client_url, user="app", password="app")
         await wait_for(lambda: a.broker.subs.has_interest(b"bar"))
         for _ in range(3):
             await na.publish("foo.x", b"hello")
@@ -54,16 +70,18 @@ async def test_routez_varz_and_metrics_describe_the_routes() -> None:
         (route,) = routez["routes"]
         assert (route["remote_id"], route["remote_name"]) == (b.server_id, "E1")
         assert route["did_solicit"] is False and route["is_configured"] is False
-        assert route["out_msgs"] == 3 and route["out_bytes"] == 15 and route["subscriptions"] == 2
+        system = b.events.subscription_count  # b's system account's request handlers, announced too
+        assert route["out_msgs"] == 3 and route["out_bytes"] == 15 and route["subscriptions"] == 2 + system
         assert route["compression"] == "off"
-        assert sorted(route["subscriptions_list_detail"], key=lambda d: d["subject"]) == [
+        assert sorted(app_subs(route), key=lambda d: d["subject"]) == [
             {"subject": "bar", "qgroup": "q1", "sid": "$G bar q1", "msgs": 0, "cid": route["rid"]},
             {"subject": "foo.*", "sid": "$G foo.*", "msgs": 3, "cid": route["rid"]},
         ]
         (back,) = (await aget(b, "/routez?subs=1"))["routes"]
         assert back["did_solicit"] is True and back["is_configured"] is True and back["in_msgs"] == 3
-        assert "subscriptions_list" not in back  # a has no interest of its own to announce
-        assert "subscriptions_list" not in (await aget(a, "/routez"))["routes"][0]
+        # a has no interest of its own to announce but its system account's
+        assert all(s.startswith("$SYS.REQ.SERVER.") for s in back["subscriptions_list"])
+        assert len(back["subscriptions_list"]) == a.events.subscription_count
 
         varz = await aget(b, "/varz")
         assert varz["cluster"] == {
@@ -80,16 +98,32 @@ async def test_routez_varz_and_metrics_describe_the_routes() -> None:
         assert varz["in_msgs"] >= 3  # routed messages count, as in nats-server
 
         # the system request answers the same document
-        reply = await na.request("$SYS.REQ.SERVER.PING.ROUTEZ", b"", timeout=2)
-        assert json.loads(reply.data)["data"]["num_routes"] == 1
+        # the system request answers the same document, to the system account's users only; every
+        # server of the cluster answers, the request crossing the route in the system account
+        ns = await nats.connect(a.client_url, user="sys", password="sys")
+        answers: list[Any] = []
+        inbox = ns.new_inbox()
+
+        async def on_answer(m: Any) -> None:
+            answers.append(json.loads(m.data))
+
+        await ns.subscribe(inbox, cb=on_answer)
+        await ns.publish("$SYS.REQ.SERVER.PING.ROUTEZ", b"", reply=inbox)
+        await wait_for(lambda: len(answers) == 2)
+        assert sorted(x["server"]["name"] for x in answers) == ["E0", "E1"]
+        assert all(x["data"]["num_routes"] == 1 for x in answers)
+        with pytest.raises(nats.errors.NoRespondersError):
+            await na.request("$SYS.REQ.SERVER.PING.ROUTEZ", b"", timeout=2)
+        await ns.close()
 
         families = {f.name: f for f in text_string_to_metric_families(await aget(a, "/metrics"))}
         assert families["gnatsd_routez_num_routes"].samples[0].value == 1
         (info,) = families["gnatsd_routez_route_info"].samples
         assert info.labels["remote_name"] == "E1" and info.labels["remote_id"] == b.server_id
         (out,) = families["gnatsd_routez_route_out_msgs"].samples
-        assert out.value == 3 and out.labels == {"server_id": a.server_id, "rid": str(route["rid"])}
-        assert families["gnatsd_routez_route_subscriptions"].samples[0].value == 2
+        # the three messages, and the system request that went to E1 in the system account
+        assert out.value == 4 and out.labels == {"server_id": a.server_id, "rid": str(route["rid"])}
+        assert families["gnatsd_routez_route_subscriptions"].samples[0].value == 2 + system
         assert families["gnatsd_varz_cluster_cluster_port"].samples[0].value == (
             a.cluster.port if a.cluster else 0
         )

@@ -277,3 +277,132 @@ def test_sighup_applies_new_permissions_to_connected_clients(tmp_path: Path, bin
         assert "Reloaded: authorization users" in log
     finally:
         p.stop(signal.SIGKILL)
+
+
+ACCOUNTS_CONF = """
+listen: 127.0.0.1:{port}
+accounts {{
+  A: {{ users: [{{user: a, password: a}}], mappings: {{ "orders": "{a_to}" }} }}
+  B: {{
+    users: [{{user: b, password: b}}]
+    {b_extra}
+  }}
+}}
+authorization {{ users: [{{user: g, password: g}}] }}
+mappings: {{ "in": "{g_to}" }}
+"""
+
+
+@pytest.mark.parametrize("binary", ["jetpy", "nats-server 2.15.1"])
+async def test_sighup_changes_the_accounts_mappings_for_connected_clients(
+    tmp_path: Path, binary: str
+) -> None:
+    """A reload that changes an account's mappings (and the global account's, at the top level)
+    applies to clients already connected, in that account only, as nats-server does."""
+    if binary != "jetpy" and REFERENCE_NEWEST is None:
+        pytest.skip("the newest nats-server is not installed")
+    port = free_port()
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(ACCOUNTS_CONF.format(port=port, a_to="old", b_extra="", g_to="gold"))
+    cmd = [*JETPY_SERVER, "-c", str(conf)] if binary == "jetpy" else [str(REFERENCE_NEWEST), "-c", str(conf)]
+    p = start_process(cmd, tmp_path / "accounts.log")
+    url = f"nats://127.0.0.1:{port}"
+    clients = []
+    try:
+        for user in ("a", "b", "g"):
+            clients.append(await nats.connect(url, user=user, password=user))
+        a, b, g = clients
+        subs = [await nc.subscribe(">") for nc in clients]
+        for nc in clients:
+            await nc.flush()
+
+        async def publish_all() -> dict[str, list[str]]:
+            for nc, subject in ((a, "orders"), (b, "orders"), (g, "in")):
+                await nc.publish(subject, b"x")
+                await nc.flush()
+            got: dict[str, list[str]] = {}
+            for name, sub in zip("abg", subs, strict=True):
+                got[name] = [(await sub.next_msg(timeout=2)).subject]
+                with pytest.raises(nats.errors.TimeoutError):  # and nothing else
+                    await sub.next_msg(timeout=0.2)
+            return got
+
+        assert await publish_all() == {"a": ["old"], "b": ["orders"], "g": ["gold"]}
+        conf.write_text(ACCOUNTS_CONF.format(port=port, a_to="new", b_extra="", g_to="gnew"))
+        log = hangup(p, "Reloaded server configuration")
+        assert "Reloaded: accounts" in log
+        assert await publish_all() == {"a": ["new"], "b": ["orders"], "g": ["gnew"]}
+    finally:
+        for nc in clients:
+            await nc.close()
+        p.stop(signal.SIGKILL)
+
+
+async def test_other_account_changes_refuse_the_reload(tmp_path: Path) -> None:
+    """jetpy reloads the accounts' mappings only: an export, an account or JetStream added
+    refuses the whole reload with a clear error and the old mappings keep working."""
+    port = free_port()
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(ACCOUNTS_CONF.format(port=port, a_to="old", b_extra="", g_to="gold"))
+    p = start_process([*JETPY_SERVER, "-c", str(conf)], tmp_path / "accounts.log")
+    try:
+        for n, extra in enumerate(
+            ['exports: [{stream: "x.>"}]', "jetstream: enabled", "}\n  C: {users: [{user: c, password: c}]"],
+            1,
+        ):
+            conf.write_text(ACCOUNTS_CONF.format(port=port, a_to="new", b_extra=extra, g_to="gold"))
+            log = hangup(p, "Failed to reload server configuration", n)
+        assert (
+            log.count(
+                "Failed to reload server configuration: config reload not supported for Accounts: only the "
+                "accounts' mappings and users change at runtime; accounts, their JetStream, exports and "
+                "imports take a restart"
+            )
+            == 3
+        )
+        a = await nats.connect(p.url, user="a", password="a")
+        sub = await a.subscribe(">")
+        await a.publish("orders", b"x")
+        assert (await sub.next_msg(timeout=2)).subject == "old"  # nothing of the new file was taken
+        await a.close()
+        assert "Reloaded server configuration" not in p.log()
+    finally:
+        p.stop(signal.SIGKILL)
+
+
+MOVE_CONF = """
+listen: 127.0.0.1:{port}
+accounts {{
+  A: {{ users: [{{user: a, password: a}} {a_extra}] }}
+  B: {{ users: [{{user: c, password: c}} {b_extra}] }}
+}}
+"""
+
+
+@pytest.mark.parametrize("binary", ["jetpy", "nats-server 2.15.1"])
+def test_a_user_moved_to_another_account_by_a_reload_logs_in_again(tmp_path: Path, binary: str) -> None:
+    """The accounts' users reload as users do: a client whose user now belongs to another account
+    is disconnected, and logs in again into the new one (nats-server's behaviour)."""
+    if binary != "jetpy" and REFERENCE_NEWEST is None:
+        pytest.skip("the newest nats-server is not installed")
+    port = free_port()
+    conf = tmp_path / "move.conf"
+    conf.write_text(MOVE_CONF.format(port=port, a_extra="", b_extra=", {user: b, password: b}"))
+    cmd = [*JETPY_SERVER, "-c", str(conf)] if binary == "jetpy" else [str(REFERENCE_NEWEST), "-c", str(conf)]
+    p = start_process(cmd, tmp_path / "move.log")
+    try:
+        a, b, c = Raw(port, "a", "a"), Raw(port, "b", "b"), Raw(port, "c", "c")
+        assert a.exchange(b"SUB x 1\r\n") == b"PONG\r\n"
+        assert c.exchange(b"SUB x 1\r\n") == b"PONG\r\n"
+        assert b.exchange(b"PUB x 2\r\nin\r\n") == b"PONG\r\n"  # B's: c gets it, a does not
+        assert c.exchange(b"").startswith(b"MSG x 1 2\r\nin\r\n")
+        assert a.exchange(b"") == b"PONG\r\n"
+        conf.write_text(MOVE_CONF.format(port=port, a_extra=", {user: b, password: b}", b_extra=""))
+        hangup(p, "Reloaded server configuration")
+        assert b.exchange(b"") in (b"-ERR 'Authorization Violation'\r\n", b"")  # closed
+        b = Raw(port, "b", "b")  # back, in A now
+        assert b.exchange(b"PUB x 2\r\nin\r\n") == b"PONG\r\n"
+        assert a.exchange(b"").startswith(b"MSG x 1 2\r\nin\r\n")
+        assert c.exchange(b"") == b"PONG\r\n"
+    finally:
+        p.stop(signal.SIGKILL)

@@ -101,24 +101,24 @@ async def test_dashboard_in_a_real_browser(tmp_path: Path) -> None:
         try:
             await asyncio.to_thread(driver.get, srv.monitor_url + "/dashboard?refresh=500")
             cells = await until(driver, "stream ORDERS", lambda d: row_of(d, "streams", "ORDERS"))
-            assert cells[3] == "0"  # messages
+            assert cells[0] == "$G" and cells[4] == "0"  # the account, messages
             for i in range(7):
                 await js.publish("orders.new", f"order {i}".encode())
             cells = await until(
                 driver,
                 "7 messages in ORDERS",
-                lambda d: (r := row_of(d, "streams", "ORDERS")) and r[3] == "7" and r,
+                lambda d: (r := row_of(d, "streams", "ORDERS")) and r[4] == "7" and r,
             )
-            assert cells[1] == "orders.>" and "msgs 100" in cells[5] and cells[6].endswith("7%")
+            assert cells[2] == "orders.>" and "msgs 100" in cells[6] and cells[7].endswith("7%")
             consumer = await until(driver, "consumer SHIPPING", lambda d: row_of(d, "consumers", "SHIPPING"))
-            assert consumer[0] == "ORDERS" and consumer[4] == "7"  # pending
+            assert consumer[:2] == ["$G", "ORDERS"] and consumer[5] == "7"  # pending
             assert await until(driver, "KV bucket", lambda d: row_of(d, "kv", "settings"))
             assert await until(driver, "object store", lambda d: row_of(d, "objects", "files"))
             # names with markup in them are shown as text and never run
             xss_row = await until(driver, "the <script> stream", lambda d: row_of(d, "streams", XSS_STREAM))
-            assert xss_row[1] == "xss.<script>"
+            assert xss_row[2] == "xss.<script>"
             conn = await until(driver, "the <img> client", lambda d: row_of(d, "connections", XSS_CLIENT))
-            assert conn[1] == XSS_CLIENT
+            assert conn[1:3] == ["$G", XSS_CLIENT]
             injected = await asyncio.to_thread(
                 driver.execute_script,
                 "return [window.__xss, document.querySelectorAll('main img, main script').length,"

@@ -278,3 +278,25 @@ async def test_a_restored_mirror_copies_on_and_a_restored_origin_is_followed(
     info = await holds(nc, "M", 5, within=20)
     assert "error" not in info["mirror"]
     assert await messages(nc, "M") == await messages(nc, "O")
+
+
+async def test_a_listener_on_the_deliver_subjects_takes_nothing_from_the_mirror(nc: Client) -> None:
+    """The link listens on its deliver subject before it asks for the consumer, as nats-server's
+    does: a subscriber already on ``$JS.M.>`` (here in the same account) sees copies go by but the
+    mirror misses none and never starts over."""
+    js = nc.jetstream(publish_async_max_pending=5000)
+    seen = 0
+
+    async def count(_msg: object) -> None:
+        nonlocal seen
+        seen += 1
+
+    await nc.subscribe("$JS.M.>", cb=count)
+    await api(nc, "STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"]})
+    for i in range(2_000):
+        await js.publish_async(f"o.{i % 7}", b"x")
+    await js.publish_async_completed()
+    await api(nc, "STREAM.CREATE.M", {"name": "M", "mirror": {"name": "O"}})
+    info = await holds(nc, "M", 2_000)
+    assert info["state"]["first_seq"] == 1 and info["state"]["last_seq"] == 2_000
+    assert seen >= 2_000

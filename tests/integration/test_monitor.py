@@ -192,7 +192,15 @@ async def test_varz_fields_and_counters_move_with_traffic(srv: Server) -> None:
     assert v0["mem"] > 1_000_000 and v0["cores"] >= 1 and v0["gomaxprocs"] >= 1
     assert isinstance(v0["cpu"], int | float) and v0["cpu"] >= 0
     assert v0["jetstream"] == {} and v0["cluster"] == {} and v0["routes"] == 0 and v0["leafnodes"] == 0
-    assert (v0["connections"], v0["total_connections"], v0["in_msgs"], v0["subscriptions"]) == (0, 0, 0, 0)
+    # every account's subscriptions, the system account's request handlers included (nats-server's count)
+    system = srv.events.subscription_count
+    assert system > 0 and v0["system_account"] == "$SYS"
+    assert (v0["connections"], v0["total_connections"], v0["in_msgs"], v0["subscriptions"]) == (
+        0,
+        0,
+        0,
+        system,
+    )
     assert v0["http_req_stats"] == {"/varz": 1}
     assert v0["tls_timeout"] == 2 and "tls_required" not in v0 and "auth_required" not in v0
 
@@ -210,14 +218,19 @@ async def test_varz_fields_and_counters_move_with_traffic(srv: Server) -> None:
     await wait_until(lambda: len(got) == 3)
     await get(srv, "/connz")
     v1 = await get_json(srv, "/varz")
-    assert (v1["connections"], v1["total_connections"], v1["subscriptions"]) == (2, 2, 1)
+    assert (v1["connections"], v1["total_connections"], v1["subscriptions"]) == (2, 2, system + 1)
     assert (v1["in_msgs"], v1["out_msgs"], v1["in_bytes"], v1["out_bytes"]) == (3, 3, 15, 15)
     assert v1["http_req_stats"] == {"/connz": 1, "/varz": 2}
     await sub_nc.close()
     await pub_nc.close()
     await wait_until(lambda: not srv.connections)
     v2 = await get_json(srv, "/varz")
-    assert (v2["connections"], v2["total_connections"], v2["in_msgs"], v2["subscriptions"]) == (0, 2, 3, 0)
+    assert (v2["connections"], v2["total_connections"], v2["in_msgs"], v2["subscriptions"]) == (
+        0,
+        2,
+        3,
+        system,
+    )
 
 
 # -- /connz -------------------------------------------------------------------------------------------
@@ -367,7 +380,7 @@ async def test_connz_auth_shows_and_filters_users() -> None:
 
 
 async def test_subsz_stats_list_filter_and_paging(srv: Server) -> None:
-    s0 = await get_json(srv, "/subsz")
+    s0 = await get_json(srv, "/subsz?acc=$G")
     assert list(s0) == [
         "num_subscriptions",
         "num_cache",
@@ -392,13 +405,20 @@ async def test_subsz_stats_list_filter_and_paging(srv: Server) -> None:
     await nc.flush()
     await wait_until(lambda: srv.broker.subs.matches >= 3)
 
-    s1 = await get_json(srv, "/subsz")
+    s1 = await get_json(srv, "/subsz?acc=$G")
     assert (s1["num_subscriptions"], s1["num_inserts"], s1["num_removes"]) == (3, 4, 1)
     assert s1["num_matches"] == 3 and s1["num_cache"] == 1
     assert s1["cache_hit_rate"] == pytest.approx(2 / 3)
     assert (s1["max_fanout"], s1["avg_fanout"]) == (2, 2)  # one plain subscriber + one queue group
 
-    full = await get_json(srv, "/subsz?subs=1")
+    every = await get_json(srv, "/subsz")  # every account: the system account's handlers too
+    assert every["num_subscriptions"] == 3 + srv.events.subscription_count
+    assert {d["account"] for d in (await get_json(srv, "/subsz?subs=1"))["subscriptions_list"]} == {
+        "$G",
+        "$SYS",
+    }
+
+    full = await get_json(srv, "/subsz?subs=1&acc=$G")
     assert full["server_id"] == srv.server_id and TIME_RE.match(full["now"])
     assert (full["total"], full["offset"], full["limit"]) == (3, 0, 1024)
     assert full["num_subscriptions"] == 3
@@ -407,21 +427,21 @@ async def test_subsz_stats_list_filter_and_paging(srv: Server) -> None:
     assert subjects["foo.bar"]["qgroup"] == "workers" and subjects["foo.bar"]["account"] == "$G"
     assert subjects["foo.*"]["msgs"] == 3 and isinstance(subjects["other"]["cid"], int)
 
-    matching = await get_json(srv, "/subsz?subs=1&test=foo.bar")
+    matching = await get_json(srv, "/subsz?subs=1&test=foo.bar")  # (no system subject matches)
     assert sorted(d["subject"] for d in matching["subscriptions_list"]) == ["foo.*", "foo.bar"]
     assert matching["total"] == 2
     none = await get_json(srv, "/subsz?subs=1&test=nothing.here")
     assert "subscriptions_list" not in none and "server_id" not in none  # bare stats, as nats-server
-    paged = await get_json(srv, "/subsz?subs=1&offset=1&limit=1")
+    paged = await get_json(srv, "/subsz?subs=1&acc=$G&offset=1&limit=1")
     assert (paged["total"], paged["offset"], paged["limit"], len(paged["subscriptions_list"])) == (1, 1, 1, 1)
-    assert "subscriptions_list" not in await get_json(srv, "/subsz?subs=1&offset=50")
+    assert "subscriptions_list" not in await get_json(srv, "/subsz?subs=1&acc=$G&offset=50")
     assert await get_json(srv, "/subscriptionsz") == await get_json(srv, "/subsz")
 
     bad = await get(srv, "/subsz?test=foo.*")
     assert bad.status == 400 and b"invalid test subject, must be valid publish subject: foo.*" in bad.body
     assert (await get(srv, "/subsz?subs=yes")).status == 400
     stats = (await get_json(srv, "/varz"))["http_req_stats"]
-    assert stats["/subsz"] == 11 and "/subscriptionsz" not in stats
+    assert stats["/subsz"] == 13 and "/subscriptionsz" not in stats
     await nc.close()
 
 
@@ -546,8 +566,6 @@ async def test_jsz_and_varz_report_what_jetstream_reports(srv: Server) -> None:
             "api": {"total": 7, "errors": 1},
         }
         assert (await get(srv, "/healthz")).status == 200
-        detail = (await get_json(srv, "/accountz?acc=$G"))["account_detail"]
-        assert detail["jetstream_enabled"] is True
     finally:
         srv.jetstream = None
         srv.options.jetstream = False
@@ -562,17 +580,21 @@ async def test_accounts_routes_gateways_leafnodes(srv: Server) -> None:
     await nc.publish("a", b"abc")
     await nc.flush()
     accz = await get_json(srv, "/accountz")
-    assert accz["accounts"] == ["$G"] and accz["server_id"] == srv.server_id
-    assert "system_account" not in accz  # jetpy has no system account
+    assert accz["accounts"] == ["$G", "$SYS"] and accz["server_id"] == srv.server_id
+    assert accz["system_account"] == "$SYS"  # nats-server's, with no users by default
     detail = (await get_json(srv, "/accountz?acc=$G"))["account_detail"]
     assert (detail["account_name"], detail["client_connections"], detail["subscriptions"]) == ("$G", 1, 1)
     assert detail["jetstream_enabled"] is False and detail["sublist_stats"]["num_subscriptions"] == 1
+    assert detail["name_tag"] == "$G" and "exports" not in detail and "imports" not in detail
     missing = await get(srv, "/accountz?acc=NOPE")
     assert (missing.status, missing.body) == (400, b"Account NOPE does not exist")
 
     statz = (await get_json(srv, "/accstatz"))["account_statz"]
-    assert len(statz) == 1 and statz[0]["acc"] == "$G" and statz[0]["conns"] == 1
+    assert [a["acc"] for a in statz] == ["$G"] and statz[0]["name"] == "$G" and statz[0]["conns"] == 1
     assert statz[0]["received"] == {"msgs": 1, "bytes": 3} and statz[0]["sent"] == {"msgs": 1, "bytes": 3}
+    assert statz[0]["num_subscriptions"] == 1
+    every = (await get_json(srv, "/accstatz?unused=1"))["account_statz"]
+    assert [a["acc"] for a in every] == ["$G", "$SYS"] and every[1]["conns"] == 0
 
     routez = await get_json(srv, "/routez?subs=detail")
     assert (routez["num_routes"], routez["routes"], routez["server_id"]) == (0, [], srv.server_id)
@@ -583,7 +605,7 @@ async def test_accounts_routes_gateways_leafnodes(srv: Server) -> None:
     await nc.close()
     await wait_until(lambda: not srv.connections)
     assert (await get_json(srv, "/accstatz"))["account_statz"] == []
-    assert len((await get_json(srv, "/accstatz?unused=1"))["account_statz"]) == 1
+    assert len((await get_json(srv, "/accstatz?unused=1"))["account_statz"]) == 2
 
 
 # -- HTTP robustness ----------------------------------------------------------------------------------

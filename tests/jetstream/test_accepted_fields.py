@@ -11,6 +11,7 @@ their effect in being kept and reported.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -275,8 +276,25 @@ async def s_sources(c: Ctx) -> None:
 
 
 async def s_compression(c: Ctx) -> None:
-    _, doc = await c.stream(compression="s2")
-    assert "compression" in refused(doc)
+    """Sealed blocks are rewritten compressed (max_bytes makes 32 KB blocks, as nats-server)."""
+    name = await c.ok_stream(compression="s2", max_bytes=120_000)
+    payload = b"a compressible payload " * 40
+    for _ in range(80):
+        await c.pub(f"{name.lower()}.a", payload)
+    msgs = c.store_dir / "jetstream" / "$G" / "streams" / name / "msgs"
+    deadline = time.monotonic() + 10
+    while True:
+        sealed = sorted(msgs.glob("*.blk"))[:-1]
+        if sealed and all(p.read_bytes()[:4] == b"JPBF" for p in sealed):
+            break
+        assert time.monotonic() < deadline, [p.read_bytes()[:4] for p in sealed]
+        await c.pub(f"{name.lower()}.b", b"x")  # a commit puts finished copies in place
+        await asyncio.sleep(0.05)
+    assert sum(p.stat().st_size for p in sealed) < len(sealed) * 32_000 // 4
+    info = await c.info(name)
+    assert info["config"]["compression"] == "s2"
+    got = await c.api(f"STREAM.MSG.GET.{name}", {"seq": info["state"]["first_seq"]})
+    assert base64.b64decode(got["message"]["data"]) == payload
 
 
 async def s_first_seq(c: Ctx) -> None:

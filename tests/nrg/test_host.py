@@ -7,7 +7,9 @@ snapshot sent in fragments, a new member joining and a founder removed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from nats.aio.msg import Msg
 from cluster_support import embedded_cluster
 from jetpy.server.app import Server
 from jetpy.server.nrg import GroupConfig, ProposalUnknown, RaftGroup, member_id
+from jetpy.server.options import AccountOptions, ServerOptions, User
 
 from .machines import AppendLog
 
@@ -234,3 +237,45 @@ async def test_a_removed_member_is_stopped_and_its_directory_released(tmp_path: 
         again = await srv.raft.start_group("T", AppendLog(), NAMES, FAST)
         assert again.member == gone.member  # its own log predates its removal: it campaigns,
         await settle(lambda: again.removed and again.status().state == "CLOSED")  # and is told again
+
+
+def read(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body: bytes = r.read()
+        return body
+
+
+async def test_groups_live_in_the_configured_system_account(tmp_path: Path) -> None:
+    """With ``system_account: SYS`` the groups' $NRG traffic crosses the routes in SYS, their
+    logs are under ``jetstream/SYS/_js_`` and /raftz names SYS, as nats-server keeps them; the
+    system account's users may ask for them, other accounts see nothing of the traffic."""
+    base = ServerOptions(
+        users=[User("app", "app"), User("sys", "sys", account="SYS")],
+        accounts=[AccountOptions("SYS")],
+        system_account="SYS",
+    )
+    async with embedded_cluster(3, monitor=True, base=base, store_root=tmp_path) as servers:
+        app = await nats.connect(servers[0].client_url, user="app", password="app")
+        seen: list[Msg] = []
+
+        async def note(msg: Msg) -> None:
+            seen.append(msg)
+
+        await app.subscribe("$NRG.>", cb=note)
+        members = Members(servers)
+        for srv in servers:
+            await members.start(srv)
+        leader = await members.leader()
+        assert await leader.propose(b"x") == b"1"
+        for srv in servers:
+            assert (tmp_path / srv.server_name / "jetstream" / "SYS" / "_js_" / "T").is_dir()
+            assert not (tmp_path / srv.server_name / "jetstream" / "$SYS").exists()
+        doc = json.loads(await asyncio.to_thread(read, f"{servers[0].monitor_url}/raftz"))
+        assert list(doc) == ["SYS"] and doc["SYS"]["T"]["traffic_account"] == "SYS"
+        sys_client = await nats.connect(servers[0].client_url, user="sys", password="sys")
+        answer = json.loads((await sys_client.request("$SYS.REQ.SERVER.PING.RAFTZ", b"", timeout=5)).data)
+        assert list(answer["data"]["SYS"]) == ["T"]
+        await app.flush()
+        assert seen == []  # the global account sees none of the groups' traffic
+        await sys_client.close()
+        await app.close()

@@ -12,6 +12,7 @@ class Recorder:
     """A subscriber that records its deliveries: (sid, subject, reply, hdr_len, data, tail)."""
 
     kind = "Client"
+    origin = 0
 
     def __init__(self) -> None:
         self.got: list[Delivery] = []

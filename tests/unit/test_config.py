@@ -260,13 +260,9 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "gateway",
         "leafnodes",
         "mqtt",
-        "accounts",
-        "operator",
-        "resolver",
-        "system_account",
+        "resolver_tls",
         "syslog",
     ],
 )
@@ -471,7 +467,8 @@ def test_jetstream_block_keys(text: str, attr: str, value: object) -> None:
         ("jetstream { max_file: 1.5 }", "max_file_store must be int64 or string"),
         ("jetstream { store_dir: 5 }", 'invalid value for "store_dir": expected a string'),
         ('jetstream { sync_interval: "0s" }', 'must be a positive duration or "always"'),
-        ("jetstream { key: abc }", 'field "key" is not supported by jetpy yet'),
+        ("jetstream { key: abc, cipher: foo }", 'Unknown cipher type: "foo"'),
+        ("jetstream { key: 5 }", 'invalid value for "key": expected a string'),
         (
             "store_dir: /a\njetstream { store_dir: /b }",
             "Duplicate 'store_dir' configuration (first set at t.conf:1:1)",
@@ -482,10 +479,32 @@ def test_jetstream_errors(text: str, fragment: str) -> None:
     assert fragment in error_of(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "prev", "cipher"),
+    [
+        ('jetstream { key: "k1" }', "k1", "", ""),
+        ('jetstream { ek: "k1", cipher: aes }', "k1", "", "aes"),
+        ('jetstream { encryption_key: "k1", cipher: chacha, prev_key: "k0" }', "k1", "k0", "chachapoly"),
+        ('jetstream { key: "k1", cipher: ChaChaPoly, prev_ek: "k0" }', "k1", "k0", "chachapoly"),
+        ('jetstream { key: "k1", prev_encryption_key: "k0" }', "k1", "k0", ""),
+    ],
+)
+def test_jetstream_encryption_settings(text: str, key: str, prev: str, cipher: str) -> None:
+    opts = options(text)
+    assert (opts.js_key, opts.js_prev_key, opts.js_cipher) == (key, prev, cipher)
+    validate_options(opts)
+
+
+@pytest.mark.parametrize("text", ['jetstream { prev_key: "k0" }', "jetstream { cipher: aes }"])
+def test_encryption_settings_without_a_key_are_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="needs key"):
+        validate_options(options(text))
+
+
 def test_jetstream_ignored_keys_warn() -> None:
-    opts, warnings = apply("jetstream { domain: hub, store_dir: /x }")
+    opts, warnings = apply("jetstream { unique_tag: az, store_dir: /x }")
     assert opts.store_dir == "/x"
-    assert warnings == ['t.conf:1:13: field "domain" is not supported by jetpy; ignored']
+    assert warnings == ['t.conf:1:13: field "unique_tag" is not supported by jetpy; ignored']
 
 
 def test_top_level_store_dir_does_not_enable_jetstream() -> None:

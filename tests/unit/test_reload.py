@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from jetpy.server.options import ServerOptions, User
+from jetpy.jetstream.models import AccountLimits
+from jetpy.server.options import AccountOptions, Export, Mapping, MappingDestination, ServerOptions, User
 from jetpy.server.reload import OPTIONS, ReloadError, diff_options
 
 
@@ -55,3 +56,35 @@ def test_what_cannot_change_refuses_the_whole_reload(change: dict[str, object], 
     with pytest.raises(ReloadError) as e:
         diff_options(ServerOptions(), dataclasses.replace(ServerOptions(), **change))  # type: ignore[arg-type]
     assert str(e.value) == f"config reload not supported for {message}"
+
+
+def test_mappings_reload_and_the_rest_of_the_accounts_block_is_refused() -> None:
+    to_a = (Mapping("foo", (MappingDestination("bar"),)),)
+    to_b = (Mapping("foo", (MappingDestination("baz"),)),)
+    old = dataclasses.replace(ServerOptions(), accounts=[AccountOptions("A", mappings=to_a)])
+    new = dataclasses.replace(old, accounts=[AccountOptions("A", mappings=to_b)], mappings=to_b)
+    assert [(opt.attr, line) for opt, line in diff_options(old, new)] == [
+        ("accounts", "Reloaded: accounts"),
+        ("mappings", "Reloaded: accounts"),
+    ]
+    for other in (
+        [AccountOptions("A", mappings=to_a, exports=(Export("stream", "x"),))],
+        [AccountOptions("A", mappings=to_a), AccountOptions("B")],
+        [AccountOptions("A", mappings=to_b, jetstream=AccountLimits())],
+    ):
+        with pytest.raises(ReloadError) as e:
+            diff_options(old, dataclasses.replace(old, accounts=other))
+        assert str(e.value).startswith(
+            "config reload not supported for Accounts: only the accounts' mappings"
+        )
+
+
+def test_the_encryption_settings_cannot_change_and_the_key_is_never_shown() -> None:
+    old = dataclasses.replace(ServerOptions(), js_key="old-secret-key")
+    with pytest.raises(ReloadError) as info:
+        diff_options(old, dataclasses.replace(old, js_key="new-secret-key"))
+    assert str(info.value) == ("config reload not supported for JetStreamKey: old=[REDACTED], new=[REDACTED]")
+    with pytest.raises(ReloadError, match="JetStreamCipher: old=, new=aes"):
+        diff_options(old, dataclasses.replace(old, js_cipher="aes"))
+    with pytest.raises(ReloadError, match=r"JetStreamOldKey: old=, new=\[REDACTED\]"):
+        diff_options(old, dataclasses.replace(old, js_prev_key="x"))

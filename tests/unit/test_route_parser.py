@@ -4,6 +4,8 @@ ways (whole, byte by byte, and with the first bytes of a following op behind it)
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,18 @@ from jetpy.protocol import ProtocolError
 from jetpy.protocol.encode import msg_tail
 from jetpy.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_UNKNOWN_OP
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
-from jetpy.protocol.route import R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
+from jetpy.protocol.route import (
+    A_SUB,
+    A_UNSUB,
+    GATEWAY,
+    LEAF,
+    R_MSG,
+    R_MSGS,
+    R_SUB,
+    R_UNSUB,
+    ROUTE,
+    RouteParser,
+)
 from jetpy.protocol.route_wire import (
     decode_route_connect,
     decode_route_info,
@@ -24,6 +37,7 @@ from jetpy.protocol.route_wire import (
 )
 
 TRAILERS = (b"R", b"RMSG $G f 5\r\nhel", b"RS+ $G", b"INFO {", b"PING")
+LEAF_TRAILERS = (b"L", b"LMSG f 5\r\nhel", b"LS+ f", b"INFO {", b"PING")
 
 
 def flat(ops: list[Op]) -> list[Op]:
@@ -37,17 +51,17 @@ def flat(ops: list[Op]) -> list[Op]:
     return out
 
 
-def ways(data: bytes) -> dict[str, list[bytes]]:
+def ways(data: bytes, dialect: str = ROUTE) -> dict[str, list[bytes]]:
     out = {"whole": [data], "bytes": [data[i : i + 1] for i in range(len(data))]}
-    for i, t in enumerate(TRAILERS):
+    for i, t in enumerate(LEAF_TRAILERS if dialect == LEAF else TRAILERS):
         out[f"trailing{i}"] = [data + t]
     return out
 
 
-def parse_all(data: bytes, **limits: int) -> list[Op]:
+def parse_all(data: bytes, dialect: str = ROUTE, **limits: Any) -> list[Op]:
     results: dict[str, list[Op]] = {}
-    for name, chunks in ways(data).items():
-        p = RouteParser(**limits)
+    for name, chunks in ways(data, dialect).items():
+        p = RouteParser(dialect=dialect, **limits)
         ops: list[Op] = []
         for c in chunks:
             ops.extend(p.feed(c))
@@ -58,10 +72,10 @@ def parse_all(data: bytes, **limits: int) -> list[Op]:
     return first
 
 
-def fails(data: bytes, err: str | None, detail: str = "", **limits: int) -> list[Op]:
+def fails(data: bytes, err: str | None, detail: str = "", dialect: str = ROUTE, **limits: Any) -> list[Op]:
     seen: list[list[Op]] = []
-    for name, chunks in ways(data).items():
-        p = RouteParser(**limits)
+    for name, chunks in ways(data, dialect).items():
+        p = RouteParser(dialect=dialect, **limits)
         ops: list[Op] = []
         with pytest.raises(ProtocolError) as info:
             for c in chunks:
@@ -151,14 +165,21 @@ def test_limits() -> None:
     fails(b"RMSG $G foo 2000\r\n", None, "exceeds", max_payload=1000)
 
 
-def test_a_large_payload_arrives_in_pieces() -> None:
+@pytest.mark.parametrize(
+    ("dialect", "line", "account"),
+    [(ROUTE, b"RMSG $G big", b"$G"), (GATEWAY, b"RMSG $G big", b"$G"), (LEAF, b"LMSG big", b"")],
+)
+def test_a_large_payload_arrives_in_pieces(dialect: str, line: bytes, account: bytes) -> None:
+    """Every dialect buffers through the one Framer: chunks collected, joined once, nothing left."""
     payload = bytes(range(256)) * 2048
-    data = b"RMSG $G big %d\r\n" % len(payload) + payload + b"\r\n"
-    p = RouteParser()
+    data = line + b" %d\r\n" % len(payload) + payload + b"\r\nPING\r\n"
+    p = RouteParser(dialect=dialect)
     ops: list[Op] = []
     for i in range(0, len(data), 7000):
         ops.extend(p.feed(data[i : i + 7000]))
-    assert ops == [(R_MSG, b"$G", b"big", None, None, 0, payload, b"%d" % len(payload))]
+        if i == 7000:
+            assert p._chunks  # a payload this large is collected, not re-joined per read
+    assert ops == [(R_MSG, account, b"big", None, None, 0, payload, b"%d" % len(payload)), (PING,)]
     assert p.pending() == 0
 
 
@@ -184,16 +205,17 @@ def test_frames_this_server_writes() -> None:
     tail = msg_tail(b"rep", 0, b"hello")
     assert msg_head(b"$G", False) + b"foo " + tail == b"RMSG $G foo rep 5\r\nhello\r\n"
     assert (
-        queue_msg(b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q") == b"RMSG $G bar + rep.1 q1 q2 1\r\nq\r\n"
+        queue_msg(msg_head(b"$G", False), b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q")
+        == b"RMSG $G bar + rep.1 q1 q2 1\r\nq\r\n"
     )
-    assert queue_msg(b"$G", b"bar", None, [b"q1"], 0, b"") == b"RMSG $G bar | q1 0\r\n\r\n"
+    assert queue_msg(msg_head(b"$G", False), b"bar", None, [b"q1"], 0, b"") == b"RMSG $G bar | q1 0\r\n\r\n"
     hdr = b"NATS/1.0\r\n\r\n"
     assert (
-        queue_msg(b"$G", b"b", None, [b"q"], len(hdr), hdr + b"x")
+        queue_msg(msg_head(b"$G", True), b"b", None, [b"q"], len(hdr), hdr + b"x")
         == b"HMSG $G b | q 12 13\r\n" + hdr + b"x\r\n"
     )
     # what jetpy writes, jetpy reads back
-    frame = queue_msg(b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q")
+    frame = queue_msg(msg_head(b"$G", False), b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q")
     assert parse_all(frame) == [(R_MSG, b"$G", b"bar", b"rep.1", [b"q1", b"q2"], 0, b"q", b"1")]
 
 
@@ -228,3 +250,58 @@ def test_info_and_connect_values() -> None:
     c = decode_route_connect(b'{"name":"N2","cluster":"C1","user":"u","pass":"p","headers":true,"lnoc":true}')
     assert (c.name, c.cluster, c.user, c.password, c.headers, c.lang) == ("N2", "C1", "u", "p", True, "")
     assert decode_route_connect(b'{"lang":"python"}').lang == "python"  # a client on the route port
+
+
+# -- the gateway and leaf node dialects ---------------------------------------------------------
+
+
+def test_gateway_dialect_adds_account_interest() -> None:
+    assert parse_all(b"A+ $G\r\nA- acc\r\n", dialect=GATEWAY) == [(A_SUB, b"$G"), (A_UNSUB, b"acc")]
+    assert parse_all(b"RS+ $G foo q 1\r\nRMSG $G foo | q 2\r\nhi\r\n", dialect=GATEWAY) == [
+        (R_SUB, b"$G", b"foo", b"q", 1),
+        (R_MSG, b"$G", b"foo", None, [b"q"], 0, b"hi", b"2"),
+    ]
+    fails(b"A+ a b\r\n", None, "processGatewayAccountSub Parse Error: 'a b'", dialect=GATEWAY)
+    fails(b"A+ $G\r\n", ERR_UNKNOWN_OP, dialect=ROUTE)  # not on a route
+
+
+def test_leaf_dialect_has_no_account() -> None:
+    hdr = b"NATS/1.0\r\nX: 1\r\n\r\n"
+    data = (
+        b"LS+ foo\r\nLS+ bar q 3\r\nLS- foo\r\nLS- bar q\r\n"
+        b"LMSG foo 5\r\nhello\r\nLMSG foo rep 2\r\nhi\r\nLMSG qq | Q1 Q2 1\r\nq\r\n"
+        b"LMSG svc + _INBOX.1 Q 1\r\nr\r\nHMSG foo "
+        + b"%d %d\r\n" % (len(hdr), len(hdr) + 5)
+        + hdr
+        + b"hello\r\n"
+    )
+    assert parse_all(data, dialect=LEAF) == [
+        (R_SUB, b"", b"foo", None, 0),
+        (R_SUB, b"", b"bar", b"q", 3),
+        (R_UNSUB, b"", b"foo", None),
+        (R_UNSUB, b"", b"bar", b"q"),
+        (R_MSG, b"", b"foo", None, None, 0, b"hello", b"5"),
+        (R_MSG, b"", b"foo", b"rep", None, 0, b"hi", b"2"),
+        (R_MSG, b"", b"qq", None, [b"Q1", b"Q2"], 0, b"q", b"1"),
+        (R_MSG, b"", b"svc", b"_INBOX.1", [b"Q"], 0, b"r", b"1"),
+        (R_MSG, b"", b"foo", None, None, len(hdr), hdr + b"hello", b"%d %d" % (len(hdr), len(hdr) + 5)),
+    ]
+    # a run of plain messages on one subject is one op, as on routes
+    ops = RouteParser(dialect=LEAF).feed(b"LMSG a 1\r\nx\r\nLMSG a 1\r\ny\r\n")
+    assert ops == [(R_MSGS, b"", b"a", [b"x", b"y"], [b"1", b"1"])]
+    fails(b"LS+ a b\r\n", None, "processLeafSub Parse Error: 'a b'", dialect=LEAF)
+    fails(b"LMSG a\r\n", None, "processLeafMsgArgs Parse Error: '[a]'", dialect=LEAF)
+    fails(b"LMSG a b c 1\r\n", None, "processLeafMsgArgs Bad or Missing Reply Indicator: '[b]'", dialect=LEAF)
+    fails(b"RMSG $G a 1\r\nx\r\n", ERR_UNKNOWN_OP, dialect=LEAF)
+    fails(b"RS+ $G a\r\n", ERR_UNKNOWN_OP, dialect=LEAF)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from([GATEWAY, LEAF]))
+def test_only_protocol_errors_escape_the_other_dialects(data: bytes, dialect: str) -> None:
+    p = RouteParser(dialect=dialect)
+    try:
+        p.feed(data)
+        p.feed(b"\r\n" + data)
+    except ProtocolError:
+        pass

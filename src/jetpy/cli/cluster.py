@@ -1,9 +1,12 @@
-"""`jetpy cluster up`: a local cluster in one command, for development and tests.
+"""`jetpy cluster up`: a local cluster (or super cluster) in one command, for development and tests.
 
 Owns starting ``--size`` jetpy servers as child processes (``python -m jetpy.server``, nothing of
 the server imported here), each routed to the first one so that gossip forms the mesh, on
 consecutive ports from ``--port``/``--cluster-port``/``--http-port`` (0: any free port, read back
-from the server's own log line), their logs interleaved on stdout with each server's name in
+from the server's own log line); with ``--clusters N``, N such clusters joined by gateways (ports
+from ``--gateway-port``; gateways have no command-line flags, so each server also gets a config
+file holding its ``gateway {}`` block, in a temporary directory removed at the end), every
+server's gateway pointed at the first server of the first cluster, the rest learned by gossip; their logs interleaved on stdout with each server's name in
 front, the URLs printed once every server is ready, and the stop: on Ctrl-C (or SIGTERM) every
 child gets SIGTERM by its PID, SIGKILL after :data:`STOP_TIMEOUT`, and the command exits 0. A
 server that dies on its own stops the others and exits 1. Children run in their own session, so
@@ -16,9 +19,11 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import IO, Annotated, Final
 
@@ -33,9 +38,11 @@ app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": [
 START_TIMEOUT: Final = 30.0  # seconds a server may take to be ready (a cold Python start)
 STOP_TIMEOUT: Final = 5.0  # seconds between SIGTERM and SIGKILL
 MAX_SIZE: Final = 32  # servers in one local cluster: a full mesh of n has n*(n-1)/2 routes
+MAX_CLUSTERS: Final = 8  # clusters in one local super cluster
 _CLIENT = re.compile(r"Listening for client connections on (\S+):(\d+)")
 _ROUTE = re.compile(r"Listening for route connections on (\S+):(\d+)")
 _HTTP = re.compile(r"Starting http monitor on (\S+):(\d+)", re.IGNORECASE)
+_GATEWAY = re.compile(r"Listening for gateways connections on (\S+):(\d+)")
 
 
 @dataclass
@@ -45,8 +52,10 @@ class Member:
     client_port: int = 0
     route_port: int = 0
     http_port: int = 0
+    gateway_port: int = 0
     ready: threading.Event = field(default_factory=threading.Event)
     route_known: threading.Event = field(default_factory=threading.Event)
+    gateway_known: threading.Event = field(default_factory=threading.Event)
 
 
 def _pump(m: Member, out: IO[str], quiet: bool, lock: threading.Lock) -> None:
@@ -60,6 +69,9 @@ def _pump(m: Member, out: IO[str], quiet: bool, lock: threading.Lock) -> None:
             m.route_known.set()
         elif h := _HTTP.search(line):
             m.http_port = int(h.group(2))
+        elif g := _GATEWAY.search(line):
+            m.gateway_port = int(g.group(2))
+            m.gateway_known.set()
         if "Server is ready" in line:
             m.ready.set()
         if not quiet:
@@ -68,6 +80,7 @@ def _pump(m: Member, out: IO[str], quiet: bool, lock: threading.Lock) -> None:
                 out.flush()
     m.ready.set()
     m.route_known.set()
+    m.gateway_known.set()
 
 
 def _start(cmd: list[str], name: str, quiet: bool, lock: threading.Lock) -> Member:
@@ -124,6 +137,16 @@ def up(
     http_port: Annotated[
         int, typer.Option("--http-port", help="First monitoring port (then +1 per server); -1: any, 0: none.")
     ] = 8222,
+    clusters: Annotated[
+        int, typer.Option("--clusters", help="Clusters of --size servers each, joined by gateways.")
+    ] = 1,
+    gateway_port: Annotated[
+        int,
+        typer.Option(
+            "--gateway-port",
+            help="First gateway port (then +1 per server; with --clusters 2+); 0: any free port.",
+        ),
+    ] = 7222,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print the URLs only, not the servers' logs.")
     ] = False,
@@ -134,39 +157,65 @@ def up(
         ),
     ] = None,
 ) -> None:
-    """Start a local cluster of jetpy servers (child processes) and run it until Ctrl-C."""
+    """Start a local cluster of jetpy servers (child processes), or with --clusters a super
+    cluster of such clusters joined by gateways, and run it until Ctrl-C."""
     if not 1 <= size <= MAX_SIZE:
         raise CliError(f"--size must be between 1 and {MAX_SIZE}", EXIT_USAGE)
+    if not 1 <= clusters <= MAX_CLUSTERS:
+        raise CliError(f"--clusters must be between 1 and {MAX_CLUSTERS}", EXIT_USAGE)
     extra = list(server_args or [])
     lock = threading.Lock()
     members: list[Member] = []
     old_int = signal.signal(signal.SIGINT, _interrupt)
     old_term = signal.signal(signal.SIGTERM, _interrupt)
-    seed_route = 0
+    confs = tempfile.TemporaryDirectory(prefix="jetpy-cluster-up-") if clusters > 1 else None
+    seed_gateway = 0
     try:
-        for i in range(size):
-            sname = f"n{i + 1}"
-            cmd = [sys.executable, "-m", "jetpy.server", "-a", host, "-n", sname, "--cluster_name", name]
-            cmd += ["-p", str(port + i if port else -1)]
-            cmd += ["--cluster", f"nats://{host}:{cluster_port + i if cluster_port else -1}"]
-            if http_port:
-                cmd += ["-m", str(http_port + i if http_port > 0 else -1)]
-            if i:
-                cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
-            m = _start([*cmd, *extra], sname, quiet, lock)
-            members.append(m)
-            _wait(m.route_known, m, "listen for routes")
-            if not i:
-                seed_route = m.route_port
+        for c in range(clusters):
+            cname = name if clusters == 1 else f"{name}{c + 1}"
+            seed_route = 0
+            for i in range(size):
+                k = c * size + i  # the server's place: its ports are the first ones + k
+                sname = f"n{i + 1}" if clusters == 1 else f"c{c + 1}n{i + 1}"
+                cmd = [sys.executable, "-m", "jetpy.server", "-a", host, "-n", sname, "--cluster_name", cname]
+                cmd += ["-p", str(port + k if port else -1)]
+                cmd += ["--cluster", f"nats://{host}:{cluster_port + k if cluster_port else -1}"]
+                if http_port:
+                    cmd += ["-m", str(http_port + k if http_port > 0 else -1)]
+                if i:
+                    cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
+                if confs is not None:
+                    conf = Path(confs.name) / f"{sname}.conf"
+                    conf.write_text(
+                        _gateway_conf(
+                            cname, host, gateway_port + k if gateway_port else -1, name, seed_gateway
+                        )
+                    )
+                    cmd += ["-c", str(conf)]
+                m = _start([*cmd, *extra], sname, quiet, lock)
+                members.append(m)
+                _wait(m.route_known, m, "listen for routes")
+                if not i:
+                    seed_route = m.route_port
+                if confs is not None and not seed_gateway:
+                    _wait(m.gateway_known, m, "listen for gateways")
+                    seed_gateway = m.gateway_port
         for m in members:
             _wait(m.ready, m, "start")
         with lock:
-            print(f"cluster {name!r}: {size} server(s) up; Ctrl-C stops them", flush=True)
+            if clusters == 1:
+                print(f"cluster {name!r}: {size} server(s) up; Ctrl-C stops them", flush=True)
+            else:
+                print(
+                    f"super cluster: {clusters} clusters of {size} server(s) up; Ctrl-C stops them",
+                    flush=True,
+                )
             for m in members:
                 mon = f"  monitor http://{host}:{m.http_port}" if m.http_port else ""
+                gw = f"  gateway nats://{host}:{m.gateway_port}" if confs is not None else ""
                 print(
                     f"  {m.name}  pid {m.proc.pid}  nats://{host}:{m.client_port}  "
-                    f"route nats-route://{host}:{m.route_port}{mon}",
+                    f"route nats-route://{host}:{m.route_port}{gw}{mon}",
                     flush=True,
                 )
             urls = ",".join(f"nats://{host}:{m.client_port}" for m in members)
@@ -185,3 +234,12 @@ def up(
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
         _stop(members)
+        if confs is not None:
+            confs.cleanup()
+
+
+def _gateway_conf(cluster: str, host: str, port: int, name: str, seed: int) -> str:
+    """A server's ``gateway {}`` block: its cluster, its listen address and, after the first
+    server, the first cluster's first server (the rest of the super cluster is learned)."""
+    remotes = f'gateways: [ {{ name: "{name}1", urls: ["nats://{host}:{seed}"] }} ]' if seed else ""
+    return f'gateway {{ name: "{cluster}", listen: "{host}:{port}", {remotes} }}\n'

@@ -1,5 +1,6 @@
 """`jetpy store check DIR` and `jetpy store dump DIR STREAM`: offline tools for a stopped server's
-file store (like Kafka's DumpLogSegments).
+file store (like Kafka's DumpLogSegments); compressed blocks are read as they are, an encrypted
+store with the server's key (``--key`` or ``$JETPY_STORE_KEY``).
 
 Owns: the two commands, what they print (the JSON report's shape included), decoding the stream
 metadata's JSON, and their exit codes: 0 every checked byte is valid, 1 damage was found
@@ -34,12 +35,28 @@ app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": [
 DirArg = Annotated[
     Path, typer.Argument(help="The server's store dir (-sd), or one stream's dir.", show_default=False)
 ]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--key",
+        envvar="JETPY_STORE_KEY",
+        help="The server's jetstream { key }, to read an encrypted store (or $JETPY_STORE_KEY, kept out of ps).",
+        show_default=False,
+    ),
+]
 
 
 def _scan() -> ModuleType:
     from jetpy.store import scan
 
     return scan
+
+
+def _keys(key: str | None) -> Any:
+    """The store's keys from ``--key`` (None without one); the cipher is read from each file."""
+    if not key:
+        return None
+    return _scan().store_keys(key)
 
 
 def _meta_doc(raw: bytes | None, status: str) -> tuple[dict[str, Any] | None, str]:
@@ -90,6 +107,7 @@ def _report(r: StreamReport) -> dict[str, Any]:
                 "msgs": b.msgs,
                 "erased": b.erased,
                 "tombstones": b.tombstones,
+                "form": b.form,
                 "first_seq": b.first_seq,
                 "last_seq": b.last_seq,
                 "bad": [
@@ -127,7 +145,7 @@ def _resolve(sc: ModuleType, directory: Path) -> dict[str, Path]:
     streams: dict[str, Path] = sc.find_streams(directory)
     if not streams:
         usage(
-            f"no jetpy file store found in {str(directory)!r} (expected jetstream/{sc.ACCOUNT}/streams/<name>/)"
+            f"no jetpy file store found in {str(directory)!r} (expected jetstream/<account>/streams/<name>/)"
         )
     return streams
 
@@ -137,15 +155,17 @@ def check(
     directory: DirArg,
     stream: Annotated[str | None, typer.Option("--stream", help="Only this stream.")] = None,
     json_out: Annotated[bool, typer.Option("--json", "-j", help="Print the full report as JSON.")] = False,
+    key: KeyOpt = None,
 ) -> None:
     """Validate every record's checksum and every metadata file; exit 1 if anything is damaged."""
     sc = _scan()
+    keys = _keys(key)
     streams = _resolve(sc, directory)
     if stream is not None:
         if stream not in streams:
             usage(f"no stream {stream!r} in {str(directory)!r} (found: {', '.join(streams) or 'none'})")
         streams = {stream: streams[stream]}
-    reports: list[dict[str, Any]] = [_report(sc.check_stream(n, p)) for n, p in streams.items()]
+    reports: list[dict[str, Any]] = [_report(sc.check_stream(n, p, keys)) for n, p in streams.items()]
     for r in reports:
         if r["locked"]:
             sys.stderr.write(
@@ -205,6 +225,8 @@ def check(
         for r in damaged:
             for p in r["problems"]:
                 info(f"{r['stream']}: {p}")
+        if any("encryption key" in p for r in damaged for p in r["problems"]):
+            info("the store is encrypted: give the server's key with --key (or $JETPY_STORE_KEY)")
     if damaged:
         raise CliError(
             f"damage found in {len(damaged)} of {len(reports)} streams: "
@@ -238,21 +260,22 @@ def dump(
     json_out: Annotated[
         bool, typer.Option("--json", "-j", help="One JSON object per block and record.")
     ] = False,
+    key: KeyOpt = None,
 ) -> None:
     """Print every record of a stream's block files: offset, kind, sequence, time, subject, sizes."""
     try:
-        _dump(directory, stream, payload, max_payload, json_out)
+        _dump(directory, stream, payload, max_payload, json_out, _keys(key))
     except BrokenPipeError as exc:
         raise reader_gone() from exc
 
 
-def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_out: bool) -> None:
+def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_out: bool, keys: Any) -> None:
     sc = _scan()
     streams = _resolve(sc, directory)
     if stream not in streams:
         usage(f"no stream {stream!r} in {str(directory)!r} (found: {', '.join(streams) or 'none'})")
     sdir = streams[stream]
-    meta, meta_status = _meta_doc(*sc.read_meta(sdir))
+    meta, meta_status = _meta_doc(*sc.read_meta(sdir, keys))
     out = sys.stdout
     if not json_out:
         out.write(f"Stream {stream} at {sdir}\n  metadata: {meta_status}\n")
@@ -260,7 +283,16 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
             out.write(f"  config: {json.dumps(meta['config'], sort_keys=True)}\n")
     damaged = meta is None
     for base, path in sc.block_files(sdir):
-        data, bh = sc.read_block(path, base)
+        try:
+            data, bh = sc.read_block(path, base, keys, sdir.name)
+        except sc.StoreError as exc:
+            damaged = True
+            out.write(
+                json.dumps({"block": path.name, "unreadable": str(exc)}) + "\n"
+                if json_out
+                else f"\nBlock {path.name}: {exc}\n"
+            )
+            continue
         damaged = damaged or bh is None
         hdr = None if bh is None else {"hwm": bh.hwm, "floor": bh.floor, "gen": bh.gen}
         if json_out:
@@ -321,7 +353,7 @@ def _dump(directory: Path, stream: str, payload: bool, max_payload: int, json_ou
                         line += f"\n{'':>18}headers: {_printable(item.hdr, 512)}"
                     line += f"\n{'':>18}payload: {_printable(item.payload, max_payload)}"
             out.write(line + "\n")
-    for c in sc.read_consumers(sdir):
+    for c in sc.read_consumers(sdir, None, keys):
         if json_out:
             out.write(json.dumps({"consumer": _consumer_dict(c)}) + "\n")
         else:

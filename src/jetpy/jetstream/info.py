@@ -92,6 +92,7 @@ def stream_info(
         state=stream_state(s, deleted_details=deleted_details, subjects=subjects),
         mirror=origins.mirror_info(now) if origins is not None else None,
         sources=origins.sources_info(now) if origins is not None else [],
+        domain=s.domain,
     )
 
 

@@ -32,6 +32,7 @@ class JszConfig(_Wire, frozen=True):
     max_memory: int = _always(0)
     max_storage: int = _always(0)
     store_dir: str = ""
+    domain: str = ""
 
 
 class StreamDetail(_Wire, frozen=True):

@@ -220,17 +220,7 @@ class Mirror:
     # -- report ---------------------------------------------------------------------------------
 
     def info(self, now: int) -> StreamSourceInfo:
-        cfg = self.config
-        link = self.link
-        return StreamSourceInfo(
-            name=cfg.name,
-            external=cfg.external,
-            lag=link.lag,
-            active=link.active(now),
-            error=link.err,
-            filter_subject=cfg.filter_subject,
-            subject_transforms=list(cfg.subject_transforms),
-        )
+        return self.link.info(self.config, now)
 
     def mirror_info(self, now: int) -> StreamSourceInfo | None:
         return self.info(now)

@@ -468,6 +468,7 @@ class StreamInfo(_Wire, frozen=True):
     config: StreamConfig = _always(StreamConfig())
     created: str = _always(ZERO_TIME)
     state: StreamState = _always(StreamState())
+    domain: str = ""  # the server's JetStream domain, when it has one
     cluster: ClusterInfo | None = None  # a replicated stream's (a single server writes none)
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)

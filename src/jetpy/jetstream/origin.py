@@ -42,6 +42,8 @@ from jetpy.jetstream.models import (
     ConsumerConfig,
     DeliverPolicy,
     ExternalStream,
+    StreamSource,
+    StreamSourceInfo,
     SubjectTransform,
     decode,
     encode,
@@ -72,6 +74,9 @@ RETRY_THRESHOLD: Final = 2.0  # seconds between two setups of the same link, at 
 RETRY_BASE: Final = 5.0  # back-off: this times twice the failures so far...
 RETRY_MAX: Final = 120.0  # ...up to this
 RESPONSE_WAIT: Final = 30.0  # seconds a consumer create may take before the link tries again
+EARLY_DELIVERIES: Final = (
+    10_000  # deliveries kept while the create answer is awaited (more: a gap, a new start)
+)
 ACK_WAIT: Final = 22 * 3600 * _S  # what nats-server sets; ack none makes it moot
 
 API_PREFIX: Final = "$JS.API"
@@ -210,6 +215,7 @@ class OriginLink:
         self._reply_sub: object | None = None
         self._deliver_sub: object | None = None
         self._deliver = ""
+        self._early: list[tuple[bytes, bytes | None, int, bytes]] = []  # deliveries before the answer
         self._timeout: asyncio.TimerHandle | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._health: asyncio.TimerHandle | None = None
@@ -292,6 +298,9 @@ class OriginLink:
             self._failed(self._setup_error(f'no responders for "{subject}"'))
             return
         reply = f"$JSC.R.{_token()}"
+        # listening before asking, as nats-server's link does: the consumer may deliver before its
+        # answer arrives, and anyone else listening on the subject must not take the first copies
+        self._deliver_sub = self.bus.subscribe(self._deliver, self._on_delivery)
         self._reply_sub = self.bus.subscribe(reply, self._on_response)
         self._sip = True
         self._timeout = asyncio.get_running_loop().call_later(RESPONSE_WAIT, self._no_response)
@@ -316,6 +325,7 @@ class OriginLink:
     def _no_response(self) -> None:
         self._timeout = None
         self._end_request()
+        self._drop_deliveries()
         log.warning(
             "JetStream %s consumer for '%s' on '%s' not created: no answer in %ds",
             self.kind,
@@ -327,6 +337,7 @@ class OriginLink:
 
     def _end_request(self) -> None:
         self._sip = False
+        self._early = []
         if self._reply_sub is not None:
             self.bus.unsubscribe(self._reply_sub)
             self._reply_sub = None
@@ -337,6 +348,7 @@ class OriginLink:
     def _on_response(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         if not self._sip:
             return
+        early = self._early
         self._end_request()
         if self._stopped:
             return
@@ -344,6 +356,7 @@ class OriginLink:
             resp = decode(data[hdr_len:], ConsumerCreateResponse)
         except msgspec.DecodeError:
             log.warning("JetStream bad %s consumer create response: %r", self.kind, data[hdr_len:][:200])
+            self._drop_deliveries()
             self._failed(ApiError.of(E.INVALID_JSON, err="consumer create response"))
             return
         if resp.error is not None or not resp.name:
@@ -354,13 +367,16 @@ class OriginLink:
                 self.origin,
                 resp.error.description if resp.error else "no consumer",
             )
+            self._drop_deliveries()
             self._failed(resp.error or self._setup_error("no consumer in the response"))
             return
+        if early:
+            resp = _before_early(resp, early)
         hdr = data[:hdr_len]
         identity = get_header(hdr, IDENTITY_HEADER) if hdr else None
         self.err = None
         self.fails = 0
-        self.cname = resp.name
+        self.cname = resp.name or ""
         self.dseq = 0
         self.last = time.time_ns()
         self.identity = identity.decode(errors="replace") if identity else ""
@@ -368,14 +384,18 @@ class OriginLink:
             self._schedule(self._delay())  # the owner wants another start: the consumer goes
             self._cancel()
             return
-        self._deliver_sub = self.bus.subscribe(self._deliver, self._on_delivery)
+        for delivery in early:  # what came before the answer, in order
+            self._on_delivery(*delivery)
+
+    def _drop_deliveries(self) -> None:
+        if self._deliver_sub is not None:
+            self.bus.unsubscribe(self._deliver_sub)
+            self._deliver_sub = None
 
     def _cancel(self) -> None:
         """Drop the current consumer: unsubscribe, and delete it on the origin."""
         self._end_request()
-        if self._deliver_sub is not None:
-            self.bus.unsubscribe(self._deliver_sub)
-            self._deliver_sub = None
+        self._drop_deliveries()
         if self.cname:
             # fire and forget (the reply goes nowhere); it would go by inactivity anyway
             self.bus.publish(
@@ -386,7 +406,11 @@ class OriginLink:
     # -- deliveries -----------------------------------------------------------------------------
 
     def _on_delivery(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        if self._stopped or not self.cname:
+        if self._stopped:
+            return
+        if not self.cname:
+            if self._sip and len(self._early) < EARLY_DELIVERIES:
+                self._early.append((subject, reply, hdr_len, bytes(data)))
             return
         self.last = time.time_ns()
         if len(data) == hdr_len and data.startswith(_CONTROL):
@@ -448,3 +472,34 @@ class OriginLink:
     def active(self, now: int) -> int:
         """Nanoseconds since the origin was last heard from, -1 if never (nats-server's ``active``)."""
         return now - self.last if self.last else -1
+
+    def info(self, cfg: StreamSource, now: int, seq: int = 0) -> StreamSourceInfo:
+        """The mirror's or the source's report in stream info (``seq``: a source's last copied)."""
+        return StreamSourceInfo(
+            name=cfg.name,
+            external=cfg.external,
+            lag=self.lag,
+            seq=seq,
+            active=self.active(now),
+            error=self.err,
+            filter_subject=cfg.filter_subject,
+            subject_transforms=list(cfg.subject_transforms),
+        )
+
+
+def _before_early(
+    resp: ConsumerCreateResponse, early: list[tuple[bytes, bytes | None, int, bytes]]
+) -> ConsumerCreateResponse:
+    """The create answer as of before the deliveries that overtook it: its ``delivered`` counts
+    them, and the owner takes ``delivered`` as where the origin starts for it."""
+    delivered = resp.delivered
+    if delivered is None:
+        return resp
+    for _subject, reply, _hdr_len, _data in early:
+        meta = parse_ack_subject(reply.decode()) if reply else None
+        if meta is not None and meta.consumer == resp.name:
+            if delivered.stream_seq >= meta.stream_seq:
+                before = msgspec.structs.replace(delivered, stream_seq=meta.stream_seq - 1, consumer_seq=0)
+                return msgspec.structs.replace(resp, delivered=before)
+            return resp
+    return resp

@@ -8,9 +8,10 @@ so this package stays testable and never imports the server.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jetpy.jetstream.models import AccountLimits
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
 __all__ = ["Caller", "JetStreamConfig", "MessageBus", "MessageHandler", "PersistedStream", "StoreProvider"]
@@ -18,11 +19,18 @@ __all__ = ["Caller", "JetStreamConfig", "MessageBus", "MessageHandler", "Persist
 
 @dataclass(slots=True)
 class JetStreamConfig:
+    """One account's JetStream: the server's settings (``max_memory``/``max_storage`` are the
+    server's limits, shared by every account), the account's name and its own limits, and the
+    server's JetStream domain ("" without one)."""
+
     store_dir: str = ""
     max_memory: int = -1
     max_storage: int = -1
     sync_interval: float | None = None  # None: fsync before every ack (group commit)
     server_name: str = ""
+    account: str = "$G"
+    limits: AccountLimits = field(default_factory=AccountLimits)
+    domain: str = ""
 
 
 # (subject, reply, hdr_len, data): ``data`` holds the header block (hdr_len bytes) then the payload

@@ -29,10 +29,10 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
-from jetpy.jetstream.models import StreamConfig
+from jetpy.jetstream.models import AccountLimits, StreamConfig
 from jetpy.jetstream.offline import OfflineStreams
 from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
-from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits
+from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits, ServerResources, stored_size
 from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.stream import MsgEntry, PublishResult, SkipEntry, Stream, limits_of, pub_error
 from jetpy.patterns import PatternSet
@@ -110,7 +110,7 @@ def _meta_json(cfg: StreamConfig, created: int, identity: str) -> bytes:
     return msgspec.json.encode(_StreamMeta(cfg, created, identity))
 
 
-def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
+def _open(found: PersistedStream, domain: str = "") -> Stream | tuple[str, StreamConfig | None]:
     """A persisted stream read back (its store opened, its limits applied, its message ids
     re-learnt), or why it cannot be served and its config if that at least was read. Touches
     nothing but the stream's own files (it runs in a worker thread)."""
@@ -126,9 +126,10 @@ def _open(found: PersistedStream) -> Stream | tuple[str, StreamConfig | None]:
         return str(e), meta.config
     try:
         identity = meta.identity or _derived_identity(found.name, meta.created)
-        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity)
+        stream = Stream(meta.config, store, created_ns=meta.created, identity=identity, domain=domain)
         # the store was opened without knowing its limits: apply them now
         store.update_limits(limits_of(meta.config))
+        store.set_compression(meta.config.compression)
         stream.rebuild_dedup(time.time_ns())
     except StoreError as e:
         store.stop()
@@ -145,14 +146,22 @@ class StreamRegistry:
         events: StreamEvents,
         max_memory: int = -1,
         max_storage: int = -1,
+        *,
+        limits: AccountLimits | None = None,
+        server: ServerResources | None = None,
+        domain: str = "",
     ) -> None:
+        """``max_memory``/``max_storage`` are the server's limits (when ``server`` is None: its
+        resources are then this registry's alone); ``limits`` the account's own; ``domain``
+        the server's JetStream domain, which PubAcks and stream infos name."""
         self.bus = bus
         self.stores = stores
         self.committer = committer
         self.events = events
+        self.domain = domain
         self.streams: dict[str, Stream] = {}
         self.expiry = ExpiryTimer(self.streams, self._expired)
-        self.resources = ResourceLimits(self.streams, max_memory, max_storage)
+        self.resources = ResourceLimits(self.streams, max_memory, max_storage, limits, server)
         self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
@@ -183,7 +192,7 @@ class StreamRegistry:
                     where,
                 )
                 continue
-            opened = await asyncio.to_thread(_open, found)
+            opened = await asyncio.to_thread(_open, found, self.domain)
             if isinstance(opened, Stream):
                 self._restored(opened)
                 recovered.append(opened)
@@ -229,13 +238,17 @@ class StreamRegistry:
     def create_steps(self, cfg: StreamConfig) -> Steps[Stream]:
         """:meth:`create` in steps (one per :data:`SUBSCRIBE_STEP` subjects subscribed)."""
         store_cfg = StoreConfig(
-            name=cfg.name, storage=cfg.storage, limits=limits_of(cfg), first_seq=cfg.first_seq or 1
+            name=cfg.name,
+            storage=cfg.storage,
+            limits=limits_of(cfg),
+            first_seq=cfg.first_seq or 1,
+            compression=cfg.compression,
         )
         store = self.stores.create(store_cfg)
         now = time.time_ns()
         identity = new_identity()
         store.write_meta(_meta_json(cfg, now, identity))
-        stream = Stream(cfg, store, now, identity)
+        stream = Stream(cfg, store, now, identity, domain=self.domain)
         self.streams[stream.name] = stream
         self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
@@ -249,10 +262,11 @@ class StreamRegistry:
         written, its limits applied, the ``Nats-Msg-Id`` s its writer saw ((id, seq, ts))
         remembered for de-duplication, and it is subscribed as a created stream is."""
         store.update_limits(limits_of(cfg))
+        store.set_compression(cfg.compression)
         # a new incarnation of the name: sources of it copy it again rather than risk a skip
         identity = new_identity()
         store.write_meta(_meta_json(cfg, created_ns, identity))
-        stream = Stream(cfg, store, created_ns, identity)
+        stream = Stream(cfg, store, created_ns, identity, domain=self.domain)
         stream.rebuild_dedup(time.time_ns(), msg_ids)
         if stream.durable:
             self.committer.synced(store)  # its filler synced it: consumer state may cover it all
@@ -361,13 +375,21 @@ class StreamRegistry:
         what the publish path does after storing (kept in step with :func:`ingest_handler`),
         but no PubAck: its durability is the group commit's business."""
         resources = self.resources
-        gauge = resources.gauge(stream.config.storage)
-        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+        storage = stream.config.storage
+        gauge = resources.gauge(storage)
+        if gauge.used >= gauge.limit and resources.exhausted(storage):
             return PublishResult(_exhausted_ack(stream.name))
+        acct = resources.account_gauge(storage)
+        size = len(entry.subject) + len(entry.hdr) + len(entry.payload)
+        if acct.used + size + MSG_SIZE_BOUND > acct.limit and resources.account_exceeded(
+            storage, stored_size(storage, len(entry.subject), len(entry.hdr), len(entry.payload))
+        ):
+            return PublishResult(_account_exceeded_ack(stream.name))
         res = stream.apply_msg(entry)
         stored = res.stored
         if stored is not None:
-            gauge.used += len(stored.subject) + len(stored.hdr) + len(stored.data) + MSG_SIZE_BOUND
+            gauge.used += size + MSG_SIZE_BOUND
+            acct.used += size + MSG_SIZE_BOUND
             if (
                 stored.hdr
                 or stream.recent.enabled
@@ -448,20 +470,31 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
     expiry = registry.expiry
     recent = stream.recent  # reset in place by updates; a new stream gets a new handler
     resources = registry.resources
-    gauge = resources.gauge(stream.config.storage)
+    storage = stream.config.storage
+    gauge = resources.gauge(storage)  # the server's
+    acct = resources.account_gauge(storage)  # the account's
     exhausted = _exhausted_ack(name)
+    exceeded = _account_exceeded_ack(name)
 
     def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         if name not in streams:
             return
-        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+        if gauge.used >= gauge.limit and resources.exhausted(storage):
             if reply is not None and not stream.config.no_ack:
                 publish_reply(reply, exhausted)
+            return
+        size = len(subject) + len(data) + MSG_SIZE_BOUND
+        if acct.used + size > acct.limit and resources.account_exceeded(
+            storage, stored_size(storage, len(subject), hdr_len, len(data) - hdr_len)
+        ):
+            if reply is not None and not stream.config.no_ack:
+                publish_reply(reply, exceeded)
             return
         res = process(subject, data[:hdr_len] if hdr_len else b"", data)
         stored = res.stored
         if stored is not None:
-            gauge.used += len(subject) + len(data) + MSG_SIZE_BOUND
+            gauge.used += size
+            acct.used += size
             # what the listener acts on; none of it for a plain message into a memory stream
             # that nobody consumes yet, where the call is a measurable share of the cost
             if stored.hdr or recent.enabled or stream.consumer_count or stream.config.retention == "interest":
@@ -486,6 +519,11 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
 def _exhausted_ack(stream: str) -> bytes:
     """The answer to a publish while the server's limit for the stream's storage is used up."""
     return pub_error(stream, ApiError.of(E.INSUFFICIENT_RESOURCES))
+
+
+def _account_exceeded_ack(stream: str) -> bytes:
+    """The answer to a publish that would take the account past its limit for the storage."""
+    return pub_error(stream, ApiError.of(E.ACCOUNT_RESOURCES_EXCEEDED))
 
 
 def recovery_line(lost: LostData | None, notes: Sequence[str]) -> str:

@@ -1,9 +1,10 @@
 """What JetStream reports about itself: account usage and limits (``$JS.API.INFO``) and
 nats-server's ``/jsz`` document.
 
-Owns: the measurements (memory and storage in use, stream and consumer counts, messages and
-bytes) and the configured limits as reported, built as the typed documents (``AccountInfo``,
-``jsz_models.JSInfo``). Also answers ``$JS.API.INFO`` (its route). Must not know: the network,
+Owns: the measurements of one account's JetStream (memory and storage in use, stream and
+consumer counts, messages and bytes) and its limits as reported, built as the typed documents
+(``AccountInfo``; its ``jsz_models.AccountDetail``), the server's /jsz over every account
+(:func:`jsz_stats`), and ``$JS.API.INFO`` (its route). Must not know: the network,
 how streams or consumers work.
 """
 
@@ -22,7 +23,6 @@ from jetpy.jetstream.info import stream_state
 from jetpy.jetstream.jsz_models import AccountDetail, JSInfo, JszConfig, StreamDetail
 from jetpy.jetstream.models import (
     AccountInfo,
-    AccountLimits,
     ClusterInfo,
     ConsumerInfo,
     JetStreamApiStats,
@@ -31,7 +31,7 @@ from jetpy.jetstream.models import (
 from jetpy.jetstream.ports import JetStreamConfig
 from jetpy.jetstream.registry import StreamRegistry
 
-__all__ = ["API_LEVEL", "Report"]
+__all__ = ["API_LEVEL", "AccountTotals", "Report", "jsz_stats"]
 
 API_LEVEL: Final = 1
 """The JetStream API level reported by ``$JS.API.INFO`` (2.11 = 1: Nats-TTL, markers); clients
@@ -73,21 +73,17 @@ class Report:
             reserved_storage=self.registry.resources.reserved("file"),
             streams=len(self.registry.streams),
             consumers=self._consumer_count(),
-            limits=AccountLimits(),  # the account's own limits: none until accounts (-1, as nats-server)
+            limits=self.config.limits,  # the account's own (-1: none), as nats-server reports them
+            domain=self.config.domain,
             api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
         )
         return AccountInfoResponse.of(info)
 
-    def jsz_stats(
-        self, *, accounts: bool, streams: bool, consumers: bool, config: bool, account: str
-    ) -> dict[str, Any]:
-        """nats-server's /jsz document (without server_id/now), measured from the streams, as
-        plain JSON values (the monitor's contract)."""
+    def account_detail(self, *, streams: bool, consumers: bool, config: bool) -> AccountTotals:
+        """This account as /jsz details it, with the totals the server's document adds up."""
         mem, sto = self.usage()
-        res_mem, res_sto = (
-            self.registry.resources.reserved("memory"),
-            self.registry.resources.reserved("file"),
-        )
+        res_mem = self.registry.resources.reserved("memory")
+        res_sto = self.registry.resources.reserved("file")
         msgs = nbytes = 0
         details: list[StreamDetail] = []
         registry = self.registry.streams
@@ -109,42 +105,75 @@ class Report:
                         consumer_detail=[_consumer_detail(c, config) for _, c in sorted(cs.items())],
                     )
                 )
-        api = JetStreamApiStats(total=self.stats.total, errors=self.stats.errors)
-        account_details: list[AccountDetail] = []
-        if (accounts or account) and account in ("", "$G"):
-            account_details.append(
-                AccountDetail(
-                    name="$G",
-                    id="$G",
-                    memory=mem,
-                    storage=sto,
-                    reserved_memory=res_mem,
-                    reserved_storage=res_sto,
-                    accounts=1,
-                    api=api,
-                    stream_detail=details,
-                )
-            )
-        doc = JSInfo(
-            config=JszConfig(
-                max_memory=self.config.max_memory,
-                max_storage=self.config.max_storage,
-                store_dir=self.config.store_dir,
-            ),
+        account = self.config.account
+        detail = AccountDetail(
+            name=account,
+            id=account,
             memory=mem,
             storage=sto,
             reserved_memory=res_mem,
             reserved_storage=res_sto,
             accounts=1,
-            api=api,
-            streams=len(registry),
-            consumers=self._consumer_count(),
-            messages=msgs,
-            bytes=nbytes,
-            account_details=account_details,
+            api=JetStreamApiStats(total=self.stats.total, errors=self.stats.errors),
+            stream_detail=details,
         )
-        out: dict[str, Any] = msgspec.to_builtins(doc)
-        return out
+        return AccountTotals(detail, len(registry), self._consumer_count(), msgs, nbytes)
+
+
+class AccountTotals(msgspec.Struct, frozen=True):
+    """One account's /jsz detail and what the server's totals add up from it."""
+
+    detail: AccountDetail
+    streams: int
+    consumers: int
+    messages: int
+    bytes: int
+
+
+def jsz_stats(
+    config: JetStreamConfig,
+    reports: list[Report],
+    *,
+    accounts: bool,
+    streams: bool,
+    consumers: bool,
+    config_detail: bool,
+    account: str,
+) -> dict[str, Any]:
+    """nats-server's /jsz document (without server_id/now) over every account's JetStream
+    (``config``: the server's settings), as plain JSON values (the monitor's contract);
+    ``account_details`` when ``accounts`` is asked for, or only ``account``'s."""
+    totals = [
+        r.account_detail(streams=streams, consumers=consumers, config=config_detail)
+        for r in sorted(reports, key=lambda r: r.config.account)
+    ]
+    mem = sum(t.detail.memory for t in totals)
+    sto = sum(t.detail.storage for t in totals)
+    api = JetStreamApiStats(
+        total=sum(t.detail.api.total for t in totals), errors=sum(t.detail.api.errors for t in totals)
+    )
+    details = [t.detail for t in totals if (accounts or account) and account in ("", t.detail.name)]
+    doc = JSInfo(
+        config=JszConfig(
+            max_memory=config.max_memory,
+            max_storage=config.max_storage,
+            store_dir=config.store_dir,
+            domain=config.domain,
+        ),
+        memory=mem,
+        storage=sto,
+        reserved_memory=sum(t.detail.reserved_memory for t in totals),
+        reserved_storage=sum(t.detail.reserved_storage for t in totals),
+        accounts=len(totals),
+        api=api,
+        streams=sum(t.streams for t in totals),
+        consumers=sum(t.consumers for t in totals),
+        messages=sum(t.messages for t in totals),
+        bytes=sum(t.bytes for t in totals),
+        account_details=details,
+    )
+    out: dict[str, Any] = msgspec.to_builtins(doc)
+    return out
 
 
 def _consumer_detail(c: Consumer, config: bool) -> ConsumerInfo:

@@ -323,7 +323,7 @@ class RestoreSession:
             raise _Failed(ApiError.of(E.STREAM_NAME_EXIST_RESTORE_FAILED))
         if reg.subjects_overlap(cfg):
             raise _Failed(ApiError.of(E.STREAM_SUBJECT_OVERLAP))
-        reg.resources.check_reservation(cfg)
+        reg.resources.check_create(cfg)
         stream = reg.adopt(cfg, store, meta.created, self._msg_ids)
         self._store = None  # the stream owns it now
         reg.resources.recount(cfg.storage)

@@ -211,18 +211,7 @@ class Source:
         return False
 
     def info(self, now: int) -> StreamSourceInfo:
-        cfg = self.config
-        link = self.link
-        return StreamSourceInfo(
-            name=cfg.name,
-            external=cfg.external,
-            lag=link.lag,
-            seq=self.sseq,
-            active=link.active(now),
-            error=link.err,
-            filter_subject=cfg.filter_subject,
-            subject_transforms=list(cfg.subject_transforms),
-        )
+        return self.link.info(self.config, now, self.sseq)
 
 
 def _before(rfc3339: str, ns: int) -> bool:

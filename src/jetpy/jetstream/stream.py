@@ -93,17 +93,22 @@ class PublishResult(msgspec.Struct, frozen=True, gc=False):
     republish: RepublishedMsg | None = None  # what to publish for the stream's ``republish``
 
 
-def _ack_format(stream: str) -> bytes:
+def _ack_format(stream: str, domain: str = "") -> bytes:
     """nats-server's PubAck for ``stream`` as a %-format taking the sequence (it writes these by
-    hand, hence the odd spacing). A stream keeps its own, so that an ack is one % per message."""
-    return b'{"stream":"%s", "seq":%%d}' % stream.encode().replace(b"%", b"%%")
+    hand, hence the odd spacing; the server's JetStream domain after the stream, when it has
+    one). A stream keeps its own, so that an ack is one % per message."""
+    head = b'{"stream":"%s", ' % stream.encode()
+    if domain:
+        head += b'"domain":"%s", ' % domain.encode()
+    return head.replace(b"%", b"%%") + b'"seq":%d}'
 
 
-def pub_ack(stream: str, seq: int, duplicate: bool = False) -> bytes:
+def pub_ack(stream: str, seq: int, duplicate: bool = False, domain: str = "") -> bytes:
     # byte-for-byte nats-server's PubAck
+    ack = _ack_format(stream, domain) % seq
     if duplicate:
-        return b'{"stream":"%s", "seq":%d,"duplicate": true}' % (stream.encode(), seq)
-    return _ack_format(stream) % seq
+        return ack[:-1] + b',"duplicate": true}'
+    return ack
 
 
 def pub_error(stream: str, err: ApiError) -> bytes:
@@ -166,7 +171,9 @@ class Stream:
     anything) and :meth:`apply` (the decided change, applied deterministically to the store and
     to the stream's own state). A single server decides and applies at once (:meth:`process`)."""
 
-    def __init__(self, config: StreamConfig, store: StreamStore, created_ns: int, identity: str = "") -> None:
+    def __init__(
+        self, config: StreamConfig, store: StreamStore, created_ns: int, identity: str = "", domain: str = ""
+    ) -> None:
         self.config = config
         self.name = config.name
         self.store = store
@@ -175,7 +182,8 @@ class Stream:
         # (nats-server's Nats-Stream-Identity), so those copying it can tell
         self.identity = identity
         self.durable = config.storage == "file"
-        self._ack_format = _ack_format(self.name)  # the PubAck, but for its sequence
+        self.domain = domain  # the server's JetStream domain ("" without one)
+        self._ack_format = _ack_format(self.name, domain)  # the PubAck, but for its sequence
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
@@ -212,6 +220,7 @@ class Stream:
         self._derive(config)
         # in place: consumers hold this object (the update may also have removed messages)
         self.recent.reset(_store_never_discards(config))
+        self.store.set_compression(config.compression)
         yield from self.store.update_limits_steps(limits_of(config))
         if config.max_age > 0:
             now = time.time_ns() if now_ns is None else now_ns
@@ -389,7 +398,8 @@ class Stream:
             seen = self._dedup.get(msg_id)
             if seen is not None:
                 return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0
+                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
+                    seen[0] if self.durable else 0,
                 )
         last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
         if last_seq is not None:

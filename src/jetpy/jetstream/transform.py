@@ -270,6 +270,11 @@ class SubjectTransform:
         extra = args[1] if kind == "split" else args[1].strip()
         return name[0].lower() + name[1:], indexes, extra
 
+    @property
+    def deterministic(self) -> bool:
+        """A subject always maps to the same subject (no ``{{random(n)}}``)."""
+        return all(kind != "random" for kind, _, _ in self._dest)
+
     def apply(self, subject: str) -> str | None:
         """The mapped subject, or None when ``subject`` does not match the source."""
         toks = subject.split(".")

@@ -28,7 +28,7 @@ __all__ = [
 
 NOT_YET: Final = "{} is not supported by this server yet"
 
-UNBUILT_STREAM_FIELDS: Final = ("compression",)
+UNBUILT_STREAM_FIELDS: Final[tuple[str, ...]] = ()  # every stream field is carried out
 UNBUILT_CONSUMER_FIELDS: Final[tuple[str, ...]] = ()  # every consumer field is carried out
 
 
@@ -38,8 +38,6 @@ def check_stream_built(cfg: StreamConfig) -> None:
     if any(src.consumer is not None for src in copies):
         # ADR-60's user-made durable consumer for copying work-queue and interest streams
         raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format("a mirror's or source's consumer"))
-    if cfg.compression != "none":
-        raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format(f"compression {cfg.compression!r}"))
     placement = cfg.placement
     if placement is not None and (placement.cluster or placement.tags):
         raise ApiError.of(

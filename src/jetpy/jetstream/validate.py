@@ -455,7 +455,9 @@ _DELIVER_POLICIES: Final[dict[str, tuple[str, bool, bool]]] = {
 }
 
 
-def _consumer_defaults(stream: StreamConfig, cfg: ConsumerConfig, pedantic: bool) -> ConsumerConfig:
+def _consumer_defaults(
+    stream: StreamConfig, cfg: ConsumerConfig, pedantic: bool, account_max_ack_pending: int = -1
+) -> ConsumerConfig:
     """nats-server's ``setConsumerConfigDefaults`` (plus the ephemeral inactivity default)."""
     ch: dict[str, object] = {}
     if cfg.max_deliver == 0 or cfg.max_deliver < -1:
@@ -491,6 +493,8 @@ def _consumer_defaults(stream: StreamConfig, cfg: ConsumerConfig, pedantic: bool
         max_ack_pending = limits.max_ack_pending
     if max_ack_pending == 0 and cfg.ack_policy != "none":
         max_ack_pending = MAX_ACK_PENDING_DEFAULT
+        if 0 < account_max_ack_pending < max_ack_pending:  # the account's limit, when lower
+            max_ack_pending = account_max_ack_pending
     if max_ack_pending != cfg.max_ack_pending:
         ch["max_ack_pending"] = max_ack_pending
 
@@ -515,9 +519,12 @@ def check_consumer_config(
     *,
     pedantic: bool = False,
     others: Iterable[ConsumerConfig] = (),
+    account_max_ack_pending: int = -1,
 ) -> ConsumerConfig:
     """nats-server's consumer defaults + ``checkConsumerCfg`` + the work-queue rules.
 
+    ``account_max_ack_pending`` is the account's limit (-1: none): the default when it is lower
+    than nats-server's, and refused above it (10121).
     ``stream`` is the parent stream's (normalized) config. ``others`` are the stream's other
     consumers (not this one, not internal ``direct`` ones): a work-queue stream needs them to
     check that filters partition the stream (10099/10100). Name-vs-request-subject checks
@@ -532,7 +539,7 @@ def check_consumer_config(
     if cfg.num_replicas > 1:
         # single server: refused up front, as nats-server does without a cluster
         raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED)
-    cfg = _consumer_defaults(stream, cfg, pedantic)
+    cfg = _consumer_defaults(stream, cfg, pedantic, account_max_ack_pending)
 
     if cfg.num_replicas > 0 and cfg.num_replicas > stream.num_replicas:
         raise _fail(E.CONSUMER_REPLICAS_EXCEEDS_STREAM)
@@ -557,6 +564,8 @@ def check_consumer_config(
     limits = stream.consumer_limits
     if limits.max_ack_pending > 0 and cfg.max_ack_pending > limits.max_ack_pending:
         raise _fail(E.CONSUMER_MAX_PENDING_ACK_EXCESS, limit=limits.max_ack_pending)
+    if account_max_ack_pending > 0 and cfg.max_ack_pending > account_max_ack_pending:
+        raise _fail(E.CONSUMER_MAX_PENDING_ACK_EXCESS, limit=account_max_ack_pending)
     if limits.inactive_threshold > 0 and cfg.inactive_threshold > limits.inactive_threshold:
         raise _fail(E.CONSUMER_INACTIVE_THRESHOLD_EXCESS, limit=limits.inactive_threshold)
 

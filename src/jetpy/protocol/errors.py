@@ -11,11 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ERR_ACCOUNT_EXPIRED",
+    "ERR_AUTH_EXPIRED",
+    "ERR_AUTH_REVOKED",
     "ERR_AUTH_TIMEOUT",
     "ERR_AUTH_VIOLATION",
     "ERR_INVALID_PROTOCOL",
     "ERR_INVALID_PUB_SUBJECT",
     "ERR_INVALID_SUBJECT",
+    "ERR_MAX_ACCOUNT_CONNECTIONS",
     "ERR_MAX_CONNECTIONS",
     "ERR_MAX_CONTROL_LINE",
     "ERR_MAX_PAYLOAD",
@@ -36,6 +40,10 @@ ERR_STALE_CONNECTION = "Stale Connection"
 ERR_INVALID_PROTOCOL = "invalid client protocol"
 ERR_NO_RESPONDERS_HEADERS = "no responders requires headers support"
 ERR_MAX_CONNECTIONS = "maximum connections exceeded"
+ERR_MAX_ACCOUNT_CONNECTIONS = "maximum account active connections exceeded"  # an account JWT's conn
+ERR_AUTH_EXPIRED = "User Authentication Expired"  # a user JWT's expiry came
+ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"  # the account JWT's expiry came first
+ERR_AUTH_REVOKED = "User Authentication Revoked"  # the account revoked a connected user
 ERR_MAX_SUBSCRIPTIONS = "maximum subscriptions exceeded"  # non-fatal
 ERR_INVALID_SUBJECT = "Invalid Subject"  # non-fatal
 ERR_INVALID_PUB_SUBJECT = "Invalid Publish Subject"  # non-fatal

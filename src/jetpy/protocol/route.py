@@ -16,8 +16,18 @@ servers also speak to a peer that does not offer route pooling)::
 Arguments are separated by runs of spaces or tabs (nats-server's splitArg); sizes are 1 to 9
 digits. A malformed argument list is a :class:`ProtocolError` without an ``-ERR`` text (nats-server
 logs it, e.g. ``processRoutedMsgArgs Parse Error: '[$G foo]'``, and closes the route), an unknown
-op is ``Unknown Protocol Operation``. The leaf-node forms (``LS+``, ``LMSG``) and the gateway
-ones (``A+``) are unknown here: jetpy does not offer ``lnoc`` to its peers, so they send RS+.
+op is ``Unknown Protocol Operation``.
+
+The parser speaks one of three dialects of that grammar (:data:`ROUTE`, :data:`GATEWAY`,
+:data:`LEAF`): a gateway's is a route's plus the account-interest lines ``A+ <account>`` and
+``A- <account>``; a leaf node's names no account (one is bound to the connection)::
+
+    LS+ <subject>[ <queue> <weight>]      LS- <subject>[ <queue>]
+    LMSG <subject> [reply ]<size>         LMSG <subject> (+ <reply>|\\|) <queue>... <size>
+    HMSG <subject> ... <hdr_len> <size>
+
+and its ops carry ``b""`` as their account. On routes the leaf forms are unknown: jetpy does not
+offer ``lnoc`` to its route peers, so they announce their leaf nodes' interest with RS+.
 
 Ops are tuples (first element the code)::
 
@@ -25,6 +35,7 @@ Ops are tuples (first element the code)::
     (R_MSGS,  account, subject, datas: list[bytes], sizes: list[bytes])   # a run, see below
     (R_SUB,   account, subject, queue | None, weight)
     (R_UNSUB, account, subject, queue | None)
+    (A_SUB, account) (A_UNSUB, account)                                   # gateways only
     (CONNECT, json: bytes) (INFO, json: bytes) (ERR, text: bytes) (PING,) (PONG,) (OK,)
 
 ``data`` holds the header block then the payload; ``sizes`` is the size field as the peer
@@ -50,8 +61,13 @@ from jetpy.protocol.framing import Framer
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
 
 __all__ = [
+    "A_SUB",
+    "A_UNSUB",
+    "GATEWAY",
+    "LEAF",
     "MAX_ROUTE_CONTROL_LINE",
     "MAX_ROUTE_PAYLOAD",
+    "ROUTE",
     "R_MSG",
     "R_MSGS",
     "R_SUB",
@@ -63,6 +79,12 @@ R_MSG: Final = 20
 R_MSGS: Final = 21
 R_SUB: Final = 22
 R_UNSUB: Final = 23
+A_SUB: Final = 24
+A_UNSUB: Final = 25
+
+ROUTE: Final = "route"
+GATEWAY: Final = "gateway"
+LEAF: Final = "leaf"
 
 MAX_ROUTE_CONTROL_LINE: Final = 64 * 1024
 """Longest route control line: a peer's RMSG carries a subject, a reply and queue names (each
@@ -76,12 +98,8 @@ _MAX_SIZE_DIGITS: Final = 9
 _HMSG: Final = -1  # internal: an HMSG parses like RMSG with a header size
 _SEP_TABLE: Final = bytes.maketrans(b"\t\r\n", b"   ")
 
-# op name (upper case) -> (code, must a space or tab follow?)
-_NAMES: Final[tuple[tuple[bytes, int, bool], ...]] = (
-    (b"RMSG", R_MSG, True),
-    (b"RS+", R_SUB, True),
-    (b"RS-", R_UNSUB, True),
-    (b"HMSG", _HMSG, True),
+# op name (upper case) -> (code, must a space or tab follow?), per dialect
+_COMMON: Final[tuple[tuple[bytes, int, bool], ...]] = (
     (b"PING", PING, False),
     (b"PONG", PONG, False),
     (b"CONNECT", CONNECT, False),
@@ -89,17 +107,39 @@ _NAMES: Final[tuple[tuple[bytes, int, bool], ...]] = (
     (b"+OK", OK, False),
     (b"-ERR", ERR, True),
 )
+_ROUTE_NAMES: Final = (
+    (b"RMSG", R_MSG, True),
+    (b"RS+", R_SUB, True),
+    (b"RS-", R_UNSUB, True),
+    (b"HMSG", _HMSG, True),
+    *_COMMON,
+)
+_NAMES: Final[dict[str, tuple[tuple[bytes, int, bool], ...]]] = {
+    ROUTE: _ROUTE_NAMES,
+    GATEWAY: (*_ROUTE_NAMES, (b"A+", A_SUB, True), (b"A-", A_UNSUB, True)),
+    LEAF: (
+        (b"LMSG", R_MSG, True),
+        (b"LS+", R_SUB, True),
+        (b"LS-", R_UNSUB, True),
+        (b"HMSG", _HMSG, True),
+        *_COMMON,
+    ),
+}
 _NO_ARG: Final = frozenset((PING, PONG, OK))
 _PING: Final[Op] = (PING,)
 _PONG: Final[Op] = (PONG,)
 _OK: Final[Op] = (OK,)
 
-# The common RMSG line: account, subject, an optional reply and the size (one or two fields
-# before the size: three or four arguments, nats-server's forms without queue groups).
+# The common message line: account, subject, an optional reply and the size (one or two fields
+# before the size: three or four arguments, nats-server's forms without queue groups). A leaf
+# node's line has no account: the empty group stands for it.
 _FIELD: Final = rb"([!-~\x80-\xff]+)"
-_FAST_RMSG: Final = re.compile(
-    rb"RMSG " + _FIELD + b" " + _FIELD + rb" (?:" + _FIELD + rb" )?([0-9]{1,9})\r\n"
-)
+_TAIL: Final = b" " + _FIELD + rb" (?:" + _FIELD + rb" )?([0-9]{1,9})\r\n"
+_FAST: Final[dict[str, re.Pattern[bytes]]] = {
+    ROUTE: re.compile(rb"RMSG " + _FIELD + _TAIL),
+    GATEWAY: re.compile(rb"RMSG " + _FIELD + _TAIL),
+    LEAF: re.compile(rb"LMSG ()" + _TAIL[1:]),
+}
 
 
 def _size(tok: bytes) -> int:
@@ -119,10 +159,10 @@ def _show(args: list[bytes]) -> str:
     return "[" + " ".join(a.decode("utf-8", "replace") for a in args) + "]"
 
 
-def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
+def _op_name(names: tuple[tuple[bytes, int, bool], ...], buf: bytes, pos: int, n: int) -> tuple[int, int]:
     """(op code, index after the name); (0, 0) while the name is incomplete."""
     head = buf[pos : pos + 8].upper()
-    for name, code, sep in _NAMES:
+    for name, code, sep in names:
         k = len(name)
         if head.startswith(name):
             if sep:
@@ -137,16 +177,22 @@ def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
 
 
 def msg_args(
-    arg: bytes, headers: bool
+    arg: bytes, headers: bool, account: bool = True
 ) -> tuple[bytes, bytes, bytes | None, list[bytes] | None, int, int, bytes]:
     """An RMSG/HMSG argument line as nats-server's processRoutedMsgArgs/processRoutedHeaderMsgArgs
-    read it: (account, subject, reply, queues, hdr_len, size, sizes field)."""
+    read it (``account`` False: a leaf node's LMSG/HMSG, processLeafMsgArgs): (account, subject,
+    reply, queues, hdr_len, size, sizes field); a leaf node's account is ``b""``."""
     args = _split(arg)
+    if not account:
+        args.insert(0, b"")
     n = len(args)
-    who = "processRoutedHeaderMsgArgs" if headers else "processRoutedMsgArgs"
+    if account:
+        who = "processRoutedHeaderMsgArgs" if headers else "processRoutedMsgArgs"
+    else:
+        who = "processLeafHeaderMsgArgs" if headers else "processLeafMsgArgs"
     fixed = 4 if headers else 3  # account, subject, [hdr,] size
     if n < fixed:
-        raise ProtocolError(None, f"{who} Parse Error: '{_show(args)}'")
+        raise ProtocolError(None, f"{who} Parse Error: '{_show(args[0 if account else 1 :])}'")
     reply: bytes | None = None
     queues: list[bytes] | None = None
     if n == fixed + 1:
@@ -162,7 +208,7 @@ def msg_args(
             raise ProtocolError(None, f"{who} Bad or Missing Reply Indicator: '{_show([ind])}'")
     size = _size(args[-1])
     if size < 0:
-        raise ProtocolError(None, f"{who} Bad or Missing Size: '{_show(args)}'")
+        raise ProtocolError(None, f"{who} Bad or Missing Size: '{_show(args[0 if account else 1 :])}'")
     hdr = 0
     sizes = args[-1]
     if headers:
@@ -180,12 +226,19 @@ def msg_args(
 class RouteParser(Framer):
     """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
 
-    __slots__ = ()
+    __slots__ = ("_account", "_fast", "_names", "dialect")
 
     def __init__(
-        self, max_control_line: int = MAX_ROUTE_CONTROL_LINE, max_payload: int = MAX_ROUTE_PAYLOAD
+        self,
+        max_control_line: int = MAX_ROUTE_CONTROL_LINE,
+        max_payload: int = MAX_ROUTE_PAYLOAD,
+        dialect: str = ROUTE,
     ) -> None:
         super().__init__(max_control_line, max_payload)
+        self.dialect = dialect
+        self._names = _NAMES[dialect]
+        self._fast = _FAST[dialect]
+        self._account = dialect != LEAF
 
     def _parse(self, buf: bytes, ops: list[Op]) -> int:
         n = len(buf)
@@ -193,7 +246,7 @@ class RouteParser(Framer):
         max_line = self.max_control_line
         max_payload = self.max_payload
         append = ops.append
-        match = _FAST_RMSG.match
+        match = self._fast.match
         startswith = buf.startswith
         run_key: tuple[bytes, bytes] | None = None  # (account, subject) of the run the last op is
         run_datas: list[bytes] | None = None
@@ -249,7 +302,7 @@ class RouteParser(Framer):
 
     def _general(self, buf: bytes, pos: int, n: int, add: Callable[[Op], None]) -> int:
         """Parse the op at ``pos`` exactly; the index after it, or -1 if it is incomplete."""
-        code, k = _op_name(buf, pos, n)
+        code, k = _op_name(self._names, buf, pos, n)
         if code == 0:
             return -1
         if code in _NO_ARG:
@@ -276,7 +329,7 @@ class RouteParser(Framer):
             raise ProtocolError(ERR_MAX_CONTROL_LINE)
         after = nl + 1
         if code in (R_MSG, _HMSG):
-            account, subject, reply, queues, hdr, size, sizes = msg_args(arg, code == _HMSG)
+            account, subject, reply, queues, hdr, size, sizes = msg_args(arg, code == _HMSG, self._account)
             if size > self.max_payload:
                 raise ProtocolError(None, f"route message of {size} bytes exceeds {self.max_payload}")
             stop = after + size
@@ -291,7 +344,9 @@ class RouteParser(Framer):
             return stop + 2
         if code == R_SUB:
             args = _split(arg)
-            if len(args) == 2:
+            if not self._account:
+                self._leaf_sub(args, arg, add)
+            elif len(args) == 2:
                 add((R_SUB, args[0], args[1], None, 0))
             elif len(args) == 4:
                 # nats-server keeps an unreadable weight as -1: that member counts for nothing
@@ -300,6 +355,8 @@ class RouteParser(Framer):
                 raise ProtocolError(None, f"processRemoteSub Parse Error: '{arg.decode('utf-8', 'replace')}'")
         elif code == R_UNSUB:
             args = _split(arg)
+            if not self._account:
+                args.insert(0, b"")
             if len(args) == 2:
                 add((R_UNSUB, args[0], args[1], None))
             elif len(args) == 3:
@@ -308,6 +365,12 @@ class RouteParser(Framer):
                 raise ProtocolError(
                     None, f"processRemoteUnsub parse error: '{arg.decode('utf-8', 'replace')}'"
                 )
+        elif code in (A_SUB, A_UNSUB):
+            args = _split(arg)
+            if len(args) != 1:
+                who = "processGatewayAccountSub" if code == A_SUB else "processGatewayAccountUnsub"
+                raise ProtocolError(None, f"{who} Parse Error: '{arg.decode('utf-8', 'replace')}'")
+            add((code, args[0]))
         elif code == CONNECT:
             add((CONNECT, arg))
         elif code == INFO:
@@ -315,3 +378,14 @@ class RouteParser(Framer):
         else:  # -ERR
             add((ERR, arg))
         return after
+
+    @staticmethod
+    def _leaf_sub(args: list[bytes], arg: bytes, add: Callable[[Op], None]) -> None:
+        """``LS+ <subject>[ <queue> <weight>]`` (nats-server's processLeafSub: one argument or
+        three, a queue group always with its weight)."""
+        if len(args) == 1:
+            add((R_SUB, b"", args[0], None, 0))
+        elif len(args) == 3:
+            add((R_SUB, b"", args[0], args[1], max(_size(args[2]), 0)))
+        else:
+            raise ProtocolError(None, f"processLeafSub Parse Error: '{arg.decode('utf-8', 'replace')}'")

@@ -96,6 +96,10 @@ class RouteInfo:
     route_pool_size: int = 0
     route_pool_idx: int = 0
     route_account: str = ""
+    gateway_url: str = ""  # the peer's gateway URL (in a super cluster)
+    gateway: str = ""  # a gateway the peer gossips (with gateway_cmd 1) ...
+    gateway_urls: tuple[str, ...] = ()  # ... and its URLs
+    gateway_cmd: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +142,10 @@ def decode_route_info(raw: bytes) -> RouteInfo:
         route_pool_size=f.get("route_pool_size", 0),
         route_pool_idx=f.get("route_pool_idx", 0),
         route_account=f.get("route_account", ""),
+        gateway_url=f.get("gateway_url", ""),
+        gateway=f.get("gateway", ""),
+        gateway_urls=tuple(u for u in f.get("gateway_urls", ()) if u),
+        gateway_cmd=f.get("gateway_cmd", 0),
     )
 
 
@@ -176,6 +184,7 @@ def info_line(
     connect_urls: list[str] | None = None,
     ws_connect_urls: list[str] | None = None,
     ldm: bool = False,
+    gateway_url: str = "",
     trailing_space: bool = True,
 ) -> bytes:
     """A route INFO in nats-server 2.9's field order (``proto`` 2: accounts on every line).
@@ -211,6 +220,8 @@ def info_line(
         doc["ws_connect_urls"] = ws_connect_urls
     if ldm:
         doc["ldm"] = True
+    if gateway_url:
+        doc["gateway_url"] = gateway_url
     body = json.dumps(doc, separators=(",", ":")).encode()
     return b"INFO " + body + (b" \r\n" if trailing_space else b"\r\n")
 
@@ -249,9 +260,9 @@ def msg_head(account: bytes, headers: bool) -> bytes:
 
 
 def queue_msg(
-    account: bytes, subject: bytes, reply: bytes | None, queues: list[bytes], hdr_len: int, data: bytes
+    head: bytes, subject: bytes, reply: bytes | None, queues: list[bytes], hdr_len: int, data: bytes
 ) -> bytes:
-    """A frame for the queue groups ``queues`` (and every plain subscriber) on the peer."""
-    head = msg_head(account, hdr_len > 0) + subject
+    """A frame for the queue groups ``queues`` (and every plain subscriber) on the peer; ``head``
+    is what goes before the subject (:func:`msg_head`, or ``LMSG ``/``HMSG `` on a leaf node)."""
     marker = b" + " + reply + b" " if reply else b" | "
-    return head + marker + b" ".join(queues) + b" " + msg_tail(None, hdr_len, data)
+    return head + subject + marker + b" ".join(queues) + b" " + msg_tail(None, hdr_len, data)

@@ -23,12 +23,15 @@ from collections.abc import Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
+from jetpy.server.accounts import Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
-from jetpy.server.cluster import SYSTEM_ACCOUNT, Cluster
+from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options, cluster_size
+from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.connection import PLAIN, ClientConnection
+from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import start_jetstream
@@ -36,7 +39,7 @@ from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
-from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
 from jetpy.server.tls import TlsLayer, server_context
@@ -46,8 +49,7 @@ __all__ = ["Server"]
 
 log = logging.getLogger("jetpy.server")
 
-GLOBAL_ACCOUNT = b"$G"  # the account of every client until accounts exist
-_AUTH_OPTIONS = frozenset({"username", "password", "token", "users"})
+_AUTH_OPTIONS = frozenset({"username", "password", "token", "users", "operator"})
 
 MAX_CLOSED_CONNECTIONS = 10_000  # closed connections remembered for /connz?state=closed
 SHUTDOWN_FLUSH_TIMEOUT = 2.0  # seconds to let buffered output drain on shutdown
@@ -70,10 +72,8 @@ class Server:
         self.options = dataclasses.replace(options, **overrides) if overrides else options
         self.server_id = new_server_id()
         self.server_name = self.options.server_name or self.server_id
-        self.broker = Broker()
-        # The system account's own broker: the server's internal traffic between servers (Raft
-        # groups' $NRG. subjects) crosses the routes here, apart from every client's.
-        self.system_broker = Broker()
+        self.accounts = Accounts(self.options, self._cluster_name)
+        self.broker = self.accounts.global_account.broker  # the global account's
         self.client_listener = self._client_listener(self.options)
         self.ws_listener = self._ws_listener(self.options)
         self.auth = Authenticator(self.options)
@@ -98,6 +98,7 @@ class Server:
         self._monitor: Monitor | None = None
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
+        self.gateways: Gateways | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
         self.clustered_jetstream = clustered_jetstream
@@ -118,7 +119,9 @@ class Server:
         loop = asyncio.get_running_loop()
         opts = self.options
         check_cluster_options(opts, self.clustered_jetstream)
+        check_gateway_options(opts)
         clustered = opts.jetstream and opts.cluster.enabled
+        self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
         self._listener = await loop.create_server(
@@ -144,7 +147,7 @@ class Server:
         self._build_infos()
         self.events.start()
         if opts.jetstream and not clustered:
-            self.jetstream = await start_jetstream(opts, self.broker, self.server_name)
+            self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
         if opts.http_port or opts.https_port:
             self._monitor = Monitor(self, server_context(opts.tls) if opts.https_port and opts.tls else None)
             self.http_port = await self._monitor.start()
@@ -154,11 +157,29 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
+            self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
+            await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            self.cluster = Cluster(self, {GLOBAL_ACCOUNT: self.broker, SYSTEM_ACCOUNT: self.system_broker})
+            # every account crosses the routes, the system account's too (its $SYS requests and
+            # events, the Raft groups' traffic); the gateways the global account only (accounts
+            # with a gateway are refused, config_gateway)
+            self.cluster = Cluster(self, self.accounts.brokers())
+            if self.gateways is not None:
+                self.cluster.observer = self.gateways
+                self.gateways.cluster = self.cluster
             await self.cluster.start()
+        if self.gateways is not None:
+            self.gateways.solicit()
+        # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
+        # routes there, apart from every other account's); without one (no_system_account) the
+        # groups have a broker of their own that no route carries.
+        system = self.accounts.system()
         self.raft = RaftHost(
-            self.server_name, self.system_broker, groups_root(opts.store_dir), self._peer_names
+            self.server_name,
+            system.broker if system is not None else Broker(),
+            groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
+            self._peer_names,
         )
         if clustered:
             await self._start_clustered_jetstream(self.raft)
@@ -169,13 +190,13 @@ class Server:
             self.server_name,
             lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
             raft,
-            self.system_broker,
+            raft.broker,  # the system account's, as the Raft groups' traffic
             self._peer_names,
             cluster_size(opts.cluster),
             self.raft_config,
         )
         self.js_cluster = cjs
-        self.jetstream = await start_jetstream(opts, self.broker, self.server_name, cjs.prepare)
+        self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)
         await cjs.start()
 
     async def lame_duck(self) -> None:
@@ -227,6 +248,8 @@ class Server:
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None
+        if self.gateways is not None:
+            await self.gateways.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         closing = list(self.connections.values())
@@ -248,6 +271,7 @@ class Server:
             await self._monitor.stop()
             self._monitor = None
         self.events.stop()
+        self.accounts.stop()
         for task in list(self._background):
             task.cancel()
         try:
@@ -280,6 +304,11 @@ class Server:
         if changed & _AUTH_OPTIONS:
             for conn in list(self.connections.values()):
                 conn.reauthorize()
+        if changed & {"accounts", "mappings"}:
+            remapped = set(self.accounts.reload_mappings(new))
+            for conn in self.connections.values():
+                if conn.account in remapped:
+                    conn.account_changed()
         over = len(self.connections) - new.max_connections
         if "max_connections" in changed and new.max_connections > 0 and over > 0:
             for conn in list(self.connections.values())[-over:]:  # the newest go first
@@ -328,6 +357,14 @@ class Server:
         conn.close_reason = conn.close_reason or reason
         conn.stop_time = time.time()
         self.closed_connections.append(conn)
+        if conn.connected:
+            account = conn.account
+            account.connections -= 1
+            t = account.closed_traffic
+            t[0] += conn.in_msgs
+            t[1] += conn.out_msgs
+            t[2] += conn.in_bytes
+            t[3] += conn.out_bytes
         self.events.disconnected(conn)
 
     def max_subs_exceeded(self, who: ClientIdentity) -> None:
@@ -337,11 +374,14 @@ class Server:
             self.client_log.error(who, ERR_MAX_SUBSCRIPTIONS)
 
     def connected(self, conn: ClientConnection) -> None:
+        account = conn.account
+        account.connections += 1
+        account.total_connections += 1
         self.events.connected(conn)
 
-    @property
-    def system_subscriptions(self) -> int:
-        return self.events.subscription_count
+    def _cluster_name(self) -> str:
+        """The cluster's name now ("" without one): what cluster-specific mappings follow."""
+        return self.cluster.name if self.cluster is not None else ""
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in the background until it ends or the server shuts down."""
@@ -362,9 +402,10 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
-        if self.cluster is not None:
-            rim, rom, rib, rob = self.cluster.totals()
-            im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
+        for peers in (self.cluster, self.gateways):
+            if peers is not None:
+                rim, rom, rib, rob = peers.totals()
+                im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob
         return im, om, ib, ob
 
     # -- INFO -----------------------------------------------------------------------------------

@@ -9,11 +9,17 @@ only decides when its halves are built: a subscription's prefix when it is made,
 tail once per publish (for the first socket receiver, then shared by every other), the tails of
 a run once per run.
 
+One broker per account: an account is a subject space of its own (nats-server's sublist per
+account), so a message published in one account reaches only that account's subscribers; what
+crosses accounts (imports and exports) is ``accounts``' business, through in-process
+subscriptions. Every account's broker shares one :class:`Writes`.
+
 Writes are coalesced: a delivery only appends to the receiver's buffer and marks it dirty. A
 connection that handles a read wraps it in :meth:`Broker.begin_batch`/:meth:`Broker.end_batch`,
 which writes out every dirty receiver at its end: a read holding a hundred PUBs costs one write
 per receiving connection, and the writes leave before the loop turns (latency). Deliveries outside a read (timers, JetStream)
-are flushed once per event-loop turn (``call_soon``).
+are flushed once per event-loop turn (``call_soon``). A read may deliver into several accounts
+(an import): the batch and the dirty receivers are the server's, not one account's.
 """
 
 from __future__ import annotations
@@ -26,17 +32,43 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from jetpy.protocol.encode import msg_prefix, msg_tail, msg_tails
+from jetpy.server.options import GLOBAL_ACCOUNT
 from jetpy.server.permissions import Permissions
-from jetpy.subjects import subject_matches
+from jetpy.subjects import subject_matches, subjects_overlap
 from jetpy.sublist import SubjectTree
 
-__all__ = ["Broker", "InternalClient", "Subscriber", "Subscription"]
+__all__ = [
+    "FROM_CLIENT",
+    "FROM_GATEWAY",
+    "FROM_HUB_LEAF",
+    "FROM_ROUTE",
+    "FROM_SPOKE_LEAF",
+    "PEERS",
+    "Broker",
+    "InterestWatcher",
+    "InternalClient",
+    "OverlapWatch",
+    "Subscriber",
+    "Subscription",
+    "Writes",
+]
+
+# Where a subscription comes from (``Subscriber.origin``): who else is told of it depends on it
+# (routes hear of clients' and of the leaf nodes this server is the hub of; gateways of those and
+# of routes'; a leaf node of nearly everything, see the interest modules of each).
+FROM_CLIENT = 0  # this server's clients and in-process handlers
+FROM_ROUTE = 1  # another server of this cluster
+FROM_GATEWAY = 2  # another cluster of the super cluster
+FROM_HUB_LEAF = 3  # a leaf node connected to this server (this server is its hub)
+FROM_SPOKE_LEAF = 4  # the hub this server is a leaf node of
+PEERS = frozenset({FROM_ROUTE, FROM_GATEWAY})  # other servers' interest, not this server's
 
 log = logging.getLogger("jetpy.server")
 
 
 class Subscriber(Protocol):
-    kind: str  # "Client", "Router" or "internal", as /connz and the cluster tell them apart
+    kind: str  # "Client", "Router", "Gateway", "Leafnode" or "internal", as /connz tells them apart
+    origin: int  # FROM_CLIENT ... FROM_SPOKE_LEAF
 
     def deliver(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
@@ -64,12 +96,15 @@ class Subscription:
         "client",
         "created",
         "delivered",
+        "far",
         "filtered",
         "handler",
         "hprefix",
+        "local",
         "max_msgs",
         "prefix",
         "queue",
+        "relay",
         "sid",
         "subject",
     )
@@ -82,22 +117,50 @@ class Subscription:
         self.max_msgs = 0  # 0 = unlimited; set by UNSUB <sid> <max>
         self.delivered = 0
         self.filtered = False  # its client may not see every message it matches (permissions)
+        # a queue group member in another cluster: picked only when the group has none here
+        self.far = False
         self.created = time.time()
         # the start of a MSG/HMSG frame for a message published on exactly ``subject``
         self.prefix = msg_prefix(subject, sid)
         self.hprefix = msg_prefix(subject, sid, headers=True)
         # an in-process subscriber's callback, called directly by the routing hot path
         self.handler: InternalHandler | None = None
+        # an in-process subscriber that passes messages on (a stream import): given the subject
+        # routed on as well as the one shown, when they differ (JetStream deliveries)
+        self.relay: RelayHandler | None = None
+        # acts on messages published on this server only (an account import's subscription):
+        # neither announced to the routes nor given routed messages nor counted as interest
+        # by an import
+        self.local = False
 
 
 # (subject, reply, hdr_len, data) -> None; data holds the header block then the payload
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
+# (subject routed on, subject shown, reply, hdr_len, data) -> None
+RelayHandler = Callable[[bytes, bytes, "bytes | None", int, bytes], None]
+
+
+class OverlapWatch:
+    """A watch on the subscriptions overlapping ``pattern`` (see :meth:`Broker.watch_overlap`)."""
+
+    __slots__ = ("callback", "count", "pattern")
+
+    def __init__(self, pattern: str, callback: Callable[[bool], None]) -> None:
+        self.pattern = pattern
+        self.callback = callback
+        self.count = 0
+
+
+# told of every subscription made (+1) or dropped (-1), local or a peer's: what the routes,
+# gateways and leaf nodes announce follows from it
+InterestWatcher = Callable[[Subscription, int], None]
 
 
 class InternalClient:
     """An in-process subscriber: deliveries call ``handler`` synchronously, in publish order."""
 
     kind = "internal"
+    origin = FROM_CLIENT
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -137,28 +200,101 @@ class InternalClient:
         pass
 
 
-class Broker:
+class Writes:
+    """The server's coalesced output and the client being served, shared by every account's
+    broker: receivers with buffered output (written at the end of the read that filled them,
+    or once per loop turn), and the permissions of the client whose read is being handled."""
+
+    __slots__ = ("_batching", "_dirty", "_flush_scheduled", "_loop", "backed_up", "caller", "client", "depth")
+
     def __init__(self) -> None:
+        self._dirty: list[Subscriber] = []
+        self._flush_scheduled = False
+        self._batching = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # receivers (their ``flow``) that the flush of a client's read left backed up: that
+        # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
+        self.backed_up: list[Any] = []
+        # the permissions of the client whose read is being handled (None: the server itself,
+        # or a client without permissions): what in-process subscribers ask of their caller
+        self.caller: Permissions | None = None
+        # the client whose read is being handled (None: the server itself); its ``rtt`` is
+        # what an imported request's Nats-Request-Info reports
+        self.client: Any = None
+        self.depth = 0  # imports the message being delivered went through (accounts)
+
+    def begin_batch(self) -> None:
+        """A read is being handled: deliveries wait for its :meth:`end_batch`, not the loop."""
+        self._batching += 1
+
+    def end_batch(self) -> None:
+        self._batching -= 1
+        if not self._batching and self._dirty:
+            self.flush_dirty()
+
+    def mark_dirty(self, conn: Subscriber) -> None:
+        self._dirty.append(conn)
+        if not self._batching and not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush_dirty()
+        self.backed_up.clear()  # no client's read caused these deliveries: nobody to stall
+
+    def flush_dirty(self) -> None:
+        """Write out every receiver with buffered output, now."""
+        while self._dirty:
+            dirty = self._dirty
+            self._dirty = []
+            for conn in dirty:
+                conn.flush()
+
+
+class Broker:
+    """One account's subscriptions and routing (see the module)."""
+
+    def __init__(self, account: str = GLOBAL_ACCOUNT, writes: Writes | None = None) -> None:
+        self.account = account
         self.subs: SubjectTree[Subscription] = SubjectTree()
         self._cache_get = self.subs.cache.get
         # messages published from inside the server (clients count their own in and out)
         self.in_msgs = 0
         self.in_bytes = 0
-        self._dirty: list[Subscriber] = []
-        self._flush_scheduled = False
-        self._batching = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._internal = InternalClient("$SYS")
+        self.writes = writes = writes if writes is not None else Writes()
+        # the shared output's methods, bound once (called per read and per dirty receiver)
+        self.begin_batch = writes.begin_batch
+        self.end_batch = writes.end_batch
+        self.mark_dirty = writes.mark_dirty
+        self.flush_dirty = writes.flush_dirty
+        self._internal = InternalClient(account)
         self._watchers: dict[str, list[Callable[[], None]]] = {}
-        # receivers (their ``flow``) that the flush of a client's read left backed up: that
-        # client stalls briefly (see jetpy.server.flow); cleared by flushes no client drives
-        self.backed_up: list[Any] = []
-        # told of every local subscription made (+1) or dropped (-1): the cluster announces
-        # this server's interest to its routes (None: no cluster, nothing to tell)
-        self.on_interest: Callable[[Subscription, int], None] | None = None
-        # the permissions of the client whose read is being handled (None: the server itself,
-        # or a client without permissions): what in-process subscribers ask of their caller
-        self.caller: Permissions | None = None
+        self._overlaps: list[OverlapWatch] = []
+        # told of every subscription made (+1) or dropped (-1), this server's and its peers'
+        # (routes, gateways and leaf nodes announce what they must from it)
+        self.watchers: list[InterestWatcher] = []
+
+    @property
+    def backed_up(self) -> list[Any]:
+        """Receivers the current read's flush left backed up (see :class:`Writes`)."""
+        return self.writes.backed_up
+
+    @backed_up.setter
+    def backed_up(self, value: list[Any]) -> None:
+        self.writes.backed_up = value
+
+    @property
+    def caller(self) -> Permissions | None:
+        """The permissions of the client whose read is being handled (see :class:`Writes`)."""
+        return self.writes.caller
+
+    @caller.setter
+    def caller(self, value: Permissions | None) -> None:
+        self.writes.caller = value
 
     # -- interest -------------------------------------------------------------------------------
 
@@ -166,34 +302,40 @@ class Broker:
         self.subs.insert(sub.subject, sub.queue, sub)
         if self._watchers:
             self._interest_changed(sub)
-        if self.on_interest is not None:
-            self.on_interest(sub, 1)
+        if self._overlaps:
+            self._overlap_changed(sub, 1)
+        for watch in self.watchers:
+            watch(sub, 1)
 
     def remove(self, sub: Subscription) -> None:
         if self.subs.remove(sub.subject, sub.queue, sub):
             if self._watchers:
                 self._interest_changed(sub)
-            if self.on_interest is not None:
-                self.on_interest(sub, -1)
+            if self._overlaps:
+                self._overlap_changed(sub, -1)
+            for watch in self.watchers:
+                watch(sub, -1)
 
-    def add_remote(self, sub: Subscription) -> None:
-        """A route's subscription (another server's interest): routed to like any other, never
-        announced back to the routes."""
-        self.subs.insert(sub.subject, sub.queue, sub)
-        if self._watchers:
-            self._interest_changed(sub)
-
-    def remove_remote(self, sub: Subscription) -> None:
-        if self.subs.remove(sub.subject, sub.queue, sub) and self._watchers:
-            self._interest_changed(sub)
+    # a peer's subscription (a route's, gateway's or leaf node's): routed to like any other;
+    # the watchers tell it on according to its ``origin``
+    add_remote = add
+    remove_remote = remove
 
     def subscribe_internal(
-        self, subject: str, handler: InternalHandler, queue: str | None = None
+        self,
+        subject: str,
+        handler: InternalHandler,
+        queue: str | None = None,
+        local: bool = False,
+        relay: RelayHandler | None = None,
     ) -> Subscription:
-        """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe."""
+        """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe.
+        ``local``, ``relay``: see :class:`Subscription`."""
         sub = Subscription(self._internal, subject.encode(), queue.encode() if queue else None, b"")
         self._internal.handlers[sub] = handler
         sub.handler = handler
+        sub.local = local
+        sub.relay = relay
         self.add(sub)
         return sub
 
@@ -204,6 +346,48 @@ class Broker:
 
     def has_interest(self, subject: bytes) -> bool:
         return self.subs.has_interest(subject)
+
+    def publish_local(
+        self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, shown: bytes | None = None
+    ) -> int:
+        """Deliver to this server's own subscribers only (a member of each queue group among
+        them), never to a route: what an import hands over on this server (each server carries
+        out the imports of its own clients). ``shown``: see :meth:`publish`. Returns the
+        deliveries made."""
+        plain, groups = self.subs.match(subject)
+        routed = subject
+        if shown is not None:
+            subject = shown
+        tail = b""
+        delivered = 0
+        for sub in plain:
+            if sub.client.origin in PEERS:
+                continue
+            h = sub.handler
+            if h is not None:
+                if shown is not None and sub.relay is not None:
+                    sub.relay(routed, shown, reply, hdr_len, data)
+                else:
+                    h(subject, reply, hdr_len, data)
+            else:
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data)
+                sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
+            delivered += 1
+        for group in groups:
+            members = [s for s in group if s.client.origin not in PEERS]
+            if not members:
+                continue
+            sub = members[random.randrange(len(members))]
+            h = sub.handler
+            if h is not None:
+                h(subject, reply, hdr_len, data)
+            else:
+                if not tail:
+                    tail = msg_tail(reply, hdr_len, data)
+                sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
+            delivered += 1
+        return delivered
 
     # -- routing --------------------------------------------------------------------------------
 
@@ -235,11 +419,15 @@ class Broker:
         tail = b""  # built once, for the first socket receiver; handlers take the message as is
         delivered = 0
         if shown is not None:
+            routed = subject  # given to a relay (an import), with the one shown
             subject = shown
         for sub in plain:
             h = sub.handler
             if h is not None:
-                h(subject, reply, hdr_len, data)
+                if shown is not None and sub.relay is not None:  # a JetStream delivery to an import
+                    sub.relay(routed, shown, reply, hdr_len, data)
+                else:
+                    h(subject, reply, hdr_len, data)
             else:
                 c = sub.client
                 if c is origin and not echo:
@@ -255,6 +443,8 @@ class Broker:
                 if not members:
                     continue
             sub = members[0] if len(members) == 1 else members[random.randrange(len(members))]
+            if sub.far:
+                sub = near_member(members)
             h = sub.handler
             if h is not None:
                 h(subject, reply, hdr_len, data)
@@ -366,43 +556,60 @@ class Broker:
             if not cbs:
                 del self._watchers[subject]
 
+    # -- overlap watches (an account's stream imports follow the importer's interest) ------------
+
+    def watch_overlap(self, pattern: str, callback: Callable[[bool], None]) -> OverlapWatch:
+        """Call ``callback(True)`` (now, if already so) when the first subscription overlapping
+        ``pattern`` comes, ``callback(False)`` when the last goes: this server's own (a peer
+        follows its own), not the import machinery's (:attr:`Subscription.local`)."""
+        watch = OverlapWatch(pattern, callback)
+        self._overlaps.append(watch)
+        for subject, _queue, sub in self.subs.items():
+            if sub.local or sub.client.origin in PEERS:
+                continue
+            if subjects_overlap(subject.decode("utf-8", "replace"), pattern):
+                watch.count += 1
+        if watch.count:
+            callback(True)
+        return watch
+
+    def unwatch_overlap(self, watch: OverlapWatch) -> None:
+        if watch in self._overlaps:
+            self._overlaps.remove(watch)
+
+    def _overlap_changed(self, sub: Subscription, delta: int) -> None:
+        if sub.local or sub.client.origin in PEERS:  # a peer's interest: the peer follows it
+            return
+        subject = sub.subject.decode("utf-8", "replace")
+        for watch in list(self._overlaps):
+            if subjects_overlap(subject, watch.pattern):
+                before = watch.count
+                watch.count = before + delta
+                if before == 0 and watch.count > 0:
+                    watch.callback(True)
+                elif before > 0 and watch.count <= 0:
+                    watch.count = 0
+                    watch.callback(False)
+
     def _interest_changed(self, sub: Subscription) -> None:
         pattern = sub.subject.decode()
-        loop = self._loop or asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         for subject, cbs in list(self._watchers.items()):
             if subject_matches(pattern, subject):
                 for cb in cbs:
                     loop.call_soon(cb)
 
-    # -- coalesced writes -----------------------------------------------------------------------
 
-    def begin_batch(self) -> None:
-        """A read is being handled: deliveries wait for its :meth:`end_batch`, not the loop."""
-        self._batching += 1
+def near_member(members: list[Subscription]) -> Subscription:
+    """A queue group's member in this cluster, at random; when it has none, the one in the
+    cluster with the shortest round trip (nats-server sends such a message to one other
+    cluster only, the nearest that has the group)."""
+    near = [s for s in members if not s.far]
+    if near:
+        return near[0] if len(near) == 1 else near[random.randrange(len(near))]
+    return min(members, key=_rtt)
 
-    def end_batch(self) -> None:
-        self._batching -= 1
-        if not self._batching and self._dirty:
-            self.flush_dirty()
 
-    def mark_dirty(self, conn: Subscriber) -> None:
-        self._dirty.append(conn)
-        if not self._batching and not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = asyncio.get_running_loop()
-            loop.call_soon(self._scheduled_flush)
-
-    def _scheduled_flush(self) -> None:
-        self._flush_scheduled = False
-        self.flush_dirty()
-        self.backed_up.clear()  # no client's read caused these deliveries: nobody to stall
-
-    def flush_dirty(self) -> None:
-        """Write out every receiver with buffered output, now."""
-        while self._dirty:
-            dirty = self._dirty
-            self._dirty = []
-            for conn in dirty:
-                conn.flush()
+def _rtt(sub: Subscription) -> float:
+    rtt = getattr(sub.client, "rtt", 0.0)
+    return rtt if rtt > 0 else float("inf")

@@ -47,6 +47,7 @@ class ClientIdentity:
     connected: bool = False
     nkey: bool = False  # ``user`` is a public nkey
     websocket: bool = False  # named ``wid:N``, as nats-server names WebSocket clients
+    account: str = "$G"  # the account it logged in to
 
 
 def client_prefix(c: ClientIdentity) -> str:
@@ -62,7 +63,7 @@ def client_prefix(c: ClientIdentity) -> str:
         prefix += f' - "{ncs}"'
     if c.user is not None:
         who = ("nkey:" if c.nkey else "user:") + c.user if c.user else "token"
-        prefix += f' - "$G/{who}"'
+        prefix += f' - "{c.account}/{who}"'
     return prefix
 
 

@@ -80,6 +80,7 @@ class ClientPermissions:
         self.user = identity.user
         self.ident.user = identity.log_name
         self.ident.nkey = identity.kind == "nkey"
+        self.ident.account = identity.account
         perms = self.perms = identity.permissions
         self._pub_ok = perms.may_publish if perms is not None and perms.checks_publish else None
         resp = perms.responses if perms is not None else None

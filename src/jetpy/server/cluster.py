@@ -8,17 +8,18 @@ an INFO about a server this one has no route to is a route to solicit, so one se
 the full mesh), the cluster name (generated when not set, and then given up for a peer's, as
 nats-server's dynamic names are), route authorization, what this server announces to its
 routes (:class:`~jetpy.server.route_interest.LocalInterest`, fed by each account broker's
-``on_interest``) and the client URLs of the cluster that clients learn in INFO ``connect_urls``
+``watchers``) and the client URLs of the cluster that clients learn in INFO ``connect_urls``
 (own first, then each peer's while its route lasts; not with ``no_advertise``), and TLS on
 routes (``cluster { tls {} }``: the handshake comes first on both ends, the accepting end
 verifying the dialling one's certificate with ``verify``, the dialling end always verifying the
 accepting one's against ``ca_file`` and the host it dialled, as nats-server's routes do).
 
 Accounts are a parameter: the cluster is given the brokers of the accounts it routes, by name
-(``$G`` and ``$SYS`` today). The system account carries the server's internal traffic between
-servers (the Raft groups' ``$NRG.`` subjects, :mod:`jetpy.server.nrg`), never clients' messages;
-without a ``$SYS`` broker a peer's interest in it is ignored, and any other unknown account is
-logged.
+(every account of the server, the system account's among them: its ``$SYS`` requests and events
+and the server's internal traffic between servers, the Raft groups' ``$NRG.`` subjects,
+:mod:`jetpy.server.nrg`, cross routes there). A peer's interest in ``$SYS`` when this server has
+no account of that name (it names another system account, or none) is ignored; any other unknown
+account is logged.
 
 Knows its server only as a :class:`ClusterServer`; each route is a
 :class:`~jetpy.server.route_conn.RouteConnection` that knows the cluster as its ``RouteHost``.
@@ -40,12 +41,12 @@ from urllib.parse import quote, unquote, urlsplit
 from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_AUTH_VIOLATION
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, connect_line, info_line
-from jetpy.server.broker import Broker, Subscription
+from jetpy.server.broker import Broker, InterestWatcher, Subscription
 from jetpy.server.config_cluster import RouteURLError, parse_route_url
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
-from jetpy.server.route_interest import ROUTER, LocalInterest, RemoteInterest, announced
+from jetpy.server.route_interest import TOLD_TO_ROUTES, LocalInterest, RemoteInterest, announced
 from jetpy.server.tls import client_context, server_context
 
 __all__ = [
@@ -54,6 +55,10 @@ __all__ = [
     "SYSTEM_ACCOUNT",
     "Cluster",
     "ClusterServer",
+    "RouteObserver",
+    "credentials",
+    "dial_error",
+    "hostport",
 ]
 
 log = logging.getLogger("jetpy.server")
@@ -72,22 +77,22 @@ NONCE_LENGTH: Final = 15  # nats-server's route INFO carries a nonce (unused on 
 SYSTEM_ACCOUNT: Final = b"$SYS"
 
 
-def _credentials(url: str) -> tuple[str, str]:
+def credentials(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     return unquote(parts.username or ""), unquote(parts.password or "")
 
 
-def _hostport(host: str, port: int) -> str:
+def hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _dial_error(host: str, port: int, e: OSError) -> str:
+def dial_error(host: str, port: int, e: OSError) -> str:
     """A dial failure as Go words it (``dial tcp 127.0.0.1:1: connect: connection refused``)."""
     if isinstance(e, TimeoutError):
-        return f"dial tcp {_hostport(host, port)}: i/o timeout"
+        return f"dial tcp {hostport(host, port)}: i/o timeout"
     if e.errno is not None:
-        return f"dial tcp {_hostport(host, port)}: connect: {os.strerror(e.errno).lower()}"
-    return f"dial tcp {_hostport(host, port)}: {e}"
+        return f"dial tcp {hostport(host, port)}: connect: {os.strerror(e.errno).lower()}"
+    return f"dial tcp {hostport(host, port)}: {e}"
 
 
 class ClusterServer(Protocol):
@@ -103,6 +108,20 @@ class ClusterServer(Protocol):
 
     def topology_changed(self) -> None:
         """The cluster name or ``connect_urls`` changed: tell the clients that take async INFO."""
+        ...
+
+
+class RouteObserver(Protocol):
+    """Told of the routes as they come and go (the gateways, which spread over the cluster)."""
+
+    url: str  # this server's gateway URL, told to the peers in the route INFO
+
+    def route_registered(self, route: RouteConnection, info: RouteInfo) -> None: ...
+
+    def route_gone(self, route: RouteConnection) -> None: ...
+
+    def route_gossip(self, info: RouteInfo) -> None:
+        """A peer's INFO about a gateway (``gateway_cmd``)."""
         ...
 
 
@@ -130,6 +149,8 @@ class Cluster:
         self._dialing: set[str] = set()  # server ids a gossiped route is being dialled to
         self._configured: set[str] = set()  # host:port of the configured routes, lower case
         self._closed_totals = [0, 0, 0, 0]  # in/out msgs, in/out bytes of routes now closed
+        self._watchers: dict[bytes, InterestWatcher] = {}  # each account broker's announcer
+        self.observer: RouteObserver | None = None
         tls = self.copts.tls
         # routes over TLS: this server's context as the accepting end, and as the dialling one
         self._server_ssl = server_context(tls) if tls is not None else None
@@ -142,9 +163,10 @@ class Cluster:
         for acc, broker in self.accounts.items():
             local = self.local[acc]
             for _subject, _queue, sub in broker.subs.items():
-                if sub.client.kind != ROUTER and announced(sub):
+                if sub.client.origin in TOLD_TO_ROUTES and announced(sub):
                     local.change(sub, 1)
-            broker.on_interest = self._announcer(local)
+            self._watchers[acc] = watcher = self._announcer(local)
+            broker.watchers.append(watcher)
         loop = asyncio.get_running_loop()
         port = 0 if copts.port == -1 else copts.port
         tls = copts.tls
@@ -162,10 +184,10 @@ class Cluster:
         log.info("Cluster name is %s", self.name)
         if self.dynamic:
             log.warning("Cluster name was dynamically generated, consider setting one")
-        log.info("Listening for route connections on %s", _hostport(copts.host, self.port))
+        log.info("Listening for route connections on %s", hostport(copts.host, self.port))
         for url in copts.routes:
             host, port = parse_route_url(url)
-            self._configured.add(_hostport(host, port).lower())
+            self._configured.add(hostport(host, port).lower())
             self._spawn(self._solicit(url, explicit=True, first=True))
 
     async def stop(self) -> None:
@@ -179,8 +201,9 @@ class Cluster:
             route.close("Server Shutdown")
         if routes:
             await asyncio.wait([asyncio.ensure_future(r.wait_closed()) for r in routes], timeout=2.0)
-        for broker in self.accounts.values():
-            broker.on_interest = None
+        for acc, watcher in self._watchers.items():
+            self.accounts[acc].watchers.remove(watcher)
+        self._watchers.clear()
         if self._listener is not None:
             try:
                 await asyncio.wait_for(self._listener.wait_closed(), 2.0)
@@ -205,7 +228,7 @@ class Cluster:
         """Where peers reach this server (``advertise`` if set)."""
         if self.copts.advertise:
             return self.copts.advertise
-        return _hostport(self.copts.host, self.port)
+        return hostport(self.copts.host, self.port)
 
     def _info(self, nonce: bool, ldm: bool = False) -> bytes:
         opts = self.options
@@ -228,13 +251,14 @@ class Cluster:
             connect_urls=None if self.copts.no_advertise else self.server.client_urls(),
             ws_connect_urls=None if self.copts.no_advertise else self.server.client_urls(websocket=True),
             ldm=ldm,
+            gateway_url=self.observer.url if self.observer is not None else "",
         )
 
     def greeting(self) -> bytes:
         return self._info(nonce=True)
 
     def connect_line(self, route: RouteConnection) -> bytes:
-        user, password = _credentials(route.url)
+        user, password = credentials(route.url)
         return connect_line(
             server_id=self.server_id,
             cluster=self.name,
@@ -301,7 +325,10 @@ class Cluster:
 
     def process_info(self, route: RouteConnection, info: RouteInfo, raw: bytes = b"") -> None:
         if route.registered:
-            if info.server_id != route.remote_id:
+            if info.gateway and info.gateway_cmd:
+                if self.observer is not None:
+                    self.observer.route_gossip(info)
+            elif info.server_id != route.remote_id:
                 self._implicit(info)
             elif info.ldm:  # the peer is going away: its clients move elsewhere, ours stay off it
                 ws = self.peer_ws_urls.pop(route.remote_id, None)
@@ -344,6 +371,8 @@ class Cluster:
         log.debug("%s - Sent local subscriptions to route", route.prefix)
         if len(self.remotes) > 1 and raw:
             self._gossip(route, info, raw)
+        if self.observer is not None:
+            self.observer.route_registered(route, info)
         if not self.copts.no_advertise:
             self.peer_urls[info.server_id] = info.connect_urls
             self.peer_ws_urls[info.server_id] = info.ws_connect_urls
@@ -360,7 +389,7 @@ class Cluster:
             return
         doc.pop("nonce", None)
         if not info.ip:
-            doc["ip"] = f"nats-route://{_hostport(route.host_addr, info.port)}/"
+            doc["ip"] = f"nats-route://{hostport(route.host_addr, info.port)}/"
         line = b"INFO " + json.dumps(doc, separators=(",", ":")).encode() + b"\r\n"
         for other in self.remotes.values():
             if other is not route:
@@ -371,7 +400,7 @@ class Cluster:
         sid = info.server_id
         if not self._running or sid == self.server_id or sid in self.remotes or sid in self._dialing:
             return
-        if _hostport(info.host, info.port).lower() in self._configured:
+        if hostport(info.host, info.port).lower() in self._configured:
             return  # a configured route reaches it (and retries for ever)
         if not info.ip:
             return
@@ -399,7 +428,7 @@ class Cluster:
         if broker is not None:
             return RemoteInterest(route, account, broker)
         if account == SYSTEM_ACCOUNT:
-            log.debug("%s - ignoring the system account's interest (not routed here)", route.prefix)
+            log.debug("%s - ignoring the interest of $SYS, not an account here", route.prefix)
         else:
             log.error(
                 '%s - Unknown account "%s" for remote interest',
@@ -420,6 +449,8 @@ class Cluster:
         rid = route.remote_id
         if route.registered and self.remotes.get(rid) is route:
             del self.remotes[rid]
+            if self.observer is not None:
+                self.observer.route_gone(route)
             self.peer_ws_urls.pop(rid, None)
             if self.peer_urls.pop(rid, None) is not None:
                 self.server.topology_changed()
@@ -464,7 +495,7 @@ class Cluster:
             while self._running:
                 if for_id and for_id in self.remotes:
                     return
-                log.debug("Trying to connect to route on %s", _hostport(host, port))
+                log.debug("Trying to connect to route on %s", hostport(host, port))
                 try:
                     await asyncio.wait_for(
                         loop.create_connection(
@@ -475,7 +506,7 @@ class Cluster:
                     return
                 except OSError as e:  # TimeoutError included
                     attempts += 1
-                    text = _dial_error(host, port, e)
+                    text = dial_error(host, port, e)
                     if not first or attempts == 1 or attempts % CONNECT_ERROR_REPORTS == 0:
                         log.error("Error trying to connect to route (attempt %d): %s", attempts, text)
                     else:
@@ -489,11 +520,11 @@ class Cluster:
 
     # -- this server's interest -----------------------------------------------------------------
 
-    def _announcer(self, local: LocalInterest) -> Any:
+    def _announcer(self, local: LocalInterest) -> InterestWatcher:
         remotes = self.remotes
 
         def announce(sub: Subscription, delta: int) -> None:
-            if not announced(sub):
+            if sub.client.origin not in TOLD_TO_ROUTES or not announced(sub):
                 return
             line = local.change(sub, delta)
             if line is not None:

@@ -29,9 +29,12 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from jetpy.server import config_accounts as accounts
+from jetpy.server import config_operator as operator
 from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
+from jetpy.server.config_gateway import check_gateway_options, gateway_block
 from jetpy.server.config_values import (
     PORT_RE,
     Context,
@@ -47,6 +50,7 @@ from jetpy.server.config_values import (
 )
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions
 from jetpy.server.websocket import origin_parts
+from jetpy.subjects import is_valid_literal_subject
 
 __all__ = [
     "IGNORED_FIELDS",
@@ -74,27 +78,11 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 UNSUPPORTED_FIELDS = frozenset(
     {
         "https",
-        "gateway",
         "leaf",
         "leafnodes",
         "mqtt",
-        "accounts",
-        "operator",
-        "operators",
-        "root_operator",
-        "root_operators",
-        "trusted",
-        "trusted_keys",
-        "resolver",
-        "account_resolver",
-        "accounts_resolver",
         "resolver_tls",
-        "resolver_preload",
         "resolver_pinned_accounts",
-        "system_account",
-        "system",
-        "mappings",
-        "maps",
         "ocsp",
         "syslog",
         "remote_syslog",
@@ -111,9 +99,6 @@ IGNORED_FIELDS = frozenset(
         "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
-        "no_system_account",
-        "no_system",
-        "no_sys_acc",
         "no_header_support",
         "server_tags",
         "reconnect_error_reports",
@@ -121,8 +106,7 @@ IGNORED_FIELDS = frozenset(
         "default_js_domain",
     }
 )
-JETSTREAM_UNSUPPORTED = frozenset({"key", "ek", "encryption_key", "cipher"})  # encryption at rest: refused
-JETSTREAM_IGNORED = frozenset({"domain", "unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
+JETSTREAM_IGNORED = frozenset({"unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
 
 
 def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
@@ -141,6 +125,12 @@ def apply_config(conf: ConfigMap, opts: ServerOptions | None = None) -> tuple[Se
     """Apply an already parsed configuration over a copy of ``opts``. See ``load_config``."""
     ctx = Context(ServerOptions() if opts is None else copy.deepcopy(opts))
     _apply_block(ctx, conf, _TOP_LEVEL)
+    if not ctx.errors:
+        try:
+            operator.finish_operator(ctx)
+            accounts.check_accounts(ctx.opts, ctx.accounts_at)
+        except ConfigError as e:
+            ctx.errors.append(e)
     if len(ctx.errors) == 1:
         raise ctx.errors[0]
     if ctx.errors:
@@ -181,10 +171,17 @@ def validate_options(opts: ServerOptions) -> None:
         if not opts.users:
             raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} present, but users are not defined")
         if all(u.user != opts.no_auth_user for u in opts.users):
-            raise ConfigError(
-                f"no_auth_user: {q(opts.no_auth_user)} not present as user in authorization block"
-            )
+            where = "authorization block or account configuration" if opts.accounts else "authorization block"
+            raise ConfigError(f"no_auth_user: {q(opts.no_auth_user)} not present as user in {where}")
+    accounts.check_accounts(opts)
     check_cluster_options(opts)
+    check_gateway_options(opts)
+    if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
+        what = "prev_encryption_key" if opts.js_prev_key else "cipher"
+        raise ConfigError(
+            f"jetstream {what} needs key: encryption at rest is on only with a key "
+            "(jetstream { key: $JS_KEY }), and files are re-encrypted with it"
+        )
 
 
 # -- dispatch ---------------------------------------------------------------------------------
@@ -355,8 +352,30 @@ def _sync_interval(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.opts.sync_interval = seconds
 
 
+CIPHERS = {"chacha": "chachapoly", "chachapoly": "chachapoly", "aes": "aes"}
+"""nats-server's spellings of ``jetstream { cipher }`` -> the cipher (store/crypto.py)."""
+
+
+def _cipher(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    name = CIPHERS.get(to_str(key, value, pos).lower())
+    if name is None:
+        raise ConfigError(f"Unknown cipher type: {q(value)}", pos)
+    ctx.opts.js_cipher = name
+
+
 def _jetstream_enabled(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.opts.jetstream = to_bool(key, value, pos)
+
+
+def _domain(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    domain = to_str(key, value, pos)
+    if any(c in domain for c in ".*>"):
+        raise ConfigError("invalid domain name: may not contain ., * or >", pos)
+    if domain and not is_valid_literal_subject(f"$JS.{domain}.API"):
+        raise ConfigError(
+            f"invalid domain name: derived {q(f'$JS.{domain}.API.>')} is not a valid subject", pos
+        )
+    ctx.opts.jetstream_domain = domain
 
 
 _JETSTREAM: dict[str, Handler] = {
@@ -372,7 +391,14 @@ _JETSTREAM: dict[str, Handler] = {
     "max_file": _storage_size("max_file_store"),
     "sync_interval": _sync_interval,
     "sync": _sync_interval,
-    **dict.fromkeys(JETSTREAM_UNSUPPORTED, _unsupported),
+    "domain": _domain,
+    "key": _setter("js_key", to_str),
+    "ek": _setter("js_key", to_str),
+    "encryption_key": _setter("js_key", to_str),
+    "prev_key": _setter("js_prev_key", to_str),
+    "prev_ek": _setter("js_prev_key", to_str),
+    "prev_encryption_key": _setter("js_prev_key", to_str),
+    "cipher": _cipher,
     **dict.fromkeys(JETSTREAM_IGNORED, _ignored),
 }
 
@@ -406,8 +432,17 @@ _TOP_LEVEL: dict[str, Handler] = {
     "lame_duck_grace_period": _lame_duck_grace,
     "authorization": security.authorization,
     "no_auth_user": _setter("no_auth_user", to_str),
+    "accounts": accounts.accounts,
+    "system_account": accounts.system_account,
+    "system": accounts.system_account,
+    "no_system_account": accounts.no_system_account,
+    "no_system": accounts.no_system_account,
+    "no_sys_acc": accounts.no_system_account,
+    "mappings": accounts.mappings,
+    "maps": accounts.mappings,
     "jetstream": _jetstream,
     "cluster": cluster_block,
+    "gateway": gateway_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", to_bool),
@@ -419,6 +454,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "logfile": _setter("log_file", to_str),
     "pid_file": _setter("pid_file", to_str),
     "pidfile": _setter("pid_file", to_str),
+    **operator.HANDLERS,
     **dict.fromkeys(UNSUPPORTED_FIELDS, _unsupported),
     **dict.fromkeys(IGNORED_FIELDS, _ignored),
 }

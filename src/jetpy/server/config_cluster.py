@@ -35,7 +35,10 @@ __all__ = [
     "check_cluster_options",
     "cluster_block",
     "cluster_size",
+    "go_type",
     "parse_route_url",
+    "peer_authorization",
+    "refuse",
 ]
 
 CLUSTERED_JETSTREAM: Final = (
@@ -46,7 +49,7 @@ _NOT_YET: Final = "is not supported by jetpy yet"
 _COMPRESSION_OFF: Final = frozenset({"off", "disabled", "false", "0"})
 
 
-def _go_type(value: Any) -> str:
+def go_type(value: Any) -> str:
     """A config value's type as Go's %T names it in nats-server's messages."""
     if isinstance(value, bool):
         return "bool"
@@ -61,14 +64,15 @@ def _go_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _refuse(key: str, pos: Position, why: str = "") -> ConfigError:
+def refuse(key: str, pos: Position, why: str = "") -> ConfigError:
+    """The error for a field jetpy knows but does not do yet."""
     return ConfigError(f'field "{key}" {_NOT_YET}{": " + why if why else ""}', pos)
 
 
 def cluster_block(ctx: Context, key: str, value: Any, pos: Position) -> None:
     """The top-level ``cluster`` key."""
     if not isinstance(value, ConfigMap):
-        raise ConfigError(f"Expected map to define cluster, got {_go_type(value)}", pos)
+        raise ConfigError(f"Expected map to define cluster, got {go_type(value)}", pos)
     c = ctx.opts.cluster
     for k, v in value.items():
         kpos = value.position(k)
@@ -97,14 +101,14 @@ def cluster_block(ctx: Context, key: str, value: Any, pos: Position) -> None:
                 c.connect_retries = to_int(k, v, kpos)
             elif name == "pool_size":
                 if to_int(k, v, kpos) != -1:
-                    raise _refuse(k, kpos, "route pooling (jetpy keeps one route per server: pool_size -1)")
+                    raise refuse(k, kpos, "route pooling (jetpy keeps one route per server: pool_size -1)")
             elif name == "compression":
                 if not (v is False or (isinstance(v, str) and v.lower() in _COMPRESSION_OFF)):
-                    raise _refuse(k, kpos, "route compression (only off)")
+                    raise refuse(k, kpos, "route compression (only off)")
             elif name == "tls":
                 c.tls = _route_tls(k, v, kpos)
             elif name in ("permissions", "accounts", "ping_interval", "ping_max", "write_deadline"):
-                raise _refuse(k, kpos)
+                raise refuse(k, kpos)
             elif k not in value.variables_used:
                 raise ConfigError(f'unknown field "{k}"', kpos)
         except ConfigError as e:
@@ -117,7 +121,7 @@ def _route_tls(key: str, value: Any, pos: Position) -> TlsOptions:
     certificate to the cluster user)."""
     opts = tls_options(key, value, pos)
     if opts.verify_and_map:
-        raise _refuse("verify_and_map", pos, "on routes (use verify and the cluster authorization)")
+        raise refuse("verify_and_map", pos, "on routes (use verify and the cluster authorization)")
     if opts.handshake_first:
         raise ConfigError(
             'field "handshake_first" does not apply to routes: their TLS handshake always comes first', pos
@@ -126,6 +130,16 @@ def _route_tls(key: str, value: Any, pos: Position) -> TlsOptions:
 
 
 def _authorization(ctx: Context, c: ClusterOptions, key: str, value: Any, pos: Position) -> None:
+    user, password, timeout = peer_authorization("Cluster", key, value, pos)
+    c.username, c.password = user, password
+    if timeout is not None:
+        c.auth_timeout = timeout
+
+
+def peer_authorization(what: str, key: str, value: Any, pos: Position) -> tuple[str, str, float | None]:
+    """A server-to-server ``authorization { user, password, timeout }`` block (``what``:
+    "Cluster" or "Gateway", as nats-server's errors name it): (user, password, timeout or
+    None). Tokens, several users, permissions and nkeys are refused."""
     block = to_map(key, value, pos)
     user = password = ""
     timeout: float | None = None
@@ -146,16 +160,14 @@ def _authorization(ctx: Context, c: ClusterOptions, key: str, value: Any, pos: P
             if timeout <= 0:
                 raise ConfigError(f'invalid value for "{k}": must be a positive number of seconds', kpos)
         elif name == "token":
-            raise ConfigError("Cluster authorization does not support tokens", pos)
+            raise ConfigError(f"{what} authorization does not support tokens", pos)
         elif name == "users":
-            raise ConfigError("Cluster authorization does not allow multiple users", pos)
+            raise ConfigError(f"{what} authorization does not allow multiple users", pos)
         elif name in ("permissions", "default_permissions", "default_permission", "nkeys"):
-            raise _refuse(k, kpos)
+            raise refuse(k, kpos)
         elif k not in block.variables_used:
             raise ConfigError(f'unknown field "{k}"', kpos)
-    c.username, c.password = user, password
-    if timeout is not None:
-        c.auth_timeout = timeout
+    return user, password, timeout
 
 
 def _routes(ctx: Context, key: str, value: Any, pos: Position) -> list[str]:

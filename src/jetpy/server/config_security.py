@@ -31,7 +31,7 @@ from jetpy.server.config_values import (
     to_str,
     wrong,
 )
-from jetpy.server.options import ServerOptions, TlsOptions, User, WebSocketOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions, TlsOptions, User, WebSocketOptions
 from jetpy.server.tls import MIN_VERSIONS, server_context
 from jetpy.subjects import is_valid_subject
 
@@ -40,8 +40,10 @@ __all__ = [
     "WEBSOCKET_UNSUPPORTED",
     "authorization",
     "checked_tls",
+    "permissions",
     "tls",
     "tls_options",
+    "users_list",
     "websocket",
 ]
 
@@ -80,9 +82,9 @@ def authorization(ctx: Context, key: str, value: Any, pos: Position) -> None:
             elif name == "timeout":
                 auth.timeout = _auth_timeout(k, v, kpos)
             elif name == "users":
-                auth.users = _users(k, v, kpos)
+                auth.users = users_list(k, v, kpos)
             elif name in ("default_permission", "default_permissions", "permissions"):
-                auth.default_permissions = _permissions(k, v, kpos)
+                auth.default_permissions = permissions(k, v, kpos)
             elif k not in block.variables_used:
                 raise ConfigError(f'unknown field "{k}"', kpos)
         except ConfigError as e:
@@ -101,7 +103,14 @@ def authorization(ctx: Context, key: str, value: Any, pos: Position) -> None:
         else:
             ctx.warn(pos, "default_permissions apply to the users array only; ignored")
     ctx.opts.username, ctx.opts.password, ctx.opts.token = auth.user, auth.password, auth.token
-    ctx.opts.users = auth.users or []
+    # the global account's users; the accounts' own users (accounts {}) stay
+    others = [u for u in ctx.opts.users if u.account != GLOBAL_ACCOUNT]
+    seen = {u.nkey or u.user for u in others}
+    for u in auth.users or []:
+        ident = u.nkey or u.user
+        if ident in seen:
+            raise ConfigError(f"Duplicate {'nkey' if u.nkey else 'user'} {q(ident)} detected", pos)
+    ctx.opts.users = [*(auth.users or []), *others]
     if auth.timeout is not None:
         ctx.opts.auth_timeout = auth.timeout
 
@@ -115,7 +124,8 @@ def _auth_timeout(key: str, value: Any, pos: Position) -> float:
     return seconds
 
 
-def _users(key: str, value: Any, pos: Position) -> list[User]:
+def users_list(key: str, value: Any, pos: Position) -> list[User]:
+    """A ``users`` array (of the authorization block or of an account)."""
     if not isinstance(value, ConfigList):
         raise ConfigError(f"Expected users field to be an array, got {describe(value)}", pos)
     users: list[User] = []
@@ -133,7 +143,7 @@ def _users(key: str, value: Any, pos: Position) -> list[User]:
             elif name in ("pass", "password"):
                 user.password = to_str(k, v, kpos)
             elif name in ("permission", "permissions", "authorization"):
-                user.permissions = _permissions(k, v, kpos)
+                user.permissions = permissions(k, v, kpos)
             elif name == "nkey":
                 user.nkey = to_str(k, v, kpos)
                 if not valid_user_nkey(user.nkey):
@@ -155,7 +165,8 @@ def _users(key: str, value: Any, pos: Position) -> list[User]:
     return users
 
 
-def _permissions(key: str, value: Any, pos: Position) -> dict[str, object]:
+def permissions(key: str, value: Any, pos: Position) -> dict[str, object]:
+    """A ``permissions`` map, in the normalised shape (see the module)."""
     if not isinstance(value, ConfigMap):
         raise ConfigError(f"Expected permissions to be a map/struct, got {describe(value)}", pos)
     perms: dict[str, object] = {}

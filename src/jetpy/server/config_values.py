@@ -56,6 +56,9 @@ class Context:
         self.warnings: list[str] = []
         self.errors: list[ConfigError] = []
         self.store_dir_at: Position | None = None
+        self.accounts_at: Position | None = None  # where the accounts {} block is
+        self.operator_at: Position | None = None  # where operator (or trusted_keys) is
+        self.resolver_at: Position | None = None  # where resolver (or resolver_preload) is
 
     def warn(self, pos: Position, message: str) -> None:
         self.warnings.append(f"{pos}: {message}")

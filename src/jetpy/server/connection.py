@@ -2,7 +2,8 @@
 
 Owns a client's session state (CONNECT options, auth, subscriptions, ping/pong liveness) and its
 outbound buffer. Parsing and framing are the protocol package's (``protocol.encode`` spells every
-MSG/HMSG frame); routing is the broker's. Knows its server only as a :class:`ConnectionHost`,
+MSG/HMSG frame); routing is the broker's, the broker of the client's account (the global
+account's until it has logged in; its publishes go through the account's mappings, if any). Knows its server only as a :class:`ConnectionHost`,
 the protocol it owns here, never the server class. Per read, every complete op is parsed and
 handled in one loop; output is appended to each receiver's buffer and written once at the end
 of the read (see :meth:`Broker.begin_batch`).
@@ -30,6 +31,7 @@ from jetpy.protocol import encode as enc
 from jetpy.protocol.connect import DEFAULT_CONNECT, ConnectOptions
 from jetpy.protocol.encode import append_run, msg, msg_batch, msg_prefix, msg_tail
 from jetpy.protocol.errors import (
+    ERR_AUTH_REVOKED,
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
     ERR_INVALID_PROTOCOL,
@@ -45,12 +47,15 @@ from jetpy.protocol.errors import (
 )
 from jetpy.protocol.headers import encode_headers
 from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
-from jetpy.server.broker import Broker, Subscription
+from jetpy.server.broker import FROM_CLIENT, Broker, Subscription
 from jetpy.server.client_layers import ClientLayers
+from jetpy.server.client_limits import PAYLOAD_VIOLATION, ClientLimits
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
+from jetpy.server.gateway_interest import ReplyMap
 from jetpy.server.options import ServerOptions
 from jetpy.server.permissions import (
     RESERVED_REPLY_PREFIXES,
@@ -95,7 +100,7 @@ class ConnectionHost(Protocol):
     """What a client connection needs of the server that accepted it."""
 
     options: ServerOptions
-    broker: Broker
+    accounts: Accounts
     auth: Authenticator
     auth_failures: int  # CONNECTs refused, for /varz
     slow_consumers: int  # clients disconnected as slow consumers, for /varz
@@ -130,8 +135,9 @@ class ConnectionHost(Protocol):
 PLAIN: Final = Listener()  # the client port without TLS
 
 
-class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
+class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Protocol):
     kind = "Client"
+    origin = FROM_CLIENT
     server: ConnectionHost
 
     def __init__(self, server: ConnectionHost, listener: Listener = PLAIN) -> None:
@@ -142,7 +148,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self._greeted = False  # INFO sent
         self._handshake_timer: asyncio.TimerHandle | None = None
         opts = server.options
-        self.broker = server.broker
+        self.account: Account = server.accounts.global_account
+        self.broker: Broker = self.account.broker
+        self._publish = self.account.publish  # the account's publish (mapped, when it maps)
+        self._publish_run = self.account.publish_run
         self.auth_required = server.auth.required
         # with no_auth_user, a client may skip CONNECT (it then is that user), as in nats-server
         self.anonymous_user = server.auth.anonymous_user
@@ -173,6 +182,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self.perms: Permissions | None = None
         self._pub_ok: Callable[[bytes], bool] | None = None  # the publish check, when there is one
         self.replies: Replies | None = None  # requests it may answer (allow_responses)
+        self.gw_replies: ReplyMap | None = None  # requests from other clusters it was shown unmapped
         self.nonce = new_nonce() if server.auth.uses_nonce else ""  # for nkey users to sign
         self.cert: CertNames | None = None  # a verified client certificate's names (TLS)
         self.connect_opts: ConnectOptions | None = None  # the last CONNECT (credentials for a reload)
@@ -285,9 +295,10 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.closed:
             return
         self._last_in = time.monotonic()
-        broker = self.broker
-        broker.begin_batch()
-        broker.caller = self.perms  # whom JetStream's handlers serve while this read is handled
+        writes = self.broker.writes
+        writes.begin_batch()
+        writes.caller = self.perms  # whom JetStream's handlers serve while this read is handled
+        writes.client = self
         try:
             try:
                 ops = self.parser.feed(data)
@@ -309,11 +320,11 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                     trace_in(self, ops)
                 self._handle(ops)
         finally:
-            broker.caller = None
-            broker.end_batch()
-        backed_up = broker.backed_up
+            writes.caller = writes.client = None
+            writes.end_batch()
+        backed_up = writes.backed_up
         if backed_up:  # this read's messages backed receivers up: let them catch up first
-            broker.backed_up = []
+            writes.backed_up = []
             self.flow.stall(backed_up)
 
     # -- ops ------------------------------------------------------------------------------------
@@ -324,12 +335,13 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if not self.connected and self.auth_required and ops[0][0] != CONNECT:
             # only reachable with no_auth_user: the parser refuses anything else before CONNECT
             self._login_anonymous()
-        publish = self.broker.publish
+        publish = self._publish
         verbose = self.verbose
         pedantic = self.pedantic
         echo = self.echo
         no_responders = self.no_responders
         pub_ok = self._pub_ok
+        gw_replies = self.gw_replies
         n_in = b_in = 0
         for op in ops:
             code = op[0]
@@ -355,7 +367,9 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                             self.send(enc.OK)
                         publish(self, subject, None, 0, data, echo, sz)
                 else:
-                    self.broker.publish_run(self, subject, datas, sizes, echo)
+                    if gw_replies:  # an answer to a request from another cluster goes back mapped
+                        subject = gw_replies.get(subject) or subject
+                    self._publish_run(self, subject, datas, sizes, echo)
                 if self.closed:
                     break
             elif code == PUB:
@@ -380,6 +394,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
                     continue
                 if verbose:
                     self.send(enc.OK)
+                if gw_replies:
+                    subject = gw_replies.get(subject) or subject
                 if publish(self, subject, reply, hdr_len, data, echo, sizes) == 0 and no_responders and reply:
                     self._no_responders(reply)
                 if self.closed:
@@ -398,20 +414,35 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             elif code == CONNECT:
                 if not self._connect(op[1]):
                     break
+                if self.parser.max_payload < self.server.options.max_payload:
+                    self.clip_payloads(ops, op)  # a JWT's limit, for what was read with CONNECT
                 verbose = self.verbose
                 pedantic = self.pedantic
                 echo = self.echo
                 no_responders = self.no_responders
                 pub_ok = self._pub_ok
+                publish = self._publish
             elif code == ERR:
-                self.close("Parse Error")
+                if op[1] is PAYLOAD_VIOLATION:
+                    self.payload_violation()
+                else:
+                    self.close("Parse Error")
                 break
             # INFO and +OK from a client are ignored, as nats-server does
         self.in_msgs += n_in
         self.in_bytes += b_in
 
+    def map_reply(self, real: bytes, mapped: bytes) -> None:
+        """This client was shown ``real`` as the reply of a request whose reply is ``mapped``
+        (from another cluster, see ``gateway_interest``): its answer goes back mapped."""
+        if self.gw_replies is None:
+            self.gw_replies = ReplyMap()
+        self.gw_replies.add(real, mapped)
+
     def _login_anonymous(self) -> None:
-        self._set_identity(self.server.auth.anonymous())
+        identity = self.server.auth.anonymous()
+        self._set_identity(identity)
+        self._enter(identity.account)
         self.broker.caller = self.perms  # (inside this client's read)
         self.ident.connected = True
         self.connected = True
@@ -436,11 +467,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         # nats-server's order: credentials, then the protocol version, then no_responders
         self.connect_opts = opts
         auth = self.server.auth
-        identity = (
-            auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
-            if self.auth_required
-            else ANONYMOUS
-        )
+        identity = self._login(opts) if self.auth_required else ANONYMOUS
         # a CONNECT naming an account is refused whatever the credentials, as by nats-server
         if identity is None or opts.account or opts.new_account:
             self.server.auth_failures += 1
@@ -449,6 +476,9 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
             return False
         self._cancel_auth_timer()
         self._set_identity(identity)
+        self._enter(identity.account)
+        if not self._take_limits(self.server.options.max_payload):
+            return False
         self.broker.caller = self.perms  # what follows CONNECT in this read is this user's
         ident = self.ident
         ident.version, ident.lang, ident.name = opts.version, opts.lang, opts.name
@@ -469,6 +499,21 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         self.server.connected(self)
         return True
 
+    def _enter(self, name: str) -> None:
+        """Take the account ``name`` (the one the client logged in to): its broker and publish
+        path. Only before the client has subscriptions (it logs in once)."""
+        account = self.server.accounts.get(name)
+        if account is None or account is self.account:
+            return
+        self.account = account
+        self.broker = account.broker
+        self.account_changed()
+
+    def account_changed(self) -> None:
+        """The account's publish path changed (its mappings, on a reload): take the new one."""
+        self._publish = self.account.publish
+        self._publish_run = self.account.publish_run
+
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         # nats-server's order: permissions (and the reserved queue), the token and subscription
         # limits, then the subject; any other queue name is taken as is
@@ -480,7 +525,8 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if opts.max_sub_tokens and subject.count(b".") >= opts.max_sub_tokens:
             self._violation("subscribe", *tokens_violation(subject, sid))
             return
-        if opts.max_subscriptions > 0 and len(self.subs) >= opts.max_subscriptions:
+        limit = self.max_subs(opts.max_subscriptions)
+        if limit >= 0 and len(self.subs) >= limit:
             self.send(_MAX_SUBS)
             self.server.max_subs_exceeded(self.ident)
             return
@@ -507,6 +553,13 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.verbose:
             self.send(enc.OK)
 
+    def _login(self, opts: ConnectOptions) -> Identity | None:
+        """Who ``opts`` log in as on this connection (None: refused)."""
+        listener = self.listener
+        return self.server.auth.authenticate(
+            opts, self.nonce, self.cert, listener.tls_map, self.host, listener.conn_type
+        )
+
     def info(self) -> bytes:
         return self.server.info_for(self)
 
@@ -524,7 +577,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
     def limits_changed(self, max_control_line: int, max_payload: int) -> None:
         """New protocol limits for what this client sends from now on (nats-server's reload)."""
         self.parser.max_control_line = max_control_line
-        self.parser.max_payload = max_payload
+        self.limits_payload(max_payload)
 
     def reauthorize(self) -> None:
         """The server's authorization changed: a client in whose credentials no longer pass is
@@ -537,15 +590,15 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         if self.connect_opts is None:  # logged in without CONNECT: as the no_auth_user, if still one
             identity: Identity | None = auth.anonymous() if auth.anonymous_user or not auth.required else None
         else:
-            identity = (
-                auth.authenticate(opts, self.nonce, self.cert, self.listener.tls_map)
-                if auth.required
-                else ANONYMOUS
-            )
-        if identity is None:
+            identity = self._login(opts) if auth.required else ANONYMOUS
+        if identity is None or identity.account != self.account.name:
+            # a user moved to another account logs in again, as nats-server makes it
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
-            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            if auth.revoked(opts):
+                self.close_with_error(ERR_AUTH_REVOKED, reason="Credentials Revoked")
+            else:
+                self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return
         self._set_identity(identity)
         self._remove_unauthorized_subs()
@@ -655,6 +708,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
 
     def _slow_consumer(self) -> None:
         self.server.slow_consumers += 1
+        self.account.slow_consumers += 1
         self.log.log(
             logging.WARNING, self.ident, f"Slow Consumer Detected: MaxPending of {self.max_pending} Exceeded"
         )
@@ -726,6 +780,7 @@ class ClientConnection(ClientPermissions, ClientLayers, asyncio.Protocol):
         for timer in (self._ping_timer, self._auth_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
+        self._cancel_expiry()
         self._ping_timer = self._auth_timer = self._handshake_timer = None
         for sub in self.subs.values():
             self.broker.remove(sub)

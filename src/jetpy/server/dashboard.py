@@ -3,7 +3,7 @@
 Owns the page's routes and how its files are served: ``index.html``, ``dashboard.js`` and
 ``dashboard.css``, shipped inside the package (``dashboard_assets/``) and read once, so the page
 needs nothing from the internet. The page itself reads only the monitoring endpoints (/varz,
-/jsz, /connz, /routez, /healthz) and redraws every two seconds; it puts every server-supplied
+/jsz, /connz, /routez, /gatewayz, /healthz) and redraws every two seconds; it puts every server-supplied
 name into the page as text, and the Content-Security-Policy sent with it allows no inline script, no
 script from elsewhere and no connection but to this port, so a name holding markup stays text
 even if a bug slipped through. Knows nothing of the server: what the page shows is what the

@@ -14,7 +14,15 @@ the exporter work unchanged against jetpy's monitoring port with no exporter in 
   ``gnatsd_routez_num_routes`` and per route ``gnatsd_routez_route_{info,rtt_seconds,
   subscriptions,uptime_seconds,in_msgs,out_msgs,in_bytes,out_bytes}`` (labels ``server_id``,
   ``rid``; ``route_info`` adds ``remote_id``, ``remote_name``, ``account``, ``ip``,
-  ``compression``), ``gnatsd_healthz_status`` (0 = ok);
+  ``compression``), per gateway connection ``gnatsd_gatewayz_{outbound,inbound}_gateway_{info,
+  configured}`` (labels ``gateway_name``, ``remote_gateway_name``, ``server_id``; ``info`` adds
+  ``start``, ``last_activity``, ``uptime``, ``idle``) and ``..._conn_{rtt,pending_bytes,in_msgs,
+  out_msgs,in_bytes,out_bytes,subscriptions}`` (plus ``cid``; ``rtt`` in seconds), as the
+  exporter's ``-gatewayz`` has them, ``gnatsd_healthz_status`` (0 = ok);
+- ``gnatsd_accstatz_{current_connections,total_connections,subscriptions,leaf_nodes,
+  sent_messages,sent_bytes,received_messages,received_bytes,slow_consumers}`` per account
+  (labels ``server_id``, ``account``, ``account_id``, ``account_name``; every account, as the
+  exporter's ``-accstatz`` asks with ``unused=1``);
 - ``jetstream_server_*``, ``jetstream_account_*``, ``jetstream_stream_*`` and
   ``jetstream_consumer_*`` from /jsz with the exporter's labels (``server_id``, ``server_name``,
   ``cluster``, ``domain``, ``meta_leader``, ``is_meta_leader``, then ``account``,
@@ -40,6 +48,7 @@ from typing import Any, Final
 
 from jetpy.meters import STORE_IO, Histogram
 from jetpy.server.loop_lag import LoopLag
+from jetpy.server.monitor_accounts import accstatz_entries
 from jetpy.server.monitor_endpoints import DEFAULT_LIST_SIZE, Endpoints, Reply, pending_bytes
 from jetpy.server.monitor_format import Query
 
@@ -54,6 +63,17 @@ _VARZ_EPOCH_MS: Final = frozenset({"start", "config_load_time"})  # the exporter
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]+")
 _NEEDS_ESCAPE = re.compile(r'[\\"\n]')
 
+_ACCSTATZ_FAMILIES: Final = (
+    ("current_connections", ("conns",)),
+    ("total_connections", ("total_conns",)),
+    ("subscriptions", ("num_subscriptions",)),
+    ("leaf_nodes", ("leafnodes",)),
+    ("sent_messages", ("sent", "msgs")),
+    ("sent_bytes", ("sent", "bytes")),
+    ("received_messages", ("received", "msgs")),
+    ("received_bytes", ("received", "bytes")),
+    ("slow_consumers", ("slow_consumers",)),
+)
 _STREAM_FAMILIES: Final = (
     ("total_messages", "Total number of messages from a stream", ("state", "messages")),
     ("total_bytes", "Total stored bytes from a stream", ("state", "bytes")),
@@ -205,6 +225,9 @@ class Metrics:
             "gnatsd_healthz_status_value", "status", f'{sid},value="{escape_label(health["status"])}"', 1
         )
         self._routez(out, sid)
+        self._accstatz(out, sid)
+        if server.gateways is not None:
+            self._gatewayz(out, server.server_id)
         self._jetstream(out, server.server_id, server.server_name)
         self._own(out, sid)
         return out.text()
@@ -314,6 +337,50 @@ class Metrics:
             [(k, _uptime_seconds(r["uptime"])) for k, r in base],
         )
 
+    def _accstatz(self, out: _Out, sid: str) -> None:
+        server = self.endpoints.server
+        rows = [
+            (
+                f"{sid},"
+                + _labels((("account", a["acc"]), ("account_id", a["acc"]), ("account_name", a["name"]))),
+                a,
+            )
+            for a in accstatz_entries(server.accounts, server.connections.values(), unused=True)
+        ]
+        for name, path in _ACCSTATZ_FAMILIES:
+            out.rows(f"gnatsd_accstatz_{name}", name, [(labels, _dig(a, path)) for labels, a in rows])
+
+    def _gatewayz(self, out: _Out, server_id: str) -> None:
+        """The exporter's gateway families: per outbound and inbound gateway connection."""
+        doc = self.endpoints.gatewayz_doc(Query({}))
+        local = doc.get("name", "")
+        for side in ("outbound", "inbound"):
+            links: list[tuple[str, dict[str, Any]]] = []
+            for remote, value in (doc[f"{side}_gateways"] or {}).items():
+                links.extend((remote, rgw) for rgw in (value if isinstance(value, list) else [value]))
+            if not links:
+                continue
+            prefix = f"gnatsd_gatewayz_{side}_gateway"
+            info, configured, conns = [], [], []
+            for remote, rgw in links:
+                c = rgw["connection"]
+                gw = [("gateway_name", local), ("remote_gateway_name", remote), ("server_id", server_id)]
+                times = [
+                    ("start", _go_time_string(c["start"])),
+                    ("last_activity", _go_time_string(c["last_activity"])),
+                    ("uptime", c["uptime"]),
+                    ("idle", c["idle"]),
+                ]
+                info.append((_labels(gw + times), 0))
+                configured.append((_labels(gw), int(rgw["configured"])))
+                conn = [("gateway_name", local), ("cid", str(c["cid"])), *gw[1:]]
+                conns.append((_labels(conn), c))
+            out.rows(f"{prefix}_info", "info", info)
+            out.rows(f"{prefix}_configured", "configured", configured)
+            out.rows(f"{prefix}_conn_rtt", "rtt", [(k, _seconds(c["rtt"])) for k, c in conns])
+            for field in ("pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions"):
+                out.rows(f"{prefix}_conn_{field}", field, [(k, c[field]) for k, c in conns])
+
     def _subsz(self, out: _Out, sid: str) -> None:
         for key, value in sorted(self.endpoints.sublist_stats().items()):
             out.gauge(f"gnatsd_subsz_{key}", key, sid, value)
@@ -327,7 +394,7 @@ class Metrics:
                 ("server_id", server_id),
                 ("server_name", server_name),
                 ("cluster", ""),
-                ("domain", ""),
+                ("domain", self.endpoints.server.options.jetstream_domain),
                 ("meta_leader", ""),
                 ("is_meta_leader", "true"),
             )
@@ -465,6 +532,12 @@ _UPTIME_UNITS: Final = {"y": 365 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1
 def _seconds(go: str) -> float:
     """A Go duration string (``"203µs"``, ``"1.5s"``) in seconds."""
     return sum(float(n) * _GO_UNITS[u] for n, u in _GO_PART.findall(go))
+
+
+def _go_time_string(rfc3339: str) -> str:
+    """A monitoring timestamp (``2026-01-02T15:04:05.123Z``) as Go's ``time.Time.String()`` writes
+    it (``2026-01-02 15:04:05.123 +0000 UTC``), the exporter's ``start`` and ``last_activity``."""
+    return rfc3339.replace("T", " ").removesuffix("Z") + " +0000 UTC"
 
 
 def _uptime_seconds(text: str) -> float:

@@ -6,9 +6,10 @@ and, for JetStream, the service's own report (:meth:`JetStreamService.jsz_stats`
 server through :class:`MonitoredServer`, the narrow view it owns. Knows nothing of HTTP: each
 endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serves it.
 
-jetpy has one account (``$G``) and no system account, gateways or leaf nodes, so those endpoints
-answer with nats-server's shapes for exactly that: empty. Routes are read through
-:mod:`monitor_cluster`.
+Accounts are read through :mod:`monitor_accounts` (``/accountz``, ``/accstatz``, the sublist
+statistics of ``/subsz`` and ``/varz``, over every account or the one ``?acc=`` names), routes
+and gateways through :mod:`monitor_cluster`; jetpy has no leaf nodes, so that endpoint answers
+with nats-server's shape for exactly that: empty.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from jetpy.server.accounts import Accounts
 from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.cluster import Cluster
 from jetpy.server.connection import ClientConnection
+from jetpy.server.gateway import Gateways
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
-from jetpy.server.monitor_cluster import routez, varz_cluster
+from jetpy.server.monitor_accounts import account_detail, account_names, accstatz_entries, sublist_stats
+from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz, routez, varz_cluster, varz_gateway
 from jetpy.server.monitor_format import (
     ProcessUsage,
     Query,
@@ -37,7 +41,7 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
-from jetpy.server.monitor_raft import NO_RAFT_NODES, RAFTZ_INDENT, raftz
+from jetpy.server.monitor_raft import NO_RAFT_NODES, RAFTZ_INDENT, SYSTEM_ACCOUNT, raftz
 from jetpy.server.nrg import RaftHost
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions
 from jetpy.subjects import is_valid_literal_subject, subject_matches
@@ -58,7 +62,6 @@ JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
 HTML = "text/html; charset=utf-8"
 
-GLOBAL_ACCOUNT = "$G"  # nats-server's name for the account of clients without one
 DEFAULT_LIST_SIZE = 1024  # nats-server's default page size for /connz, /subsz and /jsz
 MAX_PAGE_SIZE = 100_000  # a larger ?limit= is clamped: one answer stays a few tens of MB at most
 MAX_OFFSET = 2**32  # a larger ?offset= is clamped (past every list; a page is simply empty)
@@ -162,7 +165,8 @@ class MonitoredServer(Protocol):
     port: int
     start_time: float  # time.time() at construction; also when the configuration was loaded
     auth: Authenticator
-    broker: Broker
+    accounts: Accounts
+    broker: Broker  # the global account's
     connections: dict[int, ClientConnection]  # open, by cid
     closed_connections: deque[ClientConnection]  # the most recent, oldest first
     total_connections: int
@@ -171,12 +175,8 @@ class MonitoredServer(Protocol):
     violations: dict[str, int]  # permission violations by kind ("publish", "subscribe", "reply")
     jetstream: JetStreamService | None  # None: not configured, or not started
     cluster: Cluster | None  # None: no routes configured
+    gateways: Gateways | None  # None: not in a super cluster
     raft: RaftHost | None  # None: not started
-
-    @property
-    def system_subscriptions(self) -> int:
-        """How many of the broker's subscriptions are the system account's request handlers."""
-        ...
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
@@ -298,7 +298,7 @@ class Endpoints:
             max_payload=o.max_payload,
             max_pending=o.max_pending,
             cluster=varz_cluster(s.cluster, o.cluster),
-            gateway={},
+            gateway=varz_gateway(s.gateways, o.gateway),
             leaf={},
             mqtt={},
             websocket=_varz_websocket(o),
@@ -326,6 +326,9 @@ class Endpoints:
             http_req_stats=dict(sorted(self.req_stats.items())),
             config_load_time=go_time(s.start_time),  # the configuration is loaded before the start
         )
+        system = s.accounts.system()
+        if system is not None:
+            v["system_account"] = system.name
         return v
 
     def _varz_jetstream(self) -> dict[str, Any]:
@@ -374,8 +377,8 @@ class Endpoints:
             closed_conns = [c for c in s.closed_connections if not cid or c.cid == cid]
 
         def wanted(c: ClientConnection) -> bool:
-            if acc and acc != GLOBAL_ACCOUNT:
-                return False  # one account: no connection belongs to any other
+            if acc and c.account.name != acc:
+                return False
             if mqtt_client:
                 return False  # no MQTT connections
             return not user or c.user == user
@@ -433,9 +436,11 @@ class Endpoints:
                 info[k] = val
         if auth and c.user:
             info["authorized_user"] = c.user
+        if auth and c.connected:
+            info["account"] = c.account.name
         if c.subs:
             if detail:
-                info["subscriptions_list_detail"] = [_sub_detail(sub, False) for sub in c.subs.values()]
+                info["subscriptions_list_detail"] = [_sub_detail(sub) for sub in c.subs.values()]
             elif subs:
                 info["subscriptions_list"] = [_text(sub.subject) for sub in c.subs.values()]
         return info
@@ -443,24 +448,17 @@ class Endpoints:
     # -- /subsz -----------------------------------------------------------------------------------
 
     def subscription_count(self) -> int:
-        """Subscriptions of the global account: the system request handlers (``sysevents``)
-        belong to the system account nats-server keeps apart, so they are not counted."""
-        return self.server.broker.subs.count - self.server.system_subscriptions
+        """Subscriptions of every account, the system account's request handlers and
+        JetStream's included (nats-server counts its own internal ones too)."""
+        return sum(acc.broker.subs.count for acc in self.server.accounts)
 
-    def sublist_stats(self) -> dict[str, Any]:
-        tree = self.server.broker.subs
-        max_fanout, total_fanout, cached = tree.fanout_stats()
-        matches = tree.matches
-        return {
-            "num_subscriptions": self.subscription_count(),
-            "num_cache": tree.cache_count(),
-            "num_inserts": tree.inserts - self.server.system_subscriptions,
-            "num_removes": tree.removes,
-            "num_matches": matches,
-            "cache_hit_rate": go_number(tree.cache_hits / matches if matches else 0.0),
-            "max_fanout": max_fanout,
-            "avg_fanout": go_number(total_fanout / cached if cached and total_fanout else 0.0),
-        }
+    def sublist_stats(self, acc: str = "") -> dict[str, Any]:
+        """The sublist statistics of account ``acc``, or of every account added up."""
+        accounts = self.server.accounts
+        if acc:
+            account = accounts.get(acc)
+            return sublist_stats([account.broker] if account is not None else [])
+        return sublist_stats(a.broker for a in accounts)
 
     async def subsz(self, q: Query) -> Reply:
         subs = q.boolean("subs")
@@ -469,12 +467,13 @@ class Endpoints:
         acc = q.get("acc")
         if test and not is_valid_literal_subject(test):
             raise QueryError(f"invalid test subject, must be valid publish subject: {test}")
-        stats = self.sublist_stats()
-        if subs and (not acc or acc == GLOBAL_ACCOUNT):
+        stats = self.sublist_stats(acc)
+        if subs:
+            accounts = [a for a in self.server.accounts if not acc or a.name == acc]
             details = [
-                _sub_detail(sub, True)
-                for subject, _queue, sub in self.server.broker.subs.items()
-                if not _is_system(sub)
+                _sub_detail(sub, account.name)
+                for account in sorted(accounts, key=lambda a: a.name)
+                for subject, _queue, sub in account.broker.subs.items()
                 if not test or subject_matches(_text(subject), test)
             ]
             page = details[offset : offset + limit]
@@ -565,73 +564,48 @@ class Endpoints:
         s = self.server
         acc = q.get("acc")
         doc: dict[str, Any] = {"server_id": s.server_id, "now": go_time(time.time())}
+        system = s.accounts.system()
+        if system is not None:
+            doc["system_account"] = system.name
         if not acc:
-            doc["accounts"] = [GLOBAL_ACCOUNT]
-        elif acc == GLOBAL_ACCOUNT:
-            doc["account_detail"] = {
-                "account_name": GLOBAL_ACCOUNT,
-                "update_time": go_time(s.start_time),
-                "expired": False,
-                "complete": True,
-                "jetstream_enabled": s.jetstream is not None,
-                "leafnode_connections": 0,
-                "client_connections": len(s.connections),
-                "subscriptions": self.subscription_count(),
-                "sublist_stats": self.sublist_stats(),
-            }
-        else:
+            doc["accounts"] = account_names(s.accounts)
+            return json_reply(doc)
+        account = s.accounts.get(acc)
+        if account is None:
             return text_reply(400, f"Account {acc} does not exist")
+        doc["account_detail"] = account_detail(account, s.start_time)
         return json_reply(doc)
 
     async def accstatz(self, q: Query) -> Reply:
         s = self.server
-        unused = q.boolean("unused")
-        conns = len(s.connections)
-        stats: list[dict[str, Any]] = []
-        if unused or conns:
-            in_msgs, out_msgs, in_bytes, out_bytes = s.totals()
-            stats.append(
-                {
-                    "acc": GLOBAL_ACCOUNT,
-                    "conns": conns,
-                    "leafnodes": 0,
-                    "total_conns": conns,
-                    "sent": {"msgs": out_msgs, "bytes": out_bytes},
-                    "received": {"msgs": in_msgs, "bytes": in_bytes},
-                    "slow_consumers": s.slow_consumers,
-                }
-            )
+        stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"))
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
 
-    # -- cluster endpoints: routes (gateways and leaf nodes are not built) --------------------------
+    # -- cluster endpoints: routes and gateways (leaf nodes are not built) ------------------------
 
     async def routez(self, q: Query) -> Reply:
         return json_reply(self.routez_doc(q))
 
     def routez_doc(self, q: Query) -> dict[str, Any]:
         """/routez as a document (also what ``$SYS.REQ.SERVER.PING.ROUTEZ`` and /metrics read)."""
-        subs = q.get("subs").lower()
-        if subs != "detail":
-            subs = "1" if q.boolean("subs") else ""
         s = self.server
-        return routez(s.cluster, s.server_id, s.server_name, subs)
+        return routez(s.cluster, s.server_id, s.server_name, _subs(q))
 
     async def raftz(self, q: Query) -> Reply:
-        doc = raftz(self.server.raft, q.get("acc"), q.get("group"))
+        system = self.server.accounts.system_name or SYSTEM_ACCOUNT
+        doc = raftz(self.server.raft, q.get("acc"), q.get("group"), system)
         if doc is None:
             return text_reply(404, NO_RAFT_NODES)
         return Reply(200, encode_json(doc, width=RAFTZ_INDENT), JSON)
 
     async def gatewayz(self, q: Query) -> Reply:
-        q.boolean("accs")
-        return json_reply(
-            {
-                "server_id": self.server.server_id,
-                "now": go_time(time.time()),
-                "outbound_gateways": {},
-                "inbound_gateways": {},
-            }
-        )
+        return json_reply(self.gatewayz_doc(q))
+
+    def gatewayz_doc(self, q: Query) -> dict[str, Any]:
+        """/gatewayz as a document (also what /metrics reads)."""
+        s = self.server
+        ask = GatewayzQuery(q.get("gw_name"), q.boolean("accs"), q.get("acc_name"), _subs(q))
+        return gatewayz(s.gateways, s.server_id, ask)
 
     async def leafz(self, q: Query) -> Reply:
         q.boolean("subs")
@@ -672,13 +646,9 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "replace")
 
 
-def _is_system(sub: Subscription) -> bool:
-    """One of the system request handlers (in-process, on ``$SYS.REQ.SERVER.``)."""
-    return sub.handler is not None and sub.subject.startswith(b"$SYS.REQ.SERVER.")
-
-
-def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
-    d: dict[str, Any] = {"account": GLOBAL_ACCOUNT} if with_account else {}
+def _sub_detail(sub: Subscription, account: str = "") -> dict[str, Any]:
+    """A subscription as /subsz (with its ``account``) and /connz list it."""
+    d: dict[str, Any] = {"account": account} if account else {}
     d["subject"] = _text(sub.subject)
     if sub.queue:
         d["qgroup"] = _text(sub.queue)
@@ -689,6 +659,14 @@ def _sub_detail(sub: Subscription, with_account: bool) -> dict[str, Any]:
     client = sub.client
     d["cid"] = client.cid if isinstance(client, ClientConnection) else 0  # in-process ones have none
     return d
+
+
+def _subs(q: Query) -> str:
+    """The ``subs`` parameter: "detail", "1" (true) or "" (false)."""
+    subs = q.get("subs").lower()
+    if subs != "detail":
+        subs = "1" if q.boolean("subs") else ""
+    return subs
 
 
 def pending_bytes(c: ClientConnection) -> int:

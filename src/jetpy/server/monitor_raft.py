@@ -1,6 +1,6 @@
 """``/raftz``: this server's Raft groups as nats-server 2.11+ shows them (compared with 2.15.1).
 
-Owns the document: ``{"$SYS": {<group>: {...}}}`` with nats-server's field names, order and
+Owns the document: ``{"$SYS": {<group>: {...}}}`` (the system account's name: ``system_account``) with nats-server's field names, order and
 omissions (printed with its three-space indentation by the endpoint), the ``acc`` and ``group``
 filters (no ``acc``: the system account, where every jetpy group lives; another account: ``{}``)
 and when there is nothing to show (no groups: nats-server's 404). Read from the host's typed
@@ -27,19 +27,22 @@ GO_ZERO_TIME: Final = "0001-01-01T00:00:00Z"
 RAFTZ_INDENT: Final = 3  # nats-server's json.MarshalIndent(groups, "", "   ")
 
 
-def raftz(host: RaftHost | None, account: str, group: str) -> dict[str, Any] | None:
-    """The document for the ``acc`` and ``group`` filters; None: no Raft groups here (a 404)."""
+def raftz(
+    host: RaftHost | None, account: str, group: str, system: str = SYSTEM_ACCOUNT
+) -> dict[str, Any] | None:
+    """The document for the ``acc`` and ``group`` filters, the groups under the system account's
+    name (``system``: ``system_account``); None: no Raft groups here (a 404)."""
     if host is None or not host.groups:
         return None
     doc: dict[str, Any] = {}
-    if (account or SYSTEM_ACCOUNT) == SYSTEM_ACCOUNT:
-        groups = {st.group: _group(st) for st in host.status() if not group or st.group == group}
+    if (account or system) == system:
+        groups = {st.group: _group(st, system) for st in host.status() if not group or st.group == group}
         if groups:
-            doc[SYSTEM_ACCOUNT] = groups
+            doc[system] = groups
     return doc
 
 
-def _group(st: GroupStatus) -> dict[str, Any]:
+def _group(st: GroupStatus, system: str) -> dict[str, Any]:
     g: dict[str, Any] = {
         "id": st.id,
         "state": st.state,
@@ -64,7 +67,7 @@ def _group(st: GroupStatus) -> dict[str, Any]:
         pterm=st.last_term,
         pindex=st.last_index,
         system_account=True,
-        traffic_account=SYSTEM_ACCOUNT,
+        traffic_account=system,
         ipq_proposal_len=st.proposals_queued,
         ipq_entry_len=0,
         ipq_resp_len=0,

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jetpy.jetstream.models import AccountLimits
+
+GLOBAL_ACCOUNT = "$G"  # nats-server's account of clients that belong to no configured account
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"  # nats-server's system account when none is named
+
 # nats-server's defaults (server/const.go), with the reason each limit exists.
 DEFAULT_PORT = 4222
 DEFAULT_HOST = "0.0.0.0"
@@ -35,8 +40,78 @@ class User:
     user: str
     password: str = ""
     permissions: dict[str, object] | None = None
-    account: str | None = None
+    account: str = GLOBAL_ACCOUNT  # the account the user belongs to
     nkey: str = ""  # a user's public nkey (then ``user`` and ``password`` are empty)
+
+
+RESPONSE_TYPES = ("singleton", "stream", "chunked")  # a service export's response_type
+DEFAULT_RESPONSE_THRESHOLD = 120.0  # seconds a service's responses may keep coming (nats-server's)
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """One entry of an account's ``exports``: a ``stream`` or ``service`` subject, public or
+    private to the ``accounts`` named."""
+
+    kind: str  # "stream" or "service"
+    subject: str
+    accounts: tuple[str, ...] | None = None  # None: public
+    response_type: str = "singleton"  # services: one of RESPONSE_TYPES
+    response_threshold: float = DEFAULT_RESPONSE_THRESHOLD
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One entry of an account's ``imports``: ``subject`` of ``account``'s export, seen here as
+    ``to`` (a transform of the subject) or, for streams, ``prefix.<subject>``."""
+
+    kind: str  # "stream" or "service"
+    account: str
+    subject: str
+    to: str = ""
+    prefix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MappingDestination:
+    """One destination of a subject mapping: ``weight`` percent of the messages (100 for a
+    plain mapping), only in the cluster named ``cluster`` when set."""
+
+    subject: str
+    weight: float = 100.0
+    cluster: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """A subject mapping: messages published to ``source`` go to its destinations."""
+
+    source: str
+    destinations: tuple[MappingDestination, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountOptions:
+    """One account of the ``accounts {}`` block (its users are in ``ServerOptions.users``, each
+    naming it): JetStream (None: not enabled for the account), exports, imports and mappings."""
+
+    name: str
+    jetstream: AccountLimits | None = None  # its limits (-1: none), as $JS.API.INFO reports them
+    exports: tuple[Export, ...] = ()
+    imports: tuple[Import, ...] = ()
+    mappings: tuple[Mapping, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorOptions:
+    """Operator mode (decentralized JWT auth, see ``jetpy.server.operator``): the operator JWTs
+    (``operator``) or bare operator keys (``trusted_keys``) trusted, the account resolver (only
+    ``MEMORY``) and the account JWTs it holds (``resolver_preload``: public key, JWT)."""
+
+    operator_jwts: tuple[str, ...] = ()
+    trusted_keys: tuple[str, ...] = ()
+    resolver: str = ""  # "MEMORY", or "" when the configuration names none
+    preload: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +180,52 @@ class ClusterOptions:
     __str__ = __repr__
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteGateway:
+    """One entry of ``gateway { gateways: [...] }``: a remote cluster and where to reach it."""
+
+    name: str
+    urls: tuple[str, ...]  # nats://[user:pass@]host:port, as configured
+    tls: TlsOptions | None = None  # this remote's own tls {} (else the gateway block's)
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteGateway(name={self.name!r}, urls={[_redact_url(u) for u in self.urls]}, tls={self.tls!r})"
+        )
+
+
+@dataclass(slots=True, repr=False)
+class GatewayOptions:
+    """The ``gateway {}`` block: this cluster's link to the other clusters of a super cluster
+    (see ``jetpy.server.gateway``). On when ``name`` and ``port`` are set (-1: a random port)."""
+
+    name: str = ""  # this cluster's name in the super cluster
+    host: str = DEFAULT_HOST
+    port: int = 0
+    advertise: str = ""  # host:port told to remote gateways instead of the listen address
+    username: str = ""  # what a remote gateway's CONNECT must carry
+    password: str = ""
+    auth_timeout: float = DEFAULT_ROUTE_AUTH_TIMEOUT
+    gateways: list[RemoteGateway] = field(default_factory=list)
+    connect_retries: int = 0  # attempts for a gateway learned by gossip (configured ones: forever)
+    reject_unknown: bool = False  # refuse gateways that are not configured (no implicit ones)
+    tls: TlsOptions | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.name) and self.port != 0
+
+    def __repr__(self) -> str:
+        auth = f", username={self.username!r}, password=[REDACTED]" if self.username else ""
+        return (
+            f"GatewayOptions(name={self.name!r}, host={self.host!r}, port={self.port}{auth}, "
+            f"advertise={self.advertise!r}, gateways={self.gateways!r}, "
+            f"connect_retries={self.connect_retries}, reject_unknown={self.reject_unknown}, tls={self.tls!r})"
+        )
+
+    __str__ = __repr__
+
+
 def _redact_url(url: str) -> str:
     """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
     scheme, sep, rest = url.partition("://")
@@ -138,15 +259,25 @@ class ServerOptions:
     username: str = ""
     password: str = ""
     token: str = ""
-    users: list[User] = field(default_factory=list)
+    users: list[User] = field(default_factory=list)  # every user, of $G and of the accounts
     auth_timeout: float = AUTH_TIMEOUT
     no_auth_user: str = ""
+    operator: OperatorOptions | None = None  # operator mode (JWT users) when set
+    # accounts
+    accounts: list[AccountOptions] = field(default_factory=list)
+    system_account: str = ""  # "": nats-server's default, $SYS
+    no_system_account: bool = False
+    mappings: tuple[Mapping, ...] = ()  # the top-level mappings: the global account's
     # jetstream
     jetstream: bool = False
     store_dir: str = ""
     max_memory_store: int = -1  # -1 = decide from the machine
     max_file_store: int = -1
     sync_interval: float | None = None  # None = fsync before every PubAck (group commit)
+    jetstream_domain: str = ""  # jetstream { domain }: its API is also $JS.<domain>.API.>
+    js_key: str = ""  # jetstream { key | ek | encryption_key }: encryption at rest ("" = off)
+    js_prev_key: str = ""  # jetstream { prev_encryption_key }: files under it are re-encrypted
+    js_cipher: str = ""  # jetstream { cipher }: "chachapoly" (the default with a key) or "aes"
     # logging
     debug: bool = False
     trace: bool = False
@@ -160,3 +291,5 @@ class ServerOptions:
     lame_duck_grace_period: float = LAME_DUCK_GRACE_PERIOD
     # routes to the other servers of a cluster
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    # gateways to the other clusters of a super cluster
+    gateway: GatewayOptions = field(default_factory=GatewayOptions)

@@ -16,16 +16,23 @@ connections or sockets.
 Reloadable, as in nats-server: ``max_payload`` and ``max_control_line`` (also for connected
 clients), ``max_connections`` (clients over a lowered limit are closed), ``ping_interval``,
 ``ping_max``, ``write_deadline``, the authorization block (user, password, token, users,
-timeout: connected clients whose credentials no longer pass are closed), ``client_advertise``,
+timeout: connected clients whose credentials no longer pass are closed, and so are those whose
+user moved to another account; the accounts' users the same; in operator mode the account
+JWTs, a connected user its account now revokes closed with ``User Authentication Revoked``),
+subject mappings (every account's
+and the top level's: connected clients publish through the new ones), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
 ``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
-(nats-server reloads certificates and origins; jetpy refuses the change for now), ``no_auth_user``,
+(nats-server reloads certificates and origins; jetpy refuses the change for now), the rest of the
+accounts block (accounts, their JetStream limits, exports and imports: nats-server reloads them;
+jetpy refuses for now), ``system_account``, ``no_auth_user``,
 ``lame_duck_duration``, ``lame_duck_grace_period``, and the JetStream options (nats-server restarts JetStream for some of
 those; jetpy refuses them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +40,7 @@ from typing import Any, Protocol
 
 from jetpy.gotime import go_duration
 from jetpy.server.config import ConfigError
-from jetpy.server.options import ServerOptions
+from jetpy.server.options import AccountOptions, ServerOptions
 
 __all__ = ["OPTIONS", "Option", "ReloadError", "Reloadable", "diff_options", "reload_config"]
 
@@ -58,6 +65,8 @@ class Option:
     # "switch": a block shown as enabled/disabled
 
     def show(self, value: Any) -> str:
+        if self.kind == "secret":  # a key is never written to the log
+            return "[REDACTED]" if value else ""
         if self.kind == "switch":
             return "enabled" if value else "disabled"
         if self.kind == "duration" and isinstance(value, int | float):
@@ -86,6 +95,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_sub_tokens", "MaxSubTokens"),
     Option("users", "Users", "Reloaded: authorization users"),
     Option("no_auth_user", "NoAuthUser"),
+    # operator mode: changed account JWTs reload when the accounts and their JetStream stay
+    Option("operator", "TrustedOperators", "Reloaded: authorization users"),
+    # an account's mappings reload (the rest of the accounts block does not, see diff_options);
+    # the top-level mappings are the global account's
+    Option("accounts", "Accounts", "Reloaded: accounts"),
+    Option("mappings", "Mappings", "Reloaded: accounts"),
+    Option("system_account", "SystemAccount"),
+    Option("no_system_account", "NoSystemAccount"),
     Option("username", "Username", "Reloaded: authorization username"),
     Option("password", "Password", "Reloaded: authorization password"),
     Option("token", "Authorization", "Reloaded: authorization token"),
@@ -101,10 +118,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("tls", "TLSConfig", kind="switch"),
     Option("websocket", "Websocket", kind="switch"),
     Option("jetstream", "JetStream"),
+    Option("jetstream_domain", "JetStreamDomain"),
     Option("max_memory_store", "JetStreamMaxMemory"),
     Option("max_file_store", "JetStreamMaxStore"),
     Option("store_dir", "StoreDir"),
     Option("sync_interval", "SyncInterval", kind="duration"),
+    Option("js_key", "JetStreamKey", kind="secret"),
+    Option("js_prev_key", "JetStreamOldKey", kind="secret"),
+    Option("js_cipher", "JetStreamCipher"),
     Option("pid_file", "PidFile", "Reloaded: pid_file = {value}"),
     Option("log_file", "LogFile", "Reloaded: log_file = {value}"),
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
@@ -112,6 +133,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("lame_duck_duration", "LameDuckDuration", kind="duration"),
     Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
     Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
+    Option("gateway", "Gateway"),  # gateways, name, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 
@@ -124,6 +146,11 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> list[tuple[Option, s
         before, after = getattr(old, opt.attr), getattr(new, opt.attr)
         if before == after or (opt.attr == "port" and after in _RANDOM_PORTS):
             continue
+        if opt.attr == "accounts" and not _only_mappings(before, after):
+            raise ReloadError(
+                "config reload not supported for Accounts: only the accounts' mappings and users "
+                "change at runtime; accounts, their JetStream, exports and imports take a restart"
+            )
         if opt.reloaded is None:
             raise ReloadError(
                 f"config reload not supported for {opt.go_name}: "
@@ -131,6 +158,13 @@ def diff_options(old: ServerOptions, new: ServerOptions) -> list[tuple[Option, s
             )
         changed.append((opt, opt.reloaded.format(value=opt.show(after))))
     return changed
+
+
+def _only_mappings(before: list[AccountOptions], after: list[AccountOptions]) -> bool:
+    """Do two accounts blocks differ in their mappings alone?"""
+    return [dataclasses.replace(a, mappings=()) for a in before] == [
+        dataclasses.replace(a, mappings=()) for a in after
+    ]
 
 
 class Reloadable(Protocol):
@@ -166,7 +200,7 @@ def reload_config(
         log.warning("%s", warning)
     if new.port in _RANDOM_PORTS:  # the port the server runs on stays what it is
         new.port = server.options.port
-    for _, line in changes:
+    for line in dict.fromkeys(line for _, line in changes):  # accounts and mappings share a line
         log.info("%s", line)
     changed = {opt.attr for opt, _ in changes}
     server.reload(new, changed)

@@ -3,8 +3,8 @@ become subscriptions here, and who gets a message that arrived from a peer.
 
 Owns three rules of nats-server's route protocol, per account:
 
-* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the system
-  account's in-process handlers, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
+* **Announcing** (:class:`LocalInterest`): this server's subscriptions (but for the account
+  imports' own, see :func:`announced`) counted by (subject, queue). A plain subject is announced once (``RS+`` at the first subscription, ``RS-`` after the
   last), a queue group with its weight, the number of members here (``RS+ ... <queue> <n>`` at
   every change, ``RS-`` after the last), so a peer picks among the whole cluster's members.
 * **Remote interest** (:class:`RemoteInterest`): a peer's ``RS+`` becomes a subscription in the
@@ -14,7 +14,8 @@ Owns three rules of nats-server's route protocol, per account:
   message path. Weights are capped at :data:`MAX_QUEUE_WEIGHT`.
 * **Delivering a routed message** (:func:`deliver_routed`, :func:`deliver_routed_run`): to this
   server's own subscribers only (one hop: never to another route, so nothing loops or arrives
-  twice), its plain subscribers always, and a member of each queue group the message names,
+  twice; nor to the account imports' subscriptions, which the publishing server carried out
+  already), its plain subscribers always, and a member of each queue group the message names,
   preferring a member here; only when none is left here (it just left) does the message go on to
   one on another peer, never back to the route it came from.
 
@@ -28,12 +29,20 @@ from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
 from jetpy.protocol.route_wire import msg_head, sub_line, unsub_line
-from jetpy.server.broker import Broker, Subscriber, Subscription
+from jetpy.server.broker import (
+    FROM_CLIENT,
+    FROM_HUB_LEAF,
+    FROM_SPOKE_LEAF,
+    Broker,
+    Subscriber,
+    Subscription,
+)
 from jetpy.sublist import MatchResult
 
 __all__ = [
     "MAX_QUEUE_WEIGHT",
     "ROUTER",
+    "TOLD_TO_ROUTES",
     "LocalInterest",
     "RemoteInterest",
     "announced",
@@ -43,6 +52,13 @@ __all__ = [
 ]
 
 ROUTER: Final = "Router"  # a route connection's ``kind``: how a receiver is told from a client
+
+TOLD_TO_ROUTES: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF})
+"""Subscriptions the routes hear of: this server's clients' (and in-process handlers') and
+those of the leaf nodes it is the hub of; never another peer's (one hop: the cluster's other
+servers announce their own, a gateway's and the hub's interest stay on this server)."""
+
+_LOCAL: Final = frozenset({FROM_CLIENT, FROM_HUB_LEAF, FROM_SPOKE_LEAF})
 
 MAX_QUEUE_WEIGHT: Final = 1024
 """Members of one queue group a peer may announce (its RS+ weight): each becomes a subscription
@@ -142,16 +158,22 @@ class RemoteInterest:
         return len(self.subs)
 
 
+_UNTOLD: Final = (b"_GR_.", b"$GR.")
+
+
 def announced(sub: Subscription) -> bool:
-    """Whether a local subscription is told to the routes: all but the in-process handlers of
-    ``$SYS.`` subjects in the global account (the system requests each server answers for
-    itself, as nats-server keeps them in its system account)."""
-    return sub.handler is None or not sub.subject.startswith(b"$SYS.")
+    """Whether a local subscription is told to other servers: all but the account imports' own
+    (``Subscription.local``: they act on what is published on this server only) and the
+    in-process handlers of the replies mapped across gateways (each server takes its own, see
+    :mod:`gateway`). The system account's request handlers are told, as nats-server's are."""
+    return not sub.local and (sub.handler is None or not sub.subject.startswith(_UNTOLD))
 
 
 def local_members(members: list[Subscription]) -> list[Subscription]:
-    """The members that are this server's own (clients and in-process handlers)."""
-    return [s for s in members if s.client.kind != ROUTER]
+    """The members a message from a route may go to: this server's clients, in-process
+    handlers and leaf nodes (never another route or a gateway: a routed message makes one hop),
+    but for the account imports' subscriptions."""
+    return [s for s in members if s.client.origin in _LOCAL and not s.local]
 
 
 def deliver_routed(

@@ -141,6 +141,11 @@ class Listener:
     layers: Callable[[], list[Layer]] | None = None  # the stack to build (None: plain)
 
     @property
+    def conn_type(self) -> str:
+        """nats-server's name of this kind of connection (what a user JWT may restrict)."""
+        return "WEBSOCKET" if self.kind == "websocket" else "STANDARD"
+
+    @property
     def plain(self) -> bool:
         return self.layers is None
 

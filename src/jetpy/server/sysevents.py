@@ -11,12 +11,15 @@ Owns, with nats-server 2.15's message shapes (compared field by field with the r
   IDZ: ``{"name", "host", "id"}``. A JSON body carries the endpoint's options (nats-server's
   names: ``{"subscriptions": true, "limit": 10}``) and the filters ``server_name``, ``host``,
   ``cluster``, ``domain``, ``tags``: a server the filter does not match stays silent;
-- events ``$SYS.ACCOUNT.$G.CONNECT`` and ``.DISCONNECT`` (``client_connect`` /
-  ``client_disconnect`` advisories), published only when someone listens.
+- events ``$SYS.ACCOUNT.<account>.CONNECT`` and ``.DISCONNECT`` (``client_connect`` /
+  ``client_disconnect`` advisories) for the clients of every account, published only when
+  someone listens.
 
-jetpy has one account and no system account yet, so these subjects are open to every
-authorised user (nats-server keeps them to its system account). Knows the server only as the
-monitor's :class:`MonitoredServer` (the documents are ``monitor_endpoints``'), the broker
+All of it lives in the system account (``system_account``, ``$SYS`` by default), as in
+nats-server: only its users make these requests and see these events, and a cluster carries
+them between servers (``$SYS.REQ.SERVER.PING`` is answered by every server). Without a system
+account (``no_system_account``) there are none. Knows the server only as the monitor's
+:class:`MonitoredServer` (the documents are ``monitor_endpoints``'), the system account's broker
 through its internal subscriptions, and a connection only by the fields an event reports.
 """
 
@@ -28,12 +31,11 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final, Protocol
 
-from jetpy.server.broker import Subscription
+from jetpy.server.broker import Broker, Subscription
 from jetpy.server.connection import ClientConnection
 from jetpy.server.identity import NATS_COMPAT_VERSION
 from jetpy.server.monitor_endpoints import (
     DEFAULT_LIST_SIZE,
-    GLOBAL_ACCOUNT,
     JSON,
     Endpoints,
     MonitoredServer,
@@ -46,8 +48,8 @@ __all__ = ["ENDPOINTS", "SystemEvents"]
 PREFIX: Final = "$SYS.REQ.SERVER."
 CONNECT_EVENT: Final = "io.nats.server.advisory.v1.client_connect"
 DISCONNECT_EVENT: Final = "io.nats.server.advisory.v1.client_disconnect"
-CONNECT_SUBJECT: Final = f"$SYS.ACCOUNT.{GLOBAL_ACCOUNT}.CONNECT"
-DISCONNECT_SUBJECT: Final = f"$SYS.ACCOUNT.{GLOBAL_ACCOUNT}.DISCONNECT"
+CONNECT_SUBJECT: Final = "$SYS.ACCOUNT.{}.CONNECT"  # .format(account)
+DISCONNECT_SUBJECT: Final = "$SYS.ACCOUNT.{}.DISCONNECT"
 FLAG_JETSTREAM: Final = 1  # ServerInfo.flags bit: JetStream enabled (nats-server's ServerCapability)
 MAX_OPTIONS_BYTES: Final = 64 * 1024  # a request body larger than this is refused unread
 
@@ -90,7 +92,10 @@ ENDPOINTS: Final[dict[str, tuple[str, dict[str, str]]]] = {
     "ACCOUNTZ": ("/accountz", {"account": "acc"}),
     "ROUTEZ": ("/routez", {"subscriptions": "subs"}),
     "LEAFZ": ("/leafz", {"subscriptions": "subs"}),
-    "GATEWAYZ": ("/gatewayz", {"accounts": "accs"}),
+    "GATEWAYZ": (
+        "/gatewayz",
+        {"name": "gw_name", "accounts": "accs", "account_name": "acc_name", "subscriptions": "subs"},
+    ),
     "RAFTZ": ("/raftz", {"account": "acc", "group": "group"}),  # 2.11+
 }
 _FILTERS: Final = ("server_name", "cluster", "host", "domain", "tags")
@@ -110,13 +115,13 @@ class SystemEvents:
         self._spawn = spawn
         self._seq = 0
         self._subs: list[Subscription] = []
-        # whether anyone could receive each event subject, kept up to date by the broker's
-        # interest watch (so a connection costs no subscription lookup when nobody listens)
-        self._listening: dict[str, bool] = {}
-        self._watches: list[Any] = []
+        self.broker: Broker | None = None  # the system account's (None: no system account)
 
     def start(self) -> None:
-        broker = self.server.broker
+        system = self.server.accounts.system()
+        if system is None:
+            return
+        self.broker = broker = system.broker
         sid = self.server.server_id
         subjects: dict[str, Callable[[bytes, bytes | None, int, bytes], None]] = {
             PREFIX + "PING": self._statsz,
@@ -130,26 +135,18 @@ class SystemEvents:
             subjects[f"{PREFIX}PING.{name}"] = handler
             subjects[f"{PREFIX}{sid}.{name}"] = handler
         self._subs = [broker.subscribe_internal(subject, h) for subject, h in subjects.items()]
-        for subject in (CONNECT_SUBJECT, DISCONNECT_SUBJECT):
-            self._listening[subject] = False
-            self._watches.append(broker.watch_interest(subject, self._interest_changed))
-
-    def _interest_changed(self) -> None:
-        broker = self.server.broker
-        for subject in self._listening:
-            self._listening[subject] = broker.has_interest(subject.encode())
 
     @property
     def subscription_count(self) -> int:
-        """The request handlers' subscriptions (the monitor counts them out of ``$G``'s)."""
+        """The request handlers' subscriptions (in the system account)."""
         return len(self._subs)
 
     def stop(self) -> None:
-        for sub in self._subs:
-            self.server.broker.unsubscribe_internal(sub)
-        for handle in self._watches:
-            self.server.broker.unwatch_interest(handle)
-        self._subs, self._watches = [], []
+        if self.broker is not None:
+            for sub in self._subs:
+                self.broker.unsubscribe_internal(sub)
+        self._subs = []
+        self.broker = None
 
     # -- what every message says about this server ----------------------------------------------
 
@@ -169,7 +166,8 @@ class SystemEvents:
         }
 
     def _send(self, subject: str, doc: dict[str, Any]) -> None:
-        self.server.broker.publish_internal(subject, None, json.dumps(doc, separators=(",", ":")).encode())
+        if self.broker is not None:
+            self.broker.publish_internal(subject, None, json.dumps(doc, separators=(",", ":")).encode())
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -316,9 +314,13 @@ class SystemEvents:
 
     # -- events -----------------------------------------------------------------------------------
 
+    def _listened(self, subject: str) -> bool:
+        broker = self.broker
+        return broker is not None and broker.has_interest(subject.encode())
+
     def connected(self, conn: ClientConnection) -> None:
-        subject = CONNECT_SUBJECT
-        if not self._listening.get(subject):
+        subject = CONNECT_SUBJECT.format(conn.account.name)
+        if not self._listened(subject):
             return
         now = time.time()
         self._send(
@@ -333,8 +335,8 @@ class SystemEvents:
         )
 
     def disconnected(self, conn: ClientConnection) -> None:
-        subject = DISCONNECT_SUBJECT
-        if not conn.connected or not self._listening.get(subject):
+        subject = DISCONNECT_SUBJECT.format(conn.account.name)
+        if not conn.connected or not self._listened(subject):
             return
         stop = conn.stop_time or time.time()
         self._send(
@@ -355,11 +357,12 @@ class SystemEvents:
 
 def _client_info(conn: ClientConnection, stop: float | None) -> dict[str, Any]:
     """nats-server's ClientInfo as its connect/disconnect events carry it (empty fields omitted)."""
+    account = conn.account.name
     info: dict[str, Any] = {
         "start": go_time(conn.start),
         "host": conn.host,
         "id": conn.cid,
-        "acc": GLOBAL_ACCOUNT,
+        "acc": account,
     }
     for key, value in (("user", conn.user), ("name", conn.name), ("lang", conn.lang), ("ver", conn.version)):
         if value:
@@ -368,7 +371,7 @@ def _client_info(conn: ClientConnection, stop: float | None) -> dict[str, Any]:
         if conn.rtt > 0:
             info["rtt"] = ns(conn.rtt)
         info["stop"] = go_time(stop)
-    info.update(name_tag=GLOBAL_ACCOUNT, kind="Client", client_type=conn.client_type)
+    info.update(name_tag=account, kind="Client", client_type=conn.client_type)
     return info
 
 

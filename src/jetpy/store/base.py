@@ -65,9 +65,11 @@ __all__ = [
     "MAX_SUBJECT_BYTES",
     "MEMORY_MSG_OVERHEAD",
     "UNLIMITED",
+    "Compression",
     "ConsumerState",
     "ConsumerStore",
     "ErrCorrupt",
+    "ErrEncryptionKey",
     "ErrInvalidName",
     "ErrMaxBytes",
     "ErrMaxMsgs",
@@ -89,6 +91,7 @@ __all__ = [
     "StreamState",
     "StreamStore",
     "check_discard_new",
+    "compression_of",
     "finish",
     "msg_size",
     "payload_cap",
@@ -227,12 +230,26 @@ class StoreLimits(msgspec.Struct, frozen=True):
     subject_delete_marker_ttl: int = 0  # nanoseconds; > 0: expiry leaves a marker (see above)
 
 
+Compression = Literal["none", "s2"]
+"""A stream's ``compression`` (nats-server 2.10's spelling)."""
+
+
+def compression_of(value: str) -> Compression:
+    """``value`` as a ``Compression``; ValueError for anything else."""
+    if value == "s2":
+        return "s2"
+    if value == "none":
+        return "none"
+    raise ValueError(f"unknown compression {value!r}")
+
+
 class StoreConfig(msgspec.Struct, frozen=True):
     name: str
     storage: Literal["file", "memory"] = "file"
     limits: StoreLimits = msgspec.field(default_factory=StoreLimits)
     first_seq: int = 1  # only used when the store is created
     block_size: int = 0  # file store only; 0 = by max_bytes, as nats-server (filestore.block_size_for)
+    compression: Compression = "none"  # file store: sealed blocks compressed (frames.py)
 
 
 class ConsumerState(msgspec.Struct, frozen=True):
@@ -322,6 +339,18 @@ class ErrCorrupt(StoreError):
     def __init__(self, detail: str, seqs: list[int] | None = None) -> None:
         self.seqs: list[int] = list(seqs or ())
         super().__init__(f"{ErrCorrupt.description}: {detail}")
+
+
+class ErrEncryptionKey(StoreError):
+    """A file was written with an encryption key this store was not given, or is encrypted and
+    no key was given (plaintext files are read and re-encrypted, never refused). The store
+    refuses to open rather than guess; nothing past the file's header is read, nothing is
+    changed (see crypto.py)."""
+
+    description = "encryption key mismatch"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"{ErrEncryptionKey.description}: {detail}")
 
 
 # ----------------------------------------------------------------------------- the seam
@@ -586,6 +615,11 @@ class StreamStore(Protocol):
     def num_pending(self, start_seq: int, filter_subject: str, last_per_subject: bool) -> int: ...
 
     def update_limits(self, limits: StoreLimits) -> None: ...
+
+    def set_compression(self, compression: str) -> None:
+        """``"none"`` or ``"s2"`` (the stream config's ``compression``): a file store compresses
+        its sealed blocks with S2 from now on; a memory store keeps nothing on disk, so this
+        only changes its config, as nats-server's memory store."""
 
     def update_limits_steps(self, limits: StoreLimits) -> Steps:
         """``update_limits`` in steps, yielding every ``PURGE_STEP`` messages its lower limits

@@ -1,8 +1,8 @@
 """The file store's bulk read: its message records handed out as they lie in the block files.
 
 Owns ``FileStore.read_records`` (``StreamStore.read_records``): finding the runs of wanted index
-entries (live, in the range, on a wanted subject), reading each run's bytes with one ``pread``
-(or from the write buffer for what is not flushed yet) and handing them out with the entries'
+entries (live, in the range, on a wanted subject), reading each run's bytes at once (one
+``pread`` of a plain file, or the frames holding them; the write buffer for what is not flushed) and handing them out with the entries'
 block offsets, untouched. Records are never decoded or copied one by one here: an unfiltered
 read costs a few array slices and one ``pread`` per run, so its cost per message is the bytes'
 copy. Checking each record (magic, sequence, CRC-32) is left to whoever decodes them: the bulk
@@ -15,24 +15,21 @@ removed message: those are entries, and end a run) and, after a record with head
 what follows (``record.longest_record``). Filtered reads make runs of the matching entries,
 read through a window of ``READ_WINDOW`` bytes so that dense matches cost one ``pread`` per
 window, not one per message.
-Records are handed out as stored because they are stored plain: when compression or encryption
-at rest lands, this read must hand out each record decoded, with a CRC over the plain record
-(what readers check), instead of the file's bytes.
+Records are handed out as the block's *logical* bytes (frames.py): a compressed or encrypted
+block's frames are decoded by ``BlockReader.span`` first, so what is handed out is always plain
+records, each with its CRC-32 over the plain record (what readers check), never a file's raw
+frames.
 Must not know: the network, the bulk reply's framing, subject matching (it gets subject ids).
 """
 
 from __future__ import annotations
 
-import errno
-import os
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Final
 
-from jetpy.meters import STORE_IO
-
-from .base import BULK_MAX_EXAMINED, ErrCorrupt, ErrStoreIO, StoredRecords
+from .base import BULK_MAX_EXAMINED, StoredRecords
 from .index import StoreIndex
 from .record import longest_record
 from .segment import NO_SID, Block
@@ -82,31 +79,9 @@ class _Area:
         return StoredRecords(self.parts, self.offsets, max(self.base, 0), self.size, next_seq)
 
 
-class _Bytes:
-    """Reads ranges of block files, from the file and from the write buffer."""
-
-    __slots__ = ("_fd_of", "_wbuf")
-
-    def __init__(self, fd_of: Callable[[Block], int], wbuf: bytearray) -> None:
-        self._fd_of = fd_of
-        self._wbuf = wbuf
-
-    def get(self, blk: Block, a: int, b: int) -> bytes:
-        """Bytes ``[a, b)`` of ``blk``: from the file up to its flushed end, then the write buffer."""
-        flushed = blk.flushed
-        out = b""
-        if a < flushed:
-            want = min(b, flushed) - a
-            try:
-                out = os.pread(self._fd_of(blk), want, a)
-            except OSError as exc:
-                raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
-            STORE_IO.read(len(out))
-            if len(out) < want:
-                raise ErrCorrupt(f"{blk.path.name} ends at {a + len(out)}, before its records do")
-        if b > flushed:
-            out += self._wbuf[max(a - flushed, 0) : b - flushed]
-        return out
+Span = Callable[[Block, int, int], bytes]
+"""``span(blk, a, b)``: logical bytes ``[a, b)`` of a block, from its file (a framed file's frames
+decoded) and the write buffer (``BlockReader.span``)."""
 
 
 def _run_end(blk: Block, k: int) -> int:
@@ -116,7 +91,7 @@ def _run_end(blk: Block, k: int) -> int:
     return min(end, offs[k]) if k < len(offs) else end
 
 
-def _unfiltered(area: _Area, reader: _Bytes, blk: Block, i: int, stop: int, max_bytes: int) -> int:
+def _unfiltered(area: _Area, span: Span, blk: Block, i: int, stop: int, max_bytes: int) -> int:
     """Hand out the live entries of ``blk`` in ``[i, stop)``, run by run, until the area is full;
     returns the entry where it stopped."""
     sids, offs = blk.sids, blk.offs
@@ -136,13 +111,13 @@ def _unfiltered(area: _Area, reader: _Bytes, blk: Block, i: int, stop: int, max_
                 k = sids.index(NO_SID, i, k)
             except ValueError:
                 pass
-        area.add(reader.get(blk, lo, _run_end(blk, k)), offs[i:k], lo)
+        area.add(span(blk, lo, _run_end(blk, k)), offs[i:k], lo)
         i = k
     return stop
 
 
 def _filtered(
-    area: _Area, reader: _Bytes, blk: Block, i: int, stop: int, wanted: frozenset[int], max_bytes: int
+    area: _Area, span: Span, blk: Block, i: int, stop: int, wanted: frozenset[int], max_bytes: int
 ) -> int:
     """Hand out the entries of ``blk`` in ``[i, stop)`` on a wanted subject, record by record
     (consecutive ones as one run), until the area is full; returns the entry where it stopped.
@@ -197,7 +172,7 @@ def _filtered(
             if hi > size_end:
                 hi = size_end
             if lo < wlo or hi > whi:
-                win = reader.get(blk, lo, max(min(lo + READ_WINDOW, size_end), hi))
+                win = span(blk, lo, max(min(lo + READ_WINDOW, size_end), hi))
                 wlo, whi = lo, lo + len(win)
             base = area.base
             if base + size + hi - lo > _U32_MAX:
@@ -218,8 +193,7 @@ def _filtered(
 
 def read_file_records(
     ix: StoreIndex,
-    fd_of: Callable[[Block], int],
-    wbuf: bytearray,
+    span: Span,
     start: int,
     end: int,
     wanted: frozenset[int] | None,
@@ -233,7 +207,6 @@ def read_file_records(
     done = max(start, end + 1)  # next_seq once the whole range was looked at
     if not ix.msgs or seq > end or (wanted is not None and not wanted):
         return area.result(done)
-    reader = _Bytes(fd_of, wbuf)
     budget = BULK_MAX_EXAMINED
     blocks = ix.blocks
     for j in range(max(bisect_right(ix.bases, seq) - 1, 0), len(blocks)):
@@ -250,9 +223,9 @@ def read_file_records(
         stop = min(whole, i + budget)
         budget -= stop - i
         if wanted is None:
-            at = _unfiltered(area, reader, blk, i, stop, max_bytes)
+            at = _unfiltered(area, span, blk, i, stop, max_bytes)
         else:
-            at = _filtered(area, reader, blk, i, stop, wanted, max_bytes)
+            at = _filtered(area, span, blk, i, stop, wanted, max_bytes)
         seq = base + at
         if at < whole:  # the area is full, or as many entries were looked at as one call may
             return area.result(seq)

@@ -15,6 +15,12 @@ Framed file, little-endian, byte by byte::
     12  4  crc32     zlib.crc32 over bytes [0, 12) and the payload
     16  .. payload   meta: opaque bytes; consumer state: msgpack of ``ConsumerState``
 
+Encrypted (the store has keys, crypto.py): a key header (magic b"JPMX" for meta, b"JPCX" for
+consumer state; its value the payload's length), then ``nonce | AEAD(payload) | tag`` with the key
+header as associated data. A file written with another key raises ``ErrEncryptionKey`` (a wrong
+key is not damage: nothing is set aside); one that fails authentication is damaged, as a CRC
+mismatch is.
+
 A file that is short, has the wrong magic/version or fails its CRC raises ``ErrCorrupt``; the
 caller quarantines it. Nothing here ever deletes a file because it looks bad: a damaged state
 file the caller gives up on is renamed aside (``o.dat.damaged``), never removed.
@@ -38,6 +44,8 @@ from pathlib import Path
 import msgspec
 
 from .base import ConsumerState, ErrCorrupt, ErrInvalidName, ErrStoreIO
+from .crypto import KEY_HEADER_SIZE, SEAL_OVERHEAD, StoreKeys, decode_key_header, open_file_cipher
+from .fileio import fsync_dir, write_synced
 from .layout import CONSUMER_META_FILE, CONSUMER_STATE_FILE
 
 __all__ = [
@@ -49,8 +57,9 @@ __all__ = [
     "FrameFault",
     "MemoryConsumerStore",
     "check_framed",
+    "consumer_context",
     "decode_state",
-    "fsync_dir",
+    "needs_rekey",
     "past_last_seq",
     "read_consumer_state",
     "read_framed",
@@ -61,6 +70,7 @@ __all__ = [
 
 META_MAGIC = b"JPMT"
 CONSUMER_MAGIC = b"JPCS"
+_SEALED_MAGIC = {META_MAGIC: b"JPMX", CONSUMER_MAGIC: b"JPCX"}  # their encrypted forms
 _VERSION = 1
 _HDR = struct.Struct("<4sB3xI")
 _CRC = struct.Struct("<I")
@@ -80,6 +90,11 @@ _STATE_ENCODER = msgspec.msgpack.Encoder()
 _STATE_DECODER = msgspec.msgpack.Decoder(ConsumerState)
 
 
+def consumer_context(stream: str, consumer: str, file: str) -> str:
+    """The key context (crypto.py) of one of a consumer's files."""
+    return f"{stream}/obs/{consumer}/{file}"
+
+
 def validate_name(name: str) -> None:
     """Refuse names that are not one safe path component (no traversal, no separators)."""
     if not name or name in (".", "..") or len(name.encode()) > MAX_NAME_BYTES:
@@ -88,31 +103,24 @@ def validate_name(name: str) -> None:
         raise ErrInvalidName(f"invalid name {name!r}")
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """Make a directory's entries (creates, renames, unlinks) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _frame(magic: bytes, payload: bytes) -> bytes:
     head = _HDR.pack(magic, _VERSION, len(payload))
     return head + _CRC.pack(zlib.crc32(payload, zlib.crc32(head))) + payload
 
 
-def write_framed_atomic(path: Path, magic: bytes, payload: bytes) -> None:
-    """Replace ``path`` so that after a crash it holds either the old or the new content."""
+def _sealed_frame(magic: bytes, payload: bytes, keys: StoreKeys, context: str) -> bytes:
+    fc, head = keys.new_file(_SEALED_MAGIC[magic], len(payload), context)
+    return head + fc.seal(payload, head)
+
+
+def write_framed_atomic(
+    path: Path, magic: bytes, payload: bytes, keys: StoreKeys | None = None, context: str = ""
+) -> None:
+    """Replace ``path`` so that after a crash it holds either the old or the new content
+    (encrypted with ``keys``' current key under ``context``, if given)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(_frame(magic, payload))
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    data = _frame(magic, payload) if keys is None else _sealed_frame(magic, payload, keys, context)
+    write_synced(tmp, data)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
@@ -134,8 +142,14 @@ class FrameFault(msgspec.Struct, frozen=True):
     reason: str
 
 
-def check_framed(raw: bytes, magic: bytes) -> bytes | FrameFault:
-    """The payload of a framed file's bytes, or why they are refused."""
+def check_framed(
+    raw: bytes, magic: bytes, keys: StoreKeys | None = None, context: str = "", name: str = ""
+) -> bytes | FrameFault:
+    """The payload of a framed file's bytes (plain, or encrypted under ``context``), or why they
+    are refused. Raises ErrEncryptionKey for an encrypted file ``keys`` do not open."""
+    sealed = _SEALED_MAGIC.get(magic)
+    if sealed is not None and raw[:4] == sealed:
+        return _check_sealed(raw, sealed, keys, context, name)
     if len(raw) < FRAME_HEADER_SIZE:
         return FrameFault(len(raw), f"truncated header ({len(raw)} of {FRAME_HEADER_SIZE} bytes)")
     got_magic, version, length = _HDR.unpack_from(raw)
@@ -152,16 +166,55 @@ def check_framed(raw: bytes, magic: bytes) -> bytes | FrameFault:
     return payload
 
 
-def read_framed(path: Path, magic: bytes) -> bytes | None:
-    """The payload of a framed file, None if it does not exist; ErrCorrupt if it fails checks."""
+def _check_sealed(
+    raw: bytes, sealed: bytes, keys: StoreKeys | None, context: str, name: str
+) -> bytes | FrameFault:
+    hdr = decode_key_header(raw, 0, sealed)
+    if isinstance(hdr, str):
+        return FrameFault(0, hdr)
+    fc = open_file_cipher(keys, hdr, context, name)
+    if fc is None:
+        return FrameFault(5, "an encrypted file's header without a cipher")
+    if len(raw) != KEY_HEADER_SIZE + SEAL_OVERHEAD + hdr.value:
+        return FrameFault(8, f"length {hdr.value} does not match file size {len(raw)}")
+    payload = fc.open(raw[KEY_HEADER_SIZE:], hdr.raw)
+    if payload is None:
+        return FrameFault(KEY_HEADER_SIZE, "failed authentication (the bytes were changed)")
+    return payload
+
+
+def needs_rekey(path: Path, magic: bytes, keys: StoreKeys | None, context: str) -> bool:
+    """Whether the framed file at ``path`` must be rewritten to be sealed with ``keys``' current
+    key (it is plaintext, or was written with the previous key); False if it does not exist or
+    there are no keys. Raises ErrEncryptionKey if it was written with another key, OSError."""
+    if keys is None:
+        return False
     try:
         with open(path, "rb") as f:
-            raw = f.read(FRAME_HEADER_SIZE + MAX_FRAMED_PAYLOAD + 1)
+            head = f.read(KEY_HEADER_SIZE)
+    except FileNotFoundError:
+        return False
+    sealed = _SEALED_MAGIC[magic]
+    if head[:4] != sealed:
+        return True
+    hdr = decode_key_header(head, 0, sealed)
+    if isinstance(hdr, str):
+        return False  # damaged: its reader reports it, a rewrite would only hide it
+    fc = open_file_cipher(keys, hdr, context, path.name)
+    return fc is None or fc.stale
+
+
+def read_framed(path: Path, magic: bytes, keys: StoreKeys | None = None, context: str = "") -> bytes | None:
+    """The payload of a framed file, None if it does not exist; ErrCorrupt if it fails checks,
+    ErrEncryptionKey if it was written with another key."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(KEY_HEADER_SIZE + SEAL_OVERHEAD + MAX_FRAMED_PAYLOAD + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {path.name}: {exc}") from exc
-    got = check_framed(raw, magic)
+    got = check_framed(raw, magic, keys, context, path.name)
     if isinstance(got, FrameFault):
         raise ErrCorrupt(f"{path.name}: {got.reason} (offset {got.offset})")
     return got
@@ -214,10 +267,10 @@ def past_last_seq(st: ConsumerState, last_seq: int) -> str | None:
     )
 
 
-def read_consumer_state(path: Path) -> ConsumerState | None:
+def read_consumer_state(path: Path, keys: StoreKeys | None = None, context: str = "") -> ConsumerState | None:
     """The consumer state in a framed ``o.dat``, None if there is none; ErrCorrupt if it fails
     its checks or does not decode."""
-    payload = read_framed(path, CONSUMER_MAGIC)
+    payload = read_framed(path, CONSUMER_MAGIC, keys, context)
     if payload is None:
         return None
     return decode_state(payload, path.name)
@@ -263,11 +316,16 @@ class FileConsumerStore:
     STATE_FILE = CONSUMER_STATE_FILE
     META_FILE = CONSUMER_META_FILE
 
-    def __init__(self, obs_dir: Path, name: str) -> None:
+    def __init__(self, obs_dir: Path, name: str, keys: StoreKeys | None = None, stream: str = "") -> None:
+        """``keys``: the store's (its files are encrypted under contexts naming ``stream``,
+        this consumer and the file)."""
         validate_name(name)
         self.name = name
         self._dir = obs_dir / name
         self.where = str(self._dir)
+        self._keys = keys
+        self._ctx_state = consumer_context(stream, name, CONSUMER_STATE_FILE)
+        self._ctx_meta = consumer_context(stream, name, CONSUMER_META_FILE)
         # update() may run on a worker thread; two concurrent updates must not share a tmp file.
         self._lock = threading.Lock()
         if not self._dir.is_dir():
@@ -277,10 +335,12 @@ class FileConsumerStore:
     def update(self, state: ConsumerState) -> None:
         payload = _STATE_ENCODER.encode(state)
         with self._lock, _io_errors(self.STATE_FILE):
-            write_framed_atomic(self._dir / self.STATE_FILE, CONSUMER_MAGIC, payload)
+            write_framed_atomic(
+                self._dir / self.STATE_FILE, CONSUMER_MAGIC, payload, self._keys, self._ctx_state
+            )
 
     def load(self) -> ConsumerState | None:
-        return read_consumer_state(self._dir / self.STATE_FILE)
+        return read_consumer_state(self._dir / self.STATE_FILE, self._keys, self._ctx_state)
 
     def set_aside_state(self) -> str | None:
         """Rename a damaged ``o.dat`` to ``o.dat.damaged`` (numbered if that exists), kept for
@@ -300,10 +360,12 @@ class FileConsumerStore:
 
     def write_meta(self, meta: bytes) -> None:
         with self._lock, _io_errors(self.META_FILE):
-            write_framed_atomic(self._dir / self.META_FILE, META_MAGIC, bytes(meta))
+            write_framed_atomic(
+                self._dir / self.META_FILE, META_MAGIC, bytes(meta), self._keys, self._ctx_meta
+            )
 
     def read_meta(self) -> bytes | None:
-        return read_framed(self._dir / self.META_FILE, META_MAGIC)
+        return read_framed(self._dir / self.META_FILE, META_MAGIC, self._keys, self._ctx_meta)
 
     def delete(self) -> None:
         with self._lock, _io_errors(self.name):

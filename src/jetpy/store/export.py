@@ -16,9 +16,12 @@ always returns exactly the messages that were live when it was taken:
   them; one removed by then (the stream's head moved past it during the read) is ``ErrStoreIO``,
   never a silent hole. A record erased since the export was taken (``erase_msg`` overwrites it in
   place) is skipped; a record that fails its checksum is ``ErrCorrupt``, as a read of the live
-  store would be.
+  store would be. A framed block (compressed or encrypted, frames.py) is read through its frame
+  table as of the export (the store puts no compressed copy in place of a block while an export
+  is open, so the table stays its file's); an erase meanwhile rewrites a frame elsewhere in the
+  same file, which the table follows.
 
-Must not know: what the messages are for, compression, the network.
+Must not know: what the messages are for, the network.
 """
 
 from __future__ import annotations
@@ -26,14 +29,15 @@ from __future__ import annotations
 import errno
 import os
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from .base import ErrCorrupt, ErrStoreIO, StoredMsg
+from .frames import FrameTable
 from .record import FLAG_ERASED, Named, decode_msgs, longest_record, peek_header
-from .segment import NO_SID
+from .segment import NO_SID, Block
 
-__all__ = ["EXPORT_READ", "ExportPart", "FileExport", "HoldsMsg", "MemoryExport"]
+__all__ = ["EXPORT_READ", "ExportPart", "FileExport", "HoldsMsg", "MemoryExport", "take_export"]
 
 EXPORT_READ: Final = 1024 * 1024
 """Bytes per ``pread`` of a file export (a backup reads every block from end to end)."""
@@ -81,10 +85,17 @@ class ExportPart:
     """One block as of the export: its file (a duplicated descriptor, or -1 and its path to open
     when reached) and copies of its index columns."""
 
-    __slots__ = ("base", "fd", "lens", "name", "offs", "path", "sids")
+    __slots__ = ("base", "fd", "frames", "lens", "name", "offs", "path", "sids")
 
     def __init__(
-        self, fd: int, path: str, base: int, offs: array[int], lens: array[int], sids: array[int]
+        self,
+        fd: int,
+        path: str,
+        base: int,
+        offs: array[int],
+        lens: array[int],
+        sids: array[int],
+        frames: FrameTable | None = None,
     ) -> None:
         self.fd = fd
         self.path = path
@@ -93,16 +104,21 @@ class ExportPart:
         self.offs = offs
         self.lens = lens
         self.sids = sids
+        self.frames = frames
 
 
 class FileExport:
     """A file store's messages as of one instant (see the module docstring)."""
 
-    __slots__ = ("_i", "_k", "_names", "_parts")
+    __slots__ = ("_done", "_i", "_k", "_names", "_parts")
 
-    def __init__(self, parts: list[ExportPart], names: Sequence[Named | None]) -> None:
+    def __init__(
+        self, parts: list[ExportPart], names: Sequence[Named | None], done: Callable[[], None] | None = None
+    ) -> None:
+        """``done`` is called once, by ``close``."""
         self._parts = parts
         self._names = names
+        self._done = done
         self._k = 0  # the part being read
         self._i = 0  # its next entry
 
@@ -122,8 +138,12 @@ class FileExport:
             off = p.offs[i]
             if p.fd < 0:
                 p.fd = _open(p)
+            want = max(EXPORT_READ, longest_record(p.lens[i]))
             try:
-                buf = os.pread(p.fd, max(EXPORT_READ, longest_record(p.lens[i])), off)
+                if p.frames is None:
+                    buf = os.pread(p.fd, want, off)
+                else:
+                    buf = p.frames.read(p.fd, off, off + want, p.name)
             except OSError as exc:
                 raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {p.name}: {exc}") from exc
             j = decode_msgs(buf, off, p.offs, p.lens, p.sids, self._names, p.base, i, 1 << 30, out, NO_SID)
@@ -154,6 +174,9 @@ class FileExport:
                 os.close(p.fd)
                 p.fd = -1
         self._k = len(self._parts)
+        done, self._done = self._done, None
+        if done is not None:
+            done()
 
 
 def _open(p: ExportPart) -> int:
@@ -167,3 +190,27 @@ def _open(p: ExportPart) -> int:
         ) from exc
     except OSError as exc:
         raise ErrStoreIO(exc.errno or errno.EIO, None, f"opening {p.name}: {exc}") from exc
+
+
+def take_export(
+    blocks: Sequence[Block],
+    fd_of: Callable[[Block], int],
+    names: Sequence[Named | None],
+    where: str,
+    done: Callable[[], None],
+) -> FileExport:
+    """A file store's export (its write buffer already flushed): each block with live messages
+    taken as copies of its index columns, its frame table and (the oldest ``EXPORT_FDS``) a
+    duplicated descriptor. ``done`` is called when the export is closed."""
+    parts: list[ExportPart] = []
+    try:
+        for blk in blocks:
+            if blk.live:
+                fd = os.dup(fd_of(blk)) if len(parts) < EXPORT_FDS else -1
+                parts.append(
+                    ExportPart(fd, str(blk.path), blk.base, blk.offs[:], blk.lens[:], blk.sids[:], blk.frames)
+                )
+    except OSError as exc:
+        FileExport(parts, []).close()
+        raise ErrStoreIO(exc.errno or errno.EIO, None, f"exporting {where}: {exc}") from exc
+    return FileExport(parts, list(names), done)

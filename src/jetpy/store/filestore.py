@@ -1,32 +1,33 @@
 """``FileStore``: a stream's messages in append-only block files, with group commit.
 
-Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, tail
-record, recovery, first block; a damaged tail record or an impossible header refuses to open
-with ``ErrCorrupt``, touching nothing, and what else was found is in ``recovery_notes``), the
-append hot path, limits, removal (tombstones, the durable floor,
-whole-block removal), purge/compact, consumers/metadata and the lifecycle. The parts, each in
-its module: ``StoreIndex`` (index.py: which seq is where, subjects, counters, the queries),
-``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read), ``GroupCommit``
-(writer.py: write buffer, flush, sync, rollback, descriptors) and ``Expiry`` (expiry.py: TTLs
-and max_age). Byte formats are in ``record.py``, the directory layout in ``layout.py``, the
-open-time scan in ``recovery.py``, the tail record in ``tail.py``, one block and its columns in ``segment.py``.
+Owns: the ``StreamStore`` protocol over the parts it composes, opening (directory lock, keys
+checked, tail record, recovery, first block; a damaged tail record or an impossible header
+refuses to open with ``ErrCorrupt``, a wrong key with ``ErrEncryptionKey``, touching nothing, and
+what else was found is in ``recovery_notes``), the append hot path, limits, removal (tombstones,
+the durable floor, whole-block removal), purge/compact, consumers/metadata and the lifecycle.
+The parts, each in its module: ``StoreIndex`` (index.py: which seq is where, subjects,
+counters, the queries), ``BlockReader`` (reader.py: pread, read-ahead, decode, the bulk read),
+``GroupCommit`` (writer.py: write buffer, flush, sync, rollback, descriptors), ``Expiry``
+(expiry.py: TTLs and max_age), ``FileForms`` (forms.py: plain, compressed or encrypted files
+and their keys), ``Compactor`` (sealing.py: sealed blocks compressed off this thread) and
+secure erase (erase.py). Byte formats are in ``record.py`` and ``frames.py``, the layout in
+``layout.py``, the open-time scan in ``recovery.py``, the tail record in ``tail.py``.
 Must not know: the network, asyncio, the JSON API, consumers' delivery logic, wall-clock timers.
 
 Hot paths: ``store_msg``, ``load_msg``, ``load_next_msg`` and ``load_next_batch`` make no more
 calls per message than when the store was one class, but for the append's one call to the codec
-(``record.append_record``). What they use is bound once in ``_bind``: the parts' methods they
-call and the containers that are never replaced (the subject table, the write buffer); the
-counters are read and bumped on the index through one local.
+(``record.append_record``). What they use is bound once in ``_bind``; the counters are read and
+bumped on the index through one local. Compression and encryption cost nothing per message:
+frames are made per flush (writer.py) and per sealed block (sealing.py).
 
 Threading: every method runs on the owning (event loop) thread except ``sync``, which may run on
 one worker thread at a time (see writer.py for what its lock guards).
 
-Deletes: removing the stream's first message needs no record — the ``floor`` in the active
-block's header (rewritten by ``flush``, made durable by ``sync``) says "everything below is
-gone". Removing any other message appends a 34-byte tombstone. A block whose messages are all
-gone is unlinked after the next ``sync``: a block at the head needs nothing more; one in the
-middle first gets a range tombstone for its seqs, plus copies of its own tombstones still
-needed by live blocks. Deletes are durable once a ``sync`` covers them, like appends.
+Deletes: removing the stream's first message needs no record (the active block header's
+``floor`` says "everything below is gone"); any other message gets a 34-byte tombstone. A block
+whose messages are all gone is unlinked after the next ``sync`` (one in the middle first gets a
+range tombstone for its seqs, plus copies of its own tombstones still needed). Deletes are
+durable once a ``sync`` covers them, like appends.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from jetpy.subjects import matches_all as is_all
 
@@ -57,22 +60,28 @@ from .base import (
     StoreLimits,
     StreamState,
     check_discard_new,
+    compression_of,
     finish,
     payload_cap,
     purge_ex,
     stream_state,
 )
 from .bulk import read_file_records
-from .consumer_state import META_MAGIC, FileConsumerStore, fsync_dir, read_framed, write_framed_atomic
+from .consumer_state import META_MAGIC, FileConsumerStore, read_framed, write_framed_atomic
+from .crypto import StoreKeys
+from .erase import Gone, erase_entries
 from .expiry import Expiry
-from .export import EXPORT_FDS, ExportPart, FileExport
+from .export import FileExport, take_export
+from .fileio import fsync_dir
+from .forms import FileForms, meta_context
 from .index import StoreIndex
 from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
-from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record, encode_erased
+from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record
 from .recovery import read_tombstones, recover
-from .segment import NO_SID, Block
-from .tail import Tail, TailFile, read_tail
+from .sealing import Compactor, remove_leftovers
+from .segment import DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE, NO_SID, Block, block_size_for
+from .tail import Tail, TailFile
 from .writer import GroupCommit
 
 __all__ = [
@@ -84,32 +93,6 @@ __all__ = [
     "read_meta_file",
 ]
 
-DEFAULT_BLOCK_SIZE: Final = 8 * 1024 * 1024
-"""Roll to a new block past this size. nats-server's maximum for limits streams: large enough that
-per-block costs (a file, a descriptor, a header) vanish per message, small enough that a dead
-block frees its space soon and that reading one block to carry its tombstones stays cheap."""
-
-MIN_BLOCK_SIZE: Final = 1024
-"""Smallest accepted ``block_size`` (tests use tiny blocks to exercise rolling and removal)."""
-
-SMALL_STREAM_BLOCK_SIZE: Final = 32_000
-MEDIUM_BLOCK_SIZE: Final = 4 * 1024 * 1024
-
-
-def block_size_for(max_bytes: int) -> int:
-    """The block size of a stream with this ``max_bytes`` and no explicit ``block_size``, by
-    nats-server's rule: a quarter of ``max_bytes`` (plus 1, rounded up to 100) is at most
-    32,000 bytes -> 32,000; at least 8 MiB -> 8 MiB; in between -> 4 MiB. Without ``max_bytes``
-    8 MiB. A small stream so spreads over several blocks, and frees its space a block at a time."""
-    if max_bytes <= 0:
-        return DEFAULT_BLOCK_SIZE
-    size = max_bytes // 4 + 1
-    size += -size % 100
-    if size <= SMALL_STREAM_BLOCK_SIZE:
-        return SMALL_STREAM_BLOCK_SIZE
-    return DEFAULT_BLOCK_SIZE if size >= DEFAULT_BLOCK_SIZE else MEDIUM_BLOCK_SIZE
-
-
 MAX_WRITE_BUFFER: Final = 1024 * 1024
 """``store_msg`` flushes by itself beyond this many buffered bytes, bounding memory when the caller
 flushes rarely; one write of this size still carries thousands of small records per syscall."""
@@ -117,29 +100,42 @@ flushes rarely; one write of this size still carries thousands of small records 
 _time_ns = time.time_ns
 
 
-def read_meta_file(directory: str | os.PathLike[str]) -> bytes | None:
+def read_meta_file(directory: str | os.PathLike[str], keys: StoreKeys | None = None) -> bytes | None:
     """A stream directory's metadata bytes, without opening its store (None if there are none).
-    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read."""
-    return read_framed(Path(directory) / META_FILE, META_MAGIC)
+    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read,
+    ErrEncryptionKey if it was written with another key than ``keys``."""
+    d = Path(directory)
+    return read_framed(d / META_FILE, META_MAGIC, keys, meta_context(d.name))
 
 
 class FileStore:
     """A ``StreamStore`` persisted under ``directory`` (created if missing)."""
 
-    def __init__(self, directory: str | os.PathLike[str], config: StoreConfig) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], config: StoreConfig, keys: StoreKeys | None = None
+    ) -> None:
+        """Open (or create) the store; with ``keys`` every file is encrypted (crypto.py): those
+        written in plaintext or with the previous key are re-encrypted now, and a file written
+        with another key refuses the store (``ErrEncryptionKey``) before anything is changed."""
         self._dir = Path(directory)
         msgdir = self._dir / MSGS_DIR
         self._obsdir = self._dir / OBS_DIR
         self._dir_lock = -1
+        self._forms = forms = FileForms(self._dir, keys)
         blocks: list[Block] = []
         tail_file: TailFile | None = None
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
             self._dir_lock = lock_directory(self._dir)
-            tail = read_tail(self._dir)
+            # every key is checked before anything is written: a wrong key changes nothing
+            checks = forms.check()
+            tail = checks.tail
             if isinstance(tail, str):
                 raise ErrCorrupt(tail)
-            rec = recover(msgdir, config.first_seq, tail, config.block_size)
+            rec = recover(
+                msgdir, config.first_seq, tail, config.block_size, keys=keys, context=forms.context("msgs")
+            )
+            remove_leftovers(msgdir)
             self._notes = [*rec.damaged, *rec.notes]
             if tail is None and (rec.blocks or (self._dir / META_FILE).exists()):
                 self._notes.insert(
@@ -153,14 +149,17 @@ class FileStore:
             created = None
             if not blocks:
                 base = rec.last_seq + 1
-                created = Block.create(msgdir, BlockHeader(base, base - 1, base, 0, 1))
+                created = Block.create(msgdir, BlockHeader(base, base - 1, base, 0, 1), forms.new_block(base))
                 blocks.append(created)
             elif blocks[-1].size < BLOCK_HEADER_SIZE:  # its header is rewritten below, appends follow it
                 blocks[-1].size = blocks[-1].flushed = BLOCK_HEADER_SIZE
             self._ix = ix = StoreIndex(rec)
-            tail_file = self._open_tail(tail)
-            self._w = w = GroupCommit(ix, msgdir, self._forget_reads, tail_file)
+            forms.opened(rec, checks)
+            tail_file = self._open_tail(tail, checks.tail_rekey)
+            new_framed = forms.new_block if keys is not None else None
+            self._w = w = GroupCommit(ix, msgdir, self._forget_reads, tail_file, new_framed)
             self._rd = BlockReader(ix, w.wbuf, w.fd)
+            self._seal = Compactor(self._sealed_live, w.is_clean, forms.packed, w.install)
             self._expiry = Expiry(
                 live=ix.live,
                 head=ix.head,
@@ -173,6 +172,7 @@ class FileStore:
             self._bind()
             self._cfg = config
             self._set_limits(config.limits)
+            self._seal.enable(config.compression == "s2", ix.blocks[:-1])
             if created is not None:
                 w.created(created)
             ix.active.open()
@@ -201,13 +201,18 @@ class FileStore:
                 raise ErrStoreIO(exc.errno or _errno.EIO, None, f"opening {self._dir}: {exc}") from exc
             raise
 
-    def _open_tail(self, found: Tail | None) -> TailFile | None:
-        """The store's tail record, created from the recovered view if there was none (the sync
-        at the end of opening brings it up to date). None on read-only media."""
+    def _sealed_live(self, blk: Block) -> bool:
         ix = self._ix
-        first = None if found is not None else Tail(ix.last_seq, ix.first_seq, ix.last_ts, ix.active.base, 0)
+        return ix.position(blk) >= 0 and blk is not ix.active
+
+    def _open_tail(self, found: Tail | None, rekey: bool = False) -> TailFile | None:
+        """The store's tail record (forms.py), created from the recovered view if there was
+        none. None on read-only media."""
+        ix = self._ix
         try:
-            return TailFile(self._dir, first)
+            return self._forms.open_tail(
+                found, rekey, Tail(ix.last_seq, ix.first_seq, ix.last_ts, ix.active.base, 0)
+            )
         except OSError as exc:
             if exc.errno not in (_errno.EROFS, _errno.EACCES, _errno.EPERM):
                 raise
@@ -239,9 +244,7 @@ class FileStore:
 
     def _set_limits(self, lim: StoreLimits) -> None:
         self._lim = lim
-        self._cfg = StoreConfig(
-            self._cfg.name, self._cfg.storage, lim, self._cfg.first_seq, self._cfg.block_size
-        )
+        self._cfg = msgspec.structs.replace(self._cfg, limits=lim)
         # for the blocks started from now on
         self._block_size = max(self._cfg.block_size or block_size_for(lim.max_bytes), MIN_BLOCK_SIZE)
         self._max_payload = payload_cap(lim)
@@ -383,10 +386,13 @@ class FileStore:
         return seq, ts
 
     def _roll(self, base: int, hwm: int) -> None:
-        """Seal the active block and start ``<base>.blk``; a sealed block without messages goes."""
+        """Seal the active block and start ``<base>.blk``; a sealed block without messages goes,
+        one with messages is compressed off this thread if the stream says so."""
         old = self._w.roll(base, hwm)
         if old.live == 0:
             self._drop_block(old)
+        else:
+            self._seal.sealed(old)
 
     # ------------------------------------------------------------------ reads
 
@@ -456,7 +462,7 @@ class FileStore:
             wanted = frozenset(info.sid for f in filters for info in ix.matching(f))
             if len(wanted) == len(ix.subjects):
                 wanted = None
-        return read_file_records(ix, self._w.fd, self._w.wbuf, start_seq, end_seq, wanted, max_bytes)
+        return read_file_records(ix, self._rd.span, start_seq, end_seq, wanted, max_bytes)
 
     def load_last_msg(self, filter_subject: str) -> StoredMsg | None:
         self._check_read()
@@ -508,11 +514,14 @@ class FileStore:
             return False
         blk = self._block_for(seq)
         assert blk is not None
-        i = seq - blk.base
-        rec_len, _flags, _seq, ts, sl, hl = self._rd.header_at(blk, i)
-        self._w.overwrite(blk, blk.offs[i], encode_erased(seq, ts, rec_len, sl, hl))
-        self._remove_seq(seq, tombstone=False)
+        erased = erase_entries(blk, [seq - blk.base], self._rd, self._w, self._durable_now)
+        self._remove_seq(seq, tombstone=not erased)
         return True
+
+    def _durable_now(self) -> None:
+        """Flush and sync on this thread (an erase in a framed block needs it)."""
+        self._w.flush()
+        self._w.sync()
 
     def _remove_seq(self, seq: int, tombstone: bool = True) -> bool:
         blk = self._block_for(seq)
@@ -572,22 +581,40 @@ class FileStore:
         return finish(self.purge_steps(subject, seq, keep))
 
     def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
+        """A purge also destroys what it removes (erase.py) in the block files that stay; a
+        block file removed whole is unlinked."""
         self._check_write()
         ix = self._ix
-        return purge_ex(
+        gone = Gone(ix)
+
+        def remove(s: int) -> bool:
+            gone.one(s)
+            return self._remove_seq(s)
+
+        def compact(s: int) -> int:
+            gone.below(s)
+            return self.compact(s)
+
+        def purge_all() -> int:
+            gone.below(ix.last_seq + 1)
+            return self._purge_all()
+
+        n = yield from purge_ex(
             subject,
             seq,
             keep,
             msgs=ix.msgs,
             first_seq=ix.first_seq,
             last_seq=ix.last_seq,
-            purge_all=self._purge_all,
-            compact=self.compact,
+            purge_all=purge_all,
+            compact=compact,
             nth_newest=ix.nth_newest,
             matching_seqs=ix.matching_seqs,
             matching_count=lambda s: sum(info.count for info in ix.matching(s)),
-            remove=self._remove_seq,
+            remove=remove,
         )
+        yield from gone.erase_steps(self._rd, self._w, self._durable_now)
+        return n
 
     def _purge_all(self) -> int:
         ix = self._ix
@@ -649,38 +676,50 @@ class FileStore:
     # ------------------------------------------------------------------ durability
 
     def flush(self) -> int:
-        """Write buffered records to the OS; returns the highest sequence now written."""
+        """Write buffered records to the OS; returns the highest sequence now written. Also
+        where a sealed block's compressed copy, made meanwhile, is put in place."""
         self._check_write()
-        return self._w.flush()
+        done = self._w.flush()
+        if self._seal.busy:
+            self._seal.step()
+        return done
 
     def sync(self) -> None:
         """fdatasync everything flushed before this call; safe on a worker thread (see writer.py)."""
         self._w.sync()
 
+    # ------------------------------------------------------------------ compression
+
+    def set_compression(self, compression: str) -> None:
+        """``"s2"``: sealed blocks are rewritten in compressed chunks, on a worker thread, those
+        sealed already included; ``"none"``: blocks sealed from now on stay as they are (what is
+        compressed stays compressed, and readable)."""
+        self._check_read()
+        self._cfg = msgspec.structs.replace(self._cfg, compression=compression_of(compression))
+        self._seal.enable(compression == "s2", self._ix.blocks[:-1])
+
+    def settle(self) -> None:
+        """Finish every pending compression now (it otherwise completes in the background,
+        put in place at a later flush): what tests and benchmarks wait for."""
+        self._check_write()
+        self._w.flush()
+        self._w.sync()
+        self._seal.settle()
+
     # ------------------------------------------------------------------ consumers, metadata, lifecycle
 
     def export(self) -> FileExport:
-        """See ``export.py``: the write buffer goes to the OS, then each block with live messages
-        is taken as copies of its index columns and (the oldest ``EXPORT_FDS``) a duplicated
-        descriptor."""
+        """See ``export.py``: the write buffer goes to the OS, then the blocks are taken."""
         self.flush()
-        parts: list[ExportPart] = []
-        try:
-            for blk in self._ix.blocks:
-                if blk.live:
-                    fd = os.dup(self._w.fd(blk)) if len(parts) < EXPORT_FDS else -1
-                    parts.append(
-                        ExportPart(fd, str(blk.path), blk.base, blk.offs[:], blk.lens[:], blk.sids[:])
-                    )
-        except OSError as exc:
-            FileExport(parts, []).close()
-            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"exporting {self._dir}: {exc}") from exc
-        return FileExport(parts, list(self._ix.by_sid))
+        seal = self._seal
+        exp = take_export(self._ix.blocks, self._w.fd, self._ix.by_sid, self._dir.name, seal.export_closed)
+        seal.export_opened()  # no compressed copy replaces a block while the export reads it
+        return exp
 
     def consumer_store(self, name: str) -> FileConsumerStore:
         self._check_read()
         try:
-            return FileConsumerStore(self._obsdir, name)
+            return FileConsumerStore(self._obsdir, name, self._forms.keys, self._forms.name)
         except OSError as exc:
             raise ErrStoreIO(exc.errno or _errno.EIO, None, f"consumer directory {name}: {exc}") from exc
 
@@ -697,13 +736,19 @@ class FileStore:
     def write_meta(self, meta: bytes) -> None:
         self._check_read()
         try:
-            write_framed_atomic(self._dir / META_FILE, META_MAGIC, bytes(meta))
+            write_framed_atomic(
+                self._dir / META_FILE,
+                META_MAGIC,
+                bytes(meta),
+                self._forms.keys,
+                meta_context(self._forms.name),
+            )
         except OSError as exc:
             raise ErrStoreIO(exc.errno or _errno.EIO, None, f"writing {META_FILE}: {exc}") from exc
 
     def read_meta(self) -> bytes | None:
         self._check_read()
-        return read_meta_file(self._dir)
+        return read_meta_file(self._dir, self._forms.keys)
 
     def abandon(self) -> None:
         """Close every file without flushing, syncing or unlinking: what a crash leaves behind.
@@ -725,6 +770,7 @@ class FileStore:
             return
         err: ErrStoreIO | None = None
         try:
+            self._seal.stop()
             self.flush()
             self.sync()
         except ErrStoreIO as exc:

@@ -36,6 +36,7 @@ from .base import (
     StoreLimits,
     StreamState,
     check_discard_new,
+    compression_of,
     finish,
     msg_size,
     payload_cap,
@@ -294,11 +295,24 @@ class MemoryStore:
     def update_limits(self, limits: StoreLimits) -> None:
         finish(self.update_limits_steps(limits))
 
+    def set_compression(self, compression: str) -> None:
+        """Nothing of a memory store is on disk: the setting is kept in its config only."""
+        self._check_open()
+        c = self._cfg
+        self._cfg = StoreConfig(
+            c.name, c.storage, c.limits, c.first_seq, c.block_size, compression_of(compression)
+        )
+
     def update_limits_steps(self, limits: StoreLimits) -> Steps:
         self._check_open()
         self._set_limits(limits)
         self._cfg = StoreConfig(
-            self._cfg.name, self._cfg.storage, limits, self._cfg.first_seq, self._cfg.block_size
+            self._cfg.name,
+            self._cfg.storage,
+            limits,
+            self._cfg.first_seq,
+            self._cfg.block_size,
+            self._cfg.compression,
         )
         return self._enforce_steps()
 

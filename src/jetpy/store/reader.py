@@ -23,7 +23,7 @@ from jetpy.meters import STORE_IO
 
 from .base import ErrCorrupt, ErrStoreIO, StoredMsg
 from .index import StoreIndex
-from .record import RecordFields, decode_msgs, longest_record, peek_header
+from .record import BLOCK_HEADER_SIZE, RecordFields, decode_msgs, longest_record, peek_header
 from .segment import NO_SID, Block
 
 __all__ = ["BATCH_READ", "READ_AHEAD", "BlockReader"]
@@ -62,20 +62,53 @@ class BlockReader:
         """Read block ``blk`` from entry ``i``'s record (at ``off``) on: that record at least,
         ``ahead`` bytes if the block has them. The result becomes the read-ahead cache."""
         want = min(max(longest_record(blk.lens[i]), ahead), blk.flushed - off)
+        frames = blk.frames
         try:
-            data = os.pread(self._fd_of(blk), want, off)
+            if frames is None:
+                data = os.pread(self._fd_of(blk), want, off)
+            else:
+                data = frames.read(self._fd_of(blk), off, off + want, blk.path.name)
         except OSError as exc:  # read errors are not sticky: the next read tries again
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
+        except ErrCorrupt as exc:
+            raise ErrCorrupt(str(exc).removeprefix(f"{ErrCorrupt.description}: "), [blk.base + i]) from exc
         self._rc = (blk, off, data)
         STORE_IO.read(len(data))
         return data
 
     def read_block(self, blk: Block) -> bytes:
-        """Every flushed byte of ``blk`` (to carry its tombstones before its file goes)."""
+        """Every flushed byte of ``blk`` (to carry its tombstones before its file goes); a
+        framed block's logical bytes (its header region zeros)."""
         try:
-            return os.pread(self._fd_of(blk), blk.flushed, 0)
+            if blk.frames is None:
+                return os.pread(self._fd_of(blk), blk.flushed, 0)
+            return bytes(BLOCK_HEADER_SIZE) + self.span(blk, BLOCK_HEADER_SIZE, blk.flushed)
         except OSError as exc:
             raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
+
+    def span(self, blk: Block, a: int, b: int) -> bytes:
+        """Logical bytes ``[a, b)`` of ``blk`` (``a`` past its header), whatever its file's
+        form: from the file up to its flushed end, then the write buffer. Every reader of
+        records that is not this class's own (an erase, the bulk read) reads through here: a
+        framed file's raw bytes are frames, never records. Raises ErrStoreIO, ErrCorrupt."""
+        flushed = blk.flushed
+        out = b""
+        if a < flushed:
+            hi = min(b, flushed)
+            frames = blk.frames
+            try:
+                if frames is None:
+                    out = os.pread(self._fd_of(blk), hi - a, a)
+                else:
+                    out = frames.read(self._fd_of(blk), a, hi, blk.path.name)
+            except OSError as exc:
+                raise ErrStoreIO(exc.errno or errno.EIO, None, f"reading {blk.path.name}: {exc}") from exc
+            STORE_IO.read(len(out))
+            if len(out) < hi - a:
+                raise ErrCorrupt(f"{blk.path.name} ends at {a + len(out)}, before its records do")
+        if b > flushed:
+            out += self._wbuf[max(a - flushed, 0) : b - flushed]
+        return out
 
     def header_at(self, blk: Block, i: int) -> RecordFields:
         """The header fields of entry ``i``'s record, unverified (a timestamp, an erase); from the

@@ -43,6 +43,9 @@ from pathlib import Path
 from typing import Final
 
 from .base import ErrCorrupt
+from .crypto import StoreKeys
+from .fileio import pread_all
+from .frames import is_framed, parse_framed
 from .record import (
     BLOCK_HEADER_SIZE,
     FLAG_ERASED,
@@ -97,6 +100,12 @@ class Recovered:
     # their records)
     damaged: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # framed blocks: (block, file offset, size) of frames a newer copy replaced (an erase a
+    # crash interrupted): the store destroys them once open
+    superseded: list[tuple[Block, int, int]] = field(default_factory=list)
+    # blocks whose file is not sealed with the current key (plaintext while there is a key, or
+    # written with the previous key): the store rewrites them once open
+    rekey: list[Block] = field(default_factory=list)
 
 
 def _scan_block(
@@ -203,16 +212,7 @@ def _read_and_fsync(path: Path, sync: bool = True) -> bytes:
     try:
         if sync:
             os.fsync(fd)
-        size = os.fstat(fd).st_size
-        chunks = []
-        done = 0
-        while done < size:
-            chunk = os.pread(fd, size - done, done)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            done += len(chunk)
-        return b"".join(chunks)
+        return pread_all(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)
 
@@ -238,12 +238,21 @@ def _block_of(blocks: list[Block], bases: list[int], seq: int) -> Block | None:
 
 
 def recover(
-    msgdir: Path, fresh_first_seq: int, tail: Tail | None = None, block_size: int = 0, read_only: bool = False
+    msgdir: Path,
+    fresh_first_seq: int,
+    tail: Tail | None = None,
+    block_size: int = 0,
+    read_only: bool = False,
+    keys: StoreKeys | None = None,
+    context: str = "",
 ) -> Recovered:
     """Scan ``msgdir`` and rebuild the store's in-memory state (see the module rules), checked
     against the store's tail record if it has one. Raises ``ErrCorrupt`` when a block's header
     is damaged or impossible (the stream must not be served from guesses), OSError when a block
-    cannot be read. ``read_only`` (the offline checker): nothing is synced or truncated."""
+    cannot be read, ``ErrEncryptionKey`` when a framed block was written with another key than
+    ``keys`` (before anything is truncated). Framed blocks (frames.py) are scanned as their
+    logical bytes; ``context`` is their key context (crypto.py). ``read_only`` (the offline
+    checker): nothing is synced or truncated."""
     found = list_blocks(msgdir) if msgdir.is_dir() else []
     blocks: list[Block] = []
     headers: list[tuple[Block, BlockHeader]] = []
@@ -258,9 +267,40 @@ def recover(
     max_seq_ts = 0
     ttls: list[tuple[int, int, int]] = []
     cut: tuple[Path, int] | None = None  # the newest block's torn tail, cut once all is checked
+    superseded: list[tuple[Block, int, int]] = []
+    rekey: list[Block] = []
     for n, (base, path) in enumerate(found):
         data = _read_and_fsync(path, not read_only)
         blk = Block(path, base)
+        framed_cut: int | None = None
+        if is_framed(data[:80]):
+            try:
+                parsed = parse_framed(data, base, keys, context, path.name)
+            except ErrCorrupt:
+                if n < len(found) - 1 or (tail is not None and base <= tail.block):
+                    raise
+                # the newest block, younger than the tail record: a creation a crash cut short
+                notes.append(f"{path.name}: a new block whose key header never reached the disk")
+                if not read_only:
+                    _truncate(path, 0)  # nothing was ever stored in it: it starts again, plain
+                blk.size = blk.flushed = blk.durable = 0
+                blocks.append(blk)
+                if keys is not None:
+                    rekey.append(blk)
+                continue
+            blk.frames = parsed.table
+            blk.pdurable = parsed.table.end
+            framed_cut = parsed.cut
+            data = bytes(parsed.data)
+            damaged.extend(parsed.notes)
+            for pos, length, why in parsed.bad:
+                what = "torn tail" if pos == parsed.cut else "damaged frame"
+                damaged.append(f"{path.name}: {what} at offset {pos} ({length} bytes): {why}")
+            superseded.extend((blk, pos, size) for pos, size in parsed.superseded)
+            if keys is not None and (parsed.table.fc is None or parsed.table.fc.stale):
+                rekey.append(blk)
+        elif keys is not None:
+            rekey.append(blk)
         hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base)
         if hdr is not None:
             headers.append((blk, hdr))
@@ -275,6 +315,9 @@ def recover(
             blocks.append(blk)
             continue
         bmax, bts, bad, torn = _scan_block(blk, data, sid_of, singles, ranges, ttls)
+        if blk.frames is not None:  # frames hold whole records: the file's end is the frames'
+            blk.size = blk.flushed = blk.durable = len(data)
+            torn = framed_cut
         bad_bytes += bad
         if bad:
             where = (
@@ -432,6 +475,8 @@ def recover(
         ttls=ttls,
         damaged=damaged,
         notes=notes,
+        superseded=superseded,
+        rekey=rekey,
     )
 
 

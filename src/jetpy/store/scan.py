@@ -1,8 +1,10 @@
 """Reading a stopped server's file store offline (``jetpy store check`` / ``jetpy store dump``).
 
-Owns: finding stream directories under a store dir (``<dir>/jetstream/$G/streams/<name>``, a
-``jetstream`` dir, or one stream's dir), scanning every block file record by record with the
-store's own codec (``record.check_record``, so a damaged record is reported with the reason the
+Owns: finding stream directories under a store dir (``<dir>/jetstream/<account>/streams/<name>``,
+every account's, a ``jetstream`` dir, or one stream's dir), scanning every block file record by
+record with the store's own codecs (a compressed or encrypted block's frames first, frames.py,
+given the key for an encrypted store: a file written with another key is reported as such, never
+as damage) (``record.check_record``, so a damaged record is reported with the reason the
 store itself rejects it), the per-block and per-stream reports (messages, erased messages,
 tombstones, block headers, every damaged region with its offset and reason, torn tails, and
 which messages are live by the store's rules: the durable floor and the tombstones), and reading
@@ -24,18 +26,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from .base import ConsumerState, ErrCorrupt, LostData, StoreError
+from .base import ConsumerState, ErrCorrupt, ErrEncryptionKey, LostData, StoreError
 from .consumer_state import (
     CONSUMER_MAGIC,
     FRAME_HEADER_SIZE,
     META_MAGIC,
     FrameFault,
     check_framed,
+    consumer_context,
     decode_state,
     past_last_seq,
     read_framed,
     state_problems,
 )
+from .crypto import StoreKeys
+from .frames import is_framed, parse_framed
 from .layout import (
     CONSUMER_META_FILE,
     CONSUMER_STATE_FILE,
@@ -76,11 +81,13 @@ __all__ = [
     "read_consumers",
     "read_meta",
     "scan_block",
+    "store_keys",
 ]
 
 ACCOUNT: Final = "$G"
-"""The account whose streams a server keeps in ``<store dir>/jetstream/$G/streams/`` (nats-server's
-layout, which jetpy's server follows)."""
+"""The global account, whose streams a server keeps in ``<store dir>/jetstream/$G/streams/``
+(nats-server's layout, which jetpy's server follows; another account's are in
+``jetstream/<account>/streams/``)."""
 
 
 @dataclass(slots=True)
@@ -112,6 +119,7 @@ class BlockReport:
     base: int
     size: int
     header: str  # "ok" or why not
+    form: str = "plain"  # "plain", "s2", "encrypted" or "s2+encrypted" (frames.py)
     slot: BlockHeader | None = None  # the winning header slot
     msgs: int = 0
     erased: int = 0
@@ -222,14 +230,34 @@ def _read_file(path: Path) -> bytes:
         os.close(fd)
 
 
+def store_keys(key: str) -> StoreKeys:
+    """The keys that open a store encrypted with the server key ``key`` (each file's header names
+    its cipher: none need be given)."""
+    return StoreKeys(key)
+
+
 def find_streams(root: Path) -> dict[str, Path]:
-    """Stream name -> stream directory for a store dir, its ``jetstream`` dir, or one stream dir."""
+    """Stream name -> stream directory for a store dir or its ``jetstream`` dir (every account's
+    streams: the global account's by their names, another account's as ``<account>/<name>``),
+    one account's dir, or one stream dir."""
     if (root / MSGS_DIR).is_dir() or (root / META_FILE).is_file():
         return {root.name: root}
-    for streams in (root / "jetstream" / ACCOUNT / "streams", root / ACCOUNT / "streams", root / "streams"):
-        if streams.is_dir():
-            return {p.name: p for p in sorted(streams.iterdir()) if p.is_dir()}
+    for base in (root / "jetstream", root):
+        accounts = sorted(p for p in base.iterdir() if (p / "streams").is_dir()) if base.is_dir() else []
+        if accounts:
+            found: dict[str, Path] = {}
+            for account in accounts:
+                found.update(
+                    _streams_in(account / "streams", "" if account.name == ACCOUNT else f"{account.name}/")
+                )
+            return found
+    if (root / "streams").is_dir():
+        return _streams_in(root / "streams", "")
     return {}
+
+
+def _streams_in(streams: Path, prefix: str) -> dict[str, Path]:
+    return {prefix + p.name: p for p in sorted(streams.iterdir()) if p.is_dir()}
 
 
 def block_files(stream_dir: Path) -> list[tuple[int, Path]]:
@@ -238,17 +266,23 @@ def block_files(stream_dir: Path) -> list[tuple[int, Path]]:
     return list_blocks(msgdir) if msgdir.is_dir() else []
 
 
-def read_block(path: Path, base: int) -> tuple[bytes, BlockHeader | None]:
-    """A block file's bytes and its winning header slot (None if neither slot is valid)."""
+def read_block(
+    path: Path, base: int, keys: StoreKeys | None = None, stream: str = ""
+) -> tuple[bytes, BlockHeader | None]:
+    """A block file's logical bytes (a framed file's frames decoded, frames.py, with ``keys``
+    for an encrypted one of ``stream``) and its winning header slot (None if neither slot is
+    valid). Raises ErrCorrupt, ErrEncryptionKey for a framed file that cannot be read."""
     data = _read_file(path)
+    if is_framed(data[:80]):
+        data = bytes(parse_framed(data, base, keys, f"{stream}/msgs", path.name).data)
     hdr = decode_block_header(data[:BLOCK_HEADER_SIZE], base) if len(data) >= BLOCK_HEADER_SIZE else None
     return data, hdr
 
 
-def read_meta(stream_dir: Path) -> tuple[bytes | None, str]:
+def read_meta(stream_dir: Path, keys: StoreKeys | None = None) -> tuple[bytes | None, str]:
     """The stream's metadata bytes (None if unreadable) and "ok" or what is wrong."""
     try:
-        raw = read_framed(stream_dir / META_FILE, META_MAGIC)
+        raw = read_framed(stream_dir / META_FILE, META_MAGIC, keys, f"{stream_dir.name}/meta")
     except StoreError as exc:
         return None, f"{META_FILE}: {exc}"
     if raw is None:
@@ -256,7 +290,9 @@ def read_meta(stream_dir: Path) -> tuple[bytes | None, str]:
     return raw, "ok"
 
 
-def _read_framed_file(path: Path, magic: bytes) -> bytes | FrameFault | None:
+def _read_framed_file(
+    path: Path, magic: bytes, keys: StoreKeys | None, context: str
+) -> bytes | FrameFault | None:
     """A framed file's payload, why its bytes are refused, or None if it does not exist."""
     try:
         raw = _read_file(path)
@@ -264,10 +300,15 @@ def _read_framed_file(path: Path, magic: bytes) -> bytes | FrameFault | None:
         return None
     except OSError as exc:
         return FrameFault(0, f"cannot read: {exc.strerror or exc}")
-    return check_framed(raw, magic)
+    try:
+        return check_framed(raw, magic, keys, context, path.name)
+    except ErrEncryptionKey as exc:
+        return FrameFault(0, str(exc).removeprefix(f"{ErrEncryptionKey.description}: "))
 
 
-def read_consumers(stream_dir: Path, last_seq: int | None = None) -> list[ConsumerReport]:
+def read_consumers(
+    stream_dir: Path, last_seq: int | None = None, keys: StoreKeys | None = None
+) -> list[ConsumerReport]:
     """Every consumer directory's files checked: both present, framed and checksummed, the state
     decodable and consistent (``state_problems``, the server's own rules) and, given the
     stream's ``last_seq``, not past it. A missing file is a fault: a durable consumer always has
@@ -278,14 +319,15 @@ def read_consumers(stream_dir: Path, last_seq: int | None = None) -> list[Consum
         return out
     for cdir in sorted(p for p in obs.iterdir() if p.is_dir()):
         rep = ConsumerReport(cdir.name, "missing", "missing")
-        meta = _read_framed_file(cdir / CONSUMER_META_FILE, META_MAGIC)
+        ctx = consumer_context(stream_dir.name, cdir.name, "")
+        meta = _read_framed_file(cdir / CONSUMER_META_FILE, META_MAGIC, keys, ctx + CONSUMER_META_FILE)
         if meta is None:
             rep.fault(CONSUMER_META_FILE, None, "missing")
         elif isinstance(meta, FrameFault):
             rep.meta = rep.fault(CONSUMER_META_FILE, meta.offset, meta.reason)
         else:
             rep.meta = "ok"
-        raw = _read_framed_file(cdir / CONSUMER_STATE_FILE, CONSUMER_MAGIC)
+        raw = _read_framed_file(cdir / CONSUMER_STATE_FILE, CONSUMER_MAGIC, keys, ctx + CONSUMER_STATE_FILE)
         if raw is None:
             rep.fault(CONSUMER_STATE_FILE, None, "missing")
         elif isinstance(raw, FrameFault):
@@ -384,13 +426,14 @@ def check_block(path: Path, base: int, data: bytes) -> BlockReport:
     return rep
 
 
-def check_stream(name: str, stream_dir: Path) -> StreamReport:
-    """Check every file of one stream directory (see ``StreamReport``)."""
+def check_stream(name: str, stream_dir: Path, keys: StoreKeys | None = None) -> StreamReport:
+    """Check every file of one stream directory (see ``StreamReport``); ``keys`` open an
+    encrypted one."""
     rep = StreamReport(name, stream_dir, is_locked(stream_dir))
-    rep.meta, rep.meta_status = read_meta(stream_dir)
+    rep.meta, rep.meta_status = read_meta(stream_dir, keys)
     if rep.meta is None:
         rep.problems.append(rep.meta_status)
-    bounds = check_bounds(rep)
+    bounds = check_bounds(rep, keys)
     if (stream_dir / MSGS_DIR).is_dir():
         for base, path in block_files(stream_dir):
             try:
@@ -398,12 +441,12 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
             except OSError as exc:
                 rep.problems.append(f"{path.name}: cannot read: {exc.strerror or exc}")
                 continue
-            block = check_block(path, base, data)
+            block = _check_any_block(path, base, data, keys, stream_dir.name)
             rep.blocks.append(block)
             rep.problems.extend(block.problems)
     else:
         rep.problems.append(f"{MSGS_DIR}/ is missing")
-    rep.consumers = read_consumers(stream_dir, rep.last_seq)
+    rep.consumers = read_consumers(stream_dir, rep.last_seq, keys)
     for c in rep.consumers:
         rep.problems.extend(c.problems)
     floor = rep.floor
@@ -419,16 +462,42 @@ def check_stream(name: str, stream_dir: Path) -> StreamReport:
     return rep
 
 
-def check_bounds(rep: StreamReport) -> list[str]:
+def _check_any_block(path: Path, base: int, raw: bytes, keys: StoreKeys | None, stream: str) -> BlockReport:
+    """``check_block`` of a plain file, or of a framed file's logical bytes (its damaged frames
+    reported by file offset, before its records)."""
+    if not is_framed(raw[:80]):
+        return check_block(path, base, raw)
+    try:
+        parsed = parse_framed(raw, base, keys, f"{stream}/msgs", path.name)
+    except (ErrCorrupt, ErrEncryptionKey) as exc:
+        why = str(exc).split(": ", 1)[1]
+        rep = BlockReport(path.name, base, len(raw), why, form="framed")
+        rep.problems.append(why if why.startswith(path.name) else f"{path.name}: {why}")
+        return rep
+    rep = check_block(path, base, bytes(parsed.data))
+    rep.size = len(raw)
+    compressed = parsed.table.packed or parsed.compressed
+    rep.form = "+".join(x for x, on in (("s2", compressed), ("encrypted", parsed.table.fc is not None)) if on)
+    pre = [f"{path.name}: {n.split(': ', 1)[1]}" for n in parsed.notes]
+    for pos, length, why in parsed.bad:
+        what = "torn tail" if pos == parsed.cut else "damaged frame"
+        pre.append(f"{path.name}: {what} at file offset {pos} ({length} bytes): {why}")
+    rep.problems[:0] = pre
+    return rep
+
+
+def check_bounds(rep: StreamReport, keys: StoreKeys | None = None) -> list[str]:
     """What the server itself would find opening the stream (its own recovery, run without
     syncing or truncating anything): the tail record unreadable or missing, a header that cannot
     have been written, a newest block missing or shorter than the tail record says, sequences no
     block holds, and so exactly which sequences it would report lost (``rep.lost``). Sets
     ``rep.tail``; returns the problems."""
     try:
-        tail = read_tail(rep.path)
+        tail = read_tail(rep.path, keys, f"{rep.path.name}/tail")
     except OSError as exc:
         return [f"{TAIL_FILE}: cannot read: {exc.strerror or exc}"]
+    except ErrEncryptionKey as exc:
+        return [str(exc).removeprefix(f"{ErrEncryptionKey.description}: ")]
     if isinstance(tail, str):
         return [tail]
     rep.tail = tail
@@ -436,9 +505,13 @@ def check_bounds(rep: StreamReport) -> list[str]:
     if tail is None and (rep.meta is not None or block_files(rep.path)):
         problems.append(f"{TAIL_FILE} is missing: the newest block cannot be checked against it")
     try:
-        rec = recover(rep.path / MSGS_DIR, 1, tail, read_only=True)
+        rec = recover(
+            rep.path / MSGS_DIR, 1, tail, read_only=True, keys=keys, context=f"{rep.path.name}/msgs"
+        )
     except ErrCorrupt as exc:
         return [*problems, str(exc).removeprefix(f"{ErrCorrupt.description}: ")]
+    except ErrEncryptionKey as exc:
+        return [*problems, str(exc).removeprefix(f"{ErrEncryptionKey.description}: ")]
     except OSError as exc:
         return [*problems, f"{MSGS_DIR}/: cannot read: {exc.strerror or exc}"]
     rep.lost = rec.lost

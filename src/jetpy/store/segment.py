@@ -4,7 +4,11 @@ Owns: the ``Block`` object — the path and lazily opened descriptor of one ``*.
 write/flush/durable offsets, and three parallel ``array('I')`` columns indexed by
 ``seq - base``: record offset, accounted size (``record.accounted_size``; 0 once deleted) and
 subject id (``NO_SID`` once deleted). That is 12 bytes per message and no Python object per message; payloads stay on disk.
-Also owns ``SubjectInfo``, the per-subject counters, and block file naming, listing and creation.
+Offsets and sizes are *logical* (frames.py): a framed block's ``frames`` says where in its file
+they are, ``pdurable`` how much of the file is durable; a plain block has ``frames`` None and
+its logical bytes are its file's.
+Also owns ``SubjectInfo``, the per-subject counters, block file naming, listing and creation, and
+the block size a stream's blocks roll at.
 Must not know: limits, purge semantics, recovery policy, the write buffer, or other blocks.
 """
 
@@ -16,9 +20,48 @@ from array import array
 from pathlib import Path
 from typing import Final
 
+from .crypto import FileCipher
+from .frames import FrameTable, framed_prefix
 from .record import BLOCK_HEADER_SIZE, BlockHeader, encode_block_header
 
-__all__ = ["BLOCK_SUFFIX", "NO_SID", "Block", "SubjectInfo", "block_name", "list_blocks", "parse_block_name"]
+__all__ = [
+    "BLOCK_SUFFIX",
+    "DEFAULT_BLOCK_SIZE",
+    "MIN_BLOCK_SIZE",
+    "NO_SID",
+    "Block",
+    "SubjectInfo",
+    "block_name",
+    "block_size_for",
+    "list_blocks",
+    "parse_block_name",
+]
+
+DEFAULT_BLOCK_SIZE: Final = 8 * 1024 * 1024
+"""Roll to a new block past this size. nats-server's maximum for limits streams: large enough that
+per-block costs (a file, a descriptor, a header) vanish per message, small enough that a dead
+block frees its space soon and that reading one block to carry its tombstones stays cheap."""
+
+MIN_BLOCK_SIZE: Final = 1024
+"""Smallest accepted ``block_size`` (tests use tiny blocks to exercise rolling and removal)."""
+
+SMALL_STREAM_BLOCK_SIZE: Final = 32_000
+MEDIUM_BLOCK_SIZE: Final = 4 * 1024 * 1024
+
+
+def block_size_for(max_bytes: int) -> int:
+    """The block size of a stream with this ``max_bytes`` and no explicit ``block_size``, by
+    nats-server's rule: a quarter of ``max_bytes`` (plus 1, rounded up to 100) is at most
+    32,000 bytes -> 32,000; at least 8 MiB -> 8 MiB; in between -> 4 MiB. Without ``max_bytes``
+    8 MiB. A small stream so spreads over several blocks, and frees its space a block at a time."""
+    if max_bytes <= 0:
+        return DEFAULT_BLOCK_SIZE
+    size = max_bytes // 4 + 1
+    size += -size % 100
+    if size <= SMALL_STREAM_BLOCK_SIZE:
+        return SMALL_STREAM_BLOCK_SIZE
+    return DEFAULT_BLOCK_SIZE if size >= DEFAULT_BLOCK_SIZE else MEDIUM_BLOCK_SIZE
+
 
 NO_SID: Final = 0xFFFFFFFF  # subject id of a deleted (or never written) sequence
 BLOCK_SUFFIX: Final = ".blk"
@@ -69,11 +112,13 @@ class Block:
         "durable",
         "fd",
         "flushed",
+        "frames",
         "hdr_gen",
         "lens",
         "live",
         "offs",
         "path",
+        "pdurable",
         "sids",
         "size",
         "tombs",
@@ -94,6 +139,8 @@ class Block:
         self.durable = 0  # bytes known to be on stable storage
         self.hdr_gen = 0
         self.wseq = 0  # bumped on every write into the file, so sync can tell if it is clean
+        self.frames: FrameTable | None = None  # a framed file's frames (None: a plain file)
+        self.pdurable = 0  # framed: file bytes known to be on stable storage
 
     @property
     def end_seq(self) -> int:
@@ -114,16 +161,23 @@ class Block:
         return self.fd
 
     @classmethod
-    def create(cls, directory: Path, header: BlockHeader) -> Block:
-        """Create a new block file holding only its header (gen 1). Raises OSError."""
+    def create(
+        cls, directory: Path, header: BlockHeader, framed: tuple[FileCipher, bytes] | None = None
+    ) -> Block:
+        """Create a new block file holding only its header (gen 1): plain, or with ``framed``
+        (its cipher and key header) a framed one. Raises OSError."""
         blk = cls(directory / block_name(header.base), header.base)
         fd = os.open(blk.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             header.gen = 1
             off, slot = encode_block_header(header)
-            buf = bytearray(BLOCK_HEADER_SIZE)
-            buf[off : off + len(slot)] = slot
-            if os.pwrite(fd, buf, 0) != BLOCK_HEADER_SIZE:
+            if framed is None:
+                buf = bytearray(BLOCK_HEADER_SIZE)
+                buf[off : off + len(slot)] = slot
+                data = bytes(buf)
+            else:
+                data, blk.frames = framed_prefix(framed[0], framed[1], slot)
+            if os.pwrite(fd, data, 0) != len(data):
                 raise OSError(28, "short write of block header")
         except BaseException:
             os.close(fd)

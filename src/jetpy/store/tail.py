@@ -32,6 +32,18 @@ rewrite goes to the older slot, so a torn rewrite always leaves the previous rec
 The file is created whole (both slots' space) and synced before the store uses it, so a rewrite
 never changes its size and ``fdatasync`` has no metadata to write: one small write and one sync
 per group commit.
+
+Encrypted (the store has keys, crypto.py), 384 bytes::
+
+    0    64  key header (magic b"JPTX"), then its copy at 64
+    128  128 slot A: nonce | AEAD(the 64-byte plain slot above) | tag (92 bytes), crc32 over
+             those 92 bytes (4), zero padding; the associated data is the key header and the
+             slot's index, so a slot cannot be moved to the other place
+    256  128 slot B
+
+A plaintext tail record of a store opened with keys, or one written with the previous key, is
+replaced whole (atomically) by an encrypted one; one written with another key refuses to open
+(``ErrEncryptionKey``), touching nothing.
 """
 
 from __future__ import annotations
@@ -43,10 +55,21 @@ import zlib
 from pathlib import Path
 from typing import Final
 
-from .consumer_state import fsync_dir
+from .crypto import KEY_HEADER_SIZE, FileCipher, StoreKeys, decode_key_header, open_file_cipher
+from .fileio import fsync_dir, write_synced
 from .layout import TAIL_FILE
 
-__all__ = ["TAIL_SIZE", "Tail", "TailFile", "decode_tail", "encode_tail", "read_tail"]
+__all__ = [
+    "SEALED_TAIL_SIZE",
+    "TAIL_KEY_MAGIC",
+    "TAIL_SIZE",
+    "Tail",
+    "TailFile",
+    "decode_tail",
+    "encode_tail",
+    "read_tail",
+    "read_tail_file",
+]
 
 _SLOT: Final = struct.Struct("<4sB3xQQqQQQ")
 _CRC: Final = struct.Struct("<I")
@@ -55,6 +78,11 @@ _MAGIC: Final = b"JPTL"
 _VERSION: Final = 1
 TAIL_SIZE: Final = 2 * _SLOT_SIZE
 assert _SLOT.size + _CRC.size <= _SLOT_SIZE
+
+TAIL_KEY_MAGIC: Final = b"JPTX"
+_SEALED_SLOTS_AT: Final = 2 * KEY_HEADER_SIZE
+_SEALED_SLOT: Final = 128
+SEALED_TAIL_SIZE: Final = _SEALED_SLOTS_AT + 2 * _SEALED_SLOT
 
 
 class Tail:
@@ -107,17 +135,67 @@ def decode_tail(buf: bytes) -> Tail | str:
     return best
 
 
-def read_tail(directory: Path) -> Tail | str | None:
-    """The stream directory's tail record; None if there is none; why, if it cannot be used.
-    Raises OSError if the file exists but cannot be read."""
+def _sealed_slot(fc: FileCipher, key_header: bytes, index: int, plain: bytes) -> bytes:
+    body = fc.seal(plain, key_header + bytes((index,)))
+    return (body + _CRC.pack(zlib.crc32(body))).ljust(_SEALED_SLOT, b"\0")
+
+
+def _open_sealed(raw: bytes, keys: StoreKeys | None, context: str) -> tuple[Tail | str, FileCipher | None]:
+    """The winning slot of an encrypted tail file and its cipher. Raises ErrEncryptionKey."""
+    if len(raw) != SEALED_TAIL_SIZE:
+        return f"{TAIL_FILE} is {len(raw)} bytes, an encrypted one is {SEALED_TAIL_SIZE}", None
+    hdr = None
+    for at in (0, KEY_HEADER_SIZE):
+        got = decode_key_header(raw, at, TAIL_KEY_MAGIC)
+        if not isinstance(got, str):
+            hdr = got
+            break
+    if hdr is None:
+        return f"{TAIL_FILE} at offset 0: no valid key header (both copies damaged)", None
+    fc = open_file_cipher(keys, hdr, context, TAIL_FILE)
+    if fc is None:
+        return f"{TAIL_FILE} at offset 0: an encrypted tail record's header without a cipher", None
+    plain = bytearray(TAIL_SIZE)
+    for index in (0, 1):
+        at = _SEALED_SLOTS_AT + index * _SEALED_SLOT
+        body = raw[at : at + 92]
+        if zlib.crc32(body) != _CRC.unpack_from(raw, at + 92)[0]:
+            continue
+        opened = fc.open(body, hdr.raw + bytes((index,)))
+        if opened is not None and len(opened) == _SLOT_SIZE:
+            plain[index * _SLOT_SIZE : (index + 1) * _SLOT_SIZE] = opened
+    got_tail = decode_tail(bytes(plain))
+    if isinstance(got_tail, str):
+        got_tail = got_tail.replace(
+            "no valid slot (both fail their checksum)", "no valid slot (both fail authentication)"
+        )
+    return got_tail, fc
+
+
+def read_tail_file(
+    directory: Path, keys: StoreKeys | None = None, context: str = ""
+) -> tuple[Tail | str | None, bool]:
+    """The stream directory's tail record (None if there is none; why, if it cannot be used) and
+    whether its file must be rewritten to be sealed with ``keys``' current key (it is plaintext,
+    or written with the previous key). Raises OSError if the file exists but cannot be read,
+    ErrEncryptionKey if it was written with another key."""
     try:
         with open(directory / TAIL_FILE, "rb") as f:
-            raw = f.read(TAIL_SIZE + 1)
+            raw = f.read(SEALED_TAIL_SIZE + 1)
     except FileNotFoundError:
-        return None
+        return None, False
+    if raw[:4] == TAIL_KEY_MAGIC or raw[KEY_HEADER_SIZE : KEY_HEADER_SIZE + 4] == TAIL_KEY_MAGIC:
+        tail, fc = _open_sealed(raw, keys, context)
+        return tail, fc is not None and fc.stale
     if len(raw) > TAIL_SIZE:
-        return f"{TAIL_FILE} is longer than {TAIL_SIZE} bytes"
-    return decode_tail(raw)
+        return f"{TAIL_FILE} is longer than {TAIL_SIZE} bytes", False
+    return decode_tail(raw), keys is not None
+
+
+def read_tail(directory: Path, keys: StoreKeys | None = None, context: str = "") -> Tail | str | None:
+    """The stream directory's tail record; None if there is none; why, if it cannot be used.
+    Raises OSError if the file exists but cannot be read, ErrEncryptionKey (see above)."""
+    return read_tail_file(directory, keys, context)[0]
 
 
 class TailFile:
@@ -125,28 +203,52 @@ class TailFile:
 
     ``write`` runs wherever ``GroupCommit.sync`` runs (one at a time, under its sync mutex)."""
 
-    __slots__ = ("_fd", "_path", "last")
+    __slots__ = ("_fc", "_fd", "_hdr", "_path", "last")
 
-    def __init__(self, directory: Path, first: Tail | None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        first: Tail | None,
+        keys: StoreKeys | None = None,
+        context: str = "",
+        replace: bool = False,
+    ) -> None:
         """Open ``directory``'s tail record, creating it (durably) from ``first`` if given and
-        there is none. Raises OSError."""
+        there is none, or with ``replace`` in any case (sealed with ``keys``' current key, if
+        any: how a plaintext or previous-key record is re-encrypted). Raises OSError,
+        ErrEncryptionKey."""
         self._path = directory / TAIL_FILE
         self.last = first
-        if first is not None and not self._path.exists():
+        self._fc: FileCipher | None = None
+        self._hdr = b""
+        if first is not None and (replace or not self._path.exists()):
             first.gen = 1
-            buf = bytearray(TAIL_SIZE)
-            off, slot = encode_tail(first)
-            buf[off : off + len(slot)] = slot
+            if keys is not None:
+                self._fc, self._hdr = keys.new_file(TAIL_KEY_MAGIC, 0, context)
+                buf = bytearray(SEALED_TAIL_SIZE)
+                buf[0:KEY_HEADER_SIZE] = buf[KEY_HEADER_SIZE:_SEALED_SLOTS_AT] = self._hdr
+                off, slot = encode_tail(first)
+                index = off // _SLOT_SIZE
+                at = _SEALED_SLOTS_AT + index * _SEALED_SLOT
+                buf[at : at + _SEALED_SLOT] = _sealed_slot(self._fc, self._hdr, index, slot)
+            else:
+                buf = bytearray(TAIL_SIZE)
+                off, slot = encode_tail(first)
+                buf[off : off + len(slot)] = slot
             tmp = self._path.with_name(TAIL_FILE + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                if os.write(fd, buf) != TAIL_SIZE:
-                    raise OSError(_errno.ENOSPC, f"short write of {TAIL_FILE}")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(tmp, bytes(buf))
             os.replace(tmp, self._path)
             fsync_dir(directory)
+        elif keys is not None:
+            with open(self._path, "rb") as f:
+                raw = f.read(SEALED_TAIL_SIZE)
+            got = decode_key_header(raw, 0, TAIL_KEY_MAGIC)
+            if isinstance(got, str):
+                got = decode_key_header(raw, KEY_HEADER_SIZE, TAIL_KEY_MAGIC)
+            if isinstance(got, str):
+                raise OSError(_errno.EIO, f"{TAIL_FILE}: {got}")
+            self._fc = open_file_cipher(keys, got, context, TAIL_FILE)
+            self._hdr = got.raw
         self._fd = os.open(self._path, os.O_RDWR)
 
     def write(self, hwm: int, floor: int, last_ts: int, block: int, size: int) -> None:
@@ -156,6 +258,10 @@ class TailFile:
             return
         t = Tail(hwm, floor, last_ts, block, size, (last.gen if last is not None else 0) + 1)
         off, slot = encode_tail(t)
+        if self._fc is not None:
+            index = off // _SLOT_SIZE
+            off = _SEALED_SLOTS_AT + index * _SEALED_SLOT
+            slot = _sealed_slot(self._fc, self._hdr, index, slot)
         if os.pwrite(self._fd, slot, off) != len(slot):
             raise OSError(_errno.EIO, f"short write of {TAIL_FILE}")
         os.fdatasync(self._fd)

@@ -35,7 +35,9 @@ from typing import Final
 from jetpy.meters import STORE_IO
 
 from .base import ErrStoreIO
-from .consumer_state import fsync_dir
+from .crypto import FileCipher
+from .fileio import fsync_dir
+from .frames import DATA_START, FrameTable, chunk_bounds
 from .index import StoreIndex
 from .record import (
     BLOCK_HEADER_SIZE,
@@ -89,6 +91,7 @@ class GroupCommit:
         "_ix",
         "_lru",
         "_msgdir",
+        "_new_framed",
         "_sync_busy",
         "_tail",
         "_tail_lock",
@@ -110,11 +113,15 @@ class GroupCommit:
         msgdir: Path,
         forget_reads: Callable[[Block | None], None],
         tail: TailFile | None = None,
+        new_framed: Callable[[int], tuple[FileCipher, bytes] | None] | None = None,
     ) -> None:
         """``forget_reads(blk)`` is called whenever bytes a reader may have cached are rewritten
         or their file goes away (None: any block's). ``tail``: the store's tail record, rewritten
-        by every successful ``sync`` (see tail.py)."""
+        by every successful ``sync`` (see tail.py). ``new_framed(base)``: the cipher and key
+        header of a new block (an encrypted store's blocks are framed files, frames.py); None:
+        new blocks are plain files."""
         self._ix = index
+        self._new_framed = new_framed
         self._msgdir = msgdir
         self._forget_reads = forget_reads
         self.wbuf: Final = bytearray()  # records not yet handed to the OS, all for the active block
@@ -194,6 +201,99 @@ class GroupCommit:
             self._dirty.add(blk)
         self._forget_reads(None)
 
+    def rewrite_frames(
+        self,
+        blk: Block,
+        patches: list[tuple[int, bytes]],
+        compress: bool,
+        read: Callable[[Block, int, int], bytes],
+    ) -> None:
+        """An erase in a framed block (frames.py): each frame holding a patch (``(logical
+        offset, bytes)``) is appended again with the patch applied and made durable, then the old
+        frame is destroyed in place. ``read(blk, a, b)`` gives logical bytes. The caller has
+        made everything flushed durable first, so this sync moves nothing else. Raises
+        ErrStoreIO (nothing changed) if the replacements cannot be made durable."""
+        frames = blk.frames
+        assert frames is not None
+        by_frame: dict[int, list[tuple[int, bytes]]] = {}
+        for off, data in patches:
+            k = frames.frame_of(off)
+            if k >= 0:
+                by_frame.setdefault(k, []).append((off, data))
+        if not by_frame:
+            return
+        end0 = frames.end
+        olds: list[tuple[int, int, int, int]] = []
+        fd = self.fd(blk)
+        try:
+            for k, ps in sorted(by_frame.items()):
+                lpos, llen = frames.frame_span(k)
+                cur = bytearray(read(blk, lpos, lpos + llen))
+                for off, data in ps:
+                    cur[off - lpos : off - lpos + len(data)] = data
+                olds.append(frames.rewrite(fd, k, bytes(cur), compress))
+            with self.sync_mutex:
+                os.fdatasync(fd)
+        except OSError as exc:
+            frames.undo(olds, end0)
+            self._forget_reads(blk)
+            try:
+                os.ftruncate(fd, end0)
+            except OSError:
+                pass
+            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"erasing in {blk.path.name}: {exc}") from exc
+        with self.lock:
+            blk.pdurable = max(blk.pdurable, frames.end)
+        for _k, pos, size, _gen in olds:
+            try:
+                frames.destroy(fd, pos, size)
+            except OSError:
+                pass  # the replacement is durable: the next open destroys what is left (recovery)
+        with self.lock:
+            blk.wseq += 1
+            self._dirty.add(blk)
+        self._forget_reads(blk)
+
+    def is_clean(self, blk: Block) -> bool:
+        """Whether everything written to ``blk`` is durable."""
+        with self.lock:
+            return blk not in self._dirty
+
+    def install(self, blk: Block, tmp: Path, frames: FrameTable, wseq: int) -> bool:
+        """Put a rewritten (compressed) copy of sealed block ``blk``, made from it as of
+        ``wseq``, in its place: renamed over it if the block is still there, sealed, clean and
+        unchanged since, and read through ``frames`` from then on; else the copy is removed.
+        Runs on the owning thread; the rename is made durable by the next sync."""
+        ix = self._ix
+        with self.lock:
+            ok = (
+                ix.position(blk) >= 0
+                and blk is not ix.active
+                and blk.wseq == wseq
+                and blk not in self._dirty
+                and not self.closed
+            )
+            if ok:
+                try:
+                    os.rename(tmp, blk.path)
+                except OSError:
+                    ok = False
+            if ok:
+                self._lru.pop(blk, None)
+                self._close_fd_locked(blk)
+                blk.frames = frames
+                blk.pdurable = frames.end
+                blk.wseq += 1
+                self._dir_dirty = True
+        if not ok:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        self._forget_reads(blk)
+        return True
+
     # ------------------------------------------------------------------ blocks
 
     def created(self, blk: Block) -> None:
@@ -210,13 +310,14 @@ class GroupCommit:
         ix = self._ix
         floor = ix.first_seq if ix.msgs else base
         header = BlockHeader(base, hwm, floor, ix.last_ts, 1)
+        framed = self._new_framed(base) if self._new_framed is not None else None
         try:
             try:
-                blk = Block.create(self._msgdir, header)
+                blk = Block.create(self._msgdir, header, framed)
             except OSError as exc:
                 if exc.errno != _errno.ENOSPC or not self._reclaim_empty_active():
                     raise
-                blk = Block.create(self._msgdir, header)
+                blk = Block.create(self._msgdir, header, framed)
         except OSError as exc:
             raise ErrStoreIO(exc.errno or _errno.EIO, None, f"creating block {base}: {exc}") from exc
         old = ix.active
@@ -273,6 +374,10 @@ class GroupCommit:
             return
         blk = self._ix.active
         total = len(buf)
+        frames = blk.frames
+        if frames is not None:
+            self._write_frames(blk, buf)
+            return
         try:
             done = os.pwrite(blk.fd, buf, blk.flushed)
             while done < total:
@@ -289,6 +394,38 @@ class GroupCommit:
         buf.clear()
         STORE_IO.wrote(total)
 
+    def _write_frames(self, blk: Block, buf: bytearray) -> None:
+        """``write_out`` for a framed block: the buffer as frames of about ``FRAME_TARGET``
+        bytes (cut where records start: the index knows where), encrypted, in one write."""
+        frames = blk.frames
+        assert frames is not None
+        start = blk.flushed
+        end = start + len(buf)
+        view = memoryview(buf)
+        pieces = []
+        at = start
+        for bound in chunk_bounds(start, end, blk.offs):
+            pieces.append((at, view[at - start : bound - start]))
+            at = bound
+        data = frames.encode(pieces)
+        del pieces, view
+        try:
+            done = 0
+            while done < len(data):
+                n = os.pwrite(blk.fd, memoryview(data)[done:], frames.end + done)
+                if n <= 0:
+                    raise OSError(_errno.ENOSPC, "no progress writing block")
+                done += n
+        except OSError as exc:
+            raise self.rollback(exc) from exc
+        with self.lock:
+            frames.appended(data)
+            blk.flushed = end
+            blk.wseq += 1
+            self._dirty.add(blk)
+        buf.clear()
+        STORE_IO.wrote(len(data))
+
     def _write_header(self, vals: tuple[int, int, int]) -> None:
         """Rewrite the active block's older header slot with (hwm, floor, last_ts).
 
@@ -298,6 +435,8 @@ class GroupCommit:
         blk = self._ix.active
         gen = blk.hdr_gen + 1
         off, slot = encode_block_header(BlockHeader(blk.base, *vals, gen))
+        if blk.frames is not None:
+            off, slot = blk.frames.slot(gen % 2, slot)
         try:
             if os.pwrite(blk.fd, slot, off) != len(slot):
                 raise OSError(_errno.EIO, "short write of block header")
@@ -339,7 +478,10 @@ class GroupCommit:
                     )
                 epoch = self._epoch
                 self._dirty = {b for b in self._dirty if b.fd >= 0}  # no descriptor, nothing unsynced
-                targets = [(b, b.fd, b.flushed, b.wseq) for b in self._dirty]
+                targets = [
+                    (b, b.fd, b.flushed, b.frames.end if b.frames is not None else 0, b.wseq)
+                    for b in self._dirty
+                ]
                 unlinks = list(self._await_sync)
                 dir_dirty = self._dir_dirty
                 if not targets and not unlinks and not dir_dirty:
@@ -352,7 +494,7 @@ class GroupCommit:
                 self._sync_busy = True
             try:
                 fds: list[int] = []
-                for _b, fd, _off, _w in targets:
+                for _b, fd, _off, _pend, _w in targets:
                     if fd not in fds:
                         fds.append(fd)
                 tail_job = None
@@ -386,9 +528,11 @@ class GroupCommit:
                     raise ErrStoreIO(
                         _errno.EIO, range(prev_durable + 1, target_seq + 1), "rolled back during sync"
                     )
-                for b, _fd, off, ws in targets:
+                for b, _fd, off, pend, ws in targets:
                     if off > b.durable:
                         b.durable = off
+                    if pend > b.pdurable:
+                        b.pdurable = pend
                     if b.wseq == ws:
                         self._dirty.discard(b)
                 if target_seq > self.durable_seq:
@@ -456,12 +600,24 @@ class GroupCommit:
                 except OSError:
                     pass
                 continue
+            frames = blk.frames
+            if frames is not None and frames.end > max(blk.pdurable, DATA_START):
+                pkeep = max(blk.pdurable, DATA_START)
+                try:
+                    os.ftruncate(self.fd(blk), pkeep)
+                except OSError:
+                    pass  # later appends overwrite from ``pkeep``; recovery ignores stale frames
+                frames.cut(pkeep)
+                with self.lock:
+                    blk.wseq += 1
+                    self._dirty.add(blk)
             if blk.size > blk.durable or blk.flushed > blk.durable:
                 keep = max(blk.durable, BLOCK_HEADER_SIZE)
-                try:
-                    os.ftruncate(self.fd(blk), keep)
-                except OSError:
-                    pass  # later appends overwrite from ``keep``; recovery ignores stale bytes
+                if frames is None:
+                    try:
+                        os.ftruncate(self.fd(blk), keep)
+                    except OSError:
+                        pass  # later appends overwrite from ``keep``; recovery ignores stale bytes
                 blk.size = blk.flushed = keep
                 with self.lock:
                     blk.wseq += 1

@@ -150,7 +150,13 @@ class ConsumerApi:
         pedantic = bool(req.pedantic)
         consumers = self.manager.consumers(stream)
         others = [c.config for c in consumers.values() if c.name not in (cfg.name, cfg.durable_name)]
-        cfg = check_consumer_config(stream.config, cfg, pedantic=pedantic, others=others)
+        cfg = check_consumer_config(
+            stream.config,
+            cfg,
+            pedantic=pedantic,
+            others=others,
+            account_max_ack_pending=self.registry.resources.limits.max_ack_pending,
+        )
         check_direct_built(stream.config, cfg)
         cname = cfg.durable_name or cfg.name
         if cname:
@@ -168,7 +174,8 @@ class ConsumerApi:
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
         taken = len(self.manager.listed(stream)) + len(self.manager.offline(stream))
-        if stream.config.max_consumers > 0 and taken >= stream.config.max_consumers:
+        most = self.registry.resources.consumer_limit(stream.config)
+        if most > 0 and taken >= most:
             raise ApiError.of(E.MAXIMUM_CONSUMERS_LIMIT)
         if not cname:
             cname = ephemeral_name()

@@ -56,6 +56,7 @@ from jetpy.store.base import StoredMsg, StreamStore
 
 __all__ = [
     "DIRECT_SUBJECTS",
+    "DOMAIN_DIRECT_SUBJECTS",
     "BadTime",
     "DirectGet",
     "DirectGetRequest",
@@ -66,6 +67,7 @@ __all__ = [
 ]
 
 DIRECT_SUBJECTS = "$JS.API.DIRECT.GET.>"
+DOMAIN_DIRECT_SUBJECTS = "$JS.{}.API.DIRECT.GET.>"  # .format(domain)
 
 DEFAULT_BATCH_MAX_BYTES = 64 * 1024 * 1024
 """``max_bytes`` of a batch that names none: nats-server uses the server's ``max_pending``
@@ -160,6 +162,11 @@ class DirectGet:
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.decode().split(".")[4:]  # drop "$JS", "API", "DIRECT", "GET"
+        direct_get(self.answerer, self.bus, toks, reply, data[hdr_len:], self.bus.caller())
+
+    def handle_domain(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The same on ``$JS.<domain>.API.DIRECT.GET.>``."""
+        toks = subject.decode().split(".")[5:]
         direct_get(self.answerer, self.bus, toks, reply, data[hdr_len:], self.bus.caller())
 
 

@@ -215,6 +215,7 @@ class StreamInfoResponse(_Paged, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    domain: str = ""  # the server's JetStream domain (STREAM.INFO names it; create and update do not)
     cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
@@ -228,6 +229,7 @@ class StreamInfoResponse(_Paged, frozen=True):
             config=info.config,
             created=info.created,
             state=info.state,
+            domain=info.domain,
             cluster=info.cluster,
             mirror=info.mirror,
             sources=info.sources,

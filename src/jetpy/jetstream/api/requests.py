@@ -99,6 +99,14 @@ def config_body(body: bytes) -> dict[str, Any]:
     return decode_body(body)
 
 
+COMPRESSIONS = ("none", "s2")
+"""The ``compression`` values nats-server knows; any other string is "unknown compression
+algorithm" (its own decoder's words)."""
+
+
 def as_stream_config(obj: dict[str, Any]) -> StreamConfig:
     """A STREAM.CREATE/UPDATE body as the config, by the same rules as every request."""
+    comp = obj.get("compression")
+    if isinstance(comp, str) and comp not in COMPRESSIONS:
+        raise ApiError.of(E.INVALID_JSON, err="unknown compression algorithm")
     return as_request(obj, StreamConfig)

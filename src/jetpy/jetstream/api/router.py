@@ -1,6 +1,7 @@
 """ApiRouter: the ``$JS.API.*`` request/reply API as a table from subject to handler.
 
-Owns dispatch (the route key is up to three tokens after ``$JS.API.``, the rest are the
+Owns dispatch (the route key is up to three tokens after ``$JS.API.`` or, with a JetStream
+domain, ``$JS.<domain>.API.``; the rest are the
 handler's arguments), the response (a handler returns its typed response, ``api/messages``;
 every ``ApiError`` becomes the route's ``Response.failure(error)``, which carries the fields
 nats-server writes even in an error response), encoding it with msgspec, and the api counters.
@@ -36,6 +37,7 @@ from jetpy.jetstream.ports import Caller, MessageBus
 
 __all__ = [
     "API_SUBJECTS",
+    "DOMAIN_API_SUBJECTS",
     "MAX_QUEUED",
     "ApiRouter",
     "ApiStats",
@@ -49,6 +51,7 @@ __all__ = [
 log = logging.getLogger("jetpy.jetstream")
 
 API_SUBJECTS = "$JS.API.>"
+DOMAIN_API_SUBJECTS = "$JS.{}.API.>"  # .format(domain)
 
 MAX_QUEUED: Final = 10_000
 """Requests waiting behind one that is worked on off the loop (nats-server's API queue limit)."""
@@ -79,11 +82,14 @@ the module doc)."""
 class Route(Generic[R]):
     """One API endpoint: its response Struct (whose ``type`` names the endpoint and whose
     ``failure`` answers errors), its handler ((route args, request headers, request body) -> the
-    response), and how many tokens follow the route key (None: the handler checks them)."""
+    response), how many tokens follow the route key (None: the handler checks them), and whether
+    a successful answer counts in the api counters (nats-server's message get answers without
+    counting; its errors count)."""
 
     response: type[R]
     handler: Callable[[list[str], bytes, bytes], Later[R]]
     args: int | None = None
+    counts_success: bool = True
 
 
 class Guard(Protocol):
@@ -131,7 +137,13 @@ class ApiRouter:
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         """The bus handler on ``$JS.API.>``."""
-        toks = subject.decode().split(".")[2:]  # drop "$JS", "API"
+        self._route(subject.decode().split(".")[2:], subject, reply, hdr_len, data)  # drop "$JS", "API"
+
+    def handle_domain(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The bus handler on ``$JS.<domain>.API.>``: the same API."""
+        self._route(subject.decode().split(".")[3:], subject, reply, hdr_len, data)
+
+    def _route(self, toks: list[str], subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         route = None
         args: list[str] = []
         key = ""
@@ -211,7 +223,8 @@ class ApiRouter:
                     stats.errors += 1
                     resp = req.route.response.failure(e)
         # counted once answered, as nats-server (an INFO reply does not include itself)
-        stats.total += 1
+        if req.route.counts_success or resp.error is not None:
+            stats.total += 1
         self.bus.publish(req.reply.decode(), None, encode(resp), headers)
 
     async def stop(self) -> None:

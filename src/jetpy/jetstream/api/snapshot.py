@@ -103,7 +103,7 @@ class SnapshotApi:
             raise ApiError.of(E.STREAM_NAME_EXIST_RESTORE_FAILED)
         cfg = check_stream_config(cfg0)
         check_stream_built(cfg)
-        self.registry.resources.check_reservation(cfg)
+        self.registry.resources.check_create(cfg)
         session = RestoreSession(
             self.bus, self.registry, self.consumers, cfg, self._restored, self._restore_done
         )

@@ -129,7 +129,7 @@ class StreamApi:
             "STREAM.LIST": Route(StreamListResponse, self.stream_list, 0),
             "STREAM.DELETE": Route(StreamDeleteResponse, self.stream_delete, 1),
             "STREAM.PURGE": Route(StreamPurgeResponse, self.stream_purge, 1),
-            "STREAM.MSG.GET": Route(StreamMsgGetResponse, self.stream_msg_get, 1),
+            "STREAM.MSG.GET": Route(StreamMsgGetResponse, self.stream_msg_get, 1, counts_success=False),
             "STREAM.MSG.DELETE": Route(StreamMsgDeleteResponse, self.stream_msg_delete, 1),
         }
 
@@ -181,7 +181,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         if overlaps(cfg):
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        self.registry.resources.check_reservation(cfg)
+        self.registry.resources.check_create(cfg)
         s = yield from self.registry.create_steps(cfg)
         self.watcher.started(s)
         return StreamCreateResponse.of(stream_info(s), did_create=True)
@@ -212,7 +212,7 @@ class StreamApi:
         check_stream_built(cfg)
         if overlap:
             raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
-        self.registry.resources.check_reservation(cfg, skip=s.name)
+        self.registry.resources.check_update(cfg, s.name)
         old = s.config
         yield from self.registry.update_steps(s, cfg)
         self.watcher.updated(s, old)

@@ -1,5 +1,5 @@
 // jetpy dashboard: reads the monitoring endpoints of the server that serves it (/varz, /jsz,
-// /connz, /routez, /healthz) and redraws itself every few seconds. Every name the server
+// /connz, /routez, /gatewayz, /healthz) and redraws itself every few seconds. Every name the server
 // reports is put into the page as text (textContent), never as markup.
 "use strict";
 
@@ -107,7 +107,13 @@ function fillBar(fraction) {
   return el("td", {}, bar, " " + (fraction >= 0 ? pct.toFixed(0) + "%" : "–"));
 }
 
-function overview(varz, jsz) {
+function gatewayLinks(gatewayz) {
+  const out = Object.entries(gatewayz.outbound_gateways || {}).map(([name, g]) => [name, g, g.configured ? "outbound" : "outbound, gossiped"]);
+  const inb = Object.entries(gatewayz.inbound_gateways || {}).flatMap(([name, list]) => list.map((g) => [name, g, "inbound"]));
+  return out.concat(inb);
+}
+
+function overview(varz, jsz, gatewayz) {
   const js = jsz && !jsz.disabled ? jsz : null;
   const cards = [
     ["Version", varz.version],
@@ -120,6 +126,7 @@ function overview(varz, jsz) {
     ["Bytes out", bytes(varz.out_bytes)],
     ["Slow consumers", num(varz.slow_consumers)],
     ["Cluster", varz.cluster && varz.cluster.name ? varz.cluster.name + " (" + num(varz.routes) + " routes)" : "not clustered"],
+    ["Gateway", gatewayz.name ? gatewayz.name + " (" + num(Object.keys(gatewayz.outbound_gateways || {}).length) + " clusters)" : "no gateway"],
     ["CPU", varz.cpu + "%"],
     ["Memory", bytes(varz.mem)],
     ["Streams", js ? num(js.streams) : "JetStream off"],
@@ -164,14 +171,16 @@ function jetstream(jsz) {
   for (const acc of (jsz && jsz.account_details) || []) {
     for (const st of acc.stream_detail || []) {
       const cfg = st.config || {}, s = st.state || {};
-      seen.add(st.name);
-      const r = streamRate(st.name, s.last_seq || 0, now);
+      const key = acc.name + "\u0000" + st.name; // stream names repeat across accounts
+      seen.add(key);
+      const r = streamRate(key, s.last_seq || 0, now);
       const fractions = [];
       if (cfg.max_msgs > 0) fractions.push(s.messages / cfg.max_msgs);
       if (cfg.max_bytes > 0) fractions.push(s.bytes / cfg.max_bytes);
       const limits = "msgs " + limit(cfg.max_msgs, num) + ", bytes " + limit(cfg.max_bytes, bytes) + ", age " + duration(cfg.max_age);
       const last = r.rates.length ? r.rates[r.rates.length - 1] : 0;
       streams.push([
+        el("td", { class: "name", title: acc.name }, acc.name),
         el("td", { class: "name", title: st.name }, st.name),
         el("td", { title: (cfg.subjects || []).join(", ") }, (cfg.subjects || []).join(", ")),
         cfg.storage || "", num(s.messages), bytes(s.bytes), limits,
@@ -182,15 +191,15 @@ function jetstream(jsz) {
       for (const c of st.consumer_detail || []) {
         const ccfg = c.config || {};
         consumers.push([
-          st.name, el("td", { class: "name", title: c.name }, c.name), ccfg.deliver_subject ? "push" : "pull", ccfg.ack_policy || "",
+          acc.name, st.name, el("td", { class: "name", title: c.name }, c.name), ccfg.deliver_subject ? "push" : "pull", ccfg.ack_policy || "",
           num(c.num_pending), num(c.num_ack_pending), num(c.num_redelivered), num(c.num_waiting),
           num((c.delivered || {}).stream_seq), num((c.ack_floor || {}).stream_seq),
         ]);
       }
       if (st.name.startsWith("KV_")) {
-        kv.push([st.name.slice(3), num(s.num_subjects), num(cfg.max_msgs_per_subject), duration(cfg.max_age), num(s.messages), bytes(s.bytes)]);
+        kv.push([acc.name, st.name.slice(3), num(s.num_subjects), num(cfg.max_msgs_per_subject), duration(cfg.max_age), num(s.messages), bytes(s.bytes)]);
       } else if (st.name.startsWith("OBJ_")) {
-        objects.push([st.name.slice(4), num(s.num_subjects ? Math.ceil(s.num_subjects / 2) : 0), num(s.messages), bytes(s.bytes), cfg.sealed ? "yes" : "no", duration(cfg.max_age)]);
+        objects.push([acc.name, st.name.slice(4), num(s.num_subjects ? Math.ceil(s.num_subjects / 2) : 0), num(s.messages), bytes(s.bytes), cfg.sealed ? "yes" : "no", duration(cfg.max_age)]);
       }
     }
   }
@@ -205,7 +214,7 @@ function jetstream(jsz) {
 function connections(connz) {
   document.getElementById("connections-count").textContent = "(" + num(connz.total) + ")";
   fillTable("connections", (connz.connections || []).map((c) => [
-    String(c.cid), el("td", { class: "name", title: c.name || "" }, c.name || ""), c.ip + ":" + c.port,
+    String(c.cid), c.account || "", el("td", { class: "name", title: c.name || "" }, c.name || ""), c.ip + ":" + c.port,
     [c.lang, c.version].filter(Boolean).join(" "), num(c.subscriptions), num(c.in_msgs), num(c.out_msgs),
     bytes(c.pending_bytes), c.rtt || "", c.uptime,
   ]), "no connections");
@@ -221,14 +230,27 @@ function routes(routez, varz) {
   ]), varz.cluster && varz.cluster.name ? "no routes" : "not clustered");
 }
 
+function gateways(gatewayz) {
+  const list = gatewayLinks(gatewayz);
+  document.getElementById("gateways-count").textContent = "(" + num(list.length) + ")";
+  fillTable("gateways", list.map(([name, g, how]) => {
+    const c = g.connection || {};
+    return [
+      String(c.cid), name, el("td", { class: "name", title: c.name || "" }, c.name || ""), c.ip + ":" + c.port, how,
+      num(c.subscriptions), num(c.in_msgs), num(c.out_msgs), bytes(c.pending_bytes), c.rtt || "", c.uptime,
+    ];
+  }), gatewayz.name ? "no gateway connections" : "no gateway");
+}
+
 async function refresh() {
   const error = document.getElementById("error");
   try {
-    const [varz, jsz, connz, routez, health] = await Promise.all([
+    const [varz, jsz, connz, routez, gatewayz, health] = await Promise.all([
       getJSON("varz"),
       getJSON("jsz?accounts=true&streams=true&consumers=true&config=true"),
-      getJSON("connz?limit=" + MAX_ROWS),
+      getJSON("connz?auth=true&limit=" + MAX_ROWS),
       getJSON("routez"),
+      getJSON("gatewayz"),
       fetch("healthz", { cache: "no-store" }).then((r) => r.json()),
     ]);
     document.getElementById("server-name").textContent = varz.server_name;
@@ -236,11 +258,12 @@ async function refresh() {
     const badge = document.getElementById("health");
     badge.textContent = health.status === "ok" ? "healthy" : health.status + (health.error ? ": " + health.error : "");
     badge.className = "badge " + (health.status === "ok" ? "ok" : "bad");
-    overview(varz, jsz);
+    overview(varz, jsz, gatewayz);
     traffic(varz);
     jetstream(jsz);
     connections(connz);
     routes(routez, varz);
+    gateways(gatewayz);
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
     error.hidden = true;

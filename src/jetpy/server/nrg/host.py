@@ -35,7 +35,7 @@ from jetpy.server.nrg.group import GroupConfig, RaftGroup
 from jetpy.server.nrg.machine import StateMachine
 from jetpy.server.nrg.names import member_id, new_member_id, valid_group_name
 from jetpy.server.nrg.status import GroupStatus
-from jetpy.store.consumer_state import fsync_dir
+from jetpy.store.fileio import fsync_dir
 from jetpy.store.raftlog import RaftLogStore
 from jetpy.store.raftlog.statefiles import HARDSTATE_FILE, SNAPSHOT_FILE
 
@@ -49,9 +49,10 @@ IO_THREADS: Final = 4
 flight; more groups than threads simply queue, each still one fsync per batch)."""
 
 
-def groups_root(store_dir: str) -> Path | None:
-    """Where a server's groups live under its store directory (None: it has none)."""
-    return Path(os.path.abspath(store_dir), "jetstream", "$SYS", "_js_") if store_dir else None
+def groups_root(store_dir: str, system_account: str = "$SYS") -> Path | None:
+    """Where a server's groups live under its store directory (None: it has none): the system
+    account's directory, as nats-server keeps them."""
+    return Path(os.path.abspath(store_dir), "jetstream", system_account, "_js_") if store_dir else None
 
 
 class RaftHostError(Exception):

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 from ...raft import HardState, Snapshot
-from ..consumer_state import fsync_dir, write_framed_atomic
+from ..consumer_state import write_framed_atomic
+from ..fileio import fsync_dir
 from .statefiles import HARDSTATE_FILE, HS_MAGIC, SNAP_MAGIC, SNAPSHOT_FILE, encode_hs, encode_snapshot
 
 __all__ = ["StoreJob"]

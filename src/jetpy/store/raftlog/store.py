@@ -60,7 +60,8 @@ from ...raft import (
     limit_bytes,
 )
 from ..base import ErrCorrupt, ErrStoreIO
-from ..consumer_state import fsync_dir, read_framed, write_framed_atomic
+from ..consumer_state import read_framed, write_framed_atomic
+from ..fileio import fsync_dir, pwrite_all
 from ..layout import lock_directory
 from .jobs import StoreJob
 from .records import (
@@ -430,7 +431,7 @@ class RaftLogStore:
         buf, lengths = encode_records(entries)
         with _io(f"appending to {seg.path.name}"):
             try:
-                _write_all(seg.fd, buf, seg.end)
+                pwrite_all(seg.fd, buf, seg.end)
             except OSError:
                 os.ftruncate(seg.fd, seg.end)  # leave no partial record behind
                 raise
@@ -690,19 +691,11 @@ def _segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def _write_all(fd: int, buf: bytes, offset: int) -> None:
-    view = memoryview(buf)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view = view[n:]
-        offset += n
-
-
 def _write_new_segment(d: Path, base: int, sync: bool = True) -> Path:
     path = d / segment_name(base)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, encode_header(base), 0)
+        pwrite_all(fd, encode_header(base), 0)
         if sync:
             os.fsync(fd)
     finally:
@@ -726,7 +719,7 @@ def _rewrite_prefix(source: Path, target: Path, end: int) -> None:
         data = f.read(end)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, data, 0)
+        pwrite_all(fd, data, 0)
         os.fsync(fd)
     finally:
         os.close(fd)
