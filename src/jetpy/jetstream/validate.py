@@ -220,11 +220,8 @@ def check_stream_config(
     if cfg.placement is not None and not cfg.placement.cluster and not cfg.placement.tags:
         changes["placement"] = None  # an empty placement object means none
 
-    if replicas > max_replicas:
-        if max_replicas == 1:
-            # a single server: nats-server without a cluster refuses R>1 (after the rest)
-            raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED)
-        raise _fail(E.INSUFFICIENT_RESOURCES)  # more replicas than JetStream servers
+    if replicas > max_replicas:  # after the rest: a single server 10074, a cluster 10023
+        raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED if max_replicas == 1 else E.INSUFFICIENT_RESOURCES)
     return replace(cfg, **changes) if changes else cfg
 
 
