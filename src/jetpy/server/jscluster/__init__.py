@@ -73,10 +73,15 @@ The design (decisions the following slices keep):
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
 cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
 ``meta_cluster``; the requests are
-answered by the meta leader with "... is not supported by this server in a cluster yet". A
-server starts clustered JetStream only when asked by its embedder
-(``Server(..., clustered_jetstream=True)``, the tests'): ``-js`` with a cluster is still
-refused at start for users until the slices above are complete.
+answered by the meta leader with "... is not supported by this server in a cluster yet".
+Accounts other than the global one (assignments do not name an account yet: a clustered server
+with another account's JetStream is refused at start), direct gets under a JetStream domain's
+prefix (the replicas' queue subscriptions cover ``$JS.API.DIRECT.GET`` only). A stream's
+snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
+``StateMachine`` protocol has no asynchronous preparation step yet). A server starts clustered
+JetStream only when asked by its embedder (``Server(..., clustered_jetstream=True)``, the
+tests'): ``-js`` with a cluster is still refused at start for users until the slices above are
+complete.
 """
 
 from jetpy.server.jscluster.service import ClusteredJetStream
