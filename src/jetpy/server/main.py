@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jetpy.server.app import Server
@@ -33,22 +34,38 @@ log = logging.getLogger("jetpy.server")
 
 async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
     server = Server(opts)
-    await server.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    # the handlers are in place before the server says it is ready (a signal sent right after
+    # "Server is ready" must not find the default action, which for SIGHUP ends the process);
+    # what arrives while it starts is done once it has started
+    early: list[Callable[[], None]] = []
+    started = False
+
+    def when_started(action: Callable[[], None]) -> None:
+        if started:
+            action()
+        elif action not in early:
+            early.append(action)
+
+    def reload() -> None:
+        reload_config(server, parsed.reload if parsed else lambda: (opts, []), _reconfigure)
 
     def on_hangup() -> None:  # nats-server's SIGHUP: reload the config file
         log.info('Trapped "hangup" signal')
-        reload_config(server, parsed.reload if parsed else lambda: (opts, []), _reconfigure)
+        when_started(reload)
 
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
     ldm: list[asyncio.Task[None]] = []
 
-    def on_lame_duck() -> None:  # nats-server's SIGUSR2: lame duck mode, then exit
-        log.info('Trapped "user defined signal 2" signal')
+    def lame_duck() -> None:
         if not ldm:
             ldm.append(loop.create_task(server.lame_duck()))
             ldm[0].add_done_callback(lambda _: stopping.set())
+
+    def on_lame_duck() -> None:  # nats-server's SIGUSR2: lame duck mode, then exit
+        log.info('Trapped "user defined signal 2" signal')
+        when_started(lame_duck)
 
     loop.add_signal_handler(signal.SIGUSR2, on_lame_duck)
 
@@ -61,6 +78,11 @@ async def serve(opts: ServerOptions, parsed: ParsedArgs | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
+    await server.start()
+    started = True
+    for action in early:
+        if not stopping.is_set():
+            action()
     await stopping.wait()
     for task in ldm:
         task.cancel()  # a signal to stop ends lame duck mode early
