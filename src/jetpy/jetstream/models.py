@@ -67,6 +67,7 @@ __all__ = [
     "Int64",
     "JetStreamApiStats",
     "LostStreamData",
+    "PeerInfo",
     "Placement",
     "PriorityGroupState",
     "PriorityPolicy",
@@ -423,12 +424,25 @@ class StreamState(_Wire, frozen=True):
     consumer_count: int = _always(0)
 
 
+class PeerInfo(_Wire, frozen=True):
+    """One replica of a stream other than its leader, as the leader sees it (Go ``PeerInfo``):
+    ``active`` is the time since it was last heard from (ns), ``lag`` the entries it is behind."""
+
+    name: str = _always("")
+    current: bool = _always(False)
+    offline: bool = False
+    active: int = _always(0)
+    lag: int = 0
+
+
 class ClusterInfo(_Wire, frozen=True):
     """Where a stream lives. A single server omits it from API infos, as nats-server 2.9 does;
-    /jsz's stream detail reports ``{"leader": <server name>}``."""
+    /jsz's stream detail reports ``{"leader": <server name>}``; a replicated stream's info names
+    its cluster, its leader and its other replicas."""
 
     name: str = ""
     leader: str = ""
+    replicas: list[PeerInfo] = msgspec.field(default_factory=list)
 
 
 class StreamSourceInfo(_Wire, frozen=True):
@@ -455,6 +469,7 @@ class StreamInfo(_Wire, frozen=True):
     created: str = _always(ZERO_TIME)
     state: StreamState = _always(StreamState())
     domain: str = ""  # the server's JetStream domain, when it has one
+    cluster: ClusterInfo | None = None  # a replicated stream's (a single server writes none)
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 

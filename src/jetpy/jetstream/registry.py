@@ -20,7 +20,7 @@ import logging
 import secrets
 import string
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -95,13 +95,15 @@ def _derived_identity(name: str, created: int) -> str:
 
 
 class _Subscribed:
-    """A stream's ingest handler and its bus subscription on each of its subjects."""
+    """A stream's ingest handler, its subjects (in the registry's index) and its bus
+    subscription on each of them while it takes messages from the bus here."""
 
-    __slots__ = ("handler", "handles")
+    __slots__ = ("handler", "handles", "subjects")
 
     def __init__(self, handler: MessageHandler) -> None:
         self.handler = handler
         self.handles: dict[str, Any] = {}
+        self.subjects: set[str] = set()
 
 
 def _meta_json(cfg: StreamConfig, created: int, identity: str) -> bytes:
@@ -164,6 +166,12 @@ class StreamRegistry:
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
         self._subjects: PatternSet[str] = PatternSet()  # every stream's subjects, by stream name
         self.offline = OfflineStreams(bus, self._subjects)  # streams whose files could not be read
+        # what handles a stream's published messages: a single server decides and applies them
+        # at once; a replicated stream's handler proposes them to its Raft group instead
+        self.ingest_factory: Callable[[Stream, StreamRegistry], MessageHandler] = ingest_handler
+        # whether a stream takes messages from the bus on this server (a replicated stream: on
+        # its leader only, as nats-server's); told again with listen() when that changes
+        self.listening: Callable[[Stream], bool] = lambda stream: True
 
     # -- life cycle -----------------------------------------------------------------------------
 
@@ -242,7 +250,7 @@ class StreamRegistry:
         store.write_meta(_meta_json(cfg, now, identity))
         stream = Stream(cfg, store, now, identity, domain=self.domain)
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
         yield from self._subscribe_to(stream, cfg.subjects)
         self.expiry.schedule()
         return stream
@@ -294,25 +302,47 @@ class StreamRegistry:
 
     def _add(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(ingest_handler(stream, self))
+        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
         run_steps(self._subscribe_to(stream, stream.config.subjects))
 
+    def listen(self, stream: Stream) -> None:
+        """Subscribe the stream's subjects or not, as :attr:`listening` says now."""
+        if self._subs.get(stream.name) is not None and self.streams.get(stream.name) is stream:
+            run_steps(self._subscribe_to(stream, stream.config.subjects))
+
     def _subscribe_to(self, stream: Stream, subjects: Sequence[str]) -> Steps[None]:
-        """Make the stream's bus subscriptions exactly ``subjects``: only those that change are
-        touched (an update of a stream with many subjects usually changes few)."""
+        """Make the stream's subjects exactly ``subjects``, and its bus subscriptions those
+        too while it is :attr:`listening` (none otherwise): only those that change are touched
+        (an update of a stream with many subjects usually changes few)."""
         subbed = self._subs[stream.name]
-        handles = subbed.handles
+        handles, known = subbed.handles, subbed.subjects
         wanted = set(subjects)
-        for i, subj in enumerate([s for s in handles if s not in wanted], 1):
-            self.bus.unsubscribe(handles.pop(subj))
+        listen = wanted if self.listening(stream) else set()
+        n = 0
+        for subj in [s for s in known if s not in wanted]:
+            known.discard(subj)
             self._subjects.discard(subj, stream.name)
-            if not i % SUBSCRIBE_STEP:
+            n += 1
+            if not n % SUBSCRIBE_STEP:
                 yield
-        for i, subj in enumerate([s for s in subjects if s not in handles], 1):
-            handles[subj] = self.bus.subscribe(subj, subbed.handler)
-            self._subjects.add(subj, stream.name)
-            if not i % SUBSCRIBE_STEP:
+        for subj in [s for s in handles if s not in listen]:
+            self.bus.unsubscribe(handles.pop(subj))
+            n += 1
+            if not n % SUBSCRIBE_STEP:
                 yield
+        for subj in subjects:
+            changed = False
+            if subj not in known:
+                known.add(subj)
+                self._subjects.add(subj, stream.name)
+                changed = True
+            if subj in listen and subj not in handles:
+                handles[subj] = self.bus.subscribe(subj, subbed.handler)
+                changed = True
+            if changed:
+                n += 1
+                if not n % SUBSCRIBE_STEP:
+                    yield
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -360,6 +390,38 @@ class StreamRegistry:
         if stored is not None:
             gauge.used += size + MSG_SIZE_BOUND
             acct.used += size + MSG_SIZE_BOUND
+            if (
+                stored.hdr
+                or stream.recent.enabled
+                or stream.consumer_count
+                or stream.config.retention == "interest"
+            ):
+                self.events.stored(stream, stored)
+            if res.expires:
+                self.expiry.schedule_before(res.expires)
+            rp = res.republish
+            if rp is not None:
+                self.bus.publish(rp[0], None, rp[2], rp[1])
+            self.committer.mark_dirty(stream)
+        return res
+
+    def apply_published(
+        self, stream: Stream, subject: bytes, hdr: bytes, data: bytes, ts: int
+    ) -> PublishResult:
+        """Decide and apply a published message at the time ``ts`` (a replicated stream's
+        committed entry, on every replica: the same :meth:`Stream.process` a single server runs,
+        with the leader's clock), with what the publish path does after storing (kept in step
+        with :func:`ingest_handler`). ``data`` holds the header block first, as published. No
+        PubAck here: the proposer answers; the store is synced by the next group commit (the
+        Raft log, fsynced by a quorum, is what makes the message durable)."""
+        resources = self.resources
+        gauge = resources.gauge(stream.config.storage)
+        if gauge.used >= gauge.limit and resources.exhausted(gauge.storage):
+            return PublishResult(_exhausted_ack(stream.name))
+        res = stream.process(subject, hdr, data, ts)
+        stored = res.stored
+        if stored is not None:
+            gauge.used += len(subject) + len(data) + MSG_SIZE_BOUND
             if (
                 stored.hdr
                 or stream.recent.enabled

@@ -77,7 +77,7 @@ class JetStream:
         self.router.add(self.snapshots.routes())
         self.router.add(single_server_routes())
         self.router.guard = RequestGuard(self.registry, self._consumer_config)
-        self._direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
+        self.direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
         self._subs: list[Any] = []
 
@@ -96,14 +96,14 @@ class JetStream:
         self.consumers.start()
         self._subs = [
             self.bus.subscribe(API_SUBJECTS, self.router.handle),
-            self.bus.subscribe(DIRECT_SUBJECTS, self._direct.handle),
+            self.bus.subscribe(DIRECT_SUBJECTS, self.direct.handle),
             self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
         ]
         domain = self.config.domain
         if domain:  # the same API under the domain's prefix
             self._subs += [
                 self.bus.subscribe(DOMAIN_API_SUBJECTS.format(domain), self.router.handle_domain),
-                self.bus.subscribe(DOMAIN_DIRECT_SUBJECTS.format(domain), self._direct.handle_domain),
+                self.bus.subscribe(DOMAIN_DIRECT_SUBJECTS.format(domain), self.direct.handle_domain),
             ]
         self.registry.expiry.schedule()
         for stream in recovered:  # mirrors and sources go on from what they stored

@@ -469,6 +469,14 @@ class Stream:
                 self._dedup[mid] = (seq, ts)
                 self._last_msg_id = mid
 
+    def relearn_msg_ids(self, at: int) -> None:
+        """Forget the message ids and re-learn those within the duplicate window of the time
+        ``at`` (a replicated stream replaying its log decides duplicates as of its entries'
+        times, not the clock's)."""
+        self._dedup.clear()
+        self._last_msg_id = ""
+        self.rebuild_dedup(at)
+
     def _msg_ids(self, since: int) -> Iterator[tuple[str, int, int]]:
         """(id, seq, ts) of the stored messages from time ``since`` on that carry an id."""
         st = self.store.state()

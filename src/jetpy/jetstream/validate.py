@@ -121,9 +121,11 @@ _UNLIMITED_FIELDS: Final = ("max_msgs", "max_msgs_per_subject", "max_bytes", "ma
 
 
 def check_stream_config(
-    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None, max_replicas: int = 1
 ) -> StreamConfig:
     """nats-server's ``checkStreamCfg``: the normalized config, or ``ApiError``.
+    ``max_replicas``: the JetStream servers there are (1: a single server, which refuses R>1
+    with 10074; a cluster refuses more replicas than servers with 10023).
 
     Used for both create and update (update adds :func:`check_stream_update`). Subject overlap
     with other streams (10065) is the caller's; with ``origins`` the rules that look at a
@@ -218,19 +220,18 @@ def check_stream_config(
     if cfg.placement is not None and not cfg.placement.cluster and not cfg.placement.tags:
         changes["placement"] = None  # an empty placement object means none
 
-    if replicas > 1:
-        # jetpy is a single server: nats-server without a cluster refuses R>1 (after the rest)
-        raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED)
+    if replicas > max_replicas:  # after the rest: a single server 10074, a cluster 10023
+        raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED if max_replicas == 1 else E.INSUFFICIENT_RESOURCES)
     return replace(cfg, **changes) if changes else cfg
 
 
 def check_stream_create(
-    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+    cfg: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None, max_replicas: int = 1
 ) -> StreamConfig:
     """``STREAM.CREATE``'s rules: :func:`check_stream_config` plus "not sealed at birth"."""
     if cfg.sealed:
         raise _invalid("stream configuration for create can not be sealed")
-    return check_stream_config(cfg, pedantic=pedantic, origins=origins)
+    return check_stream_config(cfg, pedantic=pedantic, origins=origins, max_replicas=max_replicas)
 
 
 def _check_stream_name(name: str) -> None:
@@ -387,13 +388,18 @@ def _check_republish(cfg: StreamConfig, subjects: list[str], pedantic: bool) -> 
 
 
 def check_stream_update(
-    old: StreamConfig, new: StreamConfig, *, pedantic: bool = False, origins: Lookup | None = None
+    old: StreamConfig,
+    new: StreamConfig,
+    *,
+    pedantic: bool = False,
+    origins: Lookup | None = None,
+    max_replicas: int = 1,
 ) -> StreamConfig:
     """nats-server's ``configUpdateCheck``: the normalized new config, or ``ApiError``.
 
     ``old`` is the stream's current (normalized) config; ``new`` may be raw or normalized.
     """
-    cfg = check_stream_config(new, pedantic=pedantic, origins=origins)
+    cfg = check_stream_config(new, pedantic=pedantic, origins=origins, max_replicas=max_replicas)
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     if cfg.storage != old.storage:

@@ -28,7 +28,7 @@ from jetpy.server.auth import Authenticator
 from jetpy.server.broker import Broker
 from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
-from jetpy.server.config_cluster import check_cluster_options
+from jetpy.server.config_cluster import check_cluster_options, cluster_size
 from jetpy.server.config_gateway import check_gateway_options
 from jetpy.server.config_operator import FULL, check_resolver_options
 from jetpy.server.connection import PLAIN, ClientConnection
@@ -36,9 +36,10 @@ from jetpy.server.gateway import Gateways
 from jetpy.server.identity import client_info, info_document, listen_hosts, new_server_id
 from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import AccountsJetStream, start_jetstream
+from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.lameduck import lame_duck
 from jetpy.server.monitor import Monitor
-from jetpy.server.nrg import RaftHost, groups_root
+from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
 from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.resolver import AccountResolver
 from jetpy.server.stack import Listener
@@ -58,7 +59,14 @@ MAX_SUBS_LOG_INTERVAL = 2.0  # seconds between two "maximum subscriptions exceed
 
 
 class Server:
-    def __init__(self, options: ServerOptions | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        options: ServerOptions | None = None,
+        *,
+        clustered_jetstream: bool = False,
+        raft_config: GroupConfig | None = None,
+        **overrides: Any,
+    ) -> None:
         if options is None:
             options = ServerOptions(host="127.0.0.1", port=0)
             if "store_dir" in overrides and "jetstream" not in overrides:
@@ -94,6 +102,10 @@ class Server:
         self.cluster: Cluster | None = None
         self.gateways: Gateways | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
+        # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
+        self.clustered_jetstream = clustered_jetstream
+        self.raft_config = raft_config
+        self.js_cluster: ClusteredJetStream | None = None
         self._closed_in_msgs = 0
         self._closed_out_msgs = 0
         self._closed_in_bytes = 0
@@ -109,9 +121,10 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
-        check_cluster_options(opts)
+        check_cluster_options(opts, self.clustered_jetstream)
         check_gateway_options(opts)
         check_resolver_options(opts)
+        clustered = opts.jetstream and opts.cluster.enabled
         self.accounts.start()
         port = 0 if opts.port == -1 else opts.port
         client = self.client_listener
@@ -137,7 +150,7 @@ class Server:
                 log.warning("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!")
         self._build_infos()
         self.events.start()
-        if opts.jetstream:
+        if opts.jetstream and not clustered:
             self.jetstream = await start_jetstream(opts, self.accounts, self.server_name)
         if opts.operator is not None and opts.operator.resolver == FULL:
             self.resolver = AccountResolver(self, opts.operator, self._spawn)
@@ -175,6 +188,23 @@ class Server:
             groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
             self._peer_names,
         )
+        if clustered:
+            await self._start_clustered_jetstream(self.raft)
+
+    async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
+        opts = self.options
+        cjs = ClusteredJetStream(
+            self.server_name,
+            lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
+            raft,
+            raft.broker,  # the system account's, as the Raft groups' traffic
+            self._peer_names,
+            cluster_size(opts.cluster),
+            self.raft_config,
+        )
+        self.js_cluster = cjs
+        self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)
+        await cjs.start()
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close
@@ -219,6 +249,9 @@ class Server:
         ws_server, self._ws_server = self._ws_server, None
         if ws_server is not None:
             ws_server.close()
+        if self.js_cluster is not None:
+            await self.js_cluster.stop()
+            self.js_cluster = None
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None

@@ -34,6 +34,7 @@ __all__ = [
     "apply_routes",
     "check_cluster_options",
     "cluster_block",
+    "cluster_size",
     "go_type",
     "parse_route_url",
     "peer_authorization",
@@ -214,9 +215,10 @@ def apply_routes(opts: ServerOptions, text: str) -> None:
     opts.cluster.routes = [r.strip() for r in text.split(",") if r.strip()]
 
 
-def check_cluster_options(opts: ServerOptions) -> None:
+def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False) -> None:
     """nats-server's start-up checks of the cluster settings, and jetpy's refusal of JetStream
-    on a clustered server (raises ``ConfigError``)."""
+    on a clustered server unless its embedder asks for clustered JetStream, which is being
+    built (``jetpy.server.jscluster``); raises ``ConfigError``."""
     c = opts.cluster
     if c.routes and not c.enabled:
         raise ConfigError("solicited routes require cluster capabilities, e.g. --cluster")
@@ -224,13 +226,31 @@ def check_cluster_options(opts: ServerOptions) -> None:
         return
     if " " in c.name or "\n" in c.name:
         raise ConfigError("cluster name cannot contain spaces")
-    if opts.jetstream:
+    if opts.jetstream and not clustered_jetstream:
         raise ConfigError(CLUSTERED_JETSTREAM)
+    if opts.jetstream and not opts.server_name:
+        raise ConfigError("jetstream cluster requires `server_name` to be set")
     for url in c.routes:
         try:
             parse_route_url(url)
         except RouteURLError as e:
             raise ConfigError(str(e)) from None
+
+
+def cluster_size(c: ClusterOptions) -> int:
+    """How many servers the configured routes name, this one included: each distinct host:port,
+    one of them on this server's own route port (a server finds itself in a shared list) or
+    else this server besides. With routes to a seed only, the cluster is the seed and this one."""
+    own = {("127.0.0.1", c.port), ("localhost", c.port), ("0.0.0.0", c.port), (c.host, c.port)}
+    others = set()
+    for url in c.routes:
+        try:
+            hp = parse_route_url(url)
+        except RouteURLError:
+            continue
+        if hp not in own:
+            others.add(hp)
+    return len(others) + 1
 
 
 class RouteURLError(ValueError):

@@ -35,6 +35,7 @@ from jetpy.jetstream.service import JetStream, JetStreamNotEnabled
 from jetpy.meters import FSYNC_BUCKETS, Histogram
 from jetpy.server.accounts import Account, Accounts
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.conf_format import ConfigError
 from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
 from jetpy.store.crypto import CIPHER_NAMES, Cipher, StoreKeys
@@ -217,10 +218,13 @@ class AccountsJetStream:
         self.disabled: list[JetStreamNotEnabled] = []
         self.fsync_seconds = Histogram(FSYNC_BUCKETS)  # every account's commits
 
-    async def add_account(self, account: Account, system: Account | None) -> None:
+    async def add_account(
+        self, account: Account, system: Account | None, prepare: Callable[[JetStream], None] | None = None
+    ) -> None:
         """JetStream for ``account`` (its streams recovered) when its limits enable it, else
         nats-server's 10039 answer on its API (none in the system account); at start, and for
-        an account the resolver adds to the running server."""
+        an account the resolver adds to the running server. ``prepare``: a cluster's hooks, put
+        in before it starts."""
         bus = BrokerBus(account.broker)
         limits = account.js_limits
         cfg = self.config
@@ -233,6 +237,8 @@ class AccountsJetStream:
         acfg = dataclasses.replace(cfg, account=account.name, limits=limits)
         js = JetStream(acfg, bus, DirectoryStores(cfg.store_dir, account.name, self.keys), self.resources)
         js.committer.fsync_seconds = self.fsync_seconds
+        if prepare is not None:
+            prepare(js)
         await js.start()
         account.jetstream = js
         self.by_account[account.name] = js
@@ -259,9 +265,16 @@ class AccountsJetStream:
         self.by_account = {}
 
 
-async def start_jetstream(opts: ServerOptions, accounts: Accounts, server_name: str) -> AccountsJetStream:
+async def start_jetstream(
+    opts: ServerOptions,
+    accounts: Accounts,
+    server_name: str,
+    prepare: Callable[[JetStream], None] | None = None,
+) -> AccountsJetStream:
     """JetStream for every account that has it (streams recovered), and the 10039 answer for
-    those that do not, on a server with these options."""
+    those that do not, on a server with these options. ``prepare`` (a cluster's hooks) is shown
+    the global account's engine before it starts: clustered JetStream serves that account only
+    for now, and a server with another account's JetStream is refused with it."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
         store_dir=store_dir,
@@ -278,11 +291,18 @@ async def start_jetstream(opts: ServerOptions, accounts: Accounts, server_name: 
     keys = store_keys(opts)
     if keys is not None:
         log.info("  Encryption:      %s", CIPHER_NAMES[keys.cipher])
+    if prepare is not None:
+        for account in accounts:
+            if account.js_limits is not None and account.name != GLOBAL_ACCOUNT:
+                raise ConfigError(
+                    f"clustered JetStream serves the global account only for now: account "
+                    f"{account.name!r} has JetStream"
+                )
     migrate_layout(store_dir)
     service = AccountsJetStream(cfg, keys)
     system = accounts.system()
     for account in accounts:
-        await service.add_account(account, system)
+        await service.add_account(account, system, prepare)
     _warn_unloaded(store_dir, set(service.by_account))
     return service
 

@@ -169,6 +169,7 @@ class StreamCreateResponse(ApiResponse, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
     did_create: bool = False
@@ -179,6 +180,7 @@ class StreamCreateResponse(ApiResponse, frozen=True):
             config=info.config,
             created=info.created,
             state=info.state,
+            cluster=info.cluster,
             mirror=info.mirror,
             sources=info.sources,
             did_create=did_create,
@@ -190,6 +192,7 @@ class StreamUpdateResponse(ApiResponse, frozen=True):
     config: StreamConfig | None = None
     created: str | None = None
     state: StreamState | None = None
+    cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
@@ -199,6 +202,7 @@ class StreamUpdateResponse(ApiResponse, frozen=True):
             config=info.config,
             created=info.created,
             state=info.state,
+            cluster=info.cluster,
             mirror=info.mirror,
             sources=info.sources,
         )
@@ -212,6 +216,7 @@ class StreamInfoResponse(_Paged, frozen=True):
     created: str | None = None
     state: StreamState | None = None
     domain: str = ""  # the server's JetStream domain (STREAM.INFO names it; create and update do not)
+    cluster: ClusterInfo | None = None
     mirror: StreamSourceInfo | None = None
     sources: list[StreamSourceInfo] = msgspec.field(default_factory=list)
 
@@ -225,6 +230,7 @@ class StreamInfoResponse(_Paged, frozen=True):
             created=info.created,
             state=info.state,
             domain=info.domain,
+            cluster=info.cluster,
             mirror=info.mirror,
             sources=info.sources,
         )

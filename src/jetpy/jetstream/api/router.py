@@ -8,6 +8,8 @@ nats-server writes even in an error response), encoding it with msgspec, and the
 Handlers are registered by the parts that own them (streams, consumers, account); unknown API
 subjects get no reply, as nats-server does. A request from a client with permissions is put to
 the :class:`Guard` (the bus names the caller) before its handler runs, and its response after.
+In a cluster every server receives each request, and a handler raises :class:`Elsewhere` on
+the servers that leave it to another (the meta group's or the stream's leader).
 
 A handler answers at once, or returns a coroutine for work too large to do in one go on the
 event loop (it runs as a task that may use a worker thread and yields between slices). Requests
@@ -39,6 +41,7 @@ __all__ = [
     "MAX_QUEUED",
     "ApiRouter",
     "ApiStats",
+    "Elsewhere",
     "Guard",
     "Later",
     "Route",
@@ -54,6 +57,11 @@ MAX_QUEUED: Final = 10_000
 """Requests waiting behind one that is worked on off the loop (nats-server's API queue limit)."""
 
 R = TypeVar("R", bound=ApiResponse)
+
+
+class Elsewhere(Exception):
+    """Raised by a handler when another server of the cluster answers the request (the stream's
+    or the meta group's leader): this one sends nothing, and the request is not counted here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +128,9 @@ class ApiRouter:
         self.guard: Guard | None = None
         self._task: asyncio.Task[None] | None = None  # a request worked on off the loop
         self._queue: deque[_Request] = deque()
+        # the reply subject of the request whose handler is being called (for a handler that
+        # lets another server of a cluster answer it)
+        self.replying_to = b""
 
     def add(self, routes: Mapping[str, Route[Any]]) -> None:
         self.routes.update(routes)
@@ -161,7 +172,10 @@ class ApiRouter:
         try:
             if req.caller is not None and self.guard is not None:
                 self.guard.check_request(req.key, req.args, req.body, req.caller)
+            self.replying_to = req.reply
             resp = req.route.handler(req.args, req.hdr, req.body)
+        except Elsewhere:
+            return
         except Exception as e:
             self._answer(req, e)
             return
@@ -172,13 +186,17 @@ class ApiRouter:
         self._answer(req, resp)
 
     async def _later(self, req: _Request, work: Coroutine[Any, Any, ApiResponse]) -> None:
+        answer = True
         try:
             result: ApiResponse | Exception = await work
+        except Elsewhere as e:
+            result, answer = e, False
         except Exception as e:
             result = e
         self.stats.inflight -= 1
         self._task = None
-        self._answer(req, result)
+        if answer:
+            self._answer(req, result)
         while self._queue and self._task is None:
             self.stats.inflight -= 1
             self._dispatch(self._queue.popleft())

@@ -52,7 +52,7 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher"]
+__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher", "delete_miss", "pedantic_flag"]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
@@ -153,7 +153,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         if cfg0.template_owner:  # stream templates are not supported: no stream is owned by one
             raise ApiError.of(E.STREAM_CREATE, err="stream not owned by template")
-        pedantic = _pedantic(req)
+        pedantic = pedantic_flag(req)
         if _is_large(cfg0):
             return self._create_large(cfg0, pedantic)
         cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin)
@@ -192,7 +192,7 @@ class StreamApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         s = self._stream(args)
-        pedantic = _pedantic(req)
+        pedantic = pedantic_flag(req)
         if _is_large(cfg0) or _is_large(s.config):
             return self._update_large(s, cfg0, pedantic)
         cfg = check_stream_update(s.config, cfg0, pedantic=pedantic, origins=self._origin)
@@ -295,6 +295,16 @@ class StreamApi:
         return StreamDeleteResponse(success=True)
 
     def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Later[StreamPurgeResponse]:
+        s, entry = self.purge_request(args, body)
+        if s.store.state().msgs > LARGE_PURGE:
+            return self._purge_large(s, entry)
+        purged = s.apply_purge(entry)
+        self._persist(s)
+        return StreamPurgeResponse(success=True, purged=purged)
+
+    def purge_request(self, args: list[str], body: bytes) -> tuple[Stream, PurgeEntry]:
+        """A ``STREAM.PURGE`` request checked: the stream and the purge decided (a replicated
+        stream's leader proposes it)."""
         req = decode_request(body, StreamPurgeRequest)
         seq, keep, subject = req.seq, req.keep, req.filter
         s = self._stream(args)
@@ -304,12 +314,7 @@ class StreamApi:
             raise ApiError.of(E.STREAM_PURGE_FAILED, err="stream purge not permitted")
         if seq and keep:
             raise ApiError.of(E.BAD_REQUEST)
-        entry = PurgeEntry(subject, seq, keep)
-        if s.store.state().msgs > LARGE_PURGE:
-            return self._purge_large(s, entry)
-        purged = s.apply_purge(entry)
-        self._persist(s)
-        return StreamPurgeResponse(success=True, purged=purged)
+        return s, PurgeEntry(subject, seq, keep)
 
     async def _purge_large(self, s: Stream, entry: PurgeEntry) -> StreamPurgeResponse:
         purged = await paced(s.purge_steps(entry))
@@ -338,22 +343,26 @@ class StreamApi:
         return StreamMsgGetResponse(message=stored)
 
     def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> StreamMsgDeleteResponse:
+        s, entry = self.msg_delete_request(args, body)
+        if not s.apply_delete(entry):
+            raise delete_miss(s, entry.seq)
+        self._persist(s)
+        return StreamMsgDeleteResponse(success=True)
+
+    def msg_delete_request(self, args: list[str], body: bytes) -> tuple[Stream, DeleteEntry]:
+        """A ``STREAM.MSG.DELETE`` request checked: the stream and the delete decided."""
         if is_empty_request(body):  # before anything else, as nats-server
             raise ApiError.of(E.BAD_REQUEST)
         req = decode_request(body, StreamMsgDeleteRequest)
-        seq = req.seq
         s = self._stream(args)
         if s.config.sealed:
             raise ApiError.of(E.STREAM_SEALED)
         if s.config.deny_delete:
             raise ApiError.of(E.STREAM_MSG_DELETE_FAILED, err="message delete not permitted")
-        if not s.apply_delete(DeleteEntry(seq, erase=not req.no_erase)):
-            raise _delete_miss(s, seq)
-        self._persist(s)
-        return StreamMsgDeleteResponse(success=True)
+        return s, DeleteEntry(req.seq, erase=not req.no_erase)
 
 
-def _pedantic(req: dict[str, Any]) -> bool:
+def pedantic_flag(req: dict[str, Any]) -> bool:
     """The request's ``pedantic`` flag (2.11+): refuse what would otherwise be adjusted."""
     v = req.get("pedantic", False)
     if v is None:
@@ -363,7 +372,7 @@ def _pedantic(req: dict[str, Any]) -> bool:
     return v
 
 
-def _delete_miss(s: Stream, seq: int) -> ApiError:
+def delete_miss(s: Stream, seq: int) -> ApiError:
     """nats-server's answer when MSG.DELETE finds nothing: the memory store says "sequence N not
     found"; the file store says "stream store EOF" past the end and "no message found" below its
     first message (no block holds it), "sequence N not found" for a gap inside the stream."""

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Final
@@ -175,6 +175,8 @@ class RaftGroup:
         self._task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._flush_scheduled = False
+        # told True when this member becomes the leader, False when it stops being it
+        self.on_leader: Callable[[bool], None] | None = None
 
     # ================================================================== lifecycle
     def start(self) -> None:
@@ -357,6 +359,8 @@ class RaftGroup:
                 # Not yet packed into an entry: nobody has these; send them where they belong now.
                 for u in self.pending.take_all():
                     self._resubmit(u)
+        if (role is _LEADER) != was_leader and self.on_leader is not None:
+            self.on_leader(role is _LEADER)
         if leader:
             parked, self._parked = self._parked, []
             for u, _ in parked:
@@ -422,9 +426,25 @@ class RaftGroup:
 
     async def propose_many(self, items: Sequence[bytes], within: float | None = None) -> list[bytes]:
         """Replicate ``items`` in one entry, together (all apply or none)."""
+        fut = self._propose(list(items))
+        try:
+            return await asyncio.wait_for(fut, within if within is not None else self.cfg.timeout)
+        except TimeoutError:
+            raise ProposalUnknown(f"no result within {within or self.cfg.timeout:g}s") from None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node.role is _LEADER and not self._stopping
+
+    def propose_nowait(self, item: bytes) -> asyncio.Future[list[bytes]]:
+        """:meth:`propose` without waiting (the publish path: no task per message): its result's
+        future (no time limit: a forward expires, a wait for a leader times out)."""
+        return self._propose([item])
+
+    def _propose(self, items: list[bytes]) -> asyncio.Future[list[bytes]]:
         if self._stopping:
             raise GroupStopped(f"raft group {self.name} is stopped")
-        unit = Unit(list(items), asyncio.get_running_loop().create_future())
+        unit = Unit(items, asyncio.get_running_loop().create_future())
         if unit.size > MAX_PROPOSAL_BYTES:
             raise ProposalRefused(
                 f"a proposal of {unit.size} bytes is over the limit of {MAX_PROPOSAL_BYTES}"
@@ -432,10 +452,7 @@ class RaftGroup:
         fut = unit.waiter
         assert not isinstance(fut, Remote)
         self._submit(unit)
-        try:
-            return await asyncio.wait_for(fut, within if within is not None else self.cfg.timeout)
-        except TimeoutError:
-            raise ProposalUnknown(f"no result within {within or self.cfg.timeout:g}s") from None
+        return fut
 
     def _submit(self, unit: Unit) -> None:
         node = self.node

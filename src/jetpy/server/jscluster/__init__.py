@@ -1,0 +1,89 @@
+"""jetpy.server.jscluster: JetStream on a cluster of servers (nats-server's "clustered mode").
+
+Owns: the meta group and its assignments, placing streams on servers, each replicated stream as
+a Raft group on the servers it is placed on, and the ``$JS.API`` requests that a cluster answers
+differently from a single server. Must not know: Raft's rules (``jetpy.raft``), how a group runs
+(``jetpy.server.nrg``), a stream's rules (``jetpy.jetstream.stream``), the wire.
+
+The design (decisions the following slices keep):
+
+* **The meta group** (``_meta_``, as nats-server names it) is a Raft group of every JetStream
+  server of the cluster, founded by the servers the configured routes name (each server's
+  routes must name them all: ``config_cluster.cluster_size``) once all are connected. Its state machine (:mod:`.meta`) holds the assignments: for each
+  stream its config, the servers it is placed on (``peers``, server names), the name of its Raft
+  group (``S-R<n>F-<random>``, nats-server's form) and when it was created. Changes are entries
+  of the meta log (add a stream, remove it), decided by the meta leader and applied in the same
+  order on every server; each server reacts to an applied assignment that names it by creating
+  its replica (the stream's store and its member of the stream's group) and to a removal by
+  deleting them. Consumer assignments join the same state machine in a later slice.
+* **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
+  request to all of them); exactly one answers each: the meta leader those about assignments
+  (``STREAM.CREATE``, ``UPDATE``, ``DELETE``, ``NAMES``, ``LIST`` with each stream's info
+  gathered from its leader, ``$JS.API.INFO`` with the usage gathered so, errors for unknown
+  streams), a stream's leader those about its
+  contents (``STREAM.INFO``, ``MSG.GET``, and ``PURGE``/``MSG.DELETE``, which it checks and
+  proposes to the stream's group); the others raise
+  :class:`~jetpy.jetstream.api.router.Elsewhere` and stay silent. A created stream is answered
+  by its first leader once elected (the client's reply subject travels in the assignment, as
+  nats-server's does), so a client that publishes right after its create finds a leader. An
+  update is recorded in the meta group, then put in the stream's own log by its leader, so
+  every replica changes limits at the same message, and that leader answers it.
+* **Placement** is the meta leader's decision, made before proposing (it is part of the
+  assignment, so every server applies the same one): the servers holding the fewest
+  assignments, ties broken at random. Placement by cluster and tags comes later.
+* **A stream is a Raft group of its replicas** (a single server's stream is the same stream
+  without one: a group of one that commits as it decides). The group's leader alone
+  subscribes the stream's subjects (``StreamRegistry.listening``, told again on every change of
+  leader), so a publish elsewhere is routed to it only; it gathers those of
+  one turn of its loop into one proposal (``PubBatch``, up to 512 messages or 256 KiB), stamps
+  it with its clock and proposes it (:mod:`.streams`); the batch's acks are the result of
+  applying it, sent together. When the entry is committed (a quorum has it in its
+  Raft log on disk: every member fsyncs before it acknowledges) every replica applies it with
+  :meth:`jetpy.jetstream.registry.StreamRegistry.apply_published`, which runs the very
+  ``Stream.process`` a single server runs (validation, ``Nats-Expected-*``, de-duplication,
+  rollups, limits, TTLs), with the leader's timestamp instead of its own clock. So deciding is
+  deterministic and happens once per replica at apply time, in log order, which makes two
+  publishes racing on one ``Nats-Msg-Id`` or one ``Nats-Expected-Last-Sequence`` correct with no
+  in-flight bookkeeping on the leader (nats-server decides on the leader, tracking what it has
+  proposed but not applied). The PubAck is the result of the leader's own apply: it leaves only
+  once a quorum has the message on disk and it applied. The stream's store is synced by the
+  group commit afterwards: the Raft log is its write-ahead log.
+* **Restarts replay the log.** A replica's store and its Raft log are written apart, so a
+  replica coming back may hold messages from entries it is about to be given again. Each
+  message is applied with a time stamp that rises with the log (its entry's, or one more than
+  the previous message's: a function of the log, the same on every replica), so an entry whose
+  time stamp is not after the store's last message's was decided before the restart (stored or
+  refused) and is skipped, as are purges, deletes and config changes met before that point;
+  de-duplication is re-learnt as of that time stamp rather than the clock.
+* **Snapshots hold no message** (:mod:`.catchup`). Every group snapshots and compacts its log
+  (``SNAPSHOT_ENTRIES``/``SNAPSHOT_BYTES`` unless the Raft config says otherwise). A stream's
+  snapshot is taken after its store is synced and names what the store holds (sequence range,
+  removed sequences), the last applied time stamp and the config; restoring one the store
+  already holds (a restart) only sets the time stamp, and the replay rule above does the rest.
+  A replica handed its leader's snapshot (it fell behind the leader's compacted log) drops
+  what the snapshot says was removed and fetches the messages it lacks from any replica not
+  itself behind, keeping their sequences (a removed one is a skipped sequence), as nats-server's
+  stream catch-up does; until it has them it holds every later entry (and puts them in any
+  snapshot it takes meanwhile) and, if it leads, refuses publishes. The meta group's snapshot
+  is its assignments; restoring one hands them to the server as assignments again.
+* **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
+  in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
+  nothing on a cluster.
+
+Not yet: consumers on a cluster, mirrors and sources, backups, placement by
+cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
+``meta_cluster``; the requests are
+answered by the meta leader with "... is not supported by this server in a cluster yet".
+Accounts other than the global one (assignments do not name an account yet: a clustered server
+with another account's JetStream is refused at start), direct gets under a JetStream domain's
+prefix (the replicas' queue subscriptions cover ``$JS.API.DIRECT.GET`` only). A stream's
+snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
+``StateMachine`` protocol has no asynchronous preparation step yet). A server starts clustered
+JetStream only when asked by its embedder (``Server(..., clustered_jetstream=True)``, the
+tests'): ``-js`` with a cluster is still refused at start for users until the slices above are
+complete.
+"""
+
+from jetpy.server.jscluster.service import ClusteredJetStream
+
+__all__ = ["ClusteredJetStream"]

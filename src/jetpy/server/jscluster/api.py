@@ -1,0 +1,343 @@
+"""The ``$JS.API`` requests as a cluster answers them: which server answers, and how.
+
+Owns: the routes that replace a single server's (``STREAM.CREATE``, ``DELETE``, ``INFO``,
+``NAMES``) and the answer to every other request while it is not built for a cluster (the meta
+leader's "... is not supported by this server in a cluster yet"). Every server receives every
+request; the one that answers is the meta leader for assignments and the stream's leader for
+its contents, the rest raise :class:`~jetpy.jetstream.api.router.Elsewhere` (see the package
+doc). Must not know: how the meta group or a stream group runs, placement's rule.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.messages import (
+    AccountInfoResponse,
+    StreamCreateResponse,
+    StreamDeleteResponse,
+    StreamInfoResponse,
+    StreamListRequest,
+    StreamListResponse,
+    StreamMsgDeleteResponse,
+    StreamMsgGetResponse,
+    StreamNamesResponse,
+    StreamPurgeResponse,
+    StreamUpdateResponse,
+)
+from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
+from jetpy.jetstream.api.router import ApiStats, Elsewhere, Route
+from jetpy.jetstream.api.streams import StreamApi, delete_miss, pedantic_flag
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import (
+    LIST_LIMIT,
+    NAMES_LIMIT,
+    AccountInfo,
+    AccountLimits,
+    JetStreamApiStats,
+    StreamConfig,
+    StreamInfo,
+)
+from jetpy.jetstream.registry import new_identity
+from jetpy.jetstream.report import API_LEVEL
+from jetpy.jetstream.unbuilt import check_stream_built
+from jetpy.jetstream.validate import check_stream_create, check_stream_update
+from jetpy.server.jscluster.meta import (
+    RESULT_CONFLICT,
+    RESULT_EXISTS,
+    RESULT_MISSING,
+    AddStream,
+    RemoveStream,
+    StreamAssignment,
+    UpdateStream,
+    encode_op,
+)
+from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
+from jetpy.subjects import subjects_overlap
+
+__all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
+
+R = TypeVar("R")
+
+NOT_IN_CLUSTER = "{} is not supported by this server in a cluster yet"
+CLUSTER_ROUTES = (
+    "INFO",
+    "STREAM.CREATE",
+    "STREAM.UPDATE",
+    "STREAM.DELETE",
+    "STREAM.INFO",
+    "STREAM.NAMES",
+    "STREAM.LIST",
+    "STREAM.PURGE",
+    "STREAM.MSG.DELETE",
+    "STREAM.MSG.GET",
+)
+
+
+class ClusterState(Protocol):
+    """What the API asks of the clustered JetStream (``service``)."""
+
+    @property
+    def is_meta_leader(self) -> bool: ...
+
+    @property
+    def assignments(self) -> Mapping[str, StreamAssignment]: ...
+
+    def replica(self, name: str) -> StreamReplica | None: ...
+
+    def js_servers(self) -> list[str]: ...
+
+    def place(self, replicas: int) -> list[str]:
+        """The servers a new stream of ``replicas`` goes on (raises 10023 if too few)."""
+        ...
+
+    async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+        """The named streams' infos from their leaders (those that answered in time)."""
+        ...
+
+    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
+        """Have the stream's leader answer a create of it (already there) on ``reply``."""
+        ...
+
+
+def _decode_config(sa: StreamAssignment) -> StreamConfig:
+    return msgspec.json.decode(sa.config, type=StreamConfig)
+
+
+class ClusterApi:
+    def __init__(
+        self, state: ClusterState, streams: StreamApi, stats: ApiStats, replying_to: Callable[[], bytes]
+    ) -> None:
+        self.state = state
+        self.streams = streams  # the single server's handlers: its checks, its reads
+        self.stats = stats
+        self._replying_to = replying_to
+
+    def routes(self, single: Mapping[str, Route[Any]]) -> dict[str, Route[Any]]:
+        """The cluster's routes: its own for :data:`CLUSTER_ROUTES`, a refusal by the meta
+        leader for the others of ``single`` (the single server's table)."""
+        routes: dict[str, Route[Any]] = {key: self._refusal(key, r) for key, r in single.items()}
+        routes["INFO"] = Route(AccountInfoResponse, self.account_info, 0)
+        routes["STREAM.CREATE"] = Route(StreamCreateResponse, self.stream_create, 1)
+        routes["STREAM.UPDATE"] = Route(StreamUpdateResponse, self.stream_update, 1)
+        routes["STREAM.DELETE"] = Route(StreamDeleteResponse, self.stream_delete, 1)
+        routes["STREAM.INFO"] = Route(StreamInfoResponse, self.stream_info, 1)
+        routes["STREAM.NAMES"] = Route(StreamNamesResponse, self.stream_names, 0)
+        routes["STREAM.LIST"] = Route(StreamListResponse, self.stream_list, 0)
+        routes["STREAM.PURGE"] = Route(StreamPurgeResponse, self.stream_purge, 1)
+        routes["STREAM.MSG.DELETE"] = Route(StreamMsgDeleteResponse, self.stream_msg_delete, 1)
+        routes["STREAM.MSG.GET"] = Route(
+            StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
+        )
+        return routes
+
+    def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
+        def refuse(args: list[str], hdr: bytes, body: bytes) -> Any:
+            if not self.state.is_meta_leader:
+                raise Elsewhere
+            raise ApiError.of(E.STREAM_GENERAL, err=NOT_IN_CLUSTER.format(key))
+
+        return Route(single.response, refuse, single.args)
+
+    # -- the account ---------------------------------------------------------------------------------
+
+    def account_info(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        if not self.state.is_meta_leader:
+            raise Elsewhere
+        return self._account_info()
+
+    async def _account_info(self) -> AccountInfoResponse:
+        """The account's usage across the cluster, from its streams' leaders: each stream's bytes
+        once per replica (what the cluster stores, as nats-server counts it)."""
+        assigned = self.state.assignments
+        infos = await self.state.stream_infos(sorted(assigned))
+        usage = {"memory": 0, "file": 0}
+        for name, info in infos.items():
+            usage[info.config.storage] += info.state.bytes * len(assigned[name].peers)
+        return AccountInfoResponse.of(
+            AccountInfo(
+                memory=usage["memory"],
+                storage=usage["file"],
+                streams=len(assigned),
+                consumers=0,
+                limits=AccountLimits(),
+                api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
+            )
+        )
+
+    # -- streams ----------------------------------------------------------------------------------
+
+    def stream_create(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        req = config_body(body)
+        cfg0 = as_stream_config(req)
+        if cfg0.name != args[0]:
+            raise ApiError.of(E.STREAM_MISMATCH)
+        pedantic = pedantic_flag(req)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=len(state.js_servers()))
+        self._check_cluster_config(cfg)
+        raw = msgspec.json.encode(cfg)
+        have = state.assignments.get(cfg.name)
+        if have is None:
+            self._check_overlap(cfg)
+        elif have.config != raw:
+            raise ApiError.of(E.STREAM_NAME_EXIST)
+        replicas = cfg.num_replicas or 1
+        peers = state.place(replicas)
+        group = f"S-R{replicas}F-{new_identity()}"
+        reply = self._replying_to().decode()
+        sa = StreamAssignment(cfg.name, raw, group, peers, time.time_ns(), reply)
+        return self._create(sa)
+
+    async def _create(self, sa: StreamAssignment) -> StreamCreateResponse:
+        result = await self.state.propose_meta(encode_op(AddStream(sa)))
+        if result == RESULT_CONFLICT:
+            raise ApiError.of(E.STREAM_NAME_EXIST)
+        if result == RESULT_EXISTS:
+            self.state.ask_leader_to_answer(sa.name, sa.reply.encode())
+        raise Elsewhere  # the stream's (first) leader answers
+
+    def _check_cluster_config(self, cfg: StreamConfig) -> None:
+        check_stream_built(cfg)
+        if cfg.mirror is not None or cfg.sources:
+            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+
+    def _check_overlap(self, cfg: StreamConfig) -> None:
+        for name, other in self.state.assignments.items():
+            if name == cfg.name:
+                continue
+            theirs = _decode_config(other).subjects
+            if any(subjects_overlap(a, b) for a in cfg.subjects for b in theirs):
+                raise ApiError.of(E.STREAM_SUBJECT_OVERLAP)
+
+    def stream_update(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """Checked by the meta leader against the assigned config, recorded in the meta group,
+        then put in the stream's own log by its leader, which answers (see ``service``)."""
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        req = config_body(body)
+        cfg0 = as_stream_config(req)
+        if cfg0.name != args[0]:
+            raise ApiError.of(E.STREAM_MISMATCH)
+        sa = state.assignments.get(args[0])
+        if sa is None:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        old = _decode_config(sa)
+        cfg = check_stream_update(
+            old, cfg0, pedantic=pedantic_flag(req), max_replicas=len(state.js_servers())
+        )
+        self._check_cluster_config(cfg)
+        if (cfg.num_replicas or 1) != (old.num_replicas or 1):
+            raise ApiError.of(
+                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's replicas")
+            )
+        self._check_overlap(cfg)
+        op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
+        return self._update(op)
+
+    async def _update(self, op: UpdateStream) -> StreamUpdateResponse:
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        raise Elsewhere  # the stream's leader answers once the change is in its log
+
+    def stream_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        expect_empty(body)
+        if not args or args[0] not in state.assignments:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        return self._delete(args[0])
+
+    async def _delete(self, name: str) -> StreamDeleteResponse:
+        await self.state.propose_meta(encode_op(RemoveStream(name)))
+        return StreamDeleteResponse(success=True)
+
+    def _leader(self, args: list[str]) -> StreamReplica:
+        """This server's replica of the request's stream if it leads it; else the meta leader
+        answers 10059 for a stream that does not exist, and the others leave it."""
+        state = self.state
+        rep = state.replica(args[0]) if args else None
+        if rep is not None and rep.is_leader:
+            return rep
+        if state.is_meta_leader and (not args or args[0] not in state.assignments):
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        raise Elsewhere
+
+    def _leader_reads(
+        self, handler: Callable[[list[str], bytes, bytes], R]
+    ) -> Callable[[list[str], bytes, bytes], R]:
+        """A read of a stream's contents: the single server's handler, on its leader."""
+
+        def read(args: list[str], hdr: bytes, body: bytes) -> R:
+            self._leader(args)
+            return handler(args, hdr, body)
+
+        return read
+
+    def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
+        return StreamInfoResponse.of(self._leader(args).info())
+
+    def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        rep = self._leader(args)
+        _, e = self.streams.purge_request(args, body)
+        return self._purge(rep, PurgeOp(e.subject, e.seq, e.keep))
+
+    async def _purge(self, rep: StreamReplica, op: PurgeOp) -> StreamPurgeResponse:
+        return StreamPurgeResponse(success=True, purged=int(await rep.propose_change(op)))
+
+    def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        rep = self._leader(args)
+        _, e = self.streams.msg_delete_request(args, body)
+        return self._msg_delete(rep, DeleteOp(e.seq, e.erase))
+
+    async def _msg_delete(self, rep: StreamReplica, op: DeleteOp) -> StreamMsgDeleteResponse:
+        if not int(await rep.propose_change(op)):
+            raise delete_miss(rep.stream, op.seq)
+        return StreamMsgDeleteResponse(success=True)
+
+    def _names(self, body: bytes) -> tuple[list[str], int]:
+        """The assigned streams' names the request's subject filter selects, and its offset
+        (a negative one reads as 0, one past the end as the end)."""
+        if not self.state.is_meta_leader:
+            raise Elsewhere
+        req = decode_request(body, StreamListRequest)
+        names = sorted(
+            name
+            for name, sa in self.state.assignments.items()
+            if not req.subject or any(subjects_overlap(req.subject, f) for f in _decode_config(sa).subjects)
+        )
+        return names, min(max(req.offset, 0), len(names))
+
+    def stream_names(self, args: list[str], hdr: bytes, body: bytes) -> StreamNamesResponse:
+        names, offset = self._names(body)
+        page = names[offset : offset + NAMES_LIMIT]
+        return StreamNamesResponse(total=len(names), offset=offset, limit=NAMES_LIMIT, streams=page or None)
+
+    def stream_list(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        names, offset = self._names(body)
+        return self._list(names, offset)
+
+    async def _list(self, names: list[str], offset: int) -> StreamListResponse:
+        """Each stream's info from its leader; those that did not answer in time are named in
+        ``missing``, as nats-server's list in a cluster does."""
+        page = names[offset : offset + LIST_LIMIT]
+        infos = await self.state.stream_infos(page)
+        missing = [n for n in page if n not in infos]
+        return StreamListResponse(
+            total=len(names),
+            offset=offset,
+            limit=LIST_LIMIT,
+            streams=[infos[n] for n in page if n in infos],
+            missing=missing or None,
+        )

@@ -1,0 +1,398 @@
+"""ClusteredJetStream: a server's JetStream as one of a cluster's (see the package doc).
+
+Owns: forming the meta group once the cluster's JetStream servers are known, reacting to
+assignments in log order (creating this server's replica of a stream placed on it, with its
+store and its member of the stream's group, and deleting it when the stream goes), placement,
+the first leader's answer to a create, and hooking the cluster's API routes and publish path
+into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
+rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import logging
+import random
+import shutil
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
+from jetpy.jetstream.api.streams import StreamApi
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
+from jetpy.jetstream.ports import MessageHandler
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.service import JetStream
+from jetpy.jetstream.stream import Stream
+from jetpy.server.broker import Broker, Subscription
+from jetpy.server.jscluster.api import ClusterApi
+from jetpy.server.jscluster.catchup import decode_request, read_batch
+from jetpy.server.jscluster.catchup import encode as encode_catchup
+from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
+
+__all__ = ["ClusteredJetStream"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+CREATED_SUBJECT = "$JSC.CR.{}"
+"""In the system account: the meta leader asks a stream's leader to answer a create of it
+(payload: the requester's reply subject)."""
+
+INFO_SUBJECT = "$JSC.SI.{}"
+"""In the system account: a stream's leader answers with the stream's info (StreamInfo JSON), for
+the meta leader's ``STREAM.LIST``."""
+GATHER_WAIT = 2.0  # seconds the meta leader waits for streams' leaders to give their info
+
+CATCHUP_SUBJECT = "$JSC.CU.{}"
+"""In the system account: a replica behind its leader's snapshot asks the stream's other replicas
+for stored messages (``catchup.CatchupRequest``, answered with a ``CatchupBatch`` by each that
+is not behind itself: the first answer is taken)."""
+CATCHUP_WAIT = 2.0  # seconds a replica waits for a batch before asking again
+
+SNAPSHOT_ENTRIES = 8192
+"""Applied entries after which a group of this cluster's JetStream (the meta group, each stream's)
+snapshots its state and compacts its log, unless the Raft config says otherwise..."""
+SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
+
+PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
+
+
+class ClusteredJetStream:
+    def __init__(
+        self,
+        server_name: str,
+        cluster_name: Callable[[], str],
+        host: RaftHost,
+        system: Broker,
+        peers: Callable[[], list[str]],
+        expected_servers: int,
+        config: GroupConfig | None = None,
+    ) -> None:
+        self.server_name = server_name
+        self._cluster_name = cluster_name
+        self.host = host
+        self.system = system
+        self._peers = peers
+        self.expected_servers = expected_servers  # the meta group's founders, this one included
+        config = config or GroupConfig()
+        if not config.snapshot_entries and not config.snapshot_bytes:
+            config = dataclasses.replace(
+                config, snapshot_entries=SNAPSHOT_ENTRIES, snapshot_bytes=SNAPSHOT_BYTES
+            )
+        self.config = config
+        self.meta = MetaMachine(self)
+        self.meta_group: RaftGroup | None = None
+        self.replicas: dict[str, StreamReplica] = {}
+        self.js: JetStream | None = None
+        # assignments to act on in log order: a stream to hold a replica of, a new config for
+        # one (and where to answer), or a name to drop
+        self._actions: asyncio.Queue[StreamAssignment | tuple[StreamAssignment, str] | str] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._subs: list[Subscription] = []
+        self._inboxes = itertools.count(1)
+
+    # -- hooked into the engine before it starts ---------------------------------------------------
+
+    def prepare(self, js: JetStream) -> None:
+        """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
+        self.js = js
+        js.registry.ingest_factory = self._ingest_factory
+        js.registry.listening = self._listening
+        api = ClusterApi(
+            self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
+        )
+        js.router.routes = api.routes(js.router.routes)
+        # direct gets: each replica answers its stream's in one queue group (StreamReplica)
+        js.direct.answerer = lambda name: None
+
+    def _listening(self, stream: Stream) -> bool:
+        """A stream takes published messages on its leader's server only (nats-server's way:
+        a publish on another server is routed there, not to every replica)."""
+        rep = self.replicas.get(stream.name)
+        return rep is not None and rep.stream is stream and rep.is_leader
+
+    def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
+        name = stream.name
+        replicas = self.replicas
+
+        def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            rep = replicas.get(name)
+            if rep is not None and rep.stream is stream:
+                rep.ingest(subject, reply, hdr_len, data)
+
+        return ingest
+
+    # -- life cycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._subs = [
+            self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
+            self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
+            self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
+        ]
+        self._tasks = [
+            asyncio.create_task(self._form_meta(), name="jetstream-meta"),
+            asyncio.create_task(self._work(), name="jetstream-assignments"),
+        ]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for sub in self._subs:
+            self.system.unsubscribe_internal(sub)
+        self._subs = []
+        for rep in self.replicas.values():
+            rep.close()
+        # the groups are stopped with the Raft host (their logs synced)
+
+    async def _form_meta(self) -> None:
+        """Start this server's member of the meta group: with every JetStream server of the
+        cluster as its founders once all are known by their routes (a recovered member needs
+        none: its log knows the group)."""
+        root = self.host.root
+        have_log = root is not None and (root / META_GROUP).exists()
+        founders: list[str] = []
+        if not have_log:
+            while True:
+                names = sorted({self.server_name, *[p for p in self._peers() if p]})
+                if len(names) >= self.expected_servers:
+                    founders = names
+                    break
+                await asyncio.sleep(PEERS_POLL)
+            log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+        try:
+            self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+        except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
+            log.error("JetStream cluster: the meta group could not be started: %s", exc)
+
+    # -- the meta group's state, as the API sees it ------------------------------------------------
+
+    @property
+    def is_meta_leader(self) -> bool:
+        g = self.meta_group
+        return g is not None and g.is_leader
+
+    @property
+    def assignments(self) -> Mapping[str, StreamAssignment]:
+        return self.meta.streams
+
+    def replica(self, name: str) -> StreamReplica | None:
+        return self.replicas.get(name)
+
+    def js_servers(self) -> list[str]:
+        g = self.meta_group
+        if g is None:
+            return [self.server_name]
+        names = self.host.known_names()
+        return sorted(names.get(m, m) for m in g.node.membership.voters)
+
+    def place(self, replicas: int) -> list[str]:
+        servers = self.js_servers()
+        if replicas > len(servers):
+            raise ApiError.of(E.INSUFFICIENT_RESOURCES)
+        load = {s: 0 for s in servers}
+        for sa in self.meta.streams.values():
+            for p in sa.peers:
+                if p in load:
+                    load[p] += 1
+        shuffled = random.sample(servers, len(servers))
+        return sorted(shuffled, key=lambda s: load[s])[:replicas]
+
+    async def propose_meta(self, op: bytes) -> bytes:
+        g = self.meta_group
+        if g is None:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+        try:
+            return await g.propose(op)
+        except ProposalError as exc:
+            log.warning("JetStream cluster: a meta change was not made: %s", exc)
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
+
+    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+        """The named streams' infos from their leaders (those that answer within
+        :data:`GATHER_WAIT`)."""
+        got: dict[str, StreamInfo] = {}
+        if not names:
+            return got
+        done = asyncio.Event()
+        inbox = f"$JSC.RI.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            try:
+                info = msgspec.json.decode(data[hdr_len:], type=StreamInfo)
+            except (msgspec.DecodeError, ValueError):
+                return
+            got[info.config.name] = info
+            if len(got) >= len(names):
+                done.set()
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            for name in names:
+                self.system.publish_internal(INFO_SUBJECT.format(name), inbox, b"")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), GATHER_WAIT)
+        finally:
+            self.system.unsubscribe_internal(sub)
+        return got
+
+    def _on_info(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        if reply is not None and rep is not None and rep.is_leader:
+            self.system.publish_internal(reply.decode(), None, encode(rep.info()))
+
+    def _on_catchup(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        if reply is None or rep is None or rep.group is None or rep.behind:
+            return
+        try:
+            req = decode_request(data[hdr_len:])
+        except (msgspec.DecodeError, ValueError):
+            return
+        self.system.publish_internal(reply.decode(), None, encode_catchup(read_batch(rep.stream.store, req)))
+
+    async def _fetch_catchup(self, name: str, payload: bytes) -> bytes | None:
+        """A batch of the stream's stored messages from its leader (None: no answer in time)."""
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        inbox = f"$JSC.RC.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            if not got.done():
+                got.set_result(data[hdr_len:])
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            self.system.publish_internal(CATCHUP_SUBJECT.format(name), inbox, payload)
+            return await asyncio.wait_for(got, CATCHUP_WAIT)
+        except TimeoutError:
+            return None
+        finally:
+            self.system.unsubscribe_internal(sub)
+
+    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
+        self.system.publish_internal(CREATED_SUBJECT.format(name), None, reply)
+
+    # -- the meta group's listener (every server, in log order) ------------------------------------
+
+    def assigned(self, sa: StreamAssignment) -> None:
+        self._actions.put_nowait(sa)
+
+    def unassigned(self, sa: StreamAssignment) -> None:
+        self._actions.put_nowait(sa.name)
+
+    def updated(self, sa: StreamAssignment, reply: str) -> None:
+        self._actions.put_nowait((sa, reply))
+
+    def restored(self, streams: dict[str, StreamAssignment]) -> None:
+        for name in self.replicas:
+            if name not in streams:
+                self._actions.put_nowait(name)
+        for sa in streams.values():
+            self._actions.put_nowait(sa)
+
+    async def _work(self) -> None:
+        while True:
+            action = await self._actions.get()
+            if isinstance(action, str):
+                name, work = action, self._remove(action)
+            elif isinstance(action, tuple):
+                name, work = action[0].name, self._update(*action)
+            else:
+                name, work = action.name, self._add(action)
+            try:
+                await work
+            except Exception:
+                log.exception("JetStream cluster: stream '%s' could not be changed here", name)
+
+    async def _add(self, sa: StreamAssignment) -> None:
+        if self.server_name not in sa.peers or sa.name in self.replicas:
+            return
+        js = self.js
+        assert js is not None
+        cfg = msgspec.json.decode(sa.config, type=StreamConfig)
+        registry = js.registry
+        stream = registry.get(sa.name)
+        if stream is None:
+            stream = registry.create(cfg)  # its store; the cluster's ingest handler
+        rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
+        rep.assigned_config = sa.config
+        self.replicas[sa.name] = rep
+        group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
+        rep.group = group
+        rep.direct_when_current()
+        group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
+        if group.is_leader:
+            self._leader_changed(rep, sa, True)
+        log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+
+    async def _update(self, sa: StreamAssignment, reply: str) -> None:
+        rep = self.replicas.get(sa.name)
+        if rep is None:
+            return
+        rep.assigned_config = sa.config
+        if rep.is_leader:
+            await self._push_config(rep, reply)
+
+    async def _push_config(self, rep: StreamReplica, reply: str) -> None:
+        """The stream's leader puts the assigned config into the stream's own log (every
+        replica switches at the same message), then answers the update."""
+        try:
+            await rep.propose_change(ConfigOp(rep.assigned_config))
+            resp = StreamUpdateResponse.of(rep.info())
+        except ApiError as e:
+            resp = StreamUpdateResponse.failure(e)
+        if reply:
+            js = self.js
+            assert js is not None
+            js.bus.publish(reply, None, encode(resp))
+
+    async def _remove(self, name: str) -> None:
+        rep = self.replicas.pop(name, None)
+        if rep is None:
+            return
+        rep.close()
+        js = self.js
+        assert js is not None
+        if rep.group is not None:
+            await self.host.stop_group(rep.group.name)
+            root = self.host.root
+            if root is not None:
+                await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
+        if js.registry.get(name) is rep.stream:
+            js.registry.delete(rep.stream)
+        log.info("JetStream cluster: stream '%s' replica deleted", name)
+
+    # -- answers from a stream's leader -------------------------------------------------------------
+
+    def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None:
+        js = self.js
+        assert js is not None
+        js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
+        if not leading:
+            return
+        if sa.reply and rep.group is not None and not rep.answered_create:
+            rep.answered_create = True
+            self._answer_create(rep, sa.reply.encode())
+        if rep.assigned_config and rep.assigned_config != msgspec.json.encode(rep.stream.config):
+            # an update the previous leader did not put in the stream's log (or not yet applied
+            # here): the stream's log gets it now (the same config twice applies once)
+            self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
+
+    def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        name = subject.decode().rsplit(".", 1)[-1]
+        rep = self.replicas.get(name)
+        if rep is not None and rep.is_leader:
+            self._answer_create(rep, data[hdr_len:])
+
+    def _answer_create(self, rep: StreamReplica, reply: bytes) -> None:
+        js = self.js
+        assert js is not None
+        js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))

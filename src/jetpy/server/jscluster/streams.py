@@ -1,0 +1,491 @@
+"""A replicated stream's replica on this server: its member of the stream's Raft group, the
+publish path through it, and applying committed messages.
+
+Owns: the entry a published message becomes (:class:`PubEntry`: subject, header length, the
+published bytes, the leader's time stamp), proposing it on the leader and answering the
+publisher with the leader's own apply result (the PubAck), the state machine every replica
+applies entries with (``StreamRegistry.apply_published``: the single server's decide-and-apply),
+replaying a log against a store that already holds some of its messages (see the package doc),
+and the stream's ``cluster`` block in its info. Must not know: the meta group, placement, the
+API's routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.direct import DirectGet
+from jetpy.jetstream.errors import ApiError
+from jetpy.jetstream.info import stream_info
+from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamInfo
+from jetpy.jetstream.ports import MessageBus
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
+from jetpy.server.jscluster.catchup import (
+    CatchupRequest,
+    StreamSnapshot,
+    decode_batch,
+    decode_snapshot,
+    encode,
+    write_batch,
+)
+from jetpy.server.nrg import ProposalError, RaftGroup
+
+__all__ = ["ConfigOp", "DeleteOp", "PubBatch", "PurgeOp", "StreamReplica"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+NS = 1_000_000_000
+CATCHUP_RETRY = 0.25  # seconds before asking again when no leader answered
+DIRECT_QUEUE = "_sys_"  # the queue group of a stream's replicas answering its direct gets
+DIRECT_POLL = 0.25  # seconds between looks at whether a replica is current, to answer them
+
+Fetch = Callable[[str, bytes], Awaitable[bytes | None]]
+"""Ask the stream's other replicas (by stream name) for stored messages: an answer, or None."""
+MEMORY_GIVE_UP = 3  # unanswered asks after which a memory stream's leader takes its loss
+
+
+class PubBatch(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=1):
+    """Messages published in one turn of the leader's loop, as the stream's log carries them:
+    message ``i`` is ``subjects[i]`` and ``datas[i]`` (the header block, its first
+    ``hdr_lens[i]`` bytes, then the payload, as published); ``ts`` the leader's time stamp
+    for the first (each next one is one more, or later: see the package doc)."""
+
+    subjects: list[bytes]
+    hdr_lens: list[int]
+    datas: list[bytes]
+    ts: int
+
+
+class PurgeOp(msgspec.Struct, array_like=True, frozen=True, tag=2):
+    """``STREAM.PURGE`` decided by the leader (``PurgeEntry``'s arguments)."""
+
+    subject: str
+    seq: int
+    keep: int
+
+
+class DeleteOp(msgspec.Struct, array_like=True, frozen=True, tag=3):
+    """``STREAM.MSG.DELETE`` decided by the leader."""
+
+    seq: int
+    erase: bool
+
+
+class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
+    """A new config (JSON) taking effect at this point of the stream's log on every replica, so
+    that every replica applies each message under the same limits."""
+
+    config: bytes
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(PubBatch | PurgeOp | DeleteOp | ConfigOp).decode
+
+BATCH_MSGS = 512  # messages in one proposal at most (nats-server's 512 per entry)...
+BATCH_BYTES = 256 << 10  # ...and bytes of them (its 256 KiB)
+ACK_SEP = b"\n"  # between the acks of a batch in its result (JSON never holds a raw newline)
+
+
+class StreamReplica:
+    """This server's replica of one replicated stream (see the module doc)."""
+
+    def __init__(
+        self, stream: Stream, registry: StreamRegistry, bus: MessageBus, cluster: str, fetch: Fetch
+    ) -> None:
+        self.stream = stream
+        self.registry = registry
+        self.bus = bus
+        self.cluster = cluster
+        self.group: RaftGroup | None = None  # set once its member started
+        self.answered_create = False  # its first leader answers the create (once)
+        self.assigned_config = b""  # the config the meta group holds for it (JSON)
+        self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
+        # A message's time stamp as applied: its entry's, or one more than the previous one's
+        # (the same on every replica: a function of the log), so the time stamps in the store
+        # rise with the log. The store's last one when the replica started says which entries
+        # it has decided already (replaying the log: see the package doc).
+        self._applied_ts = 0
+        self._store_ts = stream.store.state().last_ts
+        self._replayed_config: bytes | None = None  # the newest config met while replaying
+        if self._store_ts:  # duplicates are decided as of the entries' times, not the clock's
+            stream.relearn_msg_ids(self._store_ts)
+        self._apply = registry.apply_published
+        self._publish_reply = bus.publish_reply
+        self._fetch = fetch
+        # catching up with a leader's snapshot: the snapshot, the entries applied meanwhile
+        # (applied once the store has the snapshot's messages), the task fetching them
+        self._behind: StreamSnapshot | None = None
+        self._held: list[bytes] = []
+        self._catchup: asyncio.Task[None] | None = None
+        # the batch being gathered in this turn of the loop (the leader): proposed at its end
+        self._subjects: list[bytes] = []
+        self._hdr_lens: list[int] = []
+        self._datas: list[bytes] = []
+        self._replies: list[bytes | None] = []
+        self._batch_bytes = 0
+        self._direct = DirectGet({}, bus, self._direct_answerer)
+        self._direct_subs: list[object] = []
+        self._direct_timer: asyncio.TimerHandle | None = None
+
+    # -- the publish path (the leader) ------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        g = self.group
+        return g is not None and g.is_leader
+
+    def ingest(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """A message published on the stream's subjects: the leader gathers it into the batch
+        this turn of the loop proposes (only the leader subscribes them; one that has just
+        stepped down drops what still arrives, and its publisher retries)."""
+        group = self.group
+        if group is None or not group.is_leader:
+            return
+        if self._behind is not None:  # a new leader still fetching messages: not yet
+            if reply is not None and not self.stream.config.no_ack:
+                self._publish_reply(reply, self._unavailable(RuntimeError("catching up")))
+            return
+        subjects = self._subjects
+        if not subjects:
+            asyncio.get_running_loop().call_soon(self._propose_batch)
+        subjects.append(bytes(subject))
+        self._hdr_lens.append(hdr_len)
+        self._datas.append(bytes(data))
+        self._replies.append(reply)
+        self._batch_bytes += len(data)
+        if len(subjects) >= BATCH_MSGS or self._batch_bytes >= BATCH_BYTES:
+            self._propose_batch()
+
+    def _propose_batch(self) -> None:
+        """Propose the gathered messages as one item; answer each publisher once it applied."""
+        subjects = self._subjects
+        if not subjects:
+            return  # proposed already (it was full)
+        replies = self._replies
+        if self.stream.config.no_ack:
+            replies = [None] * len(replies)
+        now = time.time_ns()
+        ts = now if now > self._last_ts else self._last_ts + 1
+        self._last_ts = ts + len(subjects) - 1
+        item = _encode(PubBatch(subjects, self._hdr_lens, self._datas, ts))
+        self._subjects, self._hdr_lens, self._datas, self._replies = [], [], [], []
+        self._batch_bytes = 0
+        group = self.group
+        try:
+            if group is None:
+                raise ProposalError("the stream's group is not started")
+            fut = group.propose_nowait(item)
+        except ProposalError as exc:
+            self._fail(replies, exc)
+            return
+        fut.add_done_callback(lambda f: self._answer(f, replies))
+
+    def _answer(self, fut: asyncio.Future[list[bytes]], replies: list[bytes | None]) -> None:
+        exc = fut.exception() if not fut.cancelled() else None
+        if fut.cancelled() or exc is not None:
+            if isinstance(exc, ProposalError) and exc.definite:
+                self._fail(replies, exc)
+            # otherwise their fate is unknown: no answer (a publisher times out, as with
+            # nats-server; a retry is de-duplicated if it carries a Nats-Msg-Id), since an
+            # error would say it was not stored
+            return
+        acks = fut.result()[0]
+        if not acks:
+            return  # applied while catching up (held): answered by nobody, as unknown
+        publish_reply = self._publish_reply
+        for reply, ack in zip(replies, acks.split(ACK_SEP), strict=True):
+            if reply is not None and ack:
+                publish_reply(reply, ack)
+
+    def _fail(self, replies: list[bytes | None], exc: Exception) -> None:
+        err = self._unavailable(exc)
+        for reply in replies:
+            if reply is not None:
+                self._publish_reply(reply, err)
+
+    def _unavailable(self, exc: Exception) -> bytes:
+        log.debug("stream '%s': a publish was not replicated: %s", self.stream.name, exc)
+        return pub_error(self.stream.name, ApiError.of(E.CLUSTER_NOT_AVAIL))
+
+    # -- the state machine (every replica) ---------------------------------------------------------
+
+    async def propose_change(self, op: PurgeOp | DeleteOp | ConfigOp) -> bytes:
+        """Replicate a purge, a delete or a config (the leader, for the API); its result once
+        applied here: how many messages were purged, whether the message was there, 1."""
+        g = self.group
+        if g is None or not g.is_leader or self._behind is not None:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+        try:
+            return await g.propose(_encode(op))
+        except ProposalError as exc:
+            log.warning("stream '%s': a change was not replicated: %s", self.stream.name, exc)
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
+
+    @property
+    def behind(self) -> bool:
+        """Still fetching the messages of a leader's snapshot from the leader."""
+        return self._behind is not None
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the store holds a message from a later entry than the last one applied."""
+        return self._applied_ts < self._store_ts
+
+    def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
+        if self._behind is not None:  # applied once the store has the snapshot's messages
+            self._held.extend(items)
+            return [b""] * len(items)
+        out = []
+        for item in items:
+            e = _decode(item)
+            if self._replayed_config is not None and not self.replaying:
+                self._set_config(self._replayed_config)  # the replay is over: the newest one
+                self._replayed_config = None
+            if isinstance(e, ConfigOp):
+                if self.replaying:
+                    self._replayed_config = e.config
+                    out.append(b"")
+                else:
+                    out.append(self._set_config(e.config))
+                continue
+            if not isinstance(e, PubBatch):
+                out.append(self._change(e))
+                continue
+            out.append(self._apply_batch(e))
+        return out
+
+    def _apply_batch(self, b: PubBatch) -> bytes:
+        """Each message decided and applied as a single server does; their acks, one per
+        message (empty: decided before a restart), joined by :data:`ACK_SEP`."""
+        apply, stream, store_ts = self._apply, self.stream, self._store_ts
+        ts, applied = b.ts, self._applied_ts
+        acks = []
+        for subject, hdr_len, data in zip(b.subjects, b.hdr_lens, b.datas, strict=True):
+            applied = ts if ts > applied else applied + 1
+            if applied <= store_ts:
+                acks.append(b"")  # decided before the restart: stored then, or refused then
+                continue
+            acks.append(apply(stream, subject, data[:hdr_len] if hdr_len else b"", data, applied).ack)
+        self._applied_ts = applied
+        if applied > self._last_ts:
+            self._last_ts = applied
+        return ACK_SEP.join(acks)
+
+    def _set_config(self, raw: bytes) -> bytes:
+        cfg = msgspec.json.decode(raw, type=StreamConfig)
+        if cfg != self.stream.config:
+            registry = self.registry
+            registry.update(self.stream, cfg)  # lowered limits take effect at once
+            registry.removed(self.stream)
+            registry.committer.mark_dirty(self.stream)
+        return b"1"
+
+    def _change(self, op: PurgeOp | DeleteOp) -> bytes:
+        """A purge or a delete on this replica. While the log is replayed against a store that
+        holds later messages, its effect is in the store already: applied again it would
+        remove those later messages, so it is skipped."""
+        if self.replaying:
+            return b""
+        stream, registry = self.stream, self.registry
+        if isinstance(op, PurgeOp):
+            result = stream.apply_purge(PurgeEntry(op.subject, op.seq, op.keep))
+        else:
+            result = int(stream.apply_delete(DeleteEntry(op.seq, op.erase)))
+        if result:
+            registry.removed(stream)
+            registry.committer.mark_dirty(stream)
+        return b"%d" % result
+
+    # -- snapshots and catching up (see catchup's module doc) ----------------------------------
+
+    def snapshot(self) -> bytes:
+        """The store synced, described (no message in it); while still catching up, the
+        snapshot being caught up with and every entry applied since."""
+        behind = self._behind
+        if behind is not None:
+            return encode(msgspec.structs.replace(behind, held=[*behind.held, *self._held]))
+        store = self.stream.store
+        store.flush()
+        store.sync()  # the log is compacted behind this: the store must hold it on disk
+        st = store.state(deleted_details=True)
+        return encode(
+            StreamSnapshot(
+                st.first_seq,
+                st.last_seq,
+                self._applied_ts,
+                st.deleted or [],
+                msgspec.json.encode(self.stream.config),
+            )
+        )
+
+    def restore(self, data: bytes) -> None:
+        """At start, this replica's own snapshot (its store holds that much already); or the
+        leader's, when this one fell behind what the leader's log holds: the store drops what
+        the leader had removed and fetches the messages it lacks before any later entry
+        applies."""
+        if not data:
+            return
+        snap = decode_snapshot(data)
+        self._applied_ts = snap.ts
+        self._last_ts = max(self._last_ts, snap.ts)
+        if snap.config and snap.config != msgspec.json.encode(self.stream.config):
+            self._set_config(snap.config)
+        store = self.stream.store
+        st = store.state()
+        removed = 0
+        if st.first_seq < snap.first_seq and (st.msgs or st.last_seq < snap.first_seq - 1):
+            removed += store.compact(snap.first_seq)
+        for seq in snap.deleted:
+            if seq <= st.last_seq:
+                removed += store.remove_msg(seq)
+        if removed:
+            self.registry.removed(self.stream)
+            self.registry.committer.mark_dirty(self.stream)
+        self._behind, self._held = snap, []
+        if self._direct_subs:
+            self._direct_off()
+        if self._catchup is not None:
+            self._catchup.cancel()
+        if store.state().last_seq >= snap.last_seq:
+            self._caught_up()
+        else:
+            log.info(
+                "stream '%s': fetching messages %d-%d from the leader",
+                self.stream.name,
+                store.state().last_seq + 1,
+                snap.last_seq,
+            )
+            self._catchup = asyncio.get_running_loop().create_task(self._catching_up(snap))
+
+    async def _catching_up(self, snap: StreamSnapshot) -> None:
+        try:
+            await self._catch_up(snap)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the replica stays behind (refusing to lead publishes): said
+            log.exception("stream '%s': catching up with the leader failed", self.stream.name)
+
+    async def _catch_up(self, snap: StreamSnapshot) -> None:
+        store, name = self.stream.store, self.stream.name
+        nxt = store.state().last_seq + 1
+        misses = 0
+        while nxt <= snap.last_seq:
+            raw = await self._fetch(name, encode(CatchupRequest(nxt, snap.last_seq)))
+            if raw is None:
+                misses += 1
+                if misses >= MEMORY_GIVE_UP and self.is_leader and self.stream.config.storage == "memory":
+                    # no replica holds them: every server restarted, and memory is gone
+                    log.warning(
+                        "stream '%s': messages %d-%d are lost (a memory stream that every "
+                        "replica restarted); its sequence goes on after them",
+                        name,
+                        nxt,
+                        snap.last_seq,
+                    )
+                    store.skip_msgs(nxt, snap.last_seq - nxt + 1)
+                    break
+                await asyncio.sleep(CATCHUP_RETRY)
+                continue
+            misses = 0
+            try:
+                batch = decode_batch(raw)
+            except (msgspec.DecodeError, ValueError):
+                log.warning("stream '%s': a malformed catch-up batch", name)
+                await asyncio.sleep(CATCHUP_RETRY)
+                continue
+            got = write_batch(store, batch, snap.last_seq)
+            if got == nxt:
+                await asyncio.sleep(CATCHUP_RETRY)  # the leader has not applied them yet
+            nxt = got
+            self.registry.committer.mark_dirty(self.stream)
+        self._catchup = None
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        """The store holds the snapshot's messages: what was applied meanwhile applies now."""
+        snap = self._behind
+        assert snap is not None
+        held = [*snap.held, *self._held]
+        self._behind, self._held = None, []
+        stream = self.stream
+        self._store_ts = max(self._store_ts, stream.store.state().last_ts)
+        stream.relearn_msg_ids(max(self._applied_ts, self._store_ts))
+        self.registry.removed(stream)  # counts and caches follow the store
+        self.registry.expiry.schedule()  # fetched messages may expire (max_age, their TTLs)
+        if held:
+            self.apply(0, held)
+        if self.group is not None and self._direct_timer is None and not self._direct_subs:
+            self.direct_when_current()
+
+    def close(self) -> None:
+        """Stop fetching and answering direct gets (the replica stops or goes)."""
+        task, self._catchup = self._catchup, None
+        if task is not None:
+            task.cancel()
+        if self._direct_timer is not None:
+            self._direct_timer.cancel()
+            self._direct_timer = None
+        self._direct_off()
+
+    # -- direct gets (one replica answers each) -----------------------------------------------------
+
+    def direct_when_current(self) -> None:
+        """Answer the stream's direct gets (``$JS.API.DIRECT.GET.<stream>[.>]``, in the queue
+        group :data:`DIRECT_QUEUE` of its replicas, so one answers each, as nats-server's) once
+        this replica has applied all it knows is committed; not while it fetches messages."""
+        self._direct_timer = None
+        g = self.group
+        if g is None:
+            return
+        if not self._direct_subs and self._behind is None and g.status().current:
+            name = self.stream.name
+            subscribe = self.bus.subscribe
+            handle = self._direct.handle
+            self._direct_subs = [
+                subscribe(f"$JS.API.DIRECT.GET.{name}", handle, DIRECT_QUEUE),
+                subscribe(f"$JS.API.DIRECT.GET.{name}.>", handle, DIRECT_QUEUE),
+            ]
+        if not self._direct_subs:
+            self._direct_timer = asyncio.get_running_loop().call_later(DIRECT_POLL, self.direct_when_current)
+
+    def _direct_off(self) -> None:
+        subs, self._direct_subs = self._direct_subs, []
+        for sub in subs:
+            self.bus.unsubscribe(sub)
+
+    def _direct_answerer(self, name: str) -> Stream | None:
+        s = self.stream
+        return s if name == s.name and s.config.allow_direct else None
+
+    # -- info ---------------------------------------------------------------------------------------
+
+    def info(self) -> StreamInfo:
+        """The stream's info with its ``cluster`` block (what its leader answers)."""
+        return msgspec.structs.replace(stream_info(self.stream), cluster=self.cluster_info())
+
+    def cluster_info(self) -> ClusterInfo:
+        """The stream's ``cluster`` block, as its leader reports it (its peers' health from the
+        group's own view of them)."""
+        g = self.group
+        if g is None:
+            return ClusterInfo(name=self.cluster)
+        st = g.status()
+        leader = g.names.get(st.leader, st.leader) if st.leader else ""
+        replicas = [
+            PeerInfo(
+                name=p.name,
+                current=p.health == "current",
+                offline=p.health == "offline",
+                active=int((p.last_seen or 0.0) * NS),
+                lag=p.lag or 0,
+            )
+            for p in st.peers
+        ]
+        return ClusterInfo(name=self.cluster, leader=leader, replicas=replicas)

@@ -1,0 +1,253 @@
+"""Clustered JetStream's snapshots and compaction with three server processes on loopback: each
+group (the meta group, every stream's) snapshots its state every few entries and compacts its
+log; a replica that was down while its leader compacted past it fetches the messages it lacks
+from the leader, and a whole cluster restarted after compaction comes back from its snapshots
+and what follows them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+
+from jetpy.store.base import StoreConfig
+from jetpy.store.filestore import FileStore
+
+from .jscluster import JsCluster
+from .test_js_cluster import _create, _publish_until_acked
+
+pytestmark = pytest.mark.timeout(180)
+
+SNAPSHOT_ENTRIES = 16
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
+    c = JsCluster(tmp_path, snapshot_entries=SNAPSHOT_ENTRIES)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _store(node_store: Path, name: str) -> FileStore:
+    return FileStore(node_store / "jetstream" / "$G" / "streams" / name, StoreConfig(name=name))
+
+
+def _summary(state: dict[str, object] | None) -> tuple[object, ...]:
+    s = state or {}
+    return (s.get("messages"), s.get("first_seq"), s.get("last_seq"), s.get("num_deleted"))
+
+
+async def test_replica_down_while_the_leader_compacts_catches_up(cluster: JsCluster) -> None:
+    """A follower is killed; the stream takes hundreds of entries, a delete and a subject purge,
+    and its leader compacts its log past everything the follower has; back, the follower gets
+    the leader's snapshot, fetches the messages it lacks from the leader (removed ones skipped),
+    then applies what follows; it then leads the stream with nothing acknowledged lost."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="SNAP", subjects=["snap.*"], num_replicas=3)
+        acked: dict[int, tuple[str, bytes]] = {}
+
+        async def publish(i: int) -> None:
+            subject = "snap.b" if i % 3 == 0 else "snap.a"
+            seq = await _publish_until_acked(js, subject, b"p%d" % i, f"id-{i}")
+            acked[seq] = (subject, b"p%d" % i)
+
+        for i in range(40):
+            await publish(i)
+        si = await js.stream_info("SNAP")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        follower = next(n for n in sorted(cluster.nodes) if n != leader)
+        cluster.kill(follower)
+
+        for i in range(40, 300):
+            await publish(i)
+        assert await js.delete_msg("SNAP", 60)
+        acked.pop(60)
+        await js.purge_stream("SNAP", subject="snap.b", seq=200)  # snap.b below 200 goes
+        for seq in [s for s, (subj, _) in acked.items() if subj == "snap.b" and s < 200]:
+            acked.pop(seq)
+        for i in range(300, 340):
+            await publish(i)
+        first = cluster.nodes[leader].wal_first()
+        group = next(g for g in first if g != "_meta_")
+        assert first[group] > 300, f"the leader's log was not compacted: {first}"
+
+        want = _summary(cluster.nodes[leader].stream_state("SNAP"))
+        assert want[0] == len(acked)
+        cluster.start(follower)
+        await cluster.wait_for(
+            f"{follower} caught up", lambda: _summary(cluster.nodes[follower].stream_state("SNAP")) == want
+        )
+        log = cluster.nodes[follower].log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+        assert "fetching messages" in log  # from the leader, past its snapshot
+        for i in range(340, 350):
+            await publish(i)
+
+        cluster.kill(leader)  # the caught-up follower or the third server leads now
+        for i in range(350, 360):
+            await publish(i)
+        cluster.start(leader)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has all",
+                lambda n=node: (n.stream_state("SNAP") or {}).get("messages") == len(acked),
+            )
+    cluster.stop()
+    for node in cluster.nodes.values():  # every replica's files: each acked message, at its seq
+        store = _store(node.store, "SNAP")
+        try:
+            assert store.state().msgs == len(acked), node.name
+            for seq, (subject, payload) in acked.items():
+                m = store.load_msg(seq)
+                assert m is not None and (m.subject, m.data) == (subject, payload), (node.name, seq)
+            assert store.load_msg(60) is None
+        finally:
+            store.stop()
+
+
+async def test_whole_cluster_restarts_after_compaction(cluster: JsCluster) -> None:
+    """The meta group and a stream's group compact their logs; every server stopped and started
+    again comes back from its snapshots (the streams that exist, the sequence, the ids it
+    de-duplicates) and replays only the entries after them."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="KEEP", subjects=["keep"], num_replicas=3)
+        for i in range(12):  # the meta group's entries: creates and deletes
+            await js.add_stream(name=f"T{i}", subjects=[f"t.{i}"], num_replicas=1)
+        for i in range(0, 12, 2):
+            await js.delete_stream(f"T{i}")
+        for i in range(100):
+            assert await _publish_until_acked(js, "keep", b"%d" % i, f"id-{i}") == i + 1
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} compacted", lambda n=node: n.wal_first().get("_meta_", 0) > SNAPSHOT_ENTRIES
+            )
+            assert max(node.wal_first().values()) > 50  # KEEP's group too
+
+        cluster.stop()
+        cluster.start()
+        assert await _publish_until_acked(js, "keep", b"again", "id-99") == 100  # a duplicate
+        assert await _publish_until_acked(js, "keep", b"100", "id-100") == 101
+        want = sorted(["KEEP", *[f"T{i}" for i in range(1, 12, 2)]])
+        for _ in range(50):  # a stream whose leader is not elected yet is only named in "missing"
+            names = sorted(str(s.config.name) for s in await js.streams_info())
+            if names == want:
+                break
+            await asyncio.sleep(0.2)
+        assert names == want
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has 101", lambda n=node: (n.stream_state("KEEP") or {}).get("messages") == 101
+            )
+    cluster.stop()
+    for node in cluster.nodes.values():
+        store = _store(node.store, "KEEP")
+        try:
+            for seq in range(1, 101):
+                m = store.load_msg(seq)
+                assert m is not None and m.data == b"%d" % (seq - 1), (node.name, seq)
+        finally:
+            store.stop()
+
+
+async def test_memory_replica_restarted_after_compaction_fetches_its_messages(cluster: JsCluster) -> None:
+    """An R3 memory stream's replica restarts with its own snapshot and an empty store: it
+    fetches the snapshot's messages from the leader before applying the log's tail."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="MEM", subjects=["mem"], num_replicas=3, storage="memory")
+        for i in range(60):
+            assert await _publish_until_acked(js, "mem", b"%d" % i, f"m-{i}") == i + 1
+        si = await js.stream_info("MEM")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        follower = next(n for n in sorted(cluster.nodes) if n != leader)
+        want = _summary(cluster.nodes[leader].stream_state("MEM"))
+        assert want[:3] == (60, 1, 60)
+        group = next(g for g in cluster.nodes[follower].wal_first() if g != "_meta_")
+        await cluster.wait_for(
+            "the follower's log compacted",
+            lambda: cluster.nodes[follower].wal_first()[group] > SNAPSHOT_ENTRIES,
+        )
+        cluster.kill(follower)
+        cluster.start(follower)
+        await cluster.wait_for(
+            "the memory replica rebuilt",
+            lambda: _summary(cluster.nodes[follower].stream_state("MEM")) == want,
+        )
+        assert await _publish_until_acked(js, "mem", b"m-59", "m-59") == 60  # still a duplicate
+
+
+async def test_memory_stream_after_every_server_restarted(cluster: JsCluster) -> None:
+    """Every server of an R3 memory stream restarted after its log was compacted: no replica
+    holds the messages any more, the leader says they are lost and the stream goes on after
+    their sequences (nats-server keeps no memory stream's messages across restarts either)."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="GONE", subjects=["gone"], num_replicas=3, storage="memory")
+        for i in range(40):
+            await _publish_until_acked(js, "gone", b"%d" % i, f"g-{i}")
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} compacted", lambda n=node: max(n.wal_first().values()) > SNAPSHOT_ENTRIES
+            )
+        cluster.stop()
+        cluster.start()
+        seq = await _publish_until_acked(js, "gone", b"after", "after")
+        assert seq > 40
+        si = await js.stream_info("GONE")
+        st = si.state
+        assert st.last_seq == seq and st.first_seq > 1  # those its snapshot named are gone...
+        assert st.messages == st.last_seq - st.first_seq + 1  # ...those its log held came back
+        for node in cluster.nodes.values():  # the other replicas caught up with the leader
+            await cluster.wait_for(
+                f"{node.name} in step",
+                lambda n=node: (n.stream_state("GONE") or {}).get("messages") == st.messages,
+            )
+
+
+async def test_fetched_messages_keep_their_ttl(cluster: JsCluster) -> None:
+    """A message with its own TTL fetched by a replica after its leader's snapshot expires there
+    when it does on the leader."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="TTL", subjects=["ttl"], num_replicas=3, allow_msg_ttl=True)
+        await _publish_until_acked(js, "ttl", b"first", "t-first")
+        si = await js.stream_info("TTL")
+        assert si.cluster is not None
+        leader = str(si.cluster.leader)
+        follower = next(n for n in sorted(cluster.nodes) if n != leader)
+        cluster.kill(follower)
+        # (retried: a client on the killed server may have written it to the dead socket)
+        await _publish_until_acked(js, "ttl", b"short", "t-short", {"Nats-TTL": "4s"})
+        for i in range(40):
+            await _publish_until_acked(js, "ttl", b"%d" % i, f"t-{i}")
+        cluster.start(follower)
+        await cluster.wait_for(
+            f"{follower} caught up",
+            lambda: (cluster.nodes[follower].stream_state("TTL") or {}).get("messages") == 42,
+        )
+        log = cluster.nodes[follower].log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+        assert "fetching messages" in log
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"the short one expired on {node.name}",
+                lambda n=node: (n.stream_state("TTL") or {}).get("messages") == 41,
+            )

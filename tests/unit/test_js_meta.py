@@ -1,0 +1,89 @@
+"""The meta group's state machine: assignments applied in log order, the same results from the
+same entries, and a snapshot that restores the whole state."""
+
+from __future__ import annotations
+
+from jetpy.server.jscluster.meta import (
+    RESULT_CONFLICT,
+    RESULT_EXISTS,
+    RESULT_MISSING,
+    RESULT_OK,
+    AddStream,
+    MetaMachine,
+    RemoveStream,
+    StreamAssignment,
+    UpdateStream,
+    encode_op,
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def assigned(self, sa: StreamAssignment) -> None:
+        self.events.append(("add", sa.name))
+
+    def unassigned(self, sa: StreamAssignment) -> None:
+        self.events.append(("remove", sa.name))
+
+    def updated(self, sa: StreamAssignment, reply: str) -> None:
+        self.events.append(("update", f"{sa.name} {sa.config.decode()} {reply}"))
+
+    def restored(self, streams: dict[str, StreamAssignment]) -> None:
+        self.events.append(("restored", ",".join(sorted(streams))))
+
+
+def _sa(name: str, config: bytes = b'{"name":"x"}') -> StreamAssignment:
+    return StreamAssignment(name, config, f"S-R3F-{name}", ["n1", "n2", "n3"], 1, "_INBOX.r")
+
+
+def test_apply_is_deterministic_and_tells_the_listener() -> None:
+    ops = [
+        encode_op(AddStream(_sa("A"))),
+        encode_op(AddStream(_sa("A"))),  # the same again
+        encode_op(AddStream(_sa("A", b'{"name":"y"}'))),  # another config under the name
+        encode_op(AddStream(_sa("B"))),
+        encode_op(RemoveStream("A")),
+        encode_op(RemoveStream("A")),
+        b"\xc1garbage",
+    ]
+    results = []
+    for _ in range(2):
+        rec = Recorder()
+        m = MetaMachine(rec)
+        results.append(list(m.apply(1, ops)))
+        assert rec.events == [("add", "A"), ("add", "B"), ("remove", "A")]
+        assert sorted(m.streams) == ["B"]
+    assert results[0] == results[1]
+    assert results[0][:6] == [RESULT_OK, RESULT_EXISTS, RESULT_CONFLICT, RESULT_OK, RESULT_OK, RESULT_MISSING]
+    assert results[0][6] == b"malformed"
+
+
+def test_snapshot_restores_the_whole_state() -> None:
+    m = MetaMachine(Recorder())
+    m.apply(1, [encode_op(AddStream(_sa("A"))), encode_op(AddStream(_sa("B")))])
+    rec = Recorder()
+    other = MetaMachine(rec)
+    other.restore(m.snapshot())
+    assert other.streams == m.streams
+    assert rec.events == [("restored", "A,B")]
+    other.restore(b"")
+    assert other.streams == {}
+
+
+def test_update_keeps_the_placement_and_names_where_to_answer() -> None:
+    rec = Recorder()
+    m = MetaMachine(rec)
+    results = m.apply(
+        1,
+        [
+            encode_op(AddStream(_sa("A"))),
+            encode_op(UpdateStream("A", b'{"name":"A2"}', "_INBOX.u")),
+            encode_op(UpdateStream("B", b"{}", "")),
+        ],
+    )
+    assert list(results) == [RESULT_OK, RESULT_OK, RESULT_MISSING]
+    assert m.streams["A"].config == b'{"name":"A2"}' and m.streams["A"].peers == ["n1", "n2", "n3"]
+    assert m.streams["A"].reply == ""  # a restarted server's replay answers nobody's create again
+    assert rec.events[-1] == ("update", 'A {"name":"A2"} _INBOX.u')
