@@ -5,22 +5,18 @@ implementations read, on loopback ports picked just before. Every process is kil
 
 from __future__ import annotations
 
-import asyncio
 import signal
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nats
 import pytest
-from nats.aio.msg import Msg
 
 from cluster_support import JETPY, OLDEST
 from conftest import JETPY_SERVER, REFERENCE, REFERENCE_NEWEST, Proc, free_port, start_process
 
-__all__ = ["Node", "binary", "start_node", "super_cluster", "wait_connected"]
+__all__ = ["Node", "binary", "start_node", "super_cluster"]
 
 
 def binary(kind: str) -> list[str]:
@@ -126,32 +122,3 @@ def super_cluster(
         for members in clusters.values():
             for node in members:
                 node.kill()
-
-
-async def wait_connected(urls: Sequence[str], within: float = 20.0) -> None:
-    """Wait until a message published on any server reaches a subscriber on every other one:
-    routes and gateways are up and every server's interest is known everywhere."""
-    clients = [await nats.connect(u, allow_reconnect=False) for u in urls]
-    got: dict[int, set[int]] = {i: set() for i in range(len(clients))}
-    try:
-        for i, nc in enumerate(clients):
-
-            async def cb(msg: Msg, i: int = i) -> None:
-                got[i].add(int(msg.data))
-
-            await nc.subscribe("_probe.super", cb=cb)
-            await nc.flush()
-        deadline = time.monotonic() + within
-        everyone = set(range(len(clients)))
-        while True:
-            for i, nc in enumerate(clients):
-                await nc.publish("_probe.super", str(i).encode())
-                await nc.flush()
-            await asyncio.sleep(0.15)
-            if all(got[i] >= everyone for i in everyone):
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not connected in {within}s: {got}")
-    finally:
-        for nc in clients:
-            await nc.close()

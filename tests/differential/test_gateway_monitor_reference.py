@@ -19,8 +19,8 @@ import nats
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster_support import JETPY, NEWEST
-from super_support import Node, super_cluster, wait_connected
+from cluster_support import JETPY, NEWEST, wait_mesh
+from super_support import Node, super_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,7 +65,7 @@ def _sorted_subs(acc: dict[str, Any]) -> dict[str, Any]:
 async def test_gatewayz_and_varz_as_nats_server_shapes_them(tmp_path: Path) -> None:
     with super_cluster(tmp_path, {"A": [JETPY], "B": [NEWEST]}, SYSTEM_USER, monitor=True) as clusters:
         (a,), (b,) = clusters["A"], clusters["B"]
-        await wait_connected([a.url, b.url])
+        await wait_mesh([a.url, b.url], within=20.0)
         ids = {n.name: (await _doc(n, "/varz"))["server_id"] for n in (a, b)}
         clients = [await nats.connect(n.url) for n in (a, b)]
         for nc in clients:

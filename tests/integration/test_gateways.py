@@ -19,8 +19,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 
-from cluster_support import JETPY, NEWEST, OLDEST
-from super_support import Node, start_node, super_cluster, wait_connected
+from cluster_support import JETPY, NEWEST, OLDEST, wait_mesh
+from super_support import Node, start_node, super_cluster
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,7 +87,7 @@ async def _until_interest(nc: NATS, subject: str, within: float = 10.0) -> None:
 async def test_core_nats_across_two_clusters(tmp_path: Path, layout: str) -> None:
     with super_cluster(tmp_path, LAYOUTS[layout]) as clusters:
         nodes = [n for members in clusters.values() for n in members]
-        await wait_connected([n.url for n in nodes])
+        await wait_mesh([n.url for n in nodes], within=20.0)
         for i, (pub, sub) in enumerate(itertools.product(clusters["A"], clusters["B"])):
             await _pair_checks(pub, sub, f"ab{i}")
             await _pair_checks(sub, pub, f"ba{i}")
@@ -98,7 +98,7 @@ async def test_queue_groups_prefer_the_local_cluster(tmp_path: Path, layout: str
     with super_cluster(tmp_path, LAYOUTS[layout]) as clusters:
         a0, a1 = clusters["A"]
         b0, b1 = clusters["B"]
-        await wait_connected([n.url for n in (a0, a1, b0, b1)])
+        await wait_mesh([n.url for n in (a0, a1, b0, b1)], within=20.0)
         got: dict[str, list[bytes]] = {"A": [], "B": []}
         clients = []
         for node, where in ((a1, "A"), (b1, "B")):
@@ -152,7 +152,7 @@ async def test_implicit_gateways_complete_the_mesh(tmp_path: Path) -> None:
     layout = {"A": [JETPY], "B": [NEWEST], "C": [JETPY]}
     with super_cluster(tmp_path, layout, known={"A": ["B"], "B": ["C"], "C": []}) as clusters:
         nodes = [members[0] for members in clusters.values()]
-        await wait_connected([n.url for n in nodes], within=30)
+        await wait_mesh([n.url for n in nodes], within=30)
         a, _b, c = nodes
         await _pair_checks(a, c, "ac")
         await _pair_checks(c, a, "ca")
@@ -161,12 +161,12 @@ async def test_implicit_gateways_complete_the_mesh(tmp_path: Path) -> None:
 async def test_a_killed_gateway_comes_back(tmp_path: Path) -> None:
     with super_cluster(tmp_path, {"A": [JETPY], "B": [JETPY]}) as clusters:
         (a,), (b,) = clusters["A"], clusters["B"]
-        await wait_connected([a.url, b.url])
+        await wait_mesh([a.url, b.url], within=20.0)
         conf = b.conf.read_text()
         b.kill()
         await asyncio.sleep(0.5)
         start_node(tmp_path, b, conf)  # the same ports: A's gateway to B dials it again
-        await wait_connected([a.url, b.url], within=20)
+        await wait_mesh([a.url, b.url], within=20)
         await _pair_checks(a, b, "back")
         await _pair_checks(b, a, "forth")
         assert 'Connecting to explicit gateway "B"' in a.log()
