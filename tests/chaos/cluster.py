@@ -42,6 +42,31 @@ REPO = TESTS.parent
 CLUSTER = "CHAOS"
 
 
+def member_flags(
+    name: str, port: int, http_port: int, store: Path, cluster: str, cluster_port: int, routes: str
+) -> list[str]:
+    """jetpy-server's flags for one server of a test cluster on loopback: its ports, name, store,
+    cluster and the routes (comma separated URLs) to the others."""
+    return [
+        "-a",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-m",
+        str(http_port),
+        "-n",
+        name,
+        "-sd",
+        str(store),
+        "--cluster_name",
+        cluster,
+        "--cluster",
+        f"nats://127.0.0.1:{cluster_port}",
+        "--routes",
+        routes,
+    ]
+
+
 @dataclass
 class Node:
     name: str
@@ -159,22 +184,9 @@ class ChaosCluster:
         server = [
             "-c",
             str(conf),
-            "-a",
-            "127.0.0.1",
-            "-p",
-            str(node.port),
-            "-m",
-            str(node.http_port),
-            "-n",
-            node.name,
-            "-sd",
-            str(node.store),
-            "--cluster_name",
-            CLUSTER,
-            "--cluster",
-            f"nats://127.0.0.1:{node.cluster_port}",
-            "--routes",
-            routes,
+            *member_flags(
+                node.name, node.port, node.http_port, node.store, CLUSTER, node.cluster_port, routes
+            ),
             "--no_advertise",  # a client stays with its own server (the workload picks servers)
         ]
         if node.proxy is not None:

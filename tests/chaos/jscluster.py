@@ -17,6 +17,8 @@ from typing import Any
 
 from conftest import free_port
 
+from .cluster import member_flags
+
 TESTS = Path(__file__).resolve().parents[1]
 CLUSTER = "JSC"
 
@@ -96,22 +98,9 @@ class JsCluster:
             "--snapshot-entries",
             str(self.snapshot_entries),
             "--",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            str(node.port),
-            "-m",
-            str(node.http_port),
-            "-n",
-            node.name,
-            "-sd",
-            str(node.store),
-            "--cluster_name",
-            CLUSTER,
-            "--cluster",
-            f"nats://127.0.0.1:{node.cluster_port}",
-            "--routes",
-            routes,
+            *member_flags(
+                node.name, node.port, node.http_port, node.store, CLUSTER, node.cluster_port, routes
+            ),
         ]
 
     def start(self, name: str | None = None) -> None:
