@@ -24,7 +24,16 @@ from urllib.parse import urlsplit
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position
 from jetpy.server.config_security import tls_options
-from jetpy.server.config_values import Context, go_duration, host_port, q, to_bool, to_int, to_map, to_str
+from jetpy.server.config_values import (
+    Context,
+    go_duration,
+    listen_key,
+    q,
+    to_bool,
+    to_int,
+    to_map,
+    to_str,
+)
 from jetpy.server.options import ClusterOptions, ServerOptions, TlsOptions
 
 __all__ = [
@@ -80,15 +89,8 @@ def cluster_block(ctx: Context, key: str, value: Any, pos: Position) -> None:
         try:
             if name == "name":
                 c.name = to_str(k, v, kpos)
-            elif name == "listen":
-                h, port = host_port(k, v, kpos)
-                if h is not None:
-                    c.host = h or c.host
-                c.port = port
-            elif name == "port":
-                c.port = to_int(k, v, kpos)
-            elif name in ("host", "net"):
-                c.host = to_str(k, v, kpos)
+            elif listen_key(c, name, k, v, kpos):
+                pass
             elif name == "authorization":
                 _authorization(ctx, c, k, v, kpos)
             elif name == "routes":

@@ -22,7 +22,7 @@ from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Positio
 from jetpy.server.config_accounts import system_account_name
 from jetpy.server.config_cluster import go_type, peer_authorization, refuse
 from jetpy.server.config_security import tls_options
-from jetpy.server.config_values import Context, host_port, q, to_bool, to_int, to_map, to_str
+from jetpy.server.config_values import Context, listen_key, q, to_bool, to_int, to_map, to_str
 from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 
 __all__ = [
@@ -63,15 +63,8 @@ def gateway_block(ctx: Context, key: str, value: Any, pos: Position) -> None:
         try:
             if name == "name":
                 g.name = to_str(k, v, kpos)
-            elif name == "listen":
-                h, port = host_port(k, v, kpos)
-                if h is not None:
-                    g.host = h or g.host
-                g.port = port
-            elif name == "port":
-                g.port = to_int(k, v, kpos)
-            elif name in ("host", "net"):
-                g.host = to_str(k, v, kpos)
+            elif listen_key(g, name, k, v, kpos):
+                pass
             elif name in ("advertise", "gateway_advertise"):
                 g.advertise = to_str(k, v, kpos)
             elif name == "authorization":

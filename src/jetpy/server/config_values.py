@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position
 from jetpy.server.options import ServerOptions
@@ -25,6 +25,7 @@ __all__ = [
     "expect",
     "go_duration",
     "host_port",
+    "listen_key",
     "parse_duration",
     "q",
     "to_bool",
@@ -162,3 +163,26 @@ def host_port(key: str, value: Any, pos: Position) -> tuple[str | None, int]:
     if not PORT_RE.fullmatch(port_text):
         raise ConfigError(f"could not parse port {q(port_text)}", pos)
     return host, int(port_text)
+
+
+class _Listens(Protocol):
+    host: str
+    port: int
+
+
+def listen_key(target: _Listens, name: str, key: str, value: Any, pos: Position) -> bool:
+    """A listener block's address keys (``listen``, ``port``, ``host``/``net``; ``name`` is the
+    key lowered) set on ``target``, as the cluster and gateway blocks take them; False for any
+    other key."""
+    if name == "listen":
+        host, port = host_port(key, value, pos)
+        if host is not None:
+            target.host = host or target.host
+        target.port = port
+    elif name == "port":
+        target.port = to_int(key, value, pos)
+    elif name in ("host", "net"):
+        target.host = to_str(key, value, pos)
+    else:
+        return False
+    return True
