@@ -58,6 +58,14 @@ _SLICE = (_HIGH - _LOW + 1) // _WORKERS
 _next_port = _LOW + _WORKER * _SLICE + random.randrange(_SLICE)
 
 
+def under_load(seconds: float) -> float:
+    """A wall-time bound of ``seconds`` (what a quiet machine meets), stretched by how much more
+    work than cores the machine has right now (the 1-minute load average): a bound on how long
+    the server keeps another client waiting is about the server, not about the neighbours'
+    processes it shares the cores with."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def free_port() -> int:
     """A free loopback port outside the kernel's ephemeral range (see above)."""
     global _next_port
