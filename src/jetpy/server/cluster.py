@@ -31,18 +31,18 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import random
 import secrets
 from collections.abc import Coroutine
 from typing import Any, Final, Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_AUTH_VIOLATION
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, connect_line, info_line
 from jetpy.server.broker import Broker, InterestWatcher, Subscription
 from jetpy.server.config_cluster import RouteURLError, parse_route_url
+from jetpy.server.dialing import credentials, dial, dial_error, hostport, redact
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
@@ -56,9 +56,6 @@ __all__ = [
     "Cluster",
     "ClusterServer",
     "RouteObserver",
-    "credentials",
-    "dial_error",
-    "hostport",
 ]
 
 log = logging.getLogger("jetpy.server")
@@ -75,24 +72,6 @@ ROUTE_DIAL_TIMEOUT: Final = 1.0  # seconds a route dial may take (nats-server's 
 CONNECT_ERROR_REPORTS: Final = 3600  # a configured route still failing is logged every 3600th try
 NONCE_LENGTH: Final = 15  # nats-server's route INFO carries a nonce (unused on routes) this long
 SYSTEM_ACCOUNT: Final = b"$SYS"
-
-
-def credentials(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return unquote(parts.username or ""), unquote(parts.password or "")
-
-
-def hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def dial_error(host: str, port: int, e: OSError) -> str:
-    """A dial failure as Go words it (``dial tcp 127.0.0.1:1: connect: connection refused``)."""
-    if isinstance(e, TimeoutError):
-        return f"dial tcp {hostport(host, port)}: i/o timeout"
-    if e.errno is not None:
-        return f"dial tcp {hostport(host, port)}: connect: {os.strerror(e.errno).lower()}"
-    return f"dial tcp {hostport(host, port)}: {e}"
 
 
 class ClusterServer(Protocol):
@@ -463,7 +442,7 @@ class Cluster:
             return
         if rid == self.server_id:
             return
-        log.debug('Attempting reconnect for solicited route "%s"', _redact(route.url))
+        log.debug('Attempting reconnect for solicited route "%s"', redact(route.url))
         delay = random.uniform(0, ROUTE_RECONNECT_JITTER) + (ROUTE_CONNECT_DELAY if route.explicit else 0.0)
         self._spawn(self._solicit(route.url, explicit=route.explicit, first=False, delay=delay))
 
@@ -477,18 +456,8 @@ class Cluster:
         except RouteURLError as e:
             log.error("%s", e)
             return
-        loop = asyncio.get_running_loop()
         attempts = 0
         tls = self.copts.tls
-        ssl_args: dict[str, Any] = {}
-        dial_timeout = ROUTE_DIAL_TIMEOUT
-        if tls is not None:  # the handshake first, the peer verified by the name it was dialled by
-            ssl_args = {
-                "ssl": self._client_ssl,
-                "server_hostname": host,
-                "ssl_handshake_timeout": tls.timeout,
-            }
-            dial_timeout += tls.timeout
         try:
             if delay:
                 await asyncio.sleep(delay)
@@ -497,11 +466,13 @@ class Cluster:
                     return
                 log.debug("Trying to connect to route on %s", hostport(host, port))
                 try:
-                    await asyncio.wait_for(
-                        loop.create_connection(
-                            lambda: self._new_route(url, explicit), host, port, **ssl_args
-                        ),
-                        dial_timeout,
+                    await dial(
+                        lambda: self._new_route(url, explicit),
+                        host,
+                        port,
+                        ROUTE_DIAL_TIMEOUT,
+                        tls,
+                        self._client_ssl,
                     )
                     return
                 except OSError as e:  # TimeoutError included
@@ -556,11 +527,3 @@ def _generated_name() -> str:
 
 def _nonce() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(12)).decode()[:NONCE_LENGTH]
-
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{parts.username}:[REDACTED]@{host}"

@@ -16,7 +16,8 @@ import time
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from jetpy.server.cluster import Cluster, hostport
+from jetpy.server.cluster import Cluster
+from jetpy.server.dialing import hostport
 from jetpy.server.gateway import Gateways
 from jetpy.server.gateway_conn import GatewayConnection
 from jetpy.server.gateway_interest import MAX_NO_INTEREST, MODE_NAMES, OPTIMISTIC
