@@ -30,6 +30,7 @@ from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options, cluster_size
 from jetpy.server.config_gateway import check_gateway_options
+from jetpy.server.config_leaf import check_leaf_options
 from jetpy.server.config_operator import FULL, check_resolver_options
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.gateway import Gateways
@@ -38,6 +39,7 @@ from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import AccountsJetStream, start_jetstream
 from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.lameduck import lame_duck
+from jetpy.server.leafnodes import LeafNodes
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
 from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
@@ -101,6 +103,7 @@ class Server:
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
         self.gateways: Gateways | None = None
+        self.leafnodes: LeafNodes | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
         self.clustered_jetstream = clustered_jetstream
@@ -123,6 +126,7 @@ class Server:
         opts = self.options
         check_cluster_options(opts, self.clustered_jetstream)
         check_gateway_options(opts)
+        check_leaf_options(opts)
         check_resolver_options(opts)
         clustered = opts.jetstream and opts.cluster.enabled
         self.accounts.start()
@@ -178,6 +182,9 @@ class Server:
             await self.cluster.start()
         if self.gateways is not None:
             self.gateways.solicit()
+        if opts.leafnodes.enabled:  # the hubs this server is a leaf node of, its own leaf nodes
+            self.leafnodes = LeafNodes(self)
+            await self.leafnodes.start()
         # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
         # routes there, apart from every other account's); without one (no_system_account) the
         # groups have a broker of their own that no route carries.
@@ -255,6 +262,8 @@ class Server:
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         if self.gateways is not None:
             await self.gateways.stop()
         if self.cluster is not None:
@@ -415,6 +424,15 @@ class Server:
         account.total_connections += 1
         self.events.connected(conn)
 
+    def account_broker(self, name: str) -> Broker | None:
+        """The broker of the account ``name`` (None: no such account here)."""
+        account = self.accounts.get(name)
+        return account.broker if account is not None else None
+
+    def leaf_cluster(self) -> str:
+        """The cluster name a leaf node tells its hub: its cluster's, else its own name."""
+        return self.cluster.name if self.cluster is not None else self.server_name
+
     def _cluster_name(self) -> str:
         """The cluster's name now ("" without one): what cluster-specific mappings follow."""
         return self.cluster.name if self.cluster is not None else ""
@@ -438,7 +456,7 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
-        for peers in (self.cluster, self.gateways):
+        for peers in (self.cluster, self.gateways, self.leafnodes):
             if peers is not None:
                 rim, rom, rib, rob = peers.totals()
                 im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob

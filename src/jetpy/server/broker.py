@@ -51,6 +51,7 @@ __all__ = [
     "Subscriber",
     "Subscription",
     "Writes",
+    "near_member",
 ]
 
 # Where a subscription comes from (``Subscriber.origin``): who else is told of it depends on it
