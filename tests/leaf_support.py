@@ -23,14 +23,17 @@ from jetpy.server.options import LeafNodeOptions, LeafRemote, ServerOptions
 __all__ = ["EXPECTED", "Box", "exercise", "hub_options", "leaf_options", "linked", "reach", "wait_links"]
 
 
-def hub_options(name: str = "hub", base: ServerOptions | None = None, **leaf: Any) -> ServerOptions:
-    """A hub's options: a leaf node listener on any free port (``leaf``: LeafNodeOptions fields)."""
+def hub_options(
+    name: str = "hub", base: ServerOptions | None = None, leaf_port: int = -1, **leaf: Any
+) -> ServerOptions:
+    """A hub's options: a leaf node listener (on any free port unless ``leaf_port``; ``leaf``:
+    LeafNodeOptions fields)."""
     return dataclasses.replace(
         base if base is not None else ServerOptions(),
         host="127.0.0.1",
         port=0,
         server_name=name,
-        leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1, **leaf),
+        leafnodes=LeafNodeOptions(host="127.0.0.1", port=leaf_port, **leaf),
     )
 
 

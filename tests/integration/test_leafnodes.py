@@ -7,8 +7,22 @@ hub, monitoring, and peers that speak garbage."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+from pathlib import Path
+
+import nats
+import pytest
+
+from cluster_support import embedded_cluster
+from conftest import free_port
 from jetpy.server.app import Server
-from leaf_support import EXPECTED, exercise, hub_options, leaf_options, linked
+from jetpy.server.conf_format import parse_config_text
+from jetpy.server.config import apply_config
+from jetpy.server.options import LeafNodeOptions, LeafRemote, ServerOptions
+from jwt_issuer import user_jwt, user_key, world, write_creds
+from leaf_support import EXPECTED, Box, exercise, hub_options, leaf_options, linked, reach, wait_links
 
 
 def url(srv: Server) -> str:
@@ -22,3 +36,320 @@ async def test_core_nats_across_a_leaf_link() -> None:
         (h,) = hub.leafnodes.registered_links()
         (lk,) = leaf.leafnodes.registered_links()
         assert (h.spoke, lk.spoke, h.remote_name, lk.remote_name) == (False, True, "leaf", "hub")
+
+
+async def test_deny_imports_and_exports() -> None:
+    """deny_imports: the hub's messages on those subjects do not come in (and the hub is not
+    told of the leaf node's interest in them); deny_exports: the leaf node's messages on
+    those subjects do not go out."""
+
+    def leaf(port: int) -> ServerOptions:
+        return leaf_options(
+            [f"nats://127.0.0.1:{port}"], deny_imports=("secret.>",), deny_exports=("private.*",)
+        )
+
+    async with linked(hub_options(), leaf) as (hub, lf):
+        hc, lc = await nats.connect(url(hub)), await nats.connect(url(lf))
+        try:
+            at_leaf, at_hub = Box(), Box()
+            await lc.subscribe("secret.plans", cb=at_leaf.cb)
+            await lc.subscribe("open", cb=at_leaf.cb)
+            await hc.subscribe("private.notes", cb=at_hub.cb)
+            await hc.subscribe("public", cb=at_hub.cb)
+            await hc.subscribe(">", cb=at_hub.cb)
+            await reach(hc, "open", at_leaf)
+            await reach(lc, "public", at_hub)
+            assert hub.leafnodes is not None
+            (link,) = hub.leafnodes.registered_links()
+            assert link.interest is not None
+            told = {subject for subject, _q in link.interest.subs}
+            assert b"open" in told and b"secret.plans" not in told  # never told
+            at_hub.msgs.clear()
+            await hc.publish("secret.plans", b"no")
+            await hc.publish("open", b"yes")
+            await lc.publish("private.notes", b"no")
+            await lc.publish("public", b"yes")
+            await asyncio.gather(hc.flush(), lc.flush())
+            await asyncio.sleep(0.3)
+            assert at_leaf.data() == [b"yes"]
+            # the leaf node's messages: public, by its subscription and by ">"; no private.notes
+            from_leaf = [m.subject for m in at_hub.msgs if m.subject in ("public", "private.notes")]
+            assert from_leaf == ["public", "public"]
+        finally:
+            await hc.close()
+            await lc.close()
+
+
+async def test_hub_away_and_back_then_leaf_gone() -> None:
+    """The leaf node serves its own clients while its hub is away, tells the hub its interest
+    again when it is back (cross traffic resumes), and its death takes its interest off the hub."""
+    hub = Server(hub_options())
+    await hub.start()
+    assert hub.leafnodes is not None
+    port = hub.leafnodes.port
+    lf = Server(leaf_options([f"nats://127.0.0.1:{port}"]))
+    await lf.start()
+    hub2: Server | None = None
+    try:
+        await wait_links(lf)
+        lc = await nats.connect(url(lf))
+        local, cross = Box(), Box()
+        await lc.subscribe("local", cb=local.cb)
+        await lc.subscribe("cross", cb=cross.cb)
+        await lc.flush()
+        await hub.shutdown()
+        await wait_links(lf, 0)
+        for i in range(5):
+            await lc.publish("local", b"%d" % i)
+        await lc.flush()
+        await asyncio.sleep(0.1)
+        assert local.data() == [b"0", b"1", b"2", b"3", b"4"]
+        hub2 = Server(hub_options(leaf_port=port))
+        await hub2.start()
+        await wait_links(hub2)
+        hc = await nats.connect(url(hub2))
+        await reach(hc, "cross", cross)  # the leaf node's interest was told again
+        await hc.publish("cross", b"again")
+        await hc.flush()
+        await asyncio.sleep(0.1)
+        assert cross.data() == [b"again"]
+        await lc.close()
+        await lf.shutdown()  # the leaf node goes away: its interest leaves the hub
+        await wait_links(hub2, 0)
+        assert not hub2.broker.has_interest(b"cross")
+        with pytest.raises(nats.errors.NoRespondersError):
+            await hc.request("cross", b"anyone?", timeout=2)
+        await hc.close()
+    finally:
+        await lf.shutdown()
+        await hub.shutdown()
+        if hub2 is not None:
+            await hub2.shutdown()
+
+
+async def test_leaf_on_a_two_server_hub_cluster() -> None:
+    """A leaf node whose remote lists both servers of a hub cluster links to one of them: its
+    messages reach the other server's clients and theirs reach it, each once (no loop); when
+    its hub dies it moves to the other server and traffic resumes."""
+    base = ServerOptions(leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1))
+    async with embedded_cluster(2, base=base) as hubs:
+        urls = [f"nats://127.0.0.1:{h.leafnodes.port}" for h in hubs if h.leafnodes is not None]
+        lf = Server(leaf_options(urls))
+        await lf.start()
+        try:
+            await wait_links(lf)
+            assert lf.leafnodes is not None
+            (link,) = lf.leafnodes.registered_links()
+            hub = next(h for h in hubs if h.server_name == link.remote_name)
+            other = next(h for h in hubs if h is not hub)
+            lc, c2 = await nats.connect(url(lf)), await nats.connect(url(other))
+            at_leaf, at_other = Box(), Box()
+            await lc.subscribe("to.leaf", cb=at_leaf.cb)
+            await c2.subscribe("to.other", cb=at_other.cb)
+            await reach(c2, "to.leaf", at_leaf)
+            await reach(lc, "to.other", at_other)
+            for i in range(10):
+                await c2.publish("to.leaf", b"%d" % i)
+                await lc.publish("to.other", b"%d" % i)
+            await asyncio.gather(lc.flush(), c2.flush())
+            await asyncio.sleep(0.3)
+            assert at_leaf.data() == at_other.data() == [b"%d" % i for i in range(10)]
+            await hub.shutdown()  # the leaf node's hub goes: it links to the other
+            await wait_links(other)
+            await reach(c2, "to.leaf", at_leaf)
+            await c2.publish("to.leaf", b"after")
+            await c2.flush()
+            await asyncio.sleep(0.2)
+            assert at_leaf.data()[-1:] == [b"after"] and len(at_leaf.data()) == 11
+            await lc.close()
+            await c2.close()
+        finally:
+            await lf.shutdown()
+
+
+async def test_a_loop_is_detected(caplog: pytest.LogCaptureFixture) -> None:
+    """Two servers each a leaf node of the other: one's $LDS. subject comes back to it, and the
+    link is closed with nats-server's error (the dialling end waits before trying again)."""
+    pa, pb = free_port(), free_port()
+
+    def both(name: str, port: int, other: int) -> ServerOptions:
+        return dataclasses.replace(
+            hub_options(name),
+            leafnodes=LeafNodeOptions(
+                host="127.0.0.1", port=port, remotes=[LeafRemote((f"nats://127.0.0.1:{other}",))]
+            ),
+        )
+
+    a, b = Server(both("a", pa, pb)), Server(both("b", pb, pa))
+    with caplog.at_level(logging.ERROR, logger="jetpy.server"):
+        await a.start()
+        await b.start()
+        try:
+            deadline = asyncio.get_running_loop().time() + 10
+            while "Loop detected for leafnode account" not in caplog.text:
+                assert asyncio.get_running_loop().time() < deadline, caplog.text
+                await asyncio.sleep(0.05)
+        finally:
+            await b.shutdown()
+            await a.shutdown()
+    assert 'Loop detected for leafnode account="$G". Delaying attempt to reconnect for 30s' in caplog.text
+
+
+async def test_creds_against_an_operator_mode_hub(tmp_path: Path) -> None:
+    """A leaf node's creds file (a user JWT of account B, and its seed signing the hub's nonce)
+    binds the link to account B of an operator-mode jetpy hub; a bad signature is refused."""
+    w = world()
+    (tmp_path / "op.jwt").write_text(w.operator_jwt)
+    hub_opts, _ = apply_config(parse_config_text(w.config(tmp_path / "op.jwt")))
+    leaf_user, hub_user = user_key(), user_key()
+    creds = write_creds(tmp_path / "leaf.creds", user_jwt(leaf_user, w.b, name="edge"), leaf_user)
+    hub_creds = write_creds(tmp_path / "hub.creds", user_jwt(hub_user, w.b, name="cloud"), hub_user)
+    async with linked(
+        hub_options(base=hub_opts), lambda port: leaf_options([f"nats://127.0.0.1:{port}"], credentials=creds)
+    ) as (hub, lf):
+        assert hub.leafnodes is not None
+        (link,) = hub.leafnodes.registered_links()
+        assert link.account == w.b.public.encode()
+        hc = await nats.connect(url(hub), user_credentials=hub_creds)
+        lc = await nats.connect(url(lf))
+        box = Box()
+        await hc.subscribe("telemetry", cb=box.cb)
+        await reach(lc, "telemetry", box)
+        await lc.publish("telemetry", b"42")
+        await lc.flush()
+        await asyncio.sleep(0.2)
+        assert box.data() == [b"42"]
+        await hc.close()
+        await lc.close()
+    wrong = write_creds(tmp_path / "wrong.creds", user_jwt(leaf_user, w.b, name="edge"), user_key())
+    hub2 = Server(hub_options(base=hub_opts))
+    await hub2.start()
+    assert hub2.leafnodes is not None
+    lf2 = Server(leaf_options([f"nats://127.0.0.1:{hub2.leafnodes.port}"], credentials=wrong))
+    await lf2.start()
+    try:
+        await asyncio.sleep(0.5)
+        assert hub2.leafnodes.registered_links() == []
+    finally:
+        await lf2.shutdown()
+        await hub2.shutdown()
+
+
+async def test_hub_authorization_binds_accounts() -> None:
+    """leafnodes { authorization { users } }: each user's link binds to its account; a wrong
+    password is refused with Authorization Violation."""
+    from jetpy.server.options import AccountOptions, User
+
+    base = ServerOptions(accounts=[AccountOptions("A"), AccountOptions("B")])
+    users = [User("ua", "pa", account="A"), User("ub", "pb", account="B")]
+    hub = Server(hub_options(base=base, users=users, auth_set=True))
+    await hub.start()
+    assert hub.leafnodes is not None
+    port = hub.leafnodes.port
+    leaves = [
+        Server(leaf_options([f"nats://ua:pa@127.0.0.1:{port}"], name="la")),
+        Server(leaf_options([f"nats://ub:wrong@127.0.0.1:{port}"], name="lb")),
+    ]
+    for lf in leaves:
+        await lf.start()
+    try:
+        await wait_links(hub, 1)
+        await asyncio.sleep(0.3)
+        (link,) = hub.leafnodes.registered_links()
+        assert (link.remote_name, link.account) == ("la", b"A")
+    finally:
+        for lf in leaves:
+            await lf.shutdown()
+        await hub.shutdown()
+
+
+async def test_a_peer_that_speaks_garbage_loses_only_its_link(caplog: pytest.LogCaptureFixture) -> None:
+    """Garbage from a leaf node closes its link (logged as nats-server logs it) and nothing
+    else; garbage from a hub closes the leaf node's link, whose clients keep being served."""
+    async with linked(hub_options(), lambda port: leaf_options([f"nats://127.0.0.1:{port}"])) as (hub, lf):
+        assert hub.leafnodes is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", hub.leafnodes.port)
+        await reader.readline()  # INFO
+        with caplog.at_level(logging.ERROR, logger="jetpy.server"):
+            writer.write(b'CONNECT {"name":"junk","headers":true}\r\nLMSG foo bar baz qux\r\n')
+            await writer.drain()
+            await asyncio.wait_for(reader.read(), 5)  # read to the end: the link was closed
+        assert "processLeafMsgArgs Bad or Missing Reply Indicator" in caplog.text
+        writer.close()
+        assert len(hub.leafnodes.registered_links()) == 1  # the real leaf node is still linked
+        nc = await nats.connect(url(hub))
+        await nc.close()
+
+    # a hub that greets with INFO and then sends garbage
+    async def fake_hub(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.write(b'INFO {"server_id":"FAKE","headers":true,"nonce":"x"} \r\nLS+ a b c d e\r\n')
+        await w.drain()
+        await r.read()
+
+    fake = await asyncio.start_server(fake_hub, "127.0.0.1", 0)
+    port = fake.sockets[0].getsockname()[1]
+    lf = Server(leaf_options([f"nats://127.0.0.1:{port}"]))
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="jetpy.server"):
+        await lf.start()
+        try:
+            deadline = asyncio.get_running_loop().time() + 5
+            while "processLeafSub Parse Error" not in caplog.text:
+                assert asyncio.get_running_loop().time() < deadline, caplog.text
+                await asyncio.sleep(0.05)
+            nc = await nats.connect(url(lf))
+            box = Box()
+            await nc.subscribe("still", cb=box.cb)
+            await nc.publish("still", b"served")
+            await nc.flush()
+            await asyncio.sleep(0.05)
+            assert box.data() == [b"served"]
+            await nc.close()
+        finally:
+            await lf.shutdown()
+            fake.close()
+
+
+async def test_monitoring() -> None:
+    """/leafz (subs=1, acc), /varz's leaf block and leafnodes count, and /metrics' leafz families."""
+    import json
+    import urllib.request
+
+    def get(srv: Server, path: str) -> bytes:
+        with urllib.request.urlopen(f"{srv.monitor_url}{path}", timeout=5) as r:
+            return bytes(r.read())
+
+    async with linked(
+        dataclasses.replace(hub_options(), http_port=-1),
+        lambda port: leaf_options([f"nats://127.0.0.1:{port}"], deny_imports=("x.>",)),
+    ) as (hub, lf):
+        nc = await nats.connect(url(lf))
+        hc = await nats.connect(url(hub))
+        box = Box()
+        await nc.subscribe("seen.here", cb=box.cb)
+        await reach(hc, "seen.here", box)
+        doc = json.loads(await asyncio.to_thread(get, hub, "/leafz?subs=1"))
+        assert doc["leafnodes"] == 1
+        (entry,) = doc["leafs"]
+        assert (entry["name"], entry["is_spoke"], entry["account"], entry["compression"]) == (
+            "leaf",
+            False,
+            "$G",
+            "off",
+        )
+        assert "seen.here" in entry["subscriptions_list"] and entry["in_msgs"] == 0 and entry["out_msgs"] >= 1
+        none = json.loads(await asyncio.to_thread(get, hub, "/leafz?acc=OTHER"))
+        assert (none["leafnodes"], none["leafs"]) == (0, None)
+        varz = json.loads(await asyncio.to_thread(get, hub, "/varz"))
+        assert varz["leafnodes"] == 1 and list(varz["leaf"]) == [
+            "host",
+            "port",
+            "auth_timeout",
+            "tls_timeout",
+        ]
+        metrics = (await asyncio.to_thread(get, hub, "/metrics")).decode()
+        assert (
+            "gnatsd_leafz_conn_nodes_total" in metrics and "gnatsd_leafz_conn_out_msgs{server_id=" in metrics
+        )
+        await nc.close()
+        await hc.close()
