@@ -15,12 +15,13 @@ from pathlib import Path
 import nats
 import pytest
 
+from certs import make_pki
 from cluster_support import embedded_cluster
 from conftest import free_port
 from jetpy.server.app import Server
 from jetpy.server.conf_format import parse_config_text
 from jetpy.server.config import apply_config
-from jetpy.server.options import LeafNodeOptions, LeafRemote, ServerOptions
+from jetpy.server.options import LeafNodeOptions, LeafRemote, ServerOptions, TlsOptions
 from jwt_issuer import user_jwt, user_key, world, write_creds
 from leaf_support import EXPECTED, Box, exercise, hub_options, leaf_options, linked, reach, wait_links
 
@@ -353,3 +354,71 @@ async def test_monitoring() -> None:
         )
         await nc.close()
         await hc.close()
+
+
+async def test_leaf_clients_use_the_hubs_jetstream(tmp_path: Path) -> None:
+    """A leaf node's clients reach their hub's JetStream, by $JS.API and by its domain's prefix,
+    and their publishes are stored by the hub's streams."""
+    hub_opts = dataclasses.replace(
+        hub_options(), jetstream=True, store_dir=str(tmp_path / "js"), jetstream_domain="cloud"
+    )
+    async with linked(hub_opts, lambda port: leaf_options([f"nats://127.0.0.1:{port}"])) as (_hub, lf):
+        nc = await nats.connect(url(lf))
+        js = nc.jetstream(domain="cloud")
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:  # until the hub's API interest has crossed the link
+            try:
+                await js.add_stream(name="EDGE", subjects=["edge.>"])
+                break
+            except nats.errors.NoRespondersError:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+        ack = await nc.jetstream().publish("edge.temp", b"21.5")
+        assert (ack.stream, ack.seq, ack.domain) == ("EDGE", 1, "cloud")
+        msg = await js.get_msg("EDGE", 1)
+        assert msg.data == b"21.5"
+        await nc.close()
+
+
+async def test_tls_and_a_remote_that_is_the_hub(tmp_path: Path) -> None:
+    """leafnodes { tls } on the hub and tls {} on the remote (mutual, verified against the CA);
+    and remotes: [{ hub: true }]: the dialling server is the hub, the accepting one its leaf node."""
+    pki = make_pki(tmp_path / "pki")
+    tls = TlsOptions(
+        cert_file=str(pki.route_cert), key_file=str(pki.route_key), ca_file=str(pki.ca), verify=True
+    )
+    async with linked(
+        hub_options(tls=tls), lambda port: leaf_options([f"tls://127.0.0.1:{port}"], tls=tls)
+    ) as (hub, lf):
+        assert await _crosses(hub, lf)
+    # the accepting server is the leaf node: it dials nothing, the hub dials it
+    acceptor = Server(hub_options("acceptor"))
+    await acceptor.start()
+    assert acceptor.leafnodes is not None
+    dialler = Server(leaf_options([f"nats://127.0.0.1:{acceptor.leafnodes.port}"], name="dialler", hub=True))
+    await dialler.start()
+    try:
+        await wait_links(acceptor)
+        await wait_links(dialler)
+        assert acceptor.leafnodes is not None and dialler.leafnodes is not None
+        assert [x.spoke for x in acceptor.leafnodes.registered_links()] == [True]
+        assert [x.spoke for x in dialler.leafnodes.registered_links()] == [False]
+        assert await _crosses(dialler, acceptor)
+    finally:
+        await dialler.shutdown()
+        await acceptor.shutdown()
+
+
+async def _crosses(hub: Server, leaf: Server) -> bool:
+    """A message from each side reaches a subscriber on the other."""
+    hc, lc = await nats.connect(url(hub)), await nats.connect(url(leaf))
+    try:
+        at_hub, at_leaf = Box(), Box()
+        await hc.subscribe("up", cb=at_hub.cb)
+        await lc.subscribe("down", cb=at_leaf.cb)
+        await reach(lc, "up", at_hub)
+        await reach(hc, "down", at_leaf)
+        return True
+    finally:
+        await hc.close()
+        await lc.close()

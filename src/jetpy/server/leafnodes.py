@@ -216,6 +216,12 @@ class LeafNodes:
             link.out += enc.err(text)
             link.close("Incorrect Port")
             return None
+        if connect.jetstream and self.options.jetstream:
+            text = "JetStream on both ends of a leaf node link is not supported yet"
+            log.error("%s - %s", link.prefix, text)
+            link.out += enc.err(text)
+            link.close("Protocol Violation")
+            return None
         account = self._authenticate(link, connect)
         if account is None:
             who = f' - User "{connect.user}"' if connect.user else ""
