@@ -168,6 +168,10 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.leafnodes.enabled:  # its own leaf nodes (first: the routes tell their peers its
+            # leaf node URL) and the hubs it is a leaf node of
+            self.leafnodes = LeafNodes(self)
+            await self.leafnodes.start()
         if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
             self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
             await self.gateways.start()
@@ -182,9 +186,6 @@ class Server:
             await self.cluster.start()
         if self.gateways is not None:
             self.gateways.solicit()
-        if opts.leafnodes.enabled:  # the hubs this server is a leaf node of, its own leaf nodes
-            self.leafnodes = LeafNodes(self)
-            await self.leafnodes.start()
         # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
         # routes there, apart from every other account's); without one (no_system_account) the
         # groups have a broker of their own that no route carries.
@@ -428,6 +429,22 @@ class Server:
         """The broker of the account ``name`` (None: no such account here)."""
         account = self.accounts.get(name)
         return account.broker if account is not None else None
+
+    def leaf_urls(self) -> list[str]:
+        """This server's leaf node URL, as its routes tell their peers (none without a leaf node
+        listener, or with ``no_advertise``)."""
+        leaf = self.leafnodes
+        if leaf is None or not leaf.url or self.options.leafnodes.no_advertise:
+            return []
+        return [leaf.url]
+
+    def hub_leaf_urls(self) -> list[str]:
+        """The leaf node URLs a leaf node is told: the cluster's, or this server's alone."""
+        return self.cluster.leaf_urls() if self.cluster is not None else self.leaf_urls()
+
+    def leaf_urls_changed(self) -> None:
+        if self.leafnodes is not None:
+            self.leafnodes.urls_changed()
 
     def leaf_cluster(self) -> str:
         """The cluster name a leaf node tells its hub: its cluster's, else its own name."""

@@ -89,6 +89,14 @@ class ClusterServer(Protocol):
         """The cluster name or ``connect_urls`` changed: tell the clients that take async INFO."""
         ...
 
+    def leaf_urls(self) -> list[str]:
+        """This server's leaf node URLs (``host:port``; none without a leaf node listener)."""
+        ...
+
+    def leaf_urls_changed(self) -> None:
+        """The cluster's leaf node URLs changed: tell the leaf nodes."""
+        ...
+
 
 class RouteObserver(Protocol):
     """Told of the routes as they come and go (the gateways, which spread over the cluster)."""
@@ -119,6 +127,7 @@ class Cluster:
         self.remotes: dict[str, RouteConnection] = {}  # registered routes, by peer server id
         self.peer_urls: dict[str, tuple[str, ...]] = {}  # client URLs of each registered peer
         self.peer_ws_urls: dict[str, tuple[str, ...]] = {}  # and its WebSocket URLs
+        self.peer_leaf_urls: dict[str, tuple[str, ...]] = {}  # and its leaf node URLs
         self.advertised = False  # connect_urls are told to clients (a peer has joined once)
         self.local: dict[bytes, LocalInterest] = {acc: LocalInterest(acc) for acc in accounts}
         self._listener: asyncio.Server | None = None
@@ -229,6 +238,7 @@ class Cluster:
             nonce=_nonce() if nonce else "",
             connect_urls=None if self.copts.no_advertise else self.server.client_urls(),
             ws_connect_urls=None if self.copts.no_advertise else self.server.client_urls(websocket=True),
+            leafnode_urls=self.server.leaf_urls(),
             ldm=ldm,
             gateway_url=self.observer.url if self.observer is not None else "",
         )
@@ -259,6 +269,14 @@ class Cluster:
             return None
         urls = list(self.server.client_urls(websocket))
         for peer in (self.peer_ws_urls if websocket else self.peer_urls).values():
+            urls.extend(u for u in peer if u not in urls)
+        return urls
+
+    def leaf_urls(self) -> list[str]:
+        """The cluster's leaf node URLs: this server's, then each registered peer's, as a hub
+        tells its leaf nodes (where to go should it go away)."""
+        urls = list(self.server.leaf_urls())
+        for peer in self.peer_leaf_urls.values():
             urls.extend(u for u in peer if u not in urls)
         return urls
 
@@ -352,6 +370,9 @@ class Cluster:
             self._gossip(route, info, raw)
         if self.observer is not None:
             self.observer.route_registered(route, info)
+        if info.leafnode_urls:
+            self.peer_leaf_urls[info.server_id] = info.leafnode_urls
+            self.server.leaf_urls_changed()
         if not self.copts.no_advertise:
             self.peer_urls[info.server_id] = info.connect_urls
             self.peer_ws_urls[info.server_id] = info.ws_connect_urls
@@ -431,6 +452,8 @@ class Cluster:
             if self.observer is not None:
                 self.observer.route_gone(route)
             self.peer_ws_urls.pop(rid, None)
+            if self.peer_leaf_urls.pop(rid, None) is not None:
+                self.server.leaf_urls_changed()
             if self.peer_urls.pop(rid, None) is not None:
                 self.server.topology_changed()
         if not self._running or not route.solicited:

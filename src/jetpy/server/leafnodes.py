@@ -76,6 +76,10 @@ class LeafServer(Protocol):
         """The cluster name a leaf node tells its hub (its own name without a cluster)."""
         ...
 
+    def hub_leaf_urls(self) -> list[str]:
+        """The leaf node URLs of this server's cluster (this server's first)."""
+        ...
+
 
 def read_creds(path: str) -> tuple[str, bytes]:
     """The user JWT and nkey seed of a creds file (as nsc writes it). Raises ``OSError`` or
@@ -205,7 +209,7 @@ class LeafNodes:
             tls_required=lo.tls is not None,
             tls_verify=lo.tls is not None and lo.tls.verifies,
             nonce="" if account else link.nonce,
-            leafnode_urls=None if lo.no_advertise or not self.url else [self.url],
+            leafnode_urls=None if lo.no_advertise else self.server.hub_leaf_urls(),
             remote_account=account.decode(),
         )
 
@@ -267,6 +271,12 @@ class LeafNodes:
         )
         who = self.server.auth.authenticate(options, link.nonce, host=link.host_addr, conn_type="LEAFNODE")
         return who.account if who is not None else None
+
+    def urls_changed(self) -> None:
+        """The cluster's leaf node URLs changed: tell the leaf nodes (an INFO, as nats-server)."""
+        for link in self.links.values():
+            if link.registered and not link.solicited and not self.lo.no_advertise:
+                link.send(self.greeting(link, link.account))
 
     # -- the leaf node's side -------------------------------------------------------------------
 
