@@ -422,3 +422,35 @@ async def _crosses(hub: Server, leaf: Server) -> bool:
     finally:
         await hc.close()
         await lc.close()
+
+
+async def test_two_remotes_into_one_hub_cluster_carry_each_message_once() -> None:
+    """Two remotes of one account to the two servers of a hub cluster: each hears its own
+    $LDS. subject back through the other; the newer link closes as a loop, the older stays,
+    and a message from the cluster arrives once."""
+    base = ServerOptions(leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1))
+    async with embedded_cluster(2, base=base) as hubs:
+        remotes = [
+            LeafRemote((f"nats://127.0.0.1:{h.leafnodes.port}",)) for h in hubs if h.leafnodes is not None
+        ]
+        lf = Server(
+            dataclasses.replace(leaf_options([]), leafnodes=LeafNodeOptions(remotes=remotes, reconnect=0.1))
+        )
+        await lf.start()
+        try:
+            lc, c2 = await nats.connect(url(lf)), await nats.connect(url(hubs[1]))
+            box = Box()
+            await lc.subscribe("once", cb=box.cb)
+            await reach(c2, "once", box)
+            await asyncio.sleep(0.3)  # the loop found, the newer link closed
+            assert lf.leafnodes is not None and len(lf.leafnodes.registered_links()) == 1
+            box.msgs.clear()
+            for i in range(10):
+                await c2.publish("once", b"%d" % i)
+            await c2.flush()
+            await asyncio.sleep(0.3)
+            assert box.data() == [b"%d" % i for i in range(10)]
+            await lc.close()
+            await c2.close()
+        finally:
+            await lf.shutdown()

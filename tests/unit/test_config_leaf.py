@@ -174,3 +174,13 @@ def test_jetstream_on_a_leaf_node_is_refused() -> None:
         'jetstream: enabled\nleafnodes { remotes: [ { url: "nats://h:1" } ] }', start=True
     )
     validate_options(options("jetstream: enabled\nleafnodes { port: -1 }"))  # a hub may have it
+
+
+def test_a_reload_does_not_change_leaf_nodes() -> None:
+    from jetpy.server.reload import ReloadError, diff_options
+
+    old = options("leafnodes { port: 7422 }")
+    new = options("leafnodes { port: 7423 }")
+    with pytest.raises(ReloadError) as info:
+        diff_options(old, new)
+    assert "LeafNode" in str(info.value)

@@ -14,7 +14,9 @@ weights) and ``LMSG``/``HMSG`` (delivered by :func:`~jetpy.server.leaf_interest.
 
 A peer that tells this server its own loop-detection subject (``$LDS.``) is a loop: the link
 closes with nats-server's ``Loop detected for leafnode account=...`` and the dialling end waits
-:data:`LOOP_DELAY` before trying again. Registration, what the link is told and what it tells,
+:data:`LOOP_DELAY` before trying again. Of several links this leaf node has into one hub system
+(two remotes of one account into one cluster) all hear the subject back: the oldest stays, the
+others close, so each message arrives once. Registration, what the link is told and what it tells,
 dialling and credentials are the manager's (:class:`LeafHost`).
 """
 
@@ -79,6 +81,11 @@ class LeafHost(Protocol):
 
     def loop_subject(self, account: bytes) -> bytes:
         """This server's loop-detection subject in ``account``."""
+        ...
+
+    def keeps_through_loop(self, link: LeafConnection) -> bool:
+        """Whether ``link`` stays although its peer told it this server's own loop-detection
+        subject (the oldest of several links into one hub system: the newer ones close)."""
         ...
 
     def leaf_closed(self, link: LeafConnection, reason: str) -> None: ...
@@ -192,7 +199,8 @@ class LeafConnection(PeerLink):
 
     def _sub(self, subject: bytes, queue: bytes | None, weight: int) -> None:
         if subject.startswith(LOOP_PREFIX) and subject == self.host.loop_subject(self.account):
-            self.loop(send=True)
+            if not self.host.keeps_through_loop(self):
+                self.loop(send=True)
             return
         if self.interest is None or (self.deny_exports and self.deny_exports.interest(subject)):
             return

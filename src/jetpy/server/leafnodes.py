@@ -27,6 +27,7 @@ import logging
 import random
 import re
 import secrets
+import time
 from collections.abc import Coroutine
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -123,6 +124,7 @@ class LeafNodes:
         self.by_account: dict[bytes, list[LeafConnection]] = {}
         self.remotes = [_Remote(r) for r in self.lo.remotes]
         self._lds: dict[bytes, bytes] = {}
+        self._yielded: dict[bytes, float] = {}  # accounts whose newer link yielded to a loop, until
         self._watched: dict[bytes, tuple[Broker, InterestWatcher]] = {}
         self._listener: asyncio.Server | None = None
         self._running = False
@@ -393,6 +395,15 @@ class LeafNodes:
             lds = self._lds[account] = LOOP_PREFIX + token.replace(b"-", b"A").replace(b"_", b"B")
         return lds
 
+    def keeps_through_loop(self, link: LeafConnection) -> bool:
+        if not link.spoke:
+            return False
+        others = [x for x in self.by_account.get(link.account, ()) if x.spoke and x is not link]
+        if any(x.rid < link.rid for x in others):
+            return False
+        # the newer links closed (or will): their loop-detection subject still echoes here
+        return bool(others) or self._yielded.get(link.account, 0.0) > time.monotonic()
+
     def registered(self, link: LeafConnection) -> None:
         account = link.account
         broker = link.acc_broker
@@ -439,6 +450,8 @@ class LeafNodes:
         links = self.by_account.get(link.account)
         if links is not None and link in links:
             links.remove(link)
+            if link.loop_detected and link.spoke and any(x.spoke and x.rid < link.rid for x in links):
+                self._yielded[link.account] = time.monotonic() + 2 * LOOP_DELAY
 
     # -- state for monitoring -------------------------------------------------------------------
 
