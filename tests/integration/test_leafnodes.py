@@ -348,6 +348,14 @@ async def test_monitoring() -> None:
             "auth_timeout",
             "tls_timeout",
         ]
+        (stat,) = [
+            a
+            for a in json.loads(await asyncio.to_thread(get, hub, "/accstatz"))["account_statz"]
+            if a["acc"] == "$G"
+        ]
+        assert (stat["leafnodes"], stat["total_conns"]) == (1, stat["conns"] + 1)
+        detail = json.loads(await asyncio.to_thread(get, hub, "/accountz?acc=$G"))["account_detail"]
+        assert detail["leafnode_connections"] == 1
         metrics = (await asyncio.to_thread(get, hub, "/metrics")).decode()
         assert (
             "gnatsd_leafz_conn_nodes_total" in metrics and "gnatsd_leafz_conn_out_msgs{server_id=" in metrics
@@ -454,3 +462,33 @@ async def test_two_remotes_into_one_hub_cluster_carry_each_message_once() -> Non
             await c2.close()
         finally:
             await lf.shutdown()
+
+
+async def test_a_remote_carries_one_local_account() -> None:
+    """remotes: [{ account: A }]: the link carries the leaf node's account A (its clients'
+    messages cross, those of its other accounts stay home); /leafz names the account."""
+    from jetpy.server.options import AccountOptions, User
+
+    base = ServerOptions(
+        accounts=[AccountOptions("A")], users=[User("a", "pa", account="A"), User("g", "pg")]
+    )
+
+    def leaf(port: int) -> ServerOptions:
+        return leaf_options([f"nats://127.0.0.1:{port}"], base=base, account="A")
+
+    async with linked(hub_options(), leaf) as (hub, lf):
+        assert lf.leafnodes is not None
+        assert [x.account for x in lf.leafnodes.registered_links()] == [b"A"]
+        hc = await nats.connect(url(hub))
+        a = await nats.connect(url(lf), user="a", password="pa")
+        g = await nats.connect(url(lf), user="g", password="pg")
+        box = Box()
+        await hc.subscribe("acc.>", cb=box.cb)
+        await reach(a, "acc.probe", box)
+        await g.publish("acc.g", b"stays")
+        await a.publish("acc.a", b"crosses")
+        await asyncio.gather(g.flush(), a.flush())
+        await asyncio.sleep(0.2)
+        assert box.data() == [b"crosses"]
+        for nc in (hc, a, g):
+            await nc.close()

@@ -575,13 +575,22 @@ class Endpoints:
         account = s.accounts.get(acc)
         if account is None:
             return text_reply(400, f"Account {acc} does not exist")
-        doc["account_detail"] = account_detail(account, s.start_time)
+        doc["account_detail"] = account_detail(account, s.start_time, self._leaf_links().get(acc, 0))
         return json_reply(doc)
 
     async def accstatz(self, q: Query) -> Reply:
         s = self.server
-        stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"))
+        stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"), self._leaf_links())
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
+
+    def _leaf_links(self) -> dict[str, int]:
+        """The leaf links by account name."""
+        counts: dict[str, int] = {}
+        leafnodes = self.server.leafnodes
+        for link in leafnodes.registered_links() if leafnodes is not None else ():
+            name = link.account.decode(errors="replace")
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     # -- cluster endpoints: routes, gateways and leaf nodes ----------------------------------------
 
