@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.msg import Msg
 
 from certs import make_pki
 from cluster_support import embedded_cluster
@@ -492,3 +493,65 @@ async def test_a_remote_carries_one_local_account() -> None:
         assert box.data() == [b"crosses"]
         for nc in (hc, a, g):
             await nc.close()
+
+
+async def test_a_leaf_nodes_account_imports_on_the_hub() -> None:
+    """A leaf link bound to an account with imports: its clients reach the exporting account's
+    service (the hub tells the leaf node the import's subject) and get its stream."""
+    text = """
+    accounts {
+      A: { users: [{user: a, password: a}], exports: [{service: "svc.time"}, {stream: "news.>"}] }
+      B: { imports: [{service: {account: A, subject: "svc.time"}, to: "time"}, {stream: {account: A, subject: "news.>"}}] }
+    }
+    """
+    base, _ = apply_config(parse_config_text(text))
+    async with linked(
+        hub_options(base=base, account="B", auth_set=True),
+        lambda port: leaf_options([f"nats://127.0.0.1:{port}"]),
+    ) as (hub, lf):
+        a = await nats.connect(url(hub), user="a", password="a")
+        lc = await nats.connect(url(lf))
+
+        async def answer(msg: Msg) -> None:
+            await msg.respond(b"noon")
+
+        await a.subscribe("svc.time", cb=answer)
+        await a.flush()
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            try:
+                reply = await lc.request("time", b"?", timeout=1)
+                break
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+        assert reply.data == b"noon"
+        news = Box()
+        await lc.subscribe("news.>", cb=news.cb)
+        await reach(a, "news.probe", news)
+        await a.publish("news.today", b"sunny")
+        await a.flush()
+        await asyncio.sleep(0.2)
+        assert news.data() == [b"sunny"]
+        await a.close()
+        await lc.close()
+
+
+async def test_hub_mappings_apply_to_a_leaf_nodes_messages() -> None:
+    """A hub's subject mappings: the leaf node is told their sources as interest, and its
+    messages are mapped as a client's publishes are."""
+    base, _ = apply_config(parse_config_text('mappings { "temp.in": "temp.stored" }'))
+    async with linked(hub_options(base=base), lambda port: leaf_options([f"nats://127.0.0.1:{port}"])) as (
+        hub,
+        lf,
+    ):
+        hc, lc = await nats.connect(url(hub)), await nats.connect(url(lf))
+        box = Box()
+        await hc.subscribe("temp.stored", cb=box.cb)
+        await reach(lc, "temp.in", box)
+        await lc.publish("temp.in", b"20")
+        await lc.flush()
+        await asyncio.sleep(0.2)
+        assert [(m.subject, m.data) for m in box.msgs] == [("temp.stored", b"20")]
+        await hc.close()
+        await lc.close()

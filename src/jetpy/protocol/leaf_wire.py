@@ -58,7 +58,7 @@ LEAF_CONNECT_FIELDS: Final[dict[str, str]] = {
     "server_id": STRING,
     "domain": STRING,
     "name": STRING,
-    "hub": BOOL,
+    "is_hub": BOOL,
     "cluster": STRING,
     "headers": BOOL,
     "jetstream": BOOL,
@@ -105,7 +105,7 @@ class LeafConnect:
     version: str = ""
     cluster: str = ""
     headers: bool = False
-    hub: bool = False  # the dialling server is the hub (``remotes: [{hub: true}]``)
+    hub: bool = False  # ``is_hub``: the dialling server is the hub (``remotes: [{hub: true}]``)
     remote_account: str = ""
     user: str = ""
     password: str = ""
@@ -149,7 +149,7 @@ def decode_leaf_connect(raw: bytes) -> LeafConnect:
         version=f.get("version", ""),
         cluster=f.get("cluster", ""),
         headers=f.get("headers", False),
-        hub=f.get("hub", False),
+        hub=f.get("is_hub", False),
         remote_account=f.get("remote_account", ""),
         user=f.get("user", ""),
         password=f.get("pass", ""),
@@ -248,7 +248,7 @@ def connect_line(
     doc["server_id"] = server_id
     doc["name"] = name
     if hub:
-        doc["hub"] = True
+        doc["is_hub"] = True
     doc["cluster"] = cluster
     doc["headers"] = True
     if deny_pub:

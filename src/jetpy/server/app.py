@@ -19,7 +19,7 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_ACCOUNT_CONNECTIONS, ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
@@ -445,6 +445,22 @@ class Server:
     def leaf_urls_changed(self) -> None:
         if self.leafnodes is not None:
             self.leafnodes.urls_changed()
+
+    def cluster_name(self) -> str:
+        return self.cluster.name if self.cluster is not None else ""
+
+    def account_mapping(self, name: str) -> tuple[Callable[[bytes], bytes], list[str]] | None:
+        """The account's subject mapping, as a leaf node's messages take it (see LeafNodes)."""
+        account = self.accounts.get(name)
+        if account is None or account.mapper is None:
+            return None
+        found = account
+
+        def map_subject(subject: bytes) -> bytes:
+            mapper = found.mapper  # a reload may have given the account new mappings
+            return mapper.map(subject) if mapper is not None else subject
+
+        return map_subject, [m.source for m in account.options.mappings]
 
     def leaf_cluster(self) -> str:
         """The cluster name a leaf node tells its hub: its cluster's, else its own name."""

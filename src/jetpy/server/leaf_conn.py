@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from jetpy.protocol import ProtocolError
@@ -118,6 +119,9 @@ class LeafConnection(PeerLink):
         self.interest: RemoteInterest | None = None
         self.told: LeafTold | None = None
         self.loop_detected = False
+        # a hub's account mappings, applied to the leaf node's messages (see LeafHost.accept)
+        self.map_subject: Callable[[bytes], bytes] | None = None
+        self.mapped_sources: list[bytes] = []
         self._timers: list[asyncio.TimerHandle] = []
         self._last_r: MatchResult[Subscription] | None = None
         self._last_plain: list[Subscription] = []
@@ -148,6 +152,10 @@ class LeafConnection(PeerLink):
                 self.in_bytes += sum(map(len, datas))
                 if self.deny_imports and self.deny_imports.message(subject):
                     continue
+                if self.map_subject is not None:  # each message mapped anew (weighted mappings)
+                    for data, size in zip(datas, sizes, strict=True):
+                        self._message(subject, None, None, 0, data, size)
+                    continue
                 deliver_routed_run(self._plain(subject), subject, datas, sizes)
             elif code == R_MSG:
                 if not self._ready():
@@ -157,11 +165,7 @@ class LeafConnection(PeerLink):
                 self.in_bytes += len(data)
                 if self.deny_imports and self.deny_imports.message(subject):
                     continue
-                plain = self._plain(subject)
-                assert self._last_r is not None
-                deliver_from_leaf(
-                    self._last_r, plain, self, self._may, subject, reply, hdr_len, data, sizes, queues
-                )
+                self._message(subject, reply, queues, hdr_len, data, sizes)
             elif code == R_SUB:
                 if not self._ready():
                     return
@@ -173,6 +177,21 @@ class LeafConnection(PeerLink):
                     self.interest.remove(op[2], op[3])
             else:
                 self._control(op)
+
+    def _message(
+        self,
+        subject: bytes,
+        reply: bytes | None,
+        queues: list[bytes] | None,
+        hdr_len: int,
+        data: bytes,
+        sizes: bytes,
+    ) -> None:
+        if self.map_subject is not None:
+            subject = self.map_subject(subject)
+        plain = self._plain(subject)
+        assert self._last_r is not None
+        deliver_from_leaf(self._last_r, plain, self, self._may, subject, reply, hdr_len, data, sizes, queues)
 
     def _ready(self) -> bool:
         if self.registered:

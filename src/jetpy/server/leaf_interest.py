@@ -5,9 +5,9 @@ Owns nats-server's leaf node rules, per link (a link carries one account):
 
 * **What a link tells its peer** (:class:`LeafTold`, counted as routes count theirs: a plain
   subject once, a queue group with its weight at every change). A *hub* tells a leaf node the
-  account's whole interest as it knows it: its clients', its routes' (the cluster's), its
-  gateways' (the super cluster's) and its other leaf nodes', never the leaf node's own (see
-  :func:`told`). A *leaf node* tells its hub its own interest: its clients' and those of the leaf
+  account's whole interest as it knows it: its clients', its account imports' (a leaf node's
+  messages are imported here, as a client's), its routes' (the cluster's), its gateways' (the
+  super cluster's) and its other leaf nodes', never the leaf node's own (see :func:`told`). A *leaf node* tells its hub its own interest: its clients' and those of the leaf
   nodes it is itself the hub of (:data:`TOLD_TO_HUB`), not what its hub or its cluster told it.
   Each side starts with ``LS+ $LDS.<id>``, its loop-detection subject (:mod:`leaf_wire`).
 * **Filters** (:class:`Denied`): ``deny_imports`` and ``deny_exports`` of a remote, subject
@@ -73,12 +73,14 @@ class LeafTold(LocalInterest):
 def told(sub: Subscription, link: Subscriber, spoke: bool) -> bool:
     """Whether ``link`` tells its peer of ``sub`` (``spoke``: the link goes to this server's hub)."""
     client = sub.client
-    if client is link or not announced(sub):
+    if client is link:
         return False
     if spoke:
-        return client.origin in TOLD_TO_HUB
+        return client.origin in TOLD_TO_HUB and announced(sub)
+    if sub.local:  # an account import's: a leaf node's messages are carried out here
+        return True
     # an older remote cluster's catch-all (optimistic mode) is no interest to tell
-    return not (client.origin == FROM_GATEWAY and sub.filtered)
+    return announced(sub) and not (client.origin == FROM_GATEWAY and sub.filtered)
 
 
 class Denied:

@@ -28,7 +28,7 @@ import random
 import re
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
@@ -79,6 +79,15 @@ class LeafServer(Protocol):
 
     def hub_leaf_urls(self) -> list[str]:
         """The leaf node URLs of this server's cluster (this server's first)."""
+        ...
+
+    def cluster_name(self) -> str:
+        """This server's cluster's name ("" without a cluster)."""
+        ...
+
+    def account_mapping(self, name: str) -> tuple[Callable[[bytes], bytes], list[str]] | None:
+        """The account's subject mapping (as its clients' publishes take it, mappings reloaded
+        included) and its sources; None without mappings."""
         ...
 
 
@@ -216,11 +225,12 @@ class LeafNodes:
         )
 
     def accept(self, link: LeafConnection, connect: LeafConnect) -> tuple[bytes, Broker] | None:
-        if connect.lang or connect.gateway:
-            text = "attempted to connect to leafnode port"
+        refusal = self._refusal(connect)
+        if refusal is not None:
+            text, reason = refusal
             log.error("%s - %s", link.prefix, text)
             link.out += enc.err(text)
-            link.close("Incorrect Port")
+            link.close(reason)
             return None
         if connect.jetstream and self.options.jetstream:
             text = "JetStream on both ends of a leaf node link is not supported yet"
@@ -243,7 +253,28 @@ class LeafNodes:
             return None
         acc = account.encode()
         link.send(self.greeting(link, acc))
+        mapping = self.server.account_mapping(account)
+        if mapping is not None:  # a leaf node's messages are mapped as a client's publishes are
+            link.map_subject, sources = mapping
+            link.mapped_sources = [src.encode() for src in sources]
         return acc, broker
+
+    def _refusal(self, connect: LeafConnect) -> tuple[str, str] | None:
+        """nats-server's refusal of a CONNECT that is no leaf node's of another cluster: (the
+        error, the close reason), or None."""
+        if connect.lang:
+            return "attempted to connect to leaf node port", "Incorrect Port"
+        if connect.gateway:
+            return (
+                f'Rejecting connection from gateway "{connect.gateway}" on the leafnode port',
+                "Wrong Gateway",
+            )
+        if " " in connect.cluster:
+            return "cluster name cannot contain spaces", "Protocol Violation"
+        cluster = self.server.cluster_name()
+        if cluster and connect.cluster == cluster:
+            return "remote leafnode has same cluster name", "Cluster Names Identical"
+        return None
 
     def _authenticate(self, link: LeafConnection, connect: LeafConnect) -> str | None:
         """The account a leaf node's credentials bind it to; None when they are refused."""
@@ -417,6 +448,8 @@ class LeafNodes:
         for _subject, _queue, sub in broker.subs.items():
             if self._tells(link, sub):
                 tell.change(sub, 1)
+        for source in link.mapped_sources:  # what the account maps is interest too
+            tell.change(Subscription(link, source, None, b""), 1)
         link.send(sub_line(self.loop_subject(account), None, 0) + tell.announce_all())
 
     @staticmethod
