@@ -14,6 +14,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
 from cluster_support import JETPY, NEWEST, OLDEST
 from conftest import free_port
@@ -159,6 +160,107 @@ async def test_jetpy_leaf_with_creds_on_an_operator_mode_nats_server(tmp_path: P
         await lc.flush()
         await asyncio.sleep(0.3)
         assert box.data() == [b"from the edge"]
+        await hc.close()
+        await lc.close()
+    finally:
+        leaf.kill()
+        hub.kill()
+
+
+@pytest.mark.parametrize(
+    ("hub_kind", "leaf_kind"),
+    [(NEWEST, NEWEST), (NEWEST, JETPY), (JETPY, NEWEST)],
+    ids=["reference", "jetpy-leaf-on-2.15.1", "2.15.1-leaf-on-jetpy"],
+)
+async def test_jetstream_across_a_leaf_link(tmp_path: Path, hub_kind: str, leaf_kind: str) -> None:
+    """A hub with JetStream in domain "cloud": a leaf node's client reaches it by the domain's
+    API, never by $JS.API (no responders), whoever is on either end."""
+    leaf_port = free_port()
+    js = f'jetstream {{ store_dir: "{tmp_path / "js"}", domain: cloud }}'
+    hub = Node(hub_kind, "hub", "", tmp_path / "hub.conf", leaf_port=leaf_port)
+    leaf = Node(leaf_kind, "leaf", "", tmp_path / "leaf.conf")
+    start_node(tmp_path, hub, _hub_conf("hub", leaf_port, extra=js))
+    try:
+        start_node(tmp_path, leaf, _leaf_conf("leaf", f'url: "nats://127.0.0.1:{leaf_port}"'))
+        nc = await nats.connect(leaf.url)
+        outcome: dict[str, str] = {}
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            try:
+                info = json.loads((await nc.request("$JS.cloud.API.INFO", b"", timeout=2)).data)
+                outcome["domain"] = info.get("domain", "")
+                break
+            except nats.errors.NoRespondersError:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+        try:
+            await nc.request("$JS.API.INFO", b"", timeout=2)
+            outcome["plain"] = "answered"
+        except nats.errors.NoRespondersError:
+            outcome["plain"] = "no responders"
+        except nats.errors.TimeoutError:
+            outcome["plain"] = "timeout"
+        await nc.close()
+        assert outcome == {"domain": "cloud", "plain": "no responders"}
+    finally:
+        leaf.kill()
+        hub.kill()
+
+
+@pytest.mark.parametrize(
+    ("hub_kind", "leaf_kind"),
+    [(NEWEST, NEWEST), (NEWEST, JETPY), (JETPY, NEWEST)],
+    ids=["reference", "jetpy-leaf-on-2.15.1", "2.15.1-leaf-on-jetpy"],
+)
+async def test_external_mirror_across_domains(tmp_path: Path, hub_kind: str, leaf_kind: str) -> None:
+    """JetStream on both ends (domains cloud and edge): a mirror on the leaf node of a hub
+    stream, through $JS.cloud.API, copies every message with its subject and headers (the
+    deliveries cross the link on their deliver subject, with the stored subject after the ack
+    reply's @, as nats-server sends them)."""
+    leaf_port = free_port()
+    hub = Node(hub_kind, "hub", "", tmp_path / "hub.conf", leaf_port=leaf_port)
+    leaf = Node(leaf_kind, "leaf", "", tmp_path / "leaf.conf")
+    start_node(
+        tmp_path,
+        hub,
+        _hub_conf("hub", leaf_port, extra=f'jetstream {{ store_dir: "{tmp_path / "h"}", domain: cloud }}'),
+    )
+    try:
+        remote = f'url: "nats://127.0.0.1:{leaf_port}"'
+        start_node(
+            tmp_path,
+            leaf,
+            _leaf_conf("leaf", remote, extra=f'jetstream {{ store_dir: "{tmp_path / "l"}", domain: edge }}'),
+        )
+        hc, lc = await nats.connect(hub.url), await nats.connect(leaf.url)
+        hjs, ljs = hc.jetstream(), lc.jetstream()
+        await hjs.add_stream(name="ORDERS", subjects=["orders.>"])
+        for i in range(4):
+            await hjs.publish(f"orders.{i}", b"%d" % i, headers={"N": str(i)})
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:  # until the hub's domain API is known on the leaf node
+            try:
+                await lc.request("$JS.cloud.API.INFO", b"", timeout=1)
+                break
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+        external = ExternalStream(api="$JS.cloud.API")
+        await ljs.add_stream(
+            StreamConfig(name="MIRROR", mirror=StreamSource(name="ORDERS", external=external))
+        )
+        await hjs.publish("orders.9", b"9")
+        while (await ljs.stream_info("MIRROR")).state.messages < 5:
+            assert asyncio.get_running_loop().time() < deadline + 10
+            await asyncio.sleep(0.1)
+        got = [await ljs.get_msg("MIRROR", seq) for seq in range(1, 6)]
+        assert [(m.subject, m.data, (m.headers or {}).get("N")) for m in got] == [
+            ("orders.0", b"0", "0"),
+            ("orders.1", b"1", "1"),
+            ("orders.2", b"2", "2"),
+            ("orders.3", b"3", "3"),
+            ("orders.9", b"9", None),
+        ]
         await hc.close()
         await lc.close()
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 import nats
 import pytest
 from nats.aio.msg import Msg
+from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
 from certs import make_pki
 from cluster_support import embedded_cluster
@@ -365,13 +366,14 @@ async def test_monitoring() -> None:
         await hc.close()
 
 
-async def test_leaf_clients_use_the_hubs_jetstream(tmp_path: Path) -> None:
-    """A leaf node's clients reach their hub's JetStream, by $JS.API and by its domain's prefix,
-    and their publishes are stored by the hub's streams."""
+async def test_leaf_clients_use_the_hubs_jetstream_by_its_domain(tmp_path: Path) -> None:
+    """A leaf node's clients reach their hub's JetStream by its domain ($JS.<domain>.API), and
+    their publishes are stored by the hub's streams; $JS.API itself, $KV. and $OBJ. cross no
+    leaf link, either way, as in nats-server (each side's JetStream answers its own clients)."""
     hub_opts = dataclasses.replace(
         hub_options(), jetstream=True, store_dir=str(tmp_path / "js"), jetstream_domain="cloud"
     )
-    async with linked(hub_opts, lambda port: leaf_options([f"nats://127.0.0.1:{port}"])) as (_hub, lf):
+    async with linked(hub_opts, lambda port: leaf_options([f"nats://127.0.0.1:{port}"])) as (hub, lf):
         nc = await nats.connect(url(lf))
         js = nc.jetstream(domain="cloud")
         deadline = asyncio.get_running_loop().time() + 10
@@ -386,6 +388,24 @@ async def test_leaf_clients_use_the_hubs_jetstream(tmp_path: Path) -> None:
         assert (ack.stream, ack.seq, ack.domain) == ("EDGE", 1, "cloud")
         msg = await js.get_msg("EDGE", 1)
         assert msg.data == b"21.5"
+        with pytest.raises(nats.errors.NoRespondersError):
+            await nc.request("$JS.API.INFO", b"", timeout=2)
+        assert hub.leafnodes is not None
+        (link,) = hub.leafnodes.registered_links()
+        assert link.told is not None
+        told = {subject for subject, _q in link.told.counts}
+        assert b"$JS.cloud.API.>" in told and not any(
+            t.startswith((b"$JS.API", b"$KV.", b"$OBJ.")) for t in told
+        )
+        # a wildcard subscription across the link does not carry JetStream's API either
+        hc = await nats.connect(url(hub))
+        seen = Box()
+        await nc.subscribe(">", cb=seen.cb)
+        await reach(hc, "any.probe", seen)
+        await hc.request("$JS.API.INFO", b"", timeout=2)  # the hub's own JetStream answers
+        await asyncio.sleep(0.1)
+        assert not [m for m in seen.msgs if m.subject.startswith("$JS.API")]
+        await hc.close()
         await nc.close()
 
 
@@ -553,5 +573,67 @@ async def test_hub_mappings_apply_to_a_leaf_nodes_messages() -> None:
         await lc.flush()
         await asyncio.sleep(0.2)
         assert [(m.subject, m.data) for m in box.msgs] == [("temp.stored", b"20")]
+        await hc.close()
+        await lc.close()
+
+
+async def test_jetstream_domains_across_a_leaf_link(tmp_path: Path) -> None:
+    """JetStream on both ends, domains cloud (hub) and edge (leaf node): each side's $JS.API is
+    its own, each reaches the other by its domain, and an external mirror and source on the
+    leaf node copy a hub stream across the link (later messages too)."""
+    hub_opts = dataclasses.replace(
+        hub_options(), jetstream=True, store_dir=str(tmp_path / "hub"), jetstream_domain="cloud"
+    )
+
+    def leaf(port: int) -> ServerOptions:
+        return dataclasses.replace(
+            leaf_options([f"nats://127.0.0.1:{port}"]),
+            jetstream=True,
+            store_dir=str(tmp_path / "leaf"),
+            jetstream_domain="edge",
+        )
+
+    async with linked(hub_opts, leaf) as (hub, lf):
+        hc, lc = await nats.connect(url(hub)), await nats.connect(url(lf))
+        hjs, ljs = hc.jetstream(), lc.jetstream()
+        await hjs.add_stream(name="ORDERS", subjects=["orders.>"])
+        await ljs.add_stream(name="LOCAL", subjects=["local.>"])
+        assert (await hjs.account_info()).domain == "cloud"
+        assert (await ljs.account_info()).domain == "edge"
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:  # the leaf node's domain API, reached from the hub
+            try:
+                info = await hc.jetstream(domain="edge").stream_info("LOCAL")
+                break
+            except nats.errors.NoRespondersError:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+        assert info.config.name == "LOCAL"
+        for i in range(5):
+            await hjs.publish("orders.new", b"%d" % i, headers={"N": str(i)})
+        external = ExternalStream(api="$JS.cloud.API")
+        await ljs.add_stream(
+            StreamConfig(name="MIRROR", mirror=StreamSource(name="ORDERS", external=external))
+        )
+        await ljs.add_stream(
+            StreamConfig(name="COPY", sources=[StreamSource(name="ORDERS", external=external)])
+        )
+        for i in range(5, 8):
+            await hjs.publish("orders.new", b"%d" % i)
+
+        async def count(name: str) -> int:
+            return (await ljs.stream_info(name)).state.messages
+
+        deadline = asyncio.get_running_loop().time() + 15
+        while (await count("MIRROR"), await count("COPY")) != (8, 8):
+            assert asyncio.get_running_loop().time() < deadline, (
+                (await count("MIRROR")),
+                await count("COPY"),
+            )
+            await asyncio.sleep(0.1)
+        first = await ljs.get_msg("MIRROR", 1)
+        assert (first.subject, first.data, first.headers) == ("orders.new", b"0", {"N": "0"})
+        last = await ljs.get_msg("COPY", 8)
+        assert (last.subject, last.data) == ("orders.new", b"7")
         await hc.close()
         await lc.close()

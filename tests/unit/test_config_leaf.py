@@ -169,13 +169,6 @@ def test_wire_round_trip() -> None:
     assert (after.connect_info, after.remote_account) == (True, "$G")
 
 
-def test_jetstream_on_a_leaf_node_is_refused() -> None:
-    assert "JetStream on a leaf node is not supported yet" in error_of(
-        'jetstream: enabled\nleafnodes { remotes: [ { url: "nats://h:1" } ] }', start=True
-    )
-    validate_options(options("jetstream: enabled\nleafnodes { port: -1 }"))  # a hub may have it
-
-
 def test_a_reload_does_not_change_leaf_nodes() -> None:
     from jetpy.server.reload import ReloadError, diff_options
 

@@ -234,6 +234,8 @@ def connect_line(
     hub: bool = False,
     remote_account: str = "",
     deny_pub: tuple[str, ...] = (),
+    jetstream: bool = False,
+    domain: str = "",
 ) -> bytes:
     """The CONNECT a leaf node sends its hub (nats-server 2.9's leafConnectInfo)."""
     doc: dict[str, Any] = {"version": version}
@@ -246,11 +248,15 @@ def connect_line(
         doc["pass"] = password
     doc["tls_required"] = tls
     doc["server_id"] = server_id
+    if domain:
+        doc["domain"] = domain
     doc["name"] = name
     if hub:
         doc["is_hub"] = True
     doc["cluster"] = cluster
     doc["headers"] = True
+    if jetstream:
+        doc["jetstream"] = True
     if deny_pub:
         doc["deny_pub"] = list(deny_pub)
     if remote_account:

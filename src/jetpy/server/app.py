@@ -449,6 +449,10 @@ class Server:
     def cluster_name(self) -> str:
         return self.cluster.name if self.cluster is not None else ""
 
+    def system_account_name(self) -> str:
+        system = self.accounts.system()
+        return system.name if system is not None else ""
+
     def account_mapping(self, name: str) -> tuple[Callable[[bytes], bytes], list[str]] | None:
         """The account's subject mapping, as a leaf node's messages take it (see LeafNodes)."""
         account = self.accounts.get(name)

@@ -11,10 +11,7 @@ leafnode remote``, ``... in leafnode authorization``). ``reconnect`` (or ``recon
 Refused, because jetpy does not do them: websocket remotes (``ws://``, ``wss://``,
 ``websocket``, ``ws_compression``, ``ws_no_masking``), ``compression`` other than off,
 ``min_version``, ``nkey`` in a remote or in the authorization, ``permissions`` and the
-tuning keys of the block (``write_deadline``, ``isolate_leafnode_interest``, ...), and
-JetStream on a leaf node (:data:`LEAF_JETSTREAM`: JetStream domains joined across leaf links
-are not built; a leaf node's clients reach their hub's JetStream, under its domain's prefix
-too).
+tuning keys of the block (``write_deadline``, ``isolate_leafnode_interest``, ...).
 """
 
 from __future__ import annotations
@@ -37,13 +34,8 @@ from jetpy.server.config_values import (
 )
 from jetpy.server.options import GLOBAL_ACCOUNT, LeafNodeOptions, LeafRemote, ServerOptions, TlsOptions
 
-__all__ = ["LEAF_JETSTREAM", "check_leaf_options", "leaf_accounts", "leafnodes_block", "parse_leaf_url"]
+__all__ = ["check_leaf_options", "leaf_accounts", "leafnodes_block", "parse_leaf_url"]
 
-LEAF_JETSTREAM: Final = (
-    "JetStream on a leaf node is not supported yet: JetStream (-js, jetstream {}) and leafnodes "
-    "remotes cannot be combined (the leaf node's clients can use its hub's JetStream, also as "
-    "$JS.<domain>.API with the hub's jetstream { domain })"
-)
 
 _COMPRESSION_OFF: Final = frozenset({"off", "disabled", "false", "0"})
 _REFUSED: Final = frozenset(
@@ -254,5 +246,3 @@ def check_leaf_options(opts: ServerOptions) -> None:
             raise ConfigError(f"cannot find local account {q(name)} specified in leafnode authorization")
     if lo.users and lo.username:
         raise ConfigError("can not have a single user/pass and a users array")
-    if opts.jetstream and lo.remotes:
-        raise ConfigError(LEAF_JETSTREAM)

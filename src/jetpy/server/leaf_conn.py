@@ -29,12 +29,21 @@ from typing import Final, Protocol
 
 from jetpy.protocol import ProtocolError
 from jetpy.protocol import encode as enc
+from jetpy.protocol.encode import msg_tail
 from jetpy.protocol.errors import ERR_AUTH_TIMEOUT
 from jetpy.protocol.leaf_wire import LOOP_PREFIX, LeafConnect, LeafInfo, decode_leaf_connect, decode_leaf_info
 from jetpy.protocol.ops import Op
 from jetpy.protocol.route import LEAF, R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
 from jetpy.server.broker import FROM_HUB_LEAF, FROM_SPOKE_LEAF, Broker, Subscription
-from jetpy.server.leaf_interest import LEAF_HEADS, LEAFNODE, TOLD_TO_HUB, Denied, LeafTold, deliver_from_leaf
+from jetpy.server.leaf_interest import (
+    LEAF_HEADS,
+    LEAFNODE,
+    TOLD_TO_HUB,
+    Denied,
+    LeafTold,
+    deliver_from_leaf,
+    delivery_for_link,
+)
 from jetpy.server.options import LeafRemote, ServerOptions
 from jetpy.server.peer_link import PeerLink
 from jetpy.server.route_interest import RemoteInterest, deliver_routed_run
@@ -84,6 +93,10 @@ class LeafHost(Protocol):
         """This server's loop-detection subject in ``account``."""
         ...
 
+    def link_denies(self, link: LeafConnection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What the bound ``link`` refuses besides its remote's filters: (imports, exports)."""
+        ...
+
     def keeps_through_loop(self, link: LeafConnection) -> bool:
         """Whether ``link`` stays although its peer told it this server's own loop-detection
         subject (the oldest of several links into one hub system: the newer ones close)."""
@@ -116,6 +129,7 @@ class LeafConnection(PeerLink):
         self.nonce = ""
         self.deny_imports = Denied(remote.deny_imports if remote is not None else ())
         self.deny_exports = Denied(remote.deny_exports if remote is not None else ())
+        self.remote_domain = ""  # the peer's JetStream domain
         self.interest: RemoteInterest | None = None
         self.told: LeafTold | None = None
         self.loop_detected = False
@@ -257,6 +271,7 @@ class LeafConnection(PeerLink):
         self.remote_id = connect.server_id
         self.remote_name = connect.name
         self.remote_cluster = connect.cluster
+        self.remote_domain = connect.domain
         self.headers = connect.headers
         if connect.hub:  # the dialling server is the hub: this one is its leaf node
             self.spoke = True
@@ -280,6 +295,7 @@ class LeafConnection(PeerLink):
         self.remote_id = info.server_id
         self.remote_name = info.server_name
         self.remote_cluster = info.cluster
+        self.remote_domain = info.domain
         self.headers = info.headers
         bound = self.host.solicit(self, info)
         if bound is not None:
@@ -289,8 +305,11 @@ class LeafConnection(PeerLink):
     def _bind(self, account: bytes, broker: Broker) -> None:
         self.account = account
         self.acc_broker = broker
+        imports, exports = self.host.link_denies(self)
+        self.deny_imports = Denied(self.deny_imports.patterns + imports)
+        self.deny_exports = Denied(self.deny_exports.patterns + exports)
         self.interest = RemoteInterest(
-            self, account, broker, heads=LEAF_HEADS, far=True, filtered=bool(self.deny_exports)
+            self, account, broker, heads=LEAF_HEADS, far=True, filtered=self.deny_exports.some
         )
         self.told = LeafTold(account)
         self.registered = True
@@ -307,6 +326,10 @@ class LeafConnection(PeerLink):
     ) -> None:
         if sub.filtered and self.deny_exports.message(subject):
             return
+        if reply is not None and reply[0] == 36:  # "$": a JetStream delivery crosses on its deliver subject
+            carried = delivery_for_link(sub, subject, reply)
+            if carried is not None:
+                subject, reply, tail = sub.subject, carried, msg_tail(carried, hdr_len, data)
         super().deliver(sub, subject, reply, hdr_len, data, tail)
 
     def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:

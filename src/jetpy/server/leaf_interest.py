@@ -11,7 +11,11 @@ Owns nats-server's leaf node rules, per link (a link carries one account):
   nodes it is itself the hub of (:data:`TOLD_TO_HUB`), not what its hub or its cluster told it.
   Each side starts with ``LS+ $LDS.<id>``, its loop-detection subject (:mod:`leaf_wire`).
 * **Filters** (:class:`Denied`): ``deny_imports`` and ``deny_exports`` of a remote, subject
-  patterns a leaf node takes no messages from its hub on (nor tells it of), and sends none on.
+  patterns a leaf node takes no messages from its hub on (nor tells it of), and sends none on;
+  and on every link, both ways, the JetStream subjects nats-server keeps off leaf links
+  (:data:`JS_CLIENT_DENY`, :data:`JS_SYSTEM_DENY`; and a server's own domain's API when the
+  other side's domain differs), so that each side's JetStream answers its own clients and the
+  other's is reached by its domain.
 * **Delivering a leaf link's message** (:func:`deliver_from_leaf`): to the plain subscribers
   its side may give it to (a hub: everyone but the link itself, routes and gateways included, so
   a leaf node's message reaches the whole super cluster; a leaf node: its own clients and leaf
@@ -37,7 +41,7 @@ from jetpy.server.broker import (
     near_member,
 )
 from jetpy.server.route_interest import LocalInterest, announced
-from jetpy.subjects import subject_is_subset, subject_matches
+from jetpy.subjects import subject_is_subset, subject_matches, subjects_overlap
 from jetpy.sublist import MatchResult
 
 __all__ = [
@@ -47,6 +51,8 @@ __all__ = [
     "Denied",
     "LeafTold",
     "deliver_from_leaf",
+    "delivery_for_link",
+    "split_delivery",
     "told",
 ]
 
@@ -83,19 +89,37 @@ def told(sub: Subscription, link: Subscriber, spoke: bool) -> bool:
     return announced(sub) and not (client.origin == FROM_GATEWAY and sub.filtered)
 
 
-class Denied:
-    """Subject patterns a link refuses (``deny_imports`` or ``deny_exports``)."""
+JS_CLIENT_DENY: Final = ("$JS.API.>", "$KV.>", "$OBJ.>")
+"""What crosses no leaf link of an account, either way (nats-server's denyAllClientJs): each
+side's JetStream answers its own clients; the other's is reached by its domain
+(``$JS.<domain>.API``)."""
 
-    __slots__ = ("patterns",)
+JS_SYSTEM_DENY: Final = ("$JSC.>", "$NRG.>", *JS_CLIENT_DENY)
+"""The same on a link of the system account (nats-server's denyAllJs): no JetStream extends
+across a leaf link."""
+
+
+class Denied:
+    """Subject patterns a link refuses (``deny_imports`` or ``deny_exports``, and the JetStream
+    subjects no leaf link carries)."""
+
+    __slots__ = ("_heads", "patterns")
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
+        # the patterns' first tokens when none is a wildcard: a subject with another first
+        # token is let through without matching (most messages, as JetStream's all start "$")
+        heads = {p.split(".", 1)[0] for p in patterns}
+        self._heads = None if heads & {"*", ">"} else frozenset(h.encode() for h in heads)
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
 
     def message(self, subject: bytes) -> bool:
         """Is a message on ``subject`` refused?"""
+        heads = self._heads
+        if heads is not None and subject.partition(b".")[0] not in heads:
+            return False
         text = subject.decode("utf-8", "replace")
         return any(subject_matches(p, text) for p in self.patterns)
 
@@ -103,6 +127,12 @@ class Denied:
         """Is all of a subscription's ``subject`` refused (no message it matches may pass)?"""
         text = subject.decode("utf-8", "replace")
         return any(subject_is_subset(text, p) for p in self.patterns)
+
+    def some(self, subject: bytes) -> bool:
+        """May some message a subscription's ``subject`` matches be refused (its messages are
+        checked one by one)?"""
+        text = subject.decode("utf-8", "replace")
+        return any(subjects_overlap(text, p) for p in self.patterns)
 
 
 def deliver_from_leaf(
@@ -119,7 +149,9 @@ def deliver_from_leaf(
 ) -> int:
     """Deliver a message from the leaf link ``origin``: to ``plain`` (the match result ``r``'s
     plain members it ``may`` be given to) and, for each group in ``queues``, its nearest member
-    (see the module). Returns the deliveries made."""
+    (see the module). A JetStream delivery (:func:`split_delivery`) is shown to this server's
+    clients with the subject it was stored under, and passed on to other links as it came.
+    Returns the deliveries made."""
     targets = plain
     if queues:
         targets = list(plain)
@@ -129,13 +161,45 @@ def deliver_from_leaf(
             ok = [s for s in group if s.client is not origin and may(s)]
             if ok:
                 targets.append(near_member(ok))
-    tail = b""
+    shown, ack = split_delivery(reply)
+    tail = shown_tail = b""
     for sub in targets:
         h = sub.handler
         if h is not None:
-            h(subject, reply, hdr_len, data)
+            h(shown or subject, ack if shown else reply, hdr_len, data)
+        elif shown and sub.client.origin == FROM_CLIENT:
+            if not shown_tail:
+                shown_tail = msg_tail(ack, hdr_len, data, sizes)
+            sub.client.deliver(sub, shown, ack, hdr_len, data, shown_tail)
         else:
             if not tail:
                 tail = msg_tail(reply, hdr_len, data, sizes)
             sub.client.deliver(sub, subject, reply, hdr_len, data, tail)
     return len(targets)
+
+
+_ACK_PREFIX: Final = b"$JS.ACK."
+
+
+def split_delivery(reply: bytes | None) -> tuple[bytes, bytes]:
+    """A JetStream delivery crossing a link travels on its deliver subject with the reply
+    ``<ack reply>@<stored subject>`` (nats-server's form): (stored subject, ack reply), or
+    (b"", b"") for any other message."""
+    if reply is None or not reply.startswith(_ACK_PREFIX):
+        return b"", b""
+    at = reply.rfind(b"@")
+    if at < 0:
+        return b"", b""
+    return reply[at + 1 :], reply[:at]
+
+
+def delivery_for_link(sub: Subscription, subject: bytes, reply: bytes | None) -> bytes | None:
+    """The reply a JetStream delivery shown as ``subject`` travels with to a link whose
+    subscription ``sub`` took it on its deliver subject (a literal one: the subscription's own
+    subject), or None when the message is no such delivery."""
+    if reply is None or not reply.startswith(_ACK_PREFIX) or subject == sub.subject:
+        return None
+    routed = sub.subject
+    if b"*" in routed or b">" in routed or b"@" in reply:
+        return None
+    return reply + b"@" + subject

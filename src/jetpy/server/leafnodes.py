@@ -44,7 +44,7 @@ from jetpy.server.config_leaf import parse_leaf_url
 from jetpy.server.dialing import credentials, dial, dial_error, hostport
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version, listen_hosts
 from jetpy.server.leaf_conn import LOOP_DELAY, LeafConnection
-from jetpy.server.leaf_interest import told
+from jetpy.server.leaf_interest import JS_CLIENT_DENY, JS_SYSTEM_DENY, told
 from jetpy.server.options import GLOBAL_ACCOUNT, LeafRemote, ServerOptions
 from jetpy.server.tls import client_context, server_context
 
@@ -83,6 +83,10 @@ class LeafServer(Protocol):
 
     def cluster_name(self) -> str:
         """This server's cluster's name ("" without a cluster)."""
+        ...
+
+    def system_account_name(self) -> str:
+        """The system account's name ("" without one)."""
         ...
 
     def account_mapping(self, name: str) -> tuple[Callable[[bytes], bytes], list[str]] | None:
@@ -220,6 +224,7 @@ class LeafNodes:
             tls_required=lo.tls is not None,
             tls_verify=lo.tls is not None and lo.tls.verifies,
             nonce="" if account else link.nonce,
+            domain=self.options.jetstream_domain if self.options.jetstream else "",
             leafnode_urls=None if lo.no_advertise else self.server.hub_leaf_urls(),
             remote_account=account.decode(),
         )
@@ -231,12 +236,6 @@ class LeafNodes:
             log.error("%s - %s", link.prefix, text)
             link.out += enc.err(text)
             link.close(reason)
-            return None
-        if connect.jetstream and self.options.jetstream:
-            text = "JetStream on both ends of a leaf node link is not supported yet"
-            log.error("%s - %s", link.prefix, text)
-            link.out += enc.err(text)
-            link.close("Protocol Violation")
             return None
         account = self._authenticate(link, connect)
         if account is None:
@@ -399,6 +398,8 @@ class LeafNodes:
                 tls=config.tls is not None,
                 hub=config.hub,
                 deny_pub=config.deny_exports,
+                jetstream=self.options.jetstream,
+                domain=self.options.jetstream_domain if self.options.jetstream else "",
             )
         )
         log.info("%s - Leafnode connection created for account: %s", link.prefix, name)
@@ -425,6 +426,19 @@ class LeafNodes:
             token = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=")
             lds = self._lds[account] = LOOP_PREFIX + token.replace(b"-", b"A").replace(b"_", b"B")
         return lds
+
+    def link_denies(self, link: LeafConnection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """nats-server's JetStream denies on a leaf link, both ways: the JetStream API, KV and
+        object store subjects (and the system account's JetStream and Raft traffic), so that no
+        JetStream answers across the link but by its domain; and, when the peer's domain is not
+        this server's, this server's own domain's API going out."""
+        system = self.server.system_account_name()
+        deny = JS_SYSTEM_DENY if system and link.account == system.encode() else JS_CLIENT_DENY
+        exports = deny
+        domain = self.options.jetstream_domain
+        if self.options.jetstream and domain and link.remote_domain != domain:
+            exports = (*deny, f"$JS.{domain}.API.>")
+        return deny, exports
 
     def keeps_through_loop(self, link: LeafConnection) -> bool:
         if not link.spoke:

@@ -25,6 +25,7 @@ Knows nothing of sockets or of the wire beyond the announcement lines :mod:`rout
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
@@ -121,7 +122,7 @@ class RemoteInterest:
         broker: Broker,
         heads: tuple[bytes, bytes] | None = None,
         far: bool = False,
-        filtered: bool = False,
+        filtered: Callable[[bytes], bool] | None = None,
     ) -> None:
         self.route = route
         self.account = account
@@ -131,13 +132,14 @@ class RemoteInterest:
         # leaf node's LMSG names no account), without headers and with
         self.heads = heads if heads is not None else (msg_head(account, False), msg_head(account, True))
         self.far = far  # its queue group members are picked only when the group has none nearer
-        self.filtered = filtered  # its receiver may refuse some messages (Subscription.filtered)
+        # whether its receiver may refuse some messages of a subject (Subscription.filtered)
+        self.filtered = filtered
 
     def _new(self, subject: bytes, queue: bytes | None) -> Subscription:
         sub = Subscription(self.route, subject, queue, self.account)
         sub.prefix, sub.hprefix = self.heads
         sub.far = self.far and queue is not None
-        sub.filtered = self.filtered
+        sub.filtered = self.filtered is not None and self.filtered(subject)
         self.broker.add_remote(sub)
         return sub
 
