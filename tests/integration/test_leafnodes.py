@@ -388,6 +388,21 @@ async def test_leaf_clients_use_the_hubs_jetstream_by_its_domain(tmp_path: Path)
         assert (ack.stream, ack.seq, ack.domain) == ("EDGE", 1, "cloud")
         msg = await js.get_msg("EDGE", 1)
         assert msg.data == b"21.5"
+        # consumers across: a pull consumer's fetch and a push consumer's deliveries, each
+        # shown with the subject the message was stored under
+        await nc.jetstream().publish("edge.wind", b"7")
+        pull = await js.pull_subscribe("edge.>", durable="PULL", stream="EDGE")
+        fetched = await pull.fetch(2, timeout=5)
+        assert [(m.subject, m.data) for m in fetched] == [("edge.temp", b"21.5"), ("edge.wind", b"7")]
+        for m in fetched:
+            await m.ack()
+        pushed = Box()
+        await js.subscribe("edge.>", stream="EDGE", durable="PUSH", cb=pushed.cb)
+        deadline = asyncio.get_running_loop().time() + 5
+        while len(pushed.msgs) < 2:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        assert [(m.subject, m.data) for m in pushed.msgs] == [("edge.temp", b"21.5"), ("edge.wind", b"7")]
         with pytest.raises(nats.errors.NoRespondersError):
             await nc.request("$JS.API.INFO", b"", timeout=2)
         assert hub.leafnodes is not None

@@ -327,9 +327,10 @@ class LeafConnection(PeerLink):
         if sub.filtered and self.deny_exports.message(subject):
             return
         if reply is not None and reply[0] == 36:  # "$": a JetStream delivery crosses on its deliver subject
-            carried = delivery_for_link(sub, subject, reply)
+            carried = delivery_for_link(sub, subject, reply, self.broker.writes.shown)
             if carried is not None:
-                subject, reply, tail = sub.subject, carried, msg_tail(carried, hdr_len, data)
+                subject, reply = carried
+                tail = msg_tail(reply, hdr_len, data)
         super().deliver(sub, subject, reply, hdr_len, data, tail)
 
     def deliver_run(self, sub: Subscription, subject: bytes, datas: list[bytes], tails: list[bytes]) -> None:

@@ -193,13 +193,21 @@ def split_delivery(reply: bytes | None) -> tuple[bytes, bytes]:
     return reply[at + 1 :], reply[:at]
 
 
-def delivery_for_link(sub: Subscription, subject: bytes, reply: bytes | None) -> bytes | None:
-    """The reply a JetStream delivery shown as ``subject`` travels with to a link whose
-    subscription ``sub`` took it on its deliver subject (a literal one: the subscription's own
-    subject), or None when the message is no such delivery."""
-    if reply is None or not reply.startswith(_ACK_PREFIX) or subject == sub.subject:
+def delivery_for_link(
+    sub: Subscription, subject: bytes, reply: bytes | None, shown: tuple[bytes, bytes] | None
+) -> tuple[bytes, bytes] | None:
+    """The (subject, reply) a JetStream delivery shown as ``subject`` travels with to a link
+    whose subscription ``sub`` took it: its deliver subject (the one the broker routed it on,
+    ``shown``: (shown, routed) of the last such publish; else the subscription's own subject
+    when it is literal) and ``<ack reply>@<subject>``; None when the message is no such delivery."""
+    if reply is None or not reply.startswith(_ACK_PREFIX) or b"@" in reply:
         return None
-    routed = sub.subject
-    if b"*" in routed or b">" in routed or b"@" in reply:
+    if shown is not None and shown[0] is subject:
+        routed = shown[1]
+    else:
+        routed = sub.subject
+        if b"*" in routed or b">" in routed:
+            return None
+    if routed == subject:
         return None
-    return reply + b"@" + subject
+    return routed, reply + b"@" + subject
