@@ -215,6 +215,7 @@ class Writes:
         "caller",
         "client",
         "depth",
+        "routed",
         "shown",
     )
 
@@ -234,9 +235,10 @@ class Writes:
         self.client: Any = None
         self.depth = 0  # imports the message being delivered went through (accounts)
         # the last message published with a subject shown apart from the one routed on (a
-        # JetStream delivery): (shown, routed); a link sends it on the routed one, whose
-        # receivers may be its subscription's wildcards (see leaf_interest.delivery_for_link)
-        self.shown: tuple[bytes, bytes] | None = None
+        # JetStream delivery): a link sends it on the routed one, which its subscription's
+        # wildcards do not tell (see leaf_interest.delivery_for_link)
+        self.shown = b""
+        self.routed = b""
 
     def begin_batch(self) -> None:
         """A read is being handled: deliveries wait for its :meth:`end_batch`, not the loop."""
@@ -436,7 +438,9 @@ class Broker:
         if shown is not None:
             routed = subject  # given to a relay (an import), with the one shown
             subject = shown
-            self.writes.shown = (shown, routed)  # what a link sends such a delivery on
+            writes = self.writes  # what a link sends such a delivery on (two stores, no allocation)
+            writes.shown = shown
+            writes.routed = routed
         for sub in plain:
             h = sub.handler
             if h is not None:

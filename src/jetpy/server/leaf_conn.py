@@ -327,7 +327,7 @@ class LeafConnection(PeerLink):
         if sub.filtered and self.deny_exports.message(subject):
             return
         if reply is not None and reply[0] == 36:  # "$": a JetStream delivery crosses on its deliver subject
-            carried = delivery_for_link(sub, subject, reply, self.broker.writes.shown)
+            carried = delivery_for_link(sub, subject, reply, self.broker.writes)
             if carried is not None:
                 subject, reply = carried
                 tail = msg_tail(reply, hdr_len, data)

@@ -38,6 +38,7 @@ from jetpy.server.broker import (
     FROM_HUB_LEAF,
     Subscriber,
     Subscription,
+    Writes,
     near_member,
 )
 from jetpy.server.route_interest import LocalInterest, announced
@@ -194,16 +195,16 @@ def split_delivery(reply: bytes | None) -> tuple[bytes, bytes]:
 
 
 def delivery_for_link(
-    sub: Subscription, subject: bytes, reply: bytes | None, shown: tuple[bytes, bytes] | None
+    sub: Subscription, subject: bytes, reply: bytes | None, writes: Writes
 ) -> tuple[bytes, bytes] | None:
     """The (subject, reply) a JetStream delivery shown as ``subject`` travels with to a link
-    whose subscription ``sub`` took it: its deliver subject (the one the broker routed it on,
-    ``shown``: (shown, routed) of the last such publish; else the subscription's own subject
-    when it is literal) and ``<ack reply>@<subject>``; None when the message is no such delivery."""
+    whose subscription ``sub`` took it: its deliver subject (the one the broker routed the last
+    such publish on, ``writes.routed``; else the subscription's own subject when it is literal)
+    and ``<ack reply>@<subject>``; None when the message is no such delivery."""
     if reply is None or not reply.startswith(_ACK_PREFIX) or b"@" in reply:
         return None
-    if shown is not None and shown[0] is subject:
-        routed = shown[1]
+    if writes.shown is subject:
+        routed = writes.routed
     else:
         routed = sub.subject
         if b"*" in routed or b">" in routed:
