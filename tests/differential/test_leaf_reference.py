@@ -266,3 +266,38 @@ async def test_external_mirror_across_domains(tmp_path: Path, hub_kind: str, lea
     finally:
         leaf.kill()
         hub.kill()
+
+
+@pytest.mark.parametrize("hub_kind", [JETPY, NEWEST])
+async def test_hub_killed_and_restarted(tmp_path: Path, hub_kind: str) -> None:
+    """kill -9 of the hub (jetpy or 2.15.1) under a jetpy leaf node: the leaf node keeps serving
+    its clients, and once the hub is back on its port its clients reach the leaf node's again
+    (the leaf node told it its interest anew)."""
+    hub, leaf = _pair(tmp_path, hub_kind, JETPY)
+    try:
+        lc = await nats.connect(leaf.url)
+        local, cross = Box(), Box()
+        await lc.subscribe("local", cb=local.cb)
+        await lc.subscribe("cross", cb=cross.cb)
+        hc = await nats.connect(hub.url, allow_reconnect=False)
+        await reach(hc, "cross", cross)
+        await hc.close()
+        hub.kill()
+        for i in range(5):
+            await lc.publish("local", b"%d" % i)
+        await lc.flush()
+        await asyncio.sleep(0.2)
+        assert local.data() == [b"%d" % i for i in range(5)]
+        start_node(tmp_path, hub, hub.conf.read_text())
+        hc = await nats.connect(hub.url)
+        cross.msgs.clear()
+        await reach(hc, "cross", cross, within=15)
+        await hc.publish("cross", b"back")
+        await hc.flush()
+        await asyncio.sleep(0.2)
+        assert cross.data() == [b"back"]
+        await hc.close()
+        await lc.close()
+    finally:
+        leaf.kill()
+        hub.kill()
