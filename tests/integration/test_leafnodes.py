@@ -23,7 +23,14 @@ from conftest import free_port
 from jetpy.server.app import Server
 from jetpy.server.conf_format import parse_config_text
 from jetpy.server.config import apply_config
-from jetpy.server.options import LeafNodeOptions, LeafRemote, ServerOptions, TlsOptions
+from jetpy.server.options import (
+    GatewayOptions,
+    LeafNodeOptions,
+    LeafRemote,
+    RemoteGateway,
+    ServerOptions,
+    TlsOptions,
+)
 from jwt_issuer import user_jwt, user_key, world, write_creds
 from leaf_support import EXPECTED, Box, exercise, hub_options, leaf_options, linked, reach, wait_links
 
@@ -652,3 +659,65 @@ async def test_jetstream_domains_across_a_leaf_link(tmp_path: Path) -> None:
         assert (last.subject, last.data) == ("orders.new", b"7")
         await hc.close()
         await lc.close()
+
+
+async def test_a_leaf_node_of_a_super_cluster() -> None:
+    """A leaf node of a server of cluster A, in a super cluster with cluster B: the hub tells it
+    what B's clients subscribe to (learned over the gateway), tells B what the leaf node's
+    clients subscribe to, and messages cross both hops each way, once."""
+    pa, pb = free_port(), free_port()
+
+    def member(name: str, port: int, other: str, other_port: int) -> ServerOptions:
+        gw = GatewayOptions(
+            name=name,
+            host="127.0.0.1",
+            port=port,
+            gateways=[RemoteGateway(other, (f"nats://127.0.0.1:{other_port}",))],
+        )
+        return ServerOptions(host="127.0.0.1", port=0, server_name=f"{name}1", gateway=gw)
+
+    a = Server(
+        dataclasses.replace(member("A", pa, "B", pb), leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1))
+    )
+    b = Server(member("B", pb, "A", pa))
+    await a.start()
+    await b.start()
+    assert a.leafnodes is not None
+    lf = Server(leaf_options([f"nats://127.0.0.1:{a.leafnodes.port}"]))
+    await lf.start()
+    try:
+        await wait_links(lf)
+        lc, bc = await nats.connect(url(lf)), await nats.connect(url(b))
+        at_leaf, at_b = Box(), Box()
+        await lc.subscribe("edge.y", cb=at_leaf.cb)
+        await bc.subscribe("far.x", cb=at_b.cb)
+        await reach(bc, "edge.y", at_leaf, within=15)  # B -> gateway -> A -> leaf node
+        await reach(lc, "far.x", at_b, within=15)  # leaf node -> A -> gateway -> B
+        for i in range(5):
+            await bc.publish("edge.y", b"%d" % i)
+            await lc.publish("far.x", b"%d" % i)
+        await asyncio.gather(bc.flush(), lc.flush())
+        await asyncio.sleep(0.3)
+        assert at_leaf.data() == at_b.data() == [b"%d" % i for i in range(5)]
+        reply = await asyncio.wait_for(_answered(lc, bc), 10)
+        assert reply == b"from B"
+        await lc.close()
+        await bc.close()
+    finally:
+        await lf.shutdown()
+        await b.shutdown()
+        await a.shutdown()
+
+
+async def _answered(requester: nats.NATS, responder: nats.NATS) -> bytes:
+    """A request from ``requester`` answered by ``responder`` once its interest has crossed."""
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b"from B")
+
+    await responder.subscribe("svc.b", cb=answer)
+    while True:
+        try:
+            return (await requester.request("svc.b", b"?", timeout=1)).data
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            await asyncio.sleep(0.05)
