@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import ExternalStream, StreamConfig, StreamSource
 
@@ -709,7 +710,7 @@ async def test_a_leaf_node_of_a_super_cluster() -> None:
         await a.shutdown()
 
 
-async def _answered(requester: nats.NATS, responder: nats.NATS) -> bytes:
+async def _answered(requester: Client, responder: Client) -> bytes:
     """A request from ``requester`` answered by ``responder`` once its interest has crossed."""
 
     async def answer(msg: Msg) -> None:
@@ -718,6 +719,7 @@ async def _answered(requester: nats.NATS, responder: nats.NATS) -> bytes:
     await responder.subscribe("svc.b", cb=answer)
     while True:
         try:
-            return (await requester.request("svc.b", b"?", timeout=1)).data
+            reply = await requester.request("svc.b", b"?", timeout=1)
+            return bytes(reply.data)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
             await asyncio.sleep(0.05)
