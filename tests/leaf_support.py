@@ -104,14 +104,14 @@ async def reach(pub: Client, subject: str, box: Box, within: float = 10.0) -> No
         await pub.publish(subject, b"probe")
         await pub.flush()
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.05)  # probes still on their way
     box.msgs = [m for m in box.msgs if m.data != b"probe"]
 
 
 async def _settle(*ncs: Client) -> None:
     for nc in ncs:
         await nc.flush()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.1)
 
 
 async def exercise(hub_url: str, leaf_url: str) -> dict[str, Any]:
