@@ -723,3 +723,34 @@ async def _answered(requester: Client, responder: Client) -> bytes:
             return bytes(reply.data)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
             await asyncio.sleep(0.05)
+
+
+async def test_the_hub_refuses_what_is_no_leaf_node_of_another_cluster(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client on the leaf node port gets nats-server's `attempted to connect to leaf node
+    port`; a leaf node whose cluster has the hub's cluster name is refused with `remote leafnode
+    has same cluster name`."""
+    base = ServerOptions(leafnodes=LeafNodeOptions(host="127.0.0.1", port=-1))
+    async with embedded_cluster(1, base=base) as (hub,):
+        assert hub.leafnodes is not None and hub.cluster is not None
+        port = hub.leafnodes.port
+        with caplog.at_level(logging.ERROR, logger="jetpy.server"):
+            # (a raw client: a failed nats.connect leaves CPython 3.11's AST recursion count
+            # inconsistent for the rest of the process)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await reader.readline()  # INFO
+            writer.write(b'CONNECT {"lang":"python","version":"2.0","verbose":false}\r\nPING\r\n')
+            answer = await asyncio.wait_for(reader.read(), 5)
+            writer.close()
+            assert b"-ERR 'attempted to connect to leaf node port'" in answer
+            twin = Server(leaf_options([f"nats://127.0.0.1:{port}"], name=hub.cluster.name))
+            await twin.start()
+            try:
+                deadline = asyncio.get_running_loop().time() + 5
+                while "remote leafnode has same cluster name" not in caplog.text:
+                    assert asyncio.get_running_loop().time() < deadline, caplog.text
+                    await asyncio.sleep(0.05)
+                assert hub.leafnodes.registered_links() == []
+            finally:
+                await twin.shutdown()
