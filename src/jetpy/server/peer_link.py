@@ -1,6 +1,5 @@
-"""PeerLink: what every server-to-server connection (route, gateway; leaf nodes once built)
-shares, a thin asyncio Protocol over a sans-IO parser of the route family
-(:mod:`jetpy.protocol.route`).
+"""PeerLink: what every server-to-server connection (route, gateway, leaf node) shares, a thin
+asyncio Protocol over a sans-IO parser of the route family (:mod:`jetpy.protocol.route`).
 
 Owns the session mechanics common to them: the transport and its outbound buffer (bounded
 by ``max_pending``, past which, or a write blocked past ``write_deadline``, the link is closed
@@ -17,9 +16,8 @@ between receivers. What goes before the subject is the subscription's ``prefix``
 on routes and gateways; ``LMSG `` is the leaf dialect's) or ``hprefix`` with headers.
 
 What a link says in its handshake, which ops it takes and what it does with them are its
-subclass's (:mod:`route_conn`, :mod:`gateway_conn`). Leaf nodes are not built: no server code
-makes a leaf connection (``leafnodes {}`` is refused when the configuration loads); the route
-parser's leaf dialect and the broker's leaf origins are what exists of them.
+subclass's (:mod:`route_conn`, :mod:`gateway_conn`, :mod:`leaf_conn`); the ops every link takes
+alike (PING, PONG, CONNECT, INFO, ``-ERR``) are dispatched here (:meth:`PeerLink._control`).
 """
 
 from __future__ import annotations
