@@ -260,7 +260,7 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "leafnodes",
+        "ocsp",
         "mqtt",
         "resolver_tls",
         "syslog",

@@ -53,7 +53,7 @@ class JetStream:
         self.config = config
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
-        self.consumers = ConsumerManager(bus, self.committer)
+        self.consumers = ConsumerManager(bus, self.committer, config.domain)
         self.committer.on_commit = self.consumers.committed
         self.registry = StreamRegistry(
             bus,

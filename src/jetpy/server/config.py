@@ -35,6 +35,7 @@ from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
 from jetpy.server.config_gateway import check_gateway_options, gateway_block
+from jetpy.server.config_leaf import check_leaf_options, leafnodes_block
 from jetpy.server.config_operator import check_resolver_options
 from jetpy.server.config_values import (
     PORT_RE,
@@ -79,8 +80,6 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 UNSUPPORTED_FIELDS = frozenset(
     {
         "https",
-        "leaf",
-        "leafnodes",
         "mqtt",
         "resolver_tls",
         "resolver_pinned_accounts",
@@ -177,6 +176,7 @@ def validate_options(opts: ServerOptions) -> None:
     accounts.check_accounts(opts)
     check_cluster_options(opts)
     check_gateway_options(opts)
+    check_leaf_options(opts)
     check_resolver_options(opts)
     if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
         what = "prev_encryption_key" if opts.js_prev_key else "cipher"
@@ -445,6 +445,8 @@ _TOP_LEVEL: dict[str, Handler] = {
     "jetstream": _jetstream,
     "cluster": cluster_block,
     "gateway": gateway_block,
+    "leafnodes": leafnodes_block,
+    "leaf": leafnodes_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", to_bool),

@@ -134,6 +134,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
     Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
     Option("gateway", "Gateway"),  # gateways, name, authorization: a restart takes them
+    Option("leafnodes", "LeafNode"),  # remotes, listener, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 
