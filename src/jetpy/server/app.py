@@ -193,6 +193,7 @@ class Server:
 
     async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
         opts = self.options
+        system = self.accounts.system()
         cjs = ClusteredJetStream(
             self.server_name,
             lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
@@ -201,6 +202,7 @@ class Server:
             self._peer_names,
             cluster_size(opts.cluster),
             self.raft_config,
+            system.name if system is not None else "",
         )
         self.js_cluster = cjs
         self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)

@@ -28,6 +28,7 @@ from jetpy.server.connection import ClientConnection
 from jetpy.server.gateway import Gateways
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
+from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.monitor_accounts import account_detail, account_names, accstatz_entries, sublist_stats
 from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz, routez, varz_cluster, varz_gateway
 from jetpy.server.monitor_format import (
@@ -177,6 +178,7 @@ class MonitoredServer(Protocol):
     cluster: Cluster | None  # None: no routes configured
     gateways: Gateways | None  # None: not in a super cluster
     raft: RaftHost | None  # None: not started
+    js_cluster: ClusteredJetStream | None  # None: JetStream is not clustered here
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
@@ -523,6 +525,9 @@ class Endpoints:
         st = self._js_report(
             accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
         )
+        cjs = self.server.js_cluster
+        if st is not None and cjs is not None:  # meta_cluster, the streams' Raft groups
+            cjs.jsz_overlay(st, q.boolean("raft"))
         if st is None:
             doc["disabled"] = True
             doc.update(_JSZ_DISABLED)

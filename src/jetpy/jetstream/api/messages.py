@@ -60,7 +60,10 @@ __all__ = [
     "ConsumerPauseResponse",
     "ConsumerUnpinRequest",
     "ConsumerUnpinResponse",
+    "LeaderStepdownRequest",
+    "MetaLeaderStepdownResponse",
     "PagedRequest",
+    "StepdownPlacement",
     "StreamCreateResponse",
     "StreamDeleteResponse",
     "StreamInfoRequest",
@@ -124,6 +127,21 @@ class StreamMsgGetRequest(_Wire, frozen=True):
 class StreamMsgDeleteRequest(_Wire, frozen=True):
     seq: UInt = 0
     no_erase: bool = False
+
+
+class StepdownPlacement(_Wire, frozen=True):
+    """Where a stepping-down leader's successor must be (Go's ``Placement`` as a stepdown
+    request reads it): a server by name, or any in a cluster or carrying every tag."""
+
+    cluster: str = ""
+    tags: list[str] = msgspec.field(default_factory=list)
+    preferred: str = ""
+
+
+class LeaderStepdownRequest(_Wire, frozen=True):
+    """``STREAM.LEADER.STEPDOWN``, ``CONSUMER.LEADER.STEPDOWN`` and ``META.LEADER.STEPDOWN``."""
+
+    placement: StepdownPlacement | None = None
 
 
 class ConsumerCreateRequest(_Wire, frozen=True):
@@ -376,6 +394,11 @@ class StreamLeaderStepdownResponse(ApiResponse, frozen=True):
 
 class StreamRemovePeerResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_remove_peer_response")
+    success: bool = False
+
+
+class MetaLeaderStepdownResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "meta_leader_stepdown_response")
     success: bool = False
 
 

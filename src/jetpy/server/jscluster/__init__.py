@@ -70,9 +70,13 @@ The design (decisions the following slices keep):
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
 
+* **Stepdowns** (:mod:`.stepdown`) hand a group's leadership to a chosen connected voter and
+  answer once it took it: a stream's by its leader (an API route), the meta group's by the meta
+  leader from the system account (:mod:`.system_api`). **Reports** (:mod:`.report`) build the
+  ``cluster`` blocks and ``/jsz``'s ``meta_cluster`` from the groups' status on this server.
+
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
-cluster or tags, changing a stream's replicas, stepdowns and peer removal, ``/jsz``
-``meta_cluster``; the requests are
+cluster or tags, changing a stream's replicas, peer and server removal; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start), direct gets under a JetStream domain's

@@ -22,6 +22,7 @@ from jetpy.jetstream.api.messages import (
     StreamCreateResponse,
     StreamDeleteResponse,
     StreamInfoResponse,
+    StreamLeaderStepdownResponse,
     StreamListRequest,
     StreamListResponse,
     StreamMsgDeleteResponse,
@@ -57,7 +58,9 @@ from jetpy.server.jscluster.meta import (
     UpdateStream,
     encode_op,
 )
+from jetpy.server.jscluster.stepdown import read_request, step_down, successor
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
+from jetpy.server.nrg import RaftGroup
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
@@ -76,6 +79,7 @@ CLUSTER_ROUTES = (
     "STREAM.PURGE",
     "STREAM.MSG.DELETE",
     "STREAM.MSG.GET",
+    "STREAM.LEADER.STEPDOWN",
 )
 
 
@@ -136,6 +140,7 @@ class ClusterApi:
         routes["STREAM.MSG.GET"] = Route(
             StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
         )
+        routes["STREAM.LEADER.STEPDOWN"] = Route(StreamLeaderStepdownResponse, self.stream_stepdown, 1)
         return routes
 
     def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
@@ -305,6 +310,19 @@ class ClusterApi:
         if not int(await rep.propose_change(op)):
             raise delete_miss(rep.stream, op.seq)
         return StreamMsgDeleteResponse(success=True)
+
+    def stream_stepdown(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """The stream's leader hands its group over (see ``stepdown``); an R1 stream has no one
+        to hand it to and answers success, whatever the body, as nats-server does."""
+        rep = self._leader(args)
+        g = rep.group
+        if g is None or g.status().voters <= 1:
+            return StreamLeaderStepdownResponse(success=True)
+        return self._stepdown(g, successor(g, read_request(body), rep.cluster))
+
+    async def _stepdown(self, g: RaftGroup, target: str) -> StreamLeaderStepdownResponse:
+        await step_down(g, target)
+        return StreamLeaderStepdownResponse(success=True)
 
     def _names(self, body: bytes) -> tuple[list[str], int]:
         """The assigned streams' names the request's subject filter selects, and its offset

@@ -18,6 +18,7 @@ import logging
 import random
 import shutil
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -25,7 +26,7 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
+from jetpy.jetstream.models import ClusterInfo, StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
@@ -35,7 +36,9 @@ from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
+from jetpy.server.jscluster.system_api import SystemApi
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
 __all__ = ["ClusteredJetStream"]
@@ -75,6 +78,7 @@ class ClusteredJetStream:
         peers: Callable[[], list[str]],
         expected_servers: int,
         config: GroupConfig | None = None,
+        traffic_account: str = "",
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -82,6 +86,7 @@ class ClusteredJetStream:
         self.system = system
         self._peers = peers
         self.expected_servers = expected_servers  # the meta group's founders, this one included
+        self.traffic_account = traffic_account  # the account the groups' traffic crosses
         config = config or GroupConfig()
         if not config.snapshot_entries and not config.snapshot_bytes:
             config = dataclasses.replace(
@@ -98,6 +103,7 @@ class ClusteredJetStream:
         self._tasks: list[asyncio.Task[None]] = []
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
+        self.system_api = SystemApi(self, system, cluster_name)
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
@@ -138,6 +144,7 @@ class ClusteredJetStream:
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
         ]
+        self.system_api.start()
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
             asyncio.create_task(self._work(), name="jetstream-assignments"),
@@ -149,6 +156,7 @@ class ClusteredJetStream:
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
+        self.system_api.stop()
         for rep in self.replicas.values():
             rep.close()
         # the groups are stopped with the Raft host (their logs synced)
@@ -186,6 +194,23 @@ class ClusteredJetStream:
 
     def replica(self, name: str) -> StreamReplica | None:
         return self.replicas.get(name)
+
+    def jsz_overlay(self, doc: dict[str, Any], raft: bool) -> None:
+        """/jsz's document with the cluster's view (``report.jsz_overlay``)."""
+        js, g = self.js, self.meta_group
+        if js is None:
+            return
+        meta = meta_cluster(
+            self._cluster_name(), g.status() if g is not None else None, self.host.known_names()
+        )
+
+        def replica(name: str) -> tuple[ClusterInfo, str] | None:
+            rep = self.replicas.get(name)
+            if rep is None:
+                return None
+            return rep.cluster_info(), rep.group.name if rep.group is not None else ""
+
+        jsz_overlay(doc, meta, js.config.account, replica, raft)
 
     def js_servers(self) -> list[str]:
         g = self.meta_group
@@ -324,6 +349,7 @@ class ClusteredJetStream:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
         rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
+        rep.traffic_account = self.traffic_account
         self.replicas[sa.name] = rep
         group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
         rep.group = group

@@ -1,0 +1,235 @@
+"""Operations on clustered JetStream, on three jetpy server processes and, for the replies, on
+three nats-server 2.15.1 processes given the same requests: stream and meta leader stepdowns
+(the new leader elected among the others, nats-server's refusals) and the ``cluster`` block of
+a stream's info."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+
+from cluster_support import NEWEST, Member, start_member
+from conftest import free_port
+
+from .jscluster import JsCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+# the same accounts on both sides: the global account's user (no_auth_user) and the system
+# account's, who alone may ask the meta group to step down
+ACCOUNTS = """
+authorization { users: [{user: app, password: app}] }
+accounts { SYS: { users: [{user: sys, password: sys}] } }
+system_account: SYS
+no_auth_user: app
+"""
+STREAM_STEPDOWN = "$JS.API.STREAM.LEADER.STEPDOWN.{}"
+META_STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
+
+
+def _conf(tmp: Path) -> Path:
+    conf = tmp / "accounts.conf"
+    conf.write_text(ACCOUNTS)
+    return conf
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("js-ops")
+
+
+@pytest.fixture(scope="module")
+def jetpy_cluster(module_tmp: Path) -> Iterator[JsCluster]:
+    root = module_tmp / "jetpy"
+    root.mkdir()
+    c = JsCluster(root, extra=("-c", str(_conf(root))))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@dataclass
+class Ref:
+    """The reference cluster: its members, and each one's monitoring port."""
+
+    members: list[Member]
+    http_ports: list[int]
+
+
+@pytest.fixture(scope="module")
+def reference_cluster(module_tmp: Path) -> Iterator[Ref]:
+    """Three nats-server 2.15.1 with JetStream, each its own store, routed to each other."""
+    root = module_tmp / "ref"
+    root.mkdir()
+    conf = str(_conf(root))
+    ports = [free_port() for _ in range(3)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+    http_ports = [free_port() for _ in range(3)]
+    members: list[Member] = []
+    try:
+        for i, port in enumerate(ports):
+            extra = ("-c", conf, "-js", "-sd", str(root / f"n{i + 1}"), "-m", str(http_ports[i]))
+            members.append(start_member(root, NEWEST, f"n{i + 1}", routes, *extra, cluster_port=port))
+        yield Ref(members, http_ports)
+    finally:
+        for m in members:
+            m.kill()
+
+
+@contextlib.asynccontextmanager
+async def _connect(url: str, user: str = "app") -> AsyncIterator[Client]:
+    host = url.removeprefix("nats://")
+    nc = await nats.connect(f"nats://{user}:{user}@{host}", max_reconnect_attempts=-1)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def _req(nc: Client, subject: str, body: str | dict[str, Any] = "", wait: float = 5.0) -> Any:
+    data = body if isinstance(body, str) else json.dumps(body)
+    msg = await nc.request(subject, data.encode(), timeout=wait)
+    return json.loads(msg.data)
+
+
+async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 20.0) -> Any:
+    """The reply once there is one without error 10008 (the meta group forming)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            got = await _req(nc, subject, body, wait=1.0)
+            if got.get("error", {}).get("err_code") != 10008:
+                return got
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no answer to {subject}")
+        await asyncio.sleep(0.2)
+
+
+async def _leader(nc: Client, stream: str) -> str:
+    info = await _until(nc, f"$JS.API.STREAM.INFO.{stream}")
+    leader: str = info["cluster"]["leader"]
+    return leader
+
+
+def _shape(reply: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal between the two servers: type, success, the error (an invalid JSON's
+    without Go's decoder's words)."""
+    got = {k: reply.get(k) for k in ("type", "success", "error")}
+    err = got["error"]
+    if err is not None and err["err_code"] == 10025:
+        got["error"] = {**err, "description": "invalid JSON"}
+    return got
+
+
+def _unnamed(reply: dict[str, Any], name: str) -> dict[str, Any]:
+    """The reply with a server's name in its error replaced (the two clusters pick different
+    leaders)."""
+    err = reply.get("error")
+    if err is None:
+        return reply
+    return {**reply, "error": {**err, "description": err["description"].replace(f'"{name}"', '"<leader>"')}}
+
+
+def _jsz(http_port: int, query: str = "") -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/jsz{query}", timeout=5) as r:
+        doc: dict[str, Any] = json.load(r)
+    return doc
+
+
+async def _meta_leader(http_port: int, other_than: str = "") -> str:
+    """The meta leader /jsz names (once it is not ``other_than``)."""
+    for _ in range(100):
+        leader: str = (await asyncio.to_thread(_jsz, http_port)).get("meta_cluster", {}).get("leader", "")
+        if leader and leader != other_than:
+            return leader
+        await asyncio.sleep(0.1)
+    raise AssertionError("no new meta leader")
+
+
+async def _stepdown_replies(url: str, http_port: int) -> dict[str, Any]:
+    """The same requests to a cluster; the replies (and what followed) keyed by what was asked."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        created = await _until(
+            nc, "$JS.API.STREAM.CREATE.OPS", {"name": "OPS", "subjects": ["ops.>"], "num_replicas": 3}
+        )
+        assert created.get("did_create") is True, created
+        await _until(
+            nc, "$JS.API.STREAM.CREATE.ONE", {"name": "ONE", "subjects": ["one.>"], "num_replicas": 1}
+        )
+        leader = await _leader(nc, "OPS")
+        out["not found"] = await _req(nc, STREAM_STEPDOWN.format("NOPE"))
+        out["r1"] = await _req(nc, STREAM_STEPDOWN.format("ONE"), "{bad")
+        out["bad json"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), "{bad")
+        out["array"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), "[1]")
+        out["preferred unknown"] = await _req(
+            nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": "nX"}}
+        )
+        out["preferred leader"] = _unnamed(
+            await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": leader}}), leader
+        )
+        out["other cluster"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"cluster": "X"}})
+        out["tags"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"tags": ["nope"]}})
+        out["stepdown"] = await _req(nc, STREAM_STEPDOWN.format("OPS"))
+        await asyncio.sleep(0.5)
+        after = await _leader(nc, "OPS")
+        out["moved"] = after != leader
+        info = await _req(nc, "$JS.API.STREAM.INFO.OPS")
+        other = info["cluster"]["replicas"][0]["name"]
+        out["preferred"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": other}})
+        await asyncio.sleep(0.5)
+        out["preferred took it"] = await _leader(nc, "OPS") == other
+        info = await _req(nc, "$JS.API.STREAM.INFO.OPS")
+        out["cluster keys"] = sorted(info["cluster"])
+        out["replica keys"] = sorted({k for r in info["cluster"]["replicas"] for k in r} - {"lag"})
+        one = await _req(nc, "$JS.API.STREAM.INFO.ONE")
+        out["r1 cluster keys"] = sorted(one["cluster"])
+        listed = await _req(nc, "$JS.API.STREAM.LIST")
+        out["list cluster keys"] = sorted(sorted(s["cluster"]) for s in listed["streams"])
+        jsz = await asyncio.to_thread(_jsz, http_port, "?streams=1&raft=1")
+        detail = {d["name"]: d for d in jsz["account_details"][0]["stream_detail"]}
+        out["jsz raft group"] = detail["OPS"]["stream_raft_group"] == info["cluster"]["raft_group"]
+        out["jsz cluster keys"] = sorted(set(detail["OPS"]["cluster"]) - {"leader_since"})
+        meta = jsz["meta_cluster"]
+        out["meta_cluster"] = {k: meta[k] for k in ("cluster_size", "quorum_needed")}
+        out["meta_cluster named"] = meta["name"] == info["cluster"]["name"]
+        out["meta_cluster others"] = sorted(r["name"] for r in meta["replicas"])
+        out["meta_cluster peer"] = len(meta["peer"])
+    async with _connect(url, "sys") as sys_nc:
+        out["meta bad json"] = await _req(sys_nc, META_STEPDOWN, "{bad")
+        out["meta unknown"] = await _req(sys_nc, META_STEPDOWN, {"placement": {"preferred": "nX"}})
+        out["meta other cluster"] = await _req(sys_nc, META_STEPDOWN, {"placement": {"cluster": "X"}})
+        before = await _meta_leader(http_port)
+        out["meta stepdown"] = await _req(sys_nc, META_STEPDOWN, "garbage")
+        after = await _meta_leader(http_port, before)
+        out["meta preferred"] = await _req(sys_nc, META_STEPDOWN, {"placement": {"preferred": before}})
+        out["meta preferred took it"] = await _meta_leader(http_port, after) == before
+    async with _connect(url) as nc:
+        with pytest.raises((TimeoutError, nats.errors.TimeoutError)):
+            await _req(nc, META_STEPDOWN, "", wait=1.0)  # the system account's only
+    return out
+
+
+async def test_stepdowns_answer_as_nats_server(jetpy_cluster: JsCluster, reference_cluster: Ref) -> None:
+    ours = await _stepdown_replies(jetpy_cluster.urls[0], jetpy_cluster.nodes["n1"].http_port)
+    theirs = await _stepdown_replies(reference_cluster.members[0].url, reference_cluster.http_ports[0])
+    for key, want in theirs.items():
+        got = ours[key]
+        if isinstance(want, dict) and "type" in want:
+            assert _shape(got) == _shape(want), key
+        else:
+            assert got == want, key
