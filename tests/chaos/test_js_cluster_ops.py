@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,3 +233,57 @@ async def test_stepdowns_answer_as_nats_server(jetpy_cluster: JsCluster, referen
             assert _shape(got) == _shape(want), key
         else:
             assert got == want, key
+
+
+async def _leaderless_replies(url: str) -> dict[str, Any]:
+    """The replies of a server whose meta group has lost its leader, once they say so: the
+    error, or whether the info of stream OPS, which it leads, was given."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        for subject in ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.INFO.OPS"):
+            for _ in range(150):
+                with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                    got = await _req(nc, subject, wait=0.5)
+                    if "error" in got:
+                        out[subject] = got
+                        break
+                    if subject.endswith("OPS"):  # its leader's answer
+                        out[subject] = got["config"]["name"]
+                        break
+                await asyncio.sleep(0.1)
+    return out
+
+
+async def _kill_all_but_a_follower(http_port: int, names: list[str], kill: Callable[[str], None]) -> str:
+    """Kill the meta leader and all but one other server: the survivor's name."""
+    leader = await _meta_leader(http_port)
+    survivor = next(n for n in names if n != leader)
+    for name in names:
+        if name != survivor:
+            kill(name)
+    return survivor
+
+
+async def test_a_server_without_meta_leader_answers_10008(
+    jetpy_cluster: JsCluster, reference_cluster: Ref
+) -> None:
+    """The meta leader and another server gone (last in this module: it takes the clusters
+    down): the follower left answers every request 10008 rather than leaving the client to
+    time out, but a stream's info if it leads the stream (its group still has its leader)."""
+    survivor = await _kill_all_but_a_follower(
+        jetpy_cluster.nodes["n1"].http_port, list(jetpy_cluster.nodes), jetpy_cluster.kill
+    )
+    ours = await _leaderless_replies(jetpy_cluster.nodes[survivor].url)
+    members = {m.name: m for m in reference_cluster.members}
+    ref_survivor = await _kill_all_but_a_follower(
+        reference_cluster.http_ports[0], list(members), lambda name: members[name].kill()
+    )
+    theirs = await _leaderless_replies(members[ref_survivor].url)
+    assert theirs["$JS.API.INFO"]["error"]["err_code"] == 10008
+    assert ours["$JS.API.INFO"] == theirs["$JS.API.INFO"]
+    assert ours["$JS.API.STREAM.NAMES"] == theirs["$JS.API.STREAM.NAMES"]
+    # the stream's info: given by its leader while it still leads (how long it goes on leading
+    # without a quorum differs: nats-server's 10 s, jetpy's election timeout), else 10008
+    for reply in (ours, theirs):
+        ops = reply["$JS.API.STREAM.INFO.OPS"]
+        assert ops == "OPS" or ops["error"]["err_code"] == 10008

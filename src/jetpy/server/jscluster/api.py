@@ -83,11 +83,22 @@ CLUSTER_ROUTES = (
 )
 
 
+STREAM_LEADER_ROUTES = frozenset(
+    {"STREAM.INFO", "STREAM.MSG.GET", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.LEADER.STEPDOWN"}
+)
+"""The requests a stream's leader answers (about its contents, through its own group)."""
+
+
 class ClusterState(Protocol):
     """What the API asks of the clustered JetStream (``service``)."""
 
     @property
     def is_meta_leader(self) -> bool: ...
+
+    @property
+    def leaderless(self) -> bool:
+        """The meta group has lost its leader here (not just for an election)."""
+        ...
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]: ...
@@ -141,7 +152,23 @@ class ClusterApi:
             StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
         )
         routes["STREAM.LEADER.STEPDOWN"] = Route(StreamLeaderStepdownResponse, self.stream_stepdown, 1)
-        return routes
+        return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
+
+    def _unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
+        """A server whose meta group lost its leader answers every request 10008 (each such
+        server does, as nats-server's: the client takes the first answer), but for those about
+        a stream's contents on the stream's leader, whose own group still works."""
+        handler, state = route.handler, self.state
+        stream_own = key in STREAM_LEADER_ROUTES
+
+        def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
+            if state.leaderless:
+                rep = state.replica(args[0]) if stream_own and args else None
+                if rep is None or not rep.is_leader:
+                    raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+            return handler(args, hdr, body)
+
+        return Route(route.response, answer, route.args, route.counts_success)
 
     def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
         def refuse(args: list[str], hdr: bytes, body: bytes) -> Any:

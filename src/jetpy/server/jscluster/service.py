@@ -17,6 +17,7 @@ import itertools
 import logging
 import random
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -95,6 +96,7 @@ class ClusteredJetStream:
         self.config = config
         self.meta = MetaMachine(self)
         self.meta_group: RaftGroup | None = None
+        self._meta_started = 0.0  # monotonic time this server's member of it started
         self.replicas: dict[str, StreamReplica] = {}
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
@@ -178,6 +180,7 @@ class ClusteredJetStream:
             log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
         try:
             self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+            self._meta_started = time.monotonic()
         except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
             log.error("JetStream cluster: the meta group could not be started: %s", exc)
 
@@ -187,6 +190,18 @@ class ClusteredJetStream:
     def is_meta_leader(self) -> bool:
         g = self.meta_group
         return g is not None and g.is_leader
+
+    @property
+    def leaderless(self) -> bool:
+        """This server's member of the meta group knows no leader, and has run long enough for
+        that to mean the group lost its quorum (two election timeouts: nats-server's 10 s with
+        its timers): every API request here is then answered 10008, as nats-server does."""
+        g = self.meta_group
+        return (
+            g is not None
+            and not g.node.leader
+            and time.monotonic() - self._meta_started > 2 * self.config.election_timeout
+        )
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
