@@ -184,10 +184,16 @@ async def _stepdown_replies(url: str, http_port: int) -> dict[str, Any]:
         )
         out["other cluster"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"cluster": "X"}})
         out["tags"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"tags": ["nope"]}})
+        elected = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.OPS")
+        await nc.flush()
         out["stepdown"] = await _req(nc, STREAM_STEPDOWN.format("OPS"))
         await asyncio.sleep(0.5)
         after = await _leader(nc, "OPS")
         out["moved"] = after != leader
+        adv = json.loads((await elected.next_msg(timeout=5)).data)
+        out["elected advisory"] = (sorted(adv), adv["type"], adv["stream"], adv["leader"] == after)
+        out["elected advisory replicas"] = sorted(r["name"] for r in adv["replicas"]) == ["n1", "n2", "n3"]
+        await elected.unsubscribe()
         info = await _req(nc, "$JS.API.STREAM.INFO.OPS")
         other = info["cluster"]["replicas"][0]["name"]
         out["preferred"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": other}})
@@ -254,14 +260,27 @@ async def _leaderless_replies(url: str) -> dict[str, Any]:
     return out
 
 
-async def _kill_all_but_a_follower(http_port: int, names: list[str], kill: Callable[[str], None]) -> str:
-    """Kill the meta leader and all but one other server: the survivor's name."""
+async def _kill_all_but_a_follower(
+    http_port: int, urls: dict[str, str], kill: Callable[[str], None], wait_lost: float
+) -> tuple[str, Any]:
+    """Make a server that does not lead the meta group the leader of stream OPS, then kill
+    every other one: the survivor's name, and the QUORUM_LOST advisory it sends (or None)."""
     leader = await _meta_leader(http_port)
-    survivor = next(n for n in names if n != leader)
-    for name in names:
-        if name != survivor:
-            kill(name)
-    return survivor
+    survivor = next(n for n in urls if n != leader)
+    async with _connect(urls[survivor]) as nc:
+        if await _leader(nc, "OPS") != survivor:
+            got = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": survivor}})
+            assert got.get("success"), got
+        lost = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.OPS")
+        await nc.flush()
+        for name in urls:
+            if name != survivor:
+                kill(name)
+        try:
+            adv = json.loads((await lost.next_msg(timeout=wait_lost)).data)
+        except (TimeoutError, nats.errors.TimeoutError):
+            adv = None
+    return survivor, adv
 
 
 async def test_a_server_without_meta_leader_answers_10008(
@@ -270,13 +289,22 @@ async def test_a_server_without_meta_leader_answers_10008(
     """The meta leader and another server gone (last in this module: it takes the clusters
     down): the follower left answers every request 10008 rather than leaving the client to
     time out, but a stream's info if it leads the stream (its group still has its leader)."""
-    survivor = await _kill_all_but_a_follower(
-        jetpy_cluster.nodes["n1"].http_port, list(jetpy_cluster.nodes), jetpy_cluster.kill
+    nodes = jetpy_cluster.nodes
+    survivor, lost = await _kill_all_but_a_follower(
+        nodes["n1"].http_port, {n.name: n.url for n in nodes.values()}, jetpy_cluster.kill, 5.0
     )
-    ours = await _leaderless_replies(jetpy_cluster.nodes[survivor].url)
+    # the stream's leader alone steps down after an election timeout without a quorum, and says so
+    assert lost is not None and lost["type"] == "io.nats.jetstream.advisory.v1.stream_quorum_lost"
+    assert lost["stream"] == "OPS" and sorted(r["name"] for r in lost["replicas"]) == sorted(
+        set(nodes) - {survivor}
+    )
+    ours = await _leaderless_replies(nodes[survivor].url)
     members = {m.name: m for m in reference_cluster.members}
-    ref_survivor = await _kill_all_but_a_follower(
-        reference_cluster.http_ports[0], list(members), lambda name: members[name].kill()
+    ref_survivor, _ = await _kill_all_but_a_follower(
+        reference_cluster.http_ports[0],
+        {m.name: m.url for m in members.values()},
+        lambda name: members[name].kill(),
+        0.1,  # nats-server's leader waits 10 s before it gives up: not waited for here
     )
     theirs = await _leaderless_replies(members[ref_survivor].url)
     assert theirs["$JS.API.INFO"]["error"]["err_code"] == 10008

@@ -33,6 +33,7 @@ from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
@@ -417,6 +418,8 @@ class ClusteredJetStream:
         js = self.js
         assert js is not None
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
+        if rep.group is not None:
+            leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
         if not leading:
             return
         if sa.reply and rep.group is not None and not rep.answered_create:
