@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ system_account: SYS
 no_auth_user: app
 """
 STREAM_STEPDOWN = "$JS.API.STREAM.LEADER.STEPDOWN.{}"
+HEALTH_QUERIES = ("", "?js-server-only=true", "?js-enabled-only=true")
 META_STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 
 
@@ -144,6 +146,14 @@ def _unnamed(reply: dict[str, Any], name: str) -> dict[str, Any]:
     return {**reply, "error": {**err, "description": err["description"].replace(f'"{name}"', '"<leader>"')}}
 
 
+def _healthz(http_port: int, query: str = "") -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz{query}", timeout=5) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
 def _jsz(http_port: int, query: str = "") -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/jsz{query}", timeout=5) as r:
         doc: dict[str, Any] = json.load(r)
@@ -210,6 +220,7 @@ async def _stepdown_replies(url: str, http_port: int) -> dict[str, Any]:
         detail = {d["name"]: d for d in jsz["account_details"][0]["stream_detail"]}
         out["jsz raft group"] = detail["OPS"]["stream_raft_group"] == info["cluster"]["raft_group"]
         out["jsz cluster keys"] = sorted(set(detail["OPS"]["cluster"]) - {"leader_since"})
+        out["healthz"] = await asyncio.to_thread(_healthz, http_port)
         meta = jsz["meta_cluster"]
         out["meta_cluster"] = {k: meta[k] for k in ("cluster_size", "quorum_needed")}
         out["meta_cluster named"] = meta["name"] == info["cluster"]["name"]
@@ -299,6 +310,7 @@ async def test_a_server_without_meta_leader_answers_10008(
         set(nodes) - {survivor}
     )
     ours = await _leaderless_replies(nodes[survivor].url)
+    ours_health = [await asyncio.to_thread(_healthz, nodes[survivor].http_port, q) for q in HEALTH_QUERIES]
     members = {m.name: m for m in reference_cluster.members}
     ref_survivor, _ = await _kill_all_but_a_follower(
         reference_cluster.http_ports[0],
@@ -307,6 +319,13 @@ async def test_a_server_without_meta_leader_answers_10008(
         0.1,  # nats-server's leader waits 10 s before it gives up: not waited for here
     )
     theirs = await _leaderless_replies(members[ref_survivor].url)
+    port = reference_cluster.http_ports[reference_cluster.members.index(members[ref_survivor])]
+    theirs_health = [await asyncio.to_thread(_healthz, port, q) for q in HEALTH_QUERIES]
+    assert theirs_health[0] == (
+        503,
+        {"status": "unavailable", "error": "JetStream has not established contact with a meta leader"},
+    )
+    assert ours_health == theirs_health
     assert theirs["$JS.API.INFO"]["error"]["err_code"] == 10008
     assert ours["$JS.API.INFO"] == theirs["$JS.API.INFO"]
     assert ours["$JS.API.STREAM.NAMES"] == theirs["$JS.API.STREAM.NAMES"]

@@ -496,16 +496,21 @@ class Endpoints:
     # -- /healthz ---------------------------------------------------------------------------------
 
     async def healthz(self, q: Query) -> Reply:
-        q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
-        q.boolean("js-enabled-only")
-        q.boolean("js-server-only")  # single server: there is no meta group to be current with
-        doc = self.health()
+        enabled_only = q.boolean("js-enabled") or q.boolean("js-enabled-only")  # js-enabled: deprecated
+        server_only = q.boolean("js-server-only")
+        doc = self.health(cluster=not (enabled_only or server_only))
         return json_reply(doc, 200 if doc["status"] == "ok" else 503, indent=False)
 
-    def health(self) -> dict[str, Any]:
-        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error."""
+    def health(self, cluster: bool = True) -> dict[str, Any]:
+        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error; with
+        ``cluster``, a clustered JetStream's groups must be current (``js-enabled-only`` and
+        ``js-server-only`` leave them out, as nats-server does)."""
         if self.server.options.jetstream and self.server.jetstream is None:
             return {"status": "unavailable", "error": JS_NOT_ENABLED}
+        cjs = self.server.js_cluster
+        problem = cjs.health_problem() if cjs is not None and cluster else ""
+        if problem:
+            return {"status": "unavailable", "error": problem}
         return {"status": "ok"}
 
     # -- /jsz -------------------------------------------------------------------------------------

@@ -211,6 +211,24 @@ class ClusteredJetStream:
     def replica(self, name: str) -> StreamReplica | None:
         return self.replicas.get(name)
 
+    def health_problem(self) -> str:
+        """Why this server is not healthy for /healthz ("" when it is), in nats-server's words:
+        no meta group or no meta leader known, a meta group not current (entries still to apply,
+        or a leader that lost its quorum), or
+        a replica of a stream still catching up with its group."""
+        g = self.meta_group
+        if g is None or not g.node.leader:
+            return "JetStream has not established contact with a meta leader"
+        if not g.status().current:
+            return "JetStream is not current with the meta leader"
+        js = self.js
+        account = js.config.account if js is not None else ""
+        for name, rep in sorted(self.replicas.items()):
+            rg = rep.group
+            if rg is None or rep.behind or not rg.status().current:
+                return f"JetStream stream '{account} > {name}' is not current"
+        return ""
+
     def jsz_overlay(self, doc: dict[str, Any], raft: bool) -> None:
         """/jsz's document with the cluster's view (``report.jsz_overlay``)."""
         js, g = self.js, self.meta_group
