@@ -252,6 +252,99 @@ async def test_stepdowns_answer_as_nats_server(jetpy_cluster: JsCluster, referen
             assert got == want, key
 
 
+PEER_REMOVE = "$JS.API.STREAM.PEER.REMOVE.{}"
+
+
+async def _peer_remove_replies(url: str) -> dict[str, Any]:
+    """``STREAM.PEER.REMOVE``'s refusals, the same on both clusters."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        info = await _until(nc, "$JS.API.STREAM.INFO.OPS")
+        member = info["cluster"]["leader"]
+        out["not found"] = await _req(nc, PEER_REMOVE.format("NOPE"), {"peer": member})
+        out["empty"] = await _req(nc, PEER_REMOVE.format("OPS"))
+        out["bad json"] = await _req(nc, PEER_REMOVE.format("OPS"), "{bad")
+        out["not a member"] = await _req(nc, PEER_REMOVE.format("OPS"), {"peer": "nX"})
+        out["no replacement"] = await _req(nc, PEER_REMOVE.format("OPS"), {"peer": member})  # R3 on 3
+    return out
+
+
+async def test_peer_remove_refusals_as_nats_server(jetpy_cluster: JsCluster, reference_cluster: Ref) -> None:
+    ours = await _peer_remove_replies(jetpy_cluster.urls[0])
+    theirs = await _peer_remove_replies(reference_cluster.members[0].url)
+    assert theirs["no replacement"]["error"]["err_code"] == 10075
+    assert {k: _shape(v) for k, v in ours.items()} == {k: _shape(v) for k, v in theirs.items()}
+
+
+def _holders(cluster: JsCluster, stream: str, messages: int) -> list[str]:
+    """The servers whose own store holds the stream with that many messages."""
+    return sorted(
+        n.name for n in cluster.nodes.values() if (n.stream_state(stream) or {}).get("messages") == messages
+    )
+
+
+def _stream_dir(cluster: JsCluster, name: str, stream: str) -> Path:
+    return cluster.nodes[name].store / "jetstream" / "$G" / "streams" / stream
+
+
+async def test_replicas_scaled_up_and_down_and_a_peer_replaced(jetpy_cluster: JsCluster) -> None:
+    """1 -> 3 -> 1 replicas by update: the new replicas join and catch up, the removed ones
+    leave and their files go; then an R2 stream's peer removed: a replacement is placed on the
+    third server and catches up, the removed one's files go."""
+    c = jetpy_cluster
+    async with _connect(c.urls[0]) as nc:
+        js = nc.jetstream(timeout=5)
+        await _until(nc, "$JS.API.STREAM.CREATE.SCALE", {"name": "SCALE", "subjects": ["scale.>"]})
+        for i in range(50):
+            await js.publish(f"scale.{i}", b"x%d" % i)
+        [home] = await c.wait_for("one holder", lambda: _holders(c, "SCALE", 50))
+        up = await _req(
+            nc, "$JS.API.STREAM.UPDATE.SCALE", {"name": "SCALE", "subjects": ["scale.>"], "num_replicas": 3}
+        )
+        assert up["config"]["num_replicas"] == 3, up
+        await c.wait_for("three holders", lambda: _holders(c, "SCALE", 50) == ["n1", "n2", "n3"])
+        for i in range(50, 60):  # every replica takes the next ones
+            await js.publish(f"scale.{i}", b"x%d" % i)
+        await c.wait_for("three holders of 60", lambda: _holders(c, "SCALE", 60) == ["n1", "n2", "n3"])
+        info = await _until(nc, "$JS.API.STREAM.INFO.SCALE")
+        assert info["cluster"]["leader"] == home
+        assert sorted(r["name"] for r in info["cluster"]["replicas"]) == sorted({"n1", "n2", "n3"} - {home})
+
+        down = await _req(
+            nc, "$JS.API.STREAM.UPDATE.SCALE", {"name": "SCALE", "subjects": ["scale.>"], "num_replicas": 1}
+        )
+        assert down["config"]["num_replicas"] == 1, down
+        leader = (await _until(nc, "$JS.API.STREAM.INFO.SCALE"))["cluster"]["leader"]
+        gone = sorted({"n1", "n2", "n3"} - {leader})
+        await c.wait_for(
+            "the others' files deleted", lambda: not any(_stream_dir(c, n, "SCALE").exists() for n in gone)
+        )
+        assert _holders(c, "SCALE", 60) == [leader]
+        ack = await js.publish("scale.last", b"last")
+        assert ack.seq == 61
+
+        await _until(
+            nc, "$JS.API.STREAM.CREATE.TWO", {"name": "TWO", "subjects": ["two.>"], "num_replicas": 2}
+        )
+        for i in range(20):
+            await js.publish(f"two.{i}", b"y")
+        two = await c.wait_for(
+            "two holders", lambda: _holders(c, "TWO", 20) if len(_holders(c, "TWO", 20)) == 2 else None
+        )
+        [third] = sorted({"n1", "n2", "n3"} - set(two))
+        removed = two[0]
+        got = await _req(nc, PEER_REMOVE.format("TWO"), {"peer": removed})
+        assert got == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+        want = sorted({*two, third} - {removed})
+        await c.wait_for("the replacement caught up", lambda: _holders(c, "TWO", 20) == want)
+        await c.wait_for(
+            "the removed one's files deleted", lambda: not _stream_dir(c, removed, "TWO").exists()
+        )
+        ack = await js.publish("two.last", b"y")
+        assert ack.seq == 21
+        await c.wait_for("both hold the next", lambda: _holders(c, "TWO", 21) == want)
+
+
 async def _leaderless_replies(url: str) -> dict[str, Any]:
     """The replies of a server whose meta group has lost its leader, once they say so: the
     error, or whether the info of stream OPS, which it leads, was given."""

@@ -77,6 +77,7 @@ __all__ = [
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
+    "StreamRemovePeerRequest",
     "StreamRestoreRequest",
     "StreamRestoreResponse",
     "StreamSnapshotRequest",
@@ -142,6 +143,12 @@ class LeaderStepdownRequest(_Wire, frozen=True):
     """``STREAM.LEADER.STEPDOWN``, ``CONSUMER.LEADER.STEPDOWN`` and ``META.LEADER.STEPDOWN``."""
 
     placement: StepdownPlacement | None = None
+
+
+class StreamRemovePeerRequest(_Wire, frozen=True):
+    """``STREAM.PEER.REMOVE``: the server (by name, or its Raft member id) to take the stream off."""
+
+    peer: str = ""
 
 
 class ConsumerCreateRequest(_Wire, frozen=True):

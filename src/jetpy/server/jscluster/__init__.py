@@ -75,8 +75,13 @@ The design (decisions the following slices keep):
   leader from the system account (:mod:`.system_api`). **Reports** (:mod:`.report`) build the
   ``cluster`` blocks and ``/jsz``'s ``meta_cluster`` from the groups' status on this server.
 
+* **Placement changes** (a stream's replicas scaled by an update, ``STREAM.PEER.REMOVE``) are
+  an update of the assignment's ``peers`` in the meta group: a server newly named starts its
+  replica as a new member that asks to join (``joined``), the stream's leader removes the
+  members no longer named, and those leave once removed (:mod:`.membership`).
+
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
-cluster or tags, changing a stream's replicas, peer and server removal; the requests are
+cluster or tags, ``SERVER.REMOVE``; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start), direct gets under a JetStream domain's

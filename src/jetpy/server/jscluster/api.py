@@ -11,7 +11,7 @@ doc). Must not know: how the meta group or a stream group runs, placement's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -29,6 +29,8 @@ from jetpy.jetstream.api.messages import (
     StreamMsgGetResponse,
     StreamNamesResponse,
     StreamPurgeResponse,
+    StreamRemovePeerRequest,
+    StreamRemovePeerResponse,
     StreamUpdateResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
@@ -60,7 +62,7 @@ from jetpy.server.jscluster.meta import (
 )
 from jetpy.server.jscluster.stepdown import read_request, step_down, successor
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
-from jetpy.server.nrg import RaftGroup
+from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
@@ -80,6 +82,7 @@ CLUSTER_ROUTES = (
     "STREAM.MSG.DELETE",
     "STREAM.MSG.GET",
     "STREAM.LEADER.STEPDOWN",
+    "STREAM.PEER.REMOVE",
 )
 
 
@@ -107,8 +110,9 @@ class ClusterState(Protocol):
 
     def js_servers(self) -> list[str]: ...
 
-    def place(self, replicas: int) -> list[str]:
-        """The servers a new stream of ``replicas`` goes on (raises 10023 if too few)."""
+    def place(self, replicas: int, exclude: Sequence[str] = ()) -> list[str]:
+        """The servers a new stream of ``replicas`` goes on, none of ``exclude`` (raises 10023
+        if too few)."""
         ...
 
     async def propose_meta(self, op: bytes) -> bytes: ...
@@ -152,6 +156,7 @@ class ClusterApi:
             StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
         )
         routes["STREAM.LEADER.STEPDOWN"] = Route(StreamLeaderStepdownResponse, self.stream_stepdown, 1)
+        routes["STREAM.PEER.REMOVE"] = Route(StreamRemovePeerResponse, self.stream_peer_remove, 1)
         return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
 
     def _unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
@@ -269,13 +274,25 @@ class ClusterApi:
             old, cfg0, pedantic=pedantic_flag(req), max_replicas=len(state.js_servers())
         )
         self._check_cluster_config(cfg)
-        if (cfg.num_replicas or 1) != (old.num_replicas or 1):
-            raise ApiError.of(
-                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's replicas")
-            )
         self._check_overlap(cfg)
         op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
+        replicas = cfg.num_replicas or 1
+        if replicas != (old.num_replicas or 1):
+            return self._rescale(op, sa, replicas)
         return self._update(op)
+
+    async def _rescale(self, op: UpdateStream, sa: StreamAssignment, replicas: int) -> StreamUpdateResponse:
+        """A change of replicas: more servers placed (the fewest loaded ones not holding it), or
+        fewer kept (its leader first, so that it goes on leading and answers)."""
+        if replicas > len(sa.peers):
+            peers = [*sa.peers, *self.state.place(replicas - len(sa.peers), exclude=sa.peers)]
+        else:
+            info = (await self.state.stream_infos([sa.name])).get(sa.name)
+            leader = info.cluster.leader if info is not None and info.cluster is not None else ""
+            if leader not in sa.peers:
+                raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+            peers = [leader, *[p for p in sa.peers if p != leader]][:replicas]
+        return await self._update(msgspec.structs.replace(op, peers=peers))
 
     async def _update(self, op: UpdateStream) -> StreamUpdateResponse:
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
@@ -350,6 +367,36 @@ class ClusterApi:
     async def _stepdown(self, g: RaftGroup, target: str) -> StreamLeaderStepdownResponse:
         await step_down(g, target)
         return StreamLeaderStepdownResponse(success=True)
+
+    def stream_peer_remove(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """The meta leader takes the stream off a server (by name or member id) and places it
+        on another one, which joins the stream's group and catches up; the removed server's
+        replica leaves once the group has removed it, and its files are deleted."""
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        sa = state.assignments.get(args[0])
+        if sa is None:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        if not body.strip():
+            raise ApiError.of(E.BAD_REQUEST)
+        req = decode_request(body, StreamRemovePeerRequest)
+        if not req.peer:
+            raise ApiError.of(E.BAD_REQUEST)
+        peer = next((p for p in sa.peers if req.peer in (p, member_id(p))), None)
+        if peer is None:
+            raise ApiError.of(E.CLUSTER_PEER_NOT_MEMBER)
+        try:
+            [new] = state.place(1, exclude=sa.peers)
+        except ApiError:
+            raise ApiError.of(E.PEER_REMAP) from None
+        peers = [new if p == peer else p for p in sa.peers]
+        return self._peer_remove(UpdateStream(sa.name, sa.config, "", peers))
+
+    async def _peer_remove(self, op: UpdateStream) -> StreamRemovePeerResponse:
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        return StreamRemovePeerResponse(success=True)
 
     def _names(self, body: bytes) -> tuple[list[str], int]:
         """The assigned streams' names the request's subject filter selects, and its offset

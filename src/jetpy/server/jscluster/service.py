@@ -18,7 +18,7 @@ import logging
 import random
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -37,6 +37,7 @@ from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
+from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
@@ -104,6 +105,7 @@ class ClusteredJetStream:
         # one (and where to answer), or a name to drop
         self._actions: asyncio.Queue[StreamAssignment | tuple[StreamAssignment, str] | str] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
@@ -154,7 +156,7 @@ class ClusteredJetStream:
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._background]:
             t.cancel()
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
@@ -253,8 +255,8 @@ class ClusteredJetStream:
         names = self.host.known_names()
         return sorted(names.get(m, m) for m in g.node.membership.voters)
 
-    def place(self, replicas: int) -> list[str]:
-        servers = self.js_servers()
+    def place(self, replicas: int, exclude: Sequence[str] = ()) -> list[str]:
+        servers = [s for s in self.js_servers() if s not in exclude]
         if replicas > len(servers):
             raise ApiError.of(E.INSUFFICIENT_RESOURCES)
         load = {s: 0 for s in servers}
@@ -383,9 +385,12 @@ class ClusteredJetStream:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
         rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
+        rep.assigned_peers = sa.peers
         rep.traffic_account = self.traffic_account
         self.replicas[sa.name] = rep
-        group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
+        # a server placed after the stream's creation joins its group as a new member
+        founders = () if self.server_name in sa.joined else sa.peers
+        group = await self.host.start_group(sa.group, rep, founders, self.config)
         rep.group = group
         rep.direct_when_current()
         group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
@@ -396,16 +401,36 @@ class ClusteredJetStream:
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         rep = self.replicas.get(sa.name)
         if rep is None:
+            if self.server_name in sa.peers:  # placed here by scaling up or a peer's removal
+                await self._add(sa)
             return
         rep.assigned_config = sa.config
+        rep.assigned_peers = sa.peers
+        if self.server_name not in sa.peers:  # taken off this server
+            self._spawn(self._leave(rep, sa))
+            return
         if rep.is_leader:
             await self._push_config(rep, reply)
+
+    async def _leave(self, rep: StreamReplica, sa: StreamAssignment) -> None:
+        """Once the stream's group has removed this server's member, its replica goes."""
+        if rep.group is not None:
+            await leave(rep.group, sa.peers, self.config.tick)
+        if self.replicas.get(sa.name) is rep and self.server_name not in rep.assigned_peers:
+            self._actions.put_nowait(sa.name)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _push_config(self, rep: StreamReplica, reply: str) -> None:
         """The stream's leader puts the assigned config into the stream's own log (every
         replica switches at the same message), then answers the update."""
         try:
             await rep.propose_change(ConfigOp(rep.assigned_config))
+            if rep.group is not None:  # members whose servers are no longer named leave
+                await reconcile(rep.group, rep.assigned_peers)
             resp = StreamUpdateResponse.of(rep.info())
         except ApiError as e:
             resp = StreamUpdateResponse.failure(e)
@@ -440,6 +465,9 @@ class ClusteredJetStream:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
         if not leading:
             return
+        g = rep.group
+        if g is not None and any(p.name not in rep.assigned_peers for p in g.status().peers):
+            self._spawn(reconcile(g, rep.assigned_peers))  # a removal the last leader left undone
         if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
             self._answer_create(rep, sa.reply.encode())

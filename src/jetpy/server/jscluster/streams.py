@@ -107,6 +107,7 @@ class StreamReplica:
         self.answered_create = False  # its first leader answers the create (once)
         self.assigned_config = b""  # the config the meta group holds for it (JSON)
         self.traffic_account = ""  # the account its group's traffic crosses (the system account)
+        self.assigned_peers: list[str] = []  # the servers the meta group places it on
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
         # A message's time stamp as applied: its entry's, or one more than the previous one's
         # (the same on every replica: a function of the log), so the time stamps in the store
