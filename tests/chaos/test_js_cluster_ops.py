@@ -345,6 +345,77 @@ async def test_replicas_scaled_up_and_down_and_a_peer_replaced(jetpy_cluster: Js
         await c.wait_for("both hold the next", lambda: _holders(c, "TWO", 21) == want)
 
 
+SERVER_REMOVE = "$JS.API.SERVER.REMOVE"
+
+
+async def test_server_remove_refusals_as_nats_server(
+    jetpy_cluster: JsCluster, reference_cluster: Ref
+) -> None:
+    replies = []
+    for url in (jetpy_cluster.urls[0], reference_cluster.members[0].url):
+        async with _connect(url, "sys") as nc:
+            replies.append(
+                {
+                    "empty": _shape(await _req(nc, SERVER_REMOVE)),
+                    "bad json": _shape(await _req(nc, SERVER_REMOVE, "{bad")),
+                    "unknown": _shape(await _req(nc, SERVER_REMOVE, {"peer": "nX"})),
+                    "no peer": _shape(await _req(nc, SERVER_REMOVE, {})),
+                }
+            )
+    assert replies[0] == replies[1]
+    assert replies[1]["unknown"]["error"]["err_code"] == 10044
+
+
+async def test_server_removed_and_its_streams_placed_elsewhere(tmp_path: Path) -> None:
+    """A server taken out of the cluster's JetStream: its R2 stream is placed on the server that
+    did not hold it and catches up, its R3 stream keeps its two other replicas, its files go,
+    and the meta group is the two others."""
+    c = JsCluster(tmp_path, extra=("-c", str(_conf(tmp_path))))
+    try:
+        c.start()
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            await _until(
+                nc, "$JS.API.STREAM.CREATE.R3", {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}
+            )
+            await _until(
+                nc, "$JS.API.STREAM.CREATE.R2", {"name": "R2", "subjects": ["r2.>"], "num_replicas": 2}
+            )
+            for i in range(30):
+                await js.publish(f"r3.{i}", b"x")
+                await js.publish(f"r2.{i}", b"y")
+            two = await c.wait_for(
+                "R2's holders", lambda: h if len(h := _holders(c, "R2", 30)) == 2 else None
+            )
+            meta = await _meta_leader(c.nodes["n1"].http_port)
+            gone = next(n for n in two if n != meta)
+            stays = sorted(set(c.nodes) - {gone})
+            async with _connect(c.nodes[meta].url, "sys") as sys_nc:
+                got = await _req(sys_nc, SERVER_REMOVE, {"peer": gone})
+            assert got == {"type": "io.nats.jetstream.api.v1.meta_server_remove_response", "success": True}
+            await c.wait_for("R2 on the two others", lambda: _holders(c, "R2", 30) == stays)
+            await c.wait_for(
+                "its files deleted",
+                lambda: not _stream_dir(c, gone, "R2").exists() and not _stream_dir(c, gone, "R3").exists(),
+            )
+            assert _holders(c, "R3", 30) == stays
+            doc = await asyncio.to_thread(_jsz, c.nodes[meta].http_port)
+            assert doc["meta_cluster"]["cluster_size"] == 2
+            assert [r["name"] for r in doc["meta_cluster"]["replicas"]] == [n for n in stays if n != meta]
+            for stream in ("R2", "R3"):
+                ack = await js.publish(f"{stream.lower()}.last", b"z")
+                assert ack.seq == 31
+            created = await _until(
+                nc, "$JS.API.STREAM.CREATE.NEW", {"name": "NEW", "subjects": ["new"], "num_replicas": 2}
+            )
+            assert (
+                sorted([created["cluster"]["leader"], *(r["name"] for r in created["cluster"]["replicas"])])
+                == stays
+            )
+    finally:
+        c.stop()
+
+
 async def _leaderless_replies(url: str) -> dict[str, Any]:
     """The replies of a server whose meta group has lost its leader, once they say so: the
     error, or whether the info of stream OPS, which it leads, was given."""

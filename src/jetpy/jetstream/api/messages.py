@@ -62,6 +62,8 @@ __all__ = [
     "ConsumerUnpinResponse",
     "LeaderStepdownRequest",
     "MetaLeaderStepdownResponse",
+    "MetaServerRemoveRequest",
+    "MetaServerRemoveResponse",
     "PagedRequest",
     "StepdownPlacement",
     "StreamCreateResponse",
@@ -149,6 +151,14 @@ class StreamRemovePeerRequest(_Wire, frozen=True):
     """``STREAM.PEER.REMOVE``: the server (by name, or its Raft member id) to take the stream off."""
 
     peer: str = ""
+
+
+class MetaServerRemoveRequest(_Wire, frozen=True):
+    """``SERVER.REMOVE``: the server to take out of the cluster's JetStream, by name (``peer``)
+    or by its meta group member id (``peer_id``)."""
+
+    peer: str = ""
+    peer_id: str = ""
 
 
 class ConsumerCreateRequest(_Wire, frozen=True):
@@ -406,6 +416,11 @@ class StreamRemovePeerResponse(ApiResponse, frozen=True):
 
 class MetaLeaderStepdownResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "meta_leader_stepdown_response")
+    success: bool = False
+
+
+class MetaServerRemoveResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "meta_server_remove_response")
     success: bool = False
 
 

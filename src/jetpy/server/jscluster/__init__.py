@@ -72,7 +72,8 @@ The design (decisions the following slices keep):
 
 * **Stepdowns** (:mod:`.stepdown`) hand a group's leadership to a chosen connected voter and
   answer once it took it: a stream's by its leader (an API route), the meta group's by the meta
-  leader from the system account (:mod:`.system_api`). **Reports** (:mod:`.report`) build the
+  leader from the system account (:mod:`.system_api`, which also removes a server from the
+  cluster: its streams placed elsewhere, then its meta member removed). **Reports** (:mod:`.report`) build the
   ``cluster`` blocks and ``/jsz``'s ``meta_cluster`` from the groups' status on this server.
 
 * **Placement changes** (a stream's replicas scaled by an update, ``STREAM.PEER.REMOVE``) are
@@ -81,7 +82,7 @@ The design (decisions the following slices keep):
   members no longer named, and those leave once removed (:mod:`.membership`).
 
 Not yet: consumers on a cluster, mirrors and sources, backups, placement by
-cluster or tags, ``SERVER.REMOVE``; the requests are
+cluster or tags; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start), direct gets under a JetStream domain's
