@@ -74,7 +74,7 @@ class JsCluster:
         extra: tuple[str, ...] = (),
     ) -> None:
         self.root = root
-        self.extra = extra  # more jetpy-server flags for every server (a config file: -c)
+        self.extra = extra  # more jetpy-server flags for every server ("{name}": the server's name)
         self.tick = tick
         self.snapshot_entries = snapshot_entries  # the groups compact their logs this often
         self.nodes = {
@@ -109,7 +109,7 @@ class JsCluster:
             *member_flags(
                 node.name, node.port, node.http_port, node.store, CLUSTER, node.cluster_port, routes
             ),
-            *self.extra,
+            *(arg.format(name=node.name) for arg in self.extra),
         ]
 
     def start(self, name: str | None = None) -> None:

@@ -138,7 +138,7 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
 
         with pytest.raises(APIError) as e:
             await js.add_stream(name="FIVE", subjects=["five"], num_replicas=5)
-        assert e.value.err_code == 10023  # more replicas than servers
+        assert e.value.err_code == 10005  # more replicas than servers: no suitable peers
         with pytest.raises(APIError) as e:
             await js.add_stream(name="OTHER", subjects=["one"])
         assert e.value.err_code == 10065

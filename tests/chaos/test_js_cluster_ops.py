@@ -45,6 +45,14 @@ def _conf(tmp: Path) -> Path:
     return conf
 
 
+def _tagged_confs(tmp: Path) -> str:
+    """A config per server n1..n3: the accounts, and the tags az:<i> and ssd (the path, with
+    "{name}" for the server's name)."""
+    for i in (1, 2, 3):
+        (tmp / f"n{i}.conf").write_text(f'{ACCOUNTS}\nserver_tags: ["az:{i}", "ssd"]\n')
+    return str(tmp / "{name}.conf")
+
+
 @pytest.fixture(scope="module")
 def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("js-ops")
@@ -54,7 +62,7 @@ def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def jetpy_cluster(module_tmp: Path) -> Iterator[JsCluster]:
     root = module_tmp / "jetpy"
     root.mkdir()
-    c = JsCluster(root, extra=("-c", str(_conf(root))))
+    c = JsCluster(root, extra=("-c", _tagged_confs(root)))
     try:
         c.start()
         yield c
@@ -75,15 +83,16 @@ def reference_cluster(module_tmp: Path) -> Iterator[Ref]:
     """Three nats-server 2.15.1 with JetStream, each its own store, routed to each other."""
     root = module_tmp / "ref"
     root.mkdir()
-    conf = str(_conf(root))
+    conf = _tagged_confs(root)
     ports = [free_port() for _ in range(3)]
     routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
     http_ports = [free_port() for _ in range(3)]
     members: list[Member] = []
     try:
         for i, port in enumerate(ports):
-            extra = ("-c", conf, "-js", "-sd", str(root / f"n{i + 1}"), "-m", str(http_ports[i]))
-            members.append(start_member(root, NEWEST, f"n{i + 1}", routes, *extra, cluster_port=port))
+            name = f"n{i + 1}"
+            extra = ("-c", conf.format(name=name), "-js", "-sd", str(root / name), "-m", str(http_ports[i]))
+            members.append(start_member(root, NEWEST, name, routes, *extra, cluster_port=port))
         yield Ref(members, http_ports)
     finally:
         for m in members:
@@ -209,6 +218,11 @@ async def _stepdown_replies(url: str, http_port: int) -> dict[str, Any]:
         out["preferred"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), {"placement": {"preferred": other}})
         await asyncio.sleep(0.5)
         out["preferred took it"] = await _leader(nc, "OPS") == other
+        target = next(n for n in ("n1", "n2", "n3") if n != other)
+        tagged = {"placement": {"tags": [f"AZ:{target[1]}"]}}
+        out["tags stepdown"] = await _req(nc, STREAM_STEPDOWN.format("OPS"), tagged)
+        await asyncio.sleep(0.5)
+        out["tagged took it"] = await _leader(nc, "OPS") == target
         info = await _req(nc, "$JS.API.STREAM.INFO.OPS")
         out["cluster keys"] = sorted(info["cluster"])
         out["replica keys"] = sorted({k for r in info["cluster"]["replicas"] for k in r} - {"lag"})
@@ -250,6 +264,53 @@ async def test_stepdowns_answer_as_nats_server(jetpy_cluster: JsCluster, referen
             assert _shape(got) == _shape(want), key
         else:
             assert got == want, key
+
+
+async def _placement_replies(url: str, cluster: str) -> dict[str, Any]:
+    """Streams created with a placement: where they went, or the refusal."""
+    out: dict[str, Any] = {}
+    cases: dict[str, dict[str, Any]] = {
+        "az2": {"placement": {"tags": ["az:2"]}},
+        "az2 upper": {"placement": {"tags": ["AZ:2"]}},
+        "az2 r2": {"num_replicas": 2, "placement": {"tags": ["az:2"]}},
+        "az2 ssd r2": {"num_replicas": 2, "placement": {"tags": ["az:2", "ssd"]}},
+        "ssd r3": {"num_replicas": 3, "placement": {"tags": ["ssd"]}},
+        "unknown tag": {"placement": {"tags": ["nope"]}},
+        "other cluster": {"placement": {"cluster": "X"}},
+        "own cluster": {"placement": {"cluster": cluster}},
+        "r4": {"num_replicas": 4},
+        "r6": {"num_replicas": 6},
+    }
+    async with _connect(url) as nc:
+        for i, (case, extra) in enumerate(cases.items()):
+            name = f"P{i}"
+            got = await _until(
+                nc, f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [f"p{i}"], **extra}
+            )
+            if "error" in got:
+                out[case] = _shape(got)
+                continue
+            where = got["cluster"]
+            out[case] = sorted([where["leader"], *(r["name"] for r in where.get("replicas", []))])
+            if case == "own cluster":
+                out[case] = len(out[case])
+            await _req(nc, f"$JS.API.STREAM.DELETE.{name}")
+        upd = {"name": "OPS", "subjects": ["ops.>"], "num_replicas": 3, "placement": {"tags": ["ssd"]}}
+        out["placement changed"] = (
+            (await _req(nc, "$JS.API.STREAM.UPDATE.OPS", upd)).get("error", {}).get("err_code")
+        )
+    return out
+
+
+async def test_placement_by_tags_and_cluster_as_nats_server(
+    jetpy_cluster: JsCluster, reference_cluster: Ref
+) -> None:
+    ours = await _placement_replies(jetpy_cluster.urls[0], "JSC")
+    theirs = await _placement_replies(reference_cluster.members[0].url, "C1")
+    assert theirs["az2"] == ["n2"] and theirs["r4"]["error"]["err_code"] == 10005
+    # nats-server moves a stream whose placement changes; jetpy refuses (10052) until built
+    assert theirs.pop("placement changed") is None and ours.pop("placement changed") == 10052
+    assert ours == theirs
 
 
 PEER_REMOVE = "$JS.API.STREAM.PEER.REMOVE.{}"

@@ -203,6 +203,7 @@ class Server:
             cluster_size(opts.cluster),
             self.raft_config,
             system.name if system is not None else "",
+            opts.server_tags,
         )
         self.js_cluster = cjs
         self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)

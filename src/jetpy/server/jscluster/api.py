@@ -19,6 +19,7 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import (
     AccountInfoResponse,
+    LeaderStepdownRequest,
     StreamCreateResponse,
     StreamDeleteResponse,
     StreamInfoResponse,
@@ -43,13 +44,14 @@ from jetpy.jetstream.models import (
     AccountInfo,
     AccountLimits,
     JetStreamApiStats,
+    Placement,
     StreamConfig,
     StreamInfo,
 )
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
-from jetpy.jetstream.validate import check_stream_create, check_stream_update
+from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -60,7 +62,7 @@ from jetpy.server.jscluster.meta import (
     UpdateStream,
     encode_op,
 )
-from jetpy.server.jscluster.stepdown import read_request, step_down, successor
+from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
 from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
@@ -110,12 +112,18 @@ class ClusterState(Protocol):
 
     def js_servers(self) -> list[str]: ...
 
-    def place(self, replicas: int, exclude: Sequence[str] = ()) -> list[str]:
-        """The servers a new stream of ``replicas`` goes on, none of ``exclude`` (raises 10023
-        if too few)."""
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]:
+        """The servers ``replicas`` replicas of a stream with ``placement`` go on, none of
+        ``exclude`` (raises 10005 if too few match)."""
         ...
 
     async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
+        """The servers' tags (those that answer)."""
+        ...
 
     async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
         """The named streams' infos from their leaders (those that answered in time)."""
@@ -220,7 +228,8 @@ class ClusterApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
-        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=len(state.js_servers()))
+        # more replicas than servers: no suitable peers (placement's 10005, as nats-server 2.15)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
@@ -229,13 +238,14 @@ class ClusterApi:
         elif have.config != raw:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         replicas = cfg.num_replicas or 1
-        peers = state.place(replicas)
         group = f"S-R{replicas}F-{new_identity()}"
         reply = self._replying_to().decode()
-        sa = StreamAssignment(cfg.name, raw, group, peers, time.time_ns(), reply)
-        return self._create(sa)
+        sa = StreamAssignment(cfg.name, raw, group, [], time.time_ns(), reply)
+        return self._create(sa, cfg)
 
-    async def _create(self, sa: StreamAssignment) -> StreamCreateResponse:
+    async def _create(self, sa: StreamAssignment, cfg: StreamConfig) -> StreamCreateResponse:
+        peers = await self.state.place(cfg.num_replicas or 1, cfg.placement)
+        sa = msgspec.structs.replace(sa, peers=peers)
         result = await self.state.propose_meta(encode_op(AddStream(sa)))
         if result == RESULT_CONFLICT:
             raise ApiError.of(E.STREAM_NAME_EXIST)
@@ -244,7 +254,7 @@ class ClusterApi:
         raise Elsewhere  # the stream's (first) leader answers
 
     def _check_cluster_config(self, cfg: StreamConfig) -> None:
-        check_stream_built(cfg)
+        check_stream_built(cfg, clustered=True)
         if cfg.mirror is not None or cfg.sources:
             raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
 
@@ -270,10 +280,12 @@ class ClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         old = _decode_config(sa)
-        cfg = check_stream_update(
-            old, cfg0, pedantic=pedantic_flag(req), max_replicas=len(state.js_servers())
-        )
+        cfg = check_stream_update(old, cfg0, pedantic=pedantic_flag(req), max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
+        if cfg.placement != old.placement:  # moving a stream is not built
+            raise ApiError.of(
+                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")
+            )
         self._check_overlap(cfg)
         op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
         replicas = cfg.num_replicas or 1
@@ -285,7 +297,8 @@ class ClusterApi:
         """A change of replicas: more servers placed (the fewest loaded ones not holding it), or
         fewer kept (its leader first, so that it goes on leading and answers)."""
         if replicas > len(sa.peers):
-            peers = [*sa.peers, *self.state.place(replicas - len(sa.peers), exclude=sa.peers)]
+            placement = _decode_config(sa).placement
+            peers = [*sa.peers, *await self.state.place(replicas - len(sa.peers), placement, sa.peers)]
         else:
             info = (await self.state.stream_infos([sa.name])).get(sa.name)
             leader = info.cluster.leader if info is not None and info.cluster is not None else ""
@@ -362,7 +375,14 @@ class ClusterApi:
         g = rep.group
         if g is None or g.status().voters <= 1:
             return StreamLeaderStepdownResponse(success=True)
-        return self._stepdown(g, successor(g, read_request(body), rep.cluster))
+        req = read_request(body)
+        if not needs_tags(req):
+            return self._stepdown(g, successor(g, req, rep.cluster, {}))
+        return self._stepdown_tagged(g, req, rep.cluster)
+
+    async def _stepdown_tagged(self, g: RaftGroup, req: LeaderStepdownRequest, cluster: str) -> Any:
+        tags = await self.state.server_tags([p.name for p in g.status().peers])
+        return await self._stepdown(g, successor(g, req, cluster, tags))
 
     async def _stepdown(self, g: RaftGroup, target: str) -> StreamLeaderStepdownResponse:
         await step_down(g, target)
@@ -386,14 +406,14 @@ class ClusterApi:
         peer = next((p for p in sa.peers if req.peer in (p, member_id(p))), None)
         if peer is None:
             raise ApiError.of(E.CLUSTER_PEER_NOT_MEMBER)
+        return self._peer_remove(sa, peer)
+
+    async def _peer_remove(self, sa: StreamAssignment, peer: str) -> StreamRemovePeerResponse:
         try:
-            [new] = state.place(1, exclude=sa.peers)
+            [new] = await self.state.place(1, _decode_config(sa).placement, sa.peers)
         except ApiError:
             raise ApiError.of(E.PEER_REMAP) from None
-        peers = [new if p == peer else p for p in sa.peers]
-        return self._peer_remove(UpdateStream(sa.name, sa.config, "", peers))
-
-    async def _peer_remove(self, op: UpdateStream) -> StreamRemovePeerResponse:
+        op = UpdateStream(sa.name, sa.config, "", [new if p == peer else p for p in sa.peers])
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         return StreamRemovePeerResponse(success=True)

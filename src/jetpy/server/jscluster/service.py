@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import random
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -27,7 +26,7 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import ClusterInfo, StreamConfig, StreamInfo, encode
+from jetpy.jetstream.models import ClusterInfo, Placement, StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
@@ -39,6 +38,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
@@ -82,6 +82,7 @@ class ClusteredJetStream:
         expected_servers: int,
         config: GroupConfig | None = None,
         traffic_account: str = "",
+        tags: Sequence[str] = (),
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -90,6 +91,8 @@ class ClusteredJetStream:
         self._peers = peers
         self.expected_servers = expected_servers  # the meta group's founders, this one included
         self.traffic_account = traffic_account  # the account the groups' traffic crosses
+        self.tags = [t.lower() for t in tags]  # this server's (server_tags), placement's
+        self._tags: dict[str, list[str]] = {server_name: self.tags}  # servers' tags, as they gave them
         config = config or GroupConfig()
         if not config.snapshot_entries and not config.snapshot_bytes:
             config = dataclasses.replace(
@@ -148,6 +151,7 @@ class ClusteredJetStream:
             self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
+            self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
         ]
         self.system_api.start()
         self._tasks = [
@@ -256,17 +260,51 @@ class ClusteredJetStream:
         names = self.host.known_names()
         return sorted(names.get(m, m) for m in g.node.membership.voters)
 
-    def place(self, replicas: int, exclude: Sequence[str] = ()) -> list[str]:
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]:
+        """The servers ``replicas`` replicas go on (:func:`.placement.choose`), none of
+        ``exclude``; servers' tags are asked for when the placement names some."""
         servers = [s for s in self.js_servers() if s not in exclude]
-        if replicas > len(servers):
-            raise ApiError.of(E.INSUFFICIENT_RESOURCES)
         load = {s: 0 for s in servers}
         for sa in self.meta.streams.values():
             for p in sa.peers:
                 if p in load:
                     load[p] += 1
-        shuffled = random.sample(servers, len(servers))
-        return sorted(shuffled, key=lambda s: load[s])[:replicas]
+        tags = await self.server_tags(servers) if placement is not None and placement.tags else {}
+        return choose(servers, load, replicas, placement, self._cluster_name(), tags)
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
+        """Each server's tags, asked of those not known yet (those answering within
+        :data:`GATHER_WAIT`; tags change only with a restart, which a reload refuses)."""
+        known = self._tags
+        missing = [s for s in servers if s not in known]
+        if missing:
+            done = asyncio.Event()
+            inbox = f"$JSC.RT.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+            def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+                try:
+                    st = msgspec.json.decode(data[hdr_len:], type=ServerTags)
+                except (msgspec.DecodeError, ValueError):
+                    return
+                known[st.name] = [t.lower() for t in st.tags]
+                if all(s in known for s in missing):
+                    done.set()
+
+            sub = self.system.subscribe_internal(inbox, on_reply)
+            try:
+                self.system.publish_internal(TAGS_SUBJECT, inbox, b"")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), GATHER_WAIT)
+            finally:
+                self.system.unsubscribe_internal(sub)
+        return {s: known[s] for s in servers if s in known}
+
+    def _on_tags(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        if reply is not None:
+            doc = ServerTags(self.server_name, self.tags)
+            self.system.publish_internal(reply.decode(), None, msgspec.json.encode(doc))
 
     async def propose_meta(self, op: bytes) -> bytes:
         g = self.meta_group

@@ -10,13 +10,14 @@ is already leader``, ``no replacement peer connected``), handing leadership over
 until it moved, so that an info asked after the answer names the new leader. Must not know:
 the routes, the wire of the system account, what a group replicates.
 
-No server of a jetpy cluster carries tags yet (``server_tags`` is not read), so a placement
-with tags finds no successor, as nats-server answers when no server has them.
+A placement's tags are matched against the servers' ``server_tags`` (lower-cased), as
+placement matches them.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import LeaderStepdownRequest
@@ -24,7 +25,7 @@ from jetpy.jetstream.api.requests import decode_request
 from jetpy.jetstream.errors import ApiError
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["read_request", "step_down", "successor"]
+__all__ = ["needs_tags", "read_request", "step_down", "successor"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -37,9 +38,16 @@ def read_request(body: bytes) -> LeaderStepdownRequest:
     return decode_request(body, LeaderStepdownRequest)
 
 
-def successor(group: RaftGroup, req: LeaderStepdownRequest, cluster: str) -> str:
-    """The member of ``group`` (led here) to hand leadership to, by the request's placement;
-    raises nats-server's 10005 refusals."""
+def needs_tags(req: LeaderStepdownRequest) -> bool:
+    return req.placement is not None and bool(req.placement.tags)
+
+
+def successor(
+    group: RaftGroup, req: LeaderStepdownRequest, cluster: str, tags_of: Mapping[str, Sequence[str]]
+) -> str:
+    """The member of ``group`` (led here) to hand leadership to, by the request's placement
+    (``tags_of``: the servers' tags, needed when it names some); raises nats-server's 10005
+    refusals."""
     st = group.status()
     place = req.placement
     voters = [p for p in st.peers if p.voter]
@@ -51,8 +59,11 @@ def successor(group: RaftGroup, req: LeaderStepdownRequest, cluster: str) -> str
         voters = [p for p in voters if p.name == place.preferred]
         if not voters:
             raise ApiError.of(E.CLUSTER_NO_PEERS, err=f'preferred server "{place.preferred}" not known')
-    if place is not None and ((place.cluster and place.cluster != cluster) or place.tags):
+    if place is not None and place.cluster and place.cluster != cluster:
         voters = []
+    if place is not None and place.tags:
+        want = [t.lower() for t in place.tags]
+        voters = [p for p in voters if all(t in tags_of.get(p.name, ()) for t in want)]
     live = [p for p in voters if p.active]
     if not live:
         raise ApiError.of(E.CLUSTER_NO_PEERS, err="no replacement peer connected")

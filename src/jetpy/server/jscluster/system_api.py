@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
+import msgspec
+
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import (
     MetaLeaderStepdownResponse,
@@ -28,10 +30,10 @@ from jetpy.jetstream.api.messages import (
 )
 from jetpy.jetstream.api.requests import decode_request
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import encode
+from jetpy.jetstream.models import Placement, StreamConfig, encode
 from jetpy.server.broker import Broker, InternalHandler, Subscription
 from jetpy.server.jscluster.meta import StreamAssignment, UpdateStream, encode_op
-from jetpy.server.jscluster.stepdown import read_request, step_down, successor
+from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
 from jetpy.server.nrg import ProposalError, RaftGroup
 
 __all__ = ["META_STEPDOWN", "SERVER_REMOVE", "SystemApi"]
@@ -49,9 +51,13 @@ class MetaState(Protocol):
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]: ...
 
-    def place(self, replicas: int, exclude: Sequence[str] = ()) -> list[str]: ...
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]: ...
 
     async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]: ...
 
 
 class SystemApi:
@@ -92,7 +98,9 @@ class SystemApi:
 
     async def _meta_stepdown(self, g: RaftGroup, reply: str, body: bytes) -> None:
         try:
-            await step_down(g, successor(g, read_request(body), self._cluster_name()))
+            req = read_request(body)
+            tags = await self.state.server_tags([p.name for p in g.status().peers]) if needs_tags(req) else {}
+            await step_down(g, successor(g, req, self._cluster_name(), tags))
             resp = MetaLeaderStepdownResponse(success=True)
         except ApiError as e:
             resp = MetaLeaderStepdownResponse.failure(e)
@@ -124,8 +132,9 @@ class SystemApi:
             if target.name not in sa.peers:
                 continue
             peers = [p for p in sa.peers if p != target.name]
+            placement = msgspec.json.decode(sa.config, type=StreamConfig).placement
             try:
-                peers += state.place(1, exclude=sa.peers)
+                peers += await state.place(1, placement, sa.peers)
             except ApiError:
                 if not peers:  # nowhere else to go: it stays (lost with the server)
                     log.warning("JetStream cluster: stream '%s' has no other server to go to", sa.name)
