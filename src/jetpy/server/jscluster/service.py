@@ -395,8 +395,8 @@ class ClusteredJetStream:
         for name in self.replicas:
             if name not in streams:
                 self._actions.put_nowait(name)
-        for sa in streams.values():
-            self._actions.put_nowait(sa)
+        for sa in streams.values():  # a replica held already follows its (maybe new) placement
+            self._actions.put_nowait((sa, "") if sa.name in self.replicas else sa)
 
     async def _work(self) -> None:
         while True:
