@@ -477,6 +477,36 @@ async def test_server_removed_and_its_streams_placed_elsewhere(tmp_path: Path) -
         c.stop()
 
 
+async def test_healthz_while_a_stream_is_not_current(tmp_path: Path) -> None:
+    """An R2 stream's other server down: the one left cannot have its group current (no
+    quorum, no leader) and /healthz says so by the stream's name; back to ok once the other
+    server is back and caught up (it fetched what it missed)."""
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            await _until(
+                nc, "$JS.API.STREAM.CREATE.HZ", {"name": "HZ", "subjects": ["hz"], "num_replicas": 2}
+            )
+            for _ in range(10):
+                await js.publish("hz", b"x")
+            a, b = await c.wait_for(
+                "two holders", lambda: h if len(h := _holders(c, "HZ", 10)) == 2 else None
+            )
+        port = c.nodes[a].http_port
+        assert await asyncio.to_thread(_healthz, port) == (200, {"status": "ok"})
+        c.kill(b)
+        want = (503, {"status": "unavailable", "error": "JetStream stream '$G > HZ' is not current"})
+        await c.wait_for("a not current", lambda: _healthz(port) == want)
+        assert _healthz(port, "?js-server-only=true") == (200, {"status": "ok"})
+        c.start(b)
+        await c.wait_for("a healthy again", lambda: _healthz(port) == (200, {"status": "ok"}))
+        await c.wait_for("b healthy", lambda: _healthz(c.nodes[b].http_port) == (200, {"status": "ok"}))
+    finally:
+        c.stop()
+
+
 async def _leaderless_replies(url: str) -> dict[str, Any]:
     """The replies of a server whose meta group has lost its leader, once they say so: the
     error, or whether the info of stream OPS, which it leads, was given."""
