@@ -1,8 +1,10 @@
 """The ``$JS.API`` requests as a cluster answers them: which server answers, and how.
 
-Owns: the routes that replace a single server's (``STREAM.CREATE``, ``DELETE``, ``INFO``,
-``NAMES``) and the answer to every other request while it is not built for a cluster (the meta
-leader's "... is not supported by this server in a cluster yet"). Every server receives every
+Owns: the routes that replace a single server's (``STREAM.CREATE``, ``UPDATE`` with a change
+of replicas, ``DELETE``, ``INFO``, ``NAMES``, ``LIST``, ``LEADER.STEPDOWN``, ``PEER.REMOVE``...),
+the answer to every other request while it is not built for a cluster (the meta leader's
+"... is not supported by this server in a cluster yet"), and 10008 for every request on a
+server whose meta group has lost its leader. Every server receives every
 request; the one that answers is the meta leader for assignments and the stream's leader for
 its contents, the rest raise :class:`~jetpy.jetstream.api.router.Elsewhere` (see the package
 doc). Must not know: how the meta group or a stream group runs, placement's rule.

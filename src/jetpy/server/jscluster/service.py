@@ -2,10 +2,11 @@
 
 Owns: forming the meta group once the cluster's JetStream servers are known, reacting to
 assignments in log order (creating this server's replica of a stream placed on it, with its
-store and its member of the stream's group, and deleting it when the stream goes), placement,
-the first leader's answer to a create, and hooking the cluster's API routes and publish path
-into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
-rules.
+store and its member of the stream's group, joining or leaving a group as its placement
+changes, and deleting it when the stream goes), placement (gathering the servers' tags), the
+first leader's answer to a create, its stream advisories, what it tells /jsz and /healthz, and
+hooking the cluster's API routes and publish path into the JetStream engine before it starts.
+Must not know: Raft's rules, the wire, a stream's rules.
 """
 
 from __future__ import annotations
