@@ -207,9 +207,9 @@ class ClusteredJetStream:
         g = self.meta_group
         return (
             g is not None
-            and not g.removed  # a server removed from the cluster leaves the API to the others
             and not g.node.leader
             and time.monotonic() - self._meta_started > 2 * self.config.election_timeout
+            and not g.removed  # a server removed from the cluster leaves the API to the others
         )
 
     @property
