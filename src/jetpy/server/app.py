@@ -201,6 +201,7 @@ class Server:
 
     async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
         opts = self.options
+        system = self.accounts.system()
         cjs = ClusteredJetStream(
             self.server_name,
             lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
@@ -209,6 +210,8 @@ class Server:
             self._peer_names,
             cluster_size(opts.cluster),
             self.raft_config,
+            system.name if system is not None else "",
+            opts.server_tags,
         )
         self.js_cluster = cjs
         self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)

@@ -49,6 +49,7 @@ from jetpy.server.config_values import (
     to_bool,
     to_int,
     to_str,
+    wrong,
 )
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions
 from jetpy.server.websocket import origin_parts
@@ -100,7 +101,6 @@ IGNORED_FIELDS = frozenset(
         "prof_port",
         "max_traced_msg_len",
         "no_header_support",
-        "server_tags",
         "reconnect_error_reports",
         "connect_error_reports",
         "default_js_domain",
@@ -269,6 +269,14 @@ def _listen(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.opts.port = port
 
 
+def _server_tags(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    """``server_tags``: a list of strings (or one string), lower-cased as nats-server keeps them."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise wrong(key, value, "a list of strings", pos)
+    ctx.opts.server_tags = [v.strip().lower() for v in values if v.strip()]
+
+
 def _http(ctx: Context, key: str, value: Any, pos: Position) -> None:
     host, port = host_port(key, value, pos)
     if host is not None:
@@ -410,6 +418,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "host": _setter("host", to_str),
     "net": _setter("host", to_str),
     "server_name": _setter("server_name", to_str),
+    "server_tags": _server_tags,
     "client_advertise": _setter("client_advertise", to_str),
     "http": _http,
     "http_port": _setter("http_port", to_int),

@@ -27,6 +27,7 @@ from jetpy.server.connection import ClientConnection
 from jetpy.server.gateway import Gateways
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
+from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.leafnodes import LeafNodes
 from jetpy.server.monitor_accounts import account_detail, account_names, accstatz_entries, sublist_stats
 from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz, routez, varz_cluster, varz_gateway
@@ -179,6 +180,7 @@ class MonitoredServer(Protocol):
     gateways: Gateways | None  # None: not in a super cluster
     leafnodes: LeafNodes | None  # None: neither a hub nor a leaf node
     raft: RaftHost | None  # None: not started
+    js_cluster: ClusteredJetStream | None  # None: JetStream is not clustered here
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
@@ -496,16 +498,21 @@ class Endpoints:
     # -- /healthz ---------------------------------------------------------------------------------
 
     async def healthz(self, q: Query) -> Reply:
-        q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
-        q.boolean("js-enabled-only")
-        q.boolean("js-server-only")  # single server: there is no meta group to be current with
-        doc = self.health()
+        enabled_only = q.boolean("js-enabled") or q.boolean("js-enabled-only")  # js-enabled: deprecated
+        server_only = q.boolean("js-server-only")
+        doc = self.health(cluster=not (enabled_only or server_only))
         return json_reply(doc, 200 if doc["status"] == "ok" else 503, indent=False)
 
-    def health(self) -> dict[str, Any]:
-        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error."""
+    def health(self, cluster: bool = True) -> dict[str, Any]:
+        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error; with
+        ``cluster``, a clustered JetStream's groups must be current (``js-enabled-only`` and
+        ``js-server-only`` leave them out, as nats-server does)."""
         if self.server.options.jetstream and self.server.jetstream is None:
             return {"status": "unavailable", "error": JS_NOT_ENABLED}
+        cjs = self.server.js_cluster
+        problem = cjs.health_problem() if cjs is not None and cluster else ""
+        if problem:
+            return {"status": "unavailable", "error": problem}
         return {"status": "ok"}
 
     # -- /jsz -------------------------------------------------------------------------------------
@@ -525,6 +532,9 @@ class Endpoints:
         st = self._js_report(
             accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
         )
+        cjs = self.server.js_cluster
+        if st is not None and cjs is not None:  # meta_cluster, the streams' Raft groups
+            cjs.jsz_overlay(st, q.boolean("raft"))
         if st is None:
             doc["disabled"] = True
             doc.update(_JSZ_DISABLED)

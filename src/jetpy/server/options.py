@@ -302,6 +302,7 @@ class ServerOptions:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT  # 0 = ephemeral, -1 = random (as nats-server)
     server_name: str = ""
+    server_tags: list[str] = field(default_factory=list)  # lower-cased; clustered JetStream places by them
     client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
