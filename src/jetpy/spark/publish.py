@@ -1,6 +1,8 @@
 """The sink's publishing: rows to JetStream messages with ``Nats-Msg-Id``, PubAcks awaited.
 
-Owns one task's publishing over a blocking connection (``wire.Wire``): each row becomes an
+Owns one task's publishing over a blocking connection (``wire.Wire``): on jetpy through its bulk
+publish (``bulk_publish.py``: many rows per request, built from the Arrow columns); elsewhere
+(nats-server) one publish per row, as follows. Each row becomes an
 HPUB frame (its headers, ``Nats-Msg-Id``, ``Nats-Expected-Stream`` when the ``stream`` option is
 set) with its own reply subject, frames go out in batches of ~64 KB, and at most
 ``maxInFlight`` publishes wait for their PubAck at a time (a large window lets the server's
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from jetpy.spark.bulk_publish import publish_bulk
 from jetpy.spark.options import SinkOptions
 from jetpy.spark.paths import connect
 from jetpy.spark.wire import Reply, Wire, WireError
@@ -68,11 +71,16 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 def publish_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> Published:
     """Publish every row of ``batches`` (ids ``<id_prefix>:<row>`` where a row has no
-    ``msg_id``) and wait for every PubAck."""
+    ``msg_id``) and wait for every PubAck: through bulk publishes on jetpy, else one publish
+    per row."""
     w = connect(opts.conn, "sink")
     res = Published()
     try:
-        _publish(w, opts, batches, id_prefix, res)
+        if w.is_jetpy:
+            c = publish_bulk(w, opts, batches, id_prefix, _user_headers)
+            res = Published(c.published, c.duplicates, c.first_seq, c.last_seq)
+        else:
+            _publish(w, opts, batches, id_prefix, res)
     except WireError as e:
         raise WireError(f"jetstream sink: publishing to {w.url} (option 'servers') failed: {e}") from None
     finally:

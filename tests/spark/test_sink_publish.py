@@ -1,0 +1,97 @@
+"""The sink's publishing without a Spark session (``spark/publish.publish_rows``, as a task runs
+it): through bulk publishes on jetpy, one publish per row on nats-server, the same outcome: a
+task retried after it failed half-way publishes the same ids and the stream keeps each row once;
+rows for several streams go each to its own; headers and ``msg_id`` columns as given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+from nats.js import JetStreamContext
+
+from conftest import Proc
+from jetpy.spark.options import parse_sink
+from jetpy.spark.publish import publish_rows
+
+from .conftest import run, stream_msgs
+
+
+def _batches(n: int, subject_of: str = "tp.{}", per: int = 700) -> list[pa.RecordBatch]:
+    subjects = pa.array([subject_of.format(i % 4) for i in range(n)])
+    data = pa.array([b"row %d" % i for i in range(n)], pa.binary())
+    return [
+        pa.RecordBatch.from_arrays([subjects.slice(a, per), data.slice(a, per)], ["subject", "data"])
+        for a in range(0, n, per)
+    ]
+
+
+def _failing(batches: list[pa.RecordBatch], after: int) -> Iterator[pa.RecordBatch]:
+    yield from batches[:after]
+    raise RuntimeError("the executor was lost")
+
+
+@pytest.mark.parametrize("server", ["js_server", "ref_server"])
+def test_a_retried_task_stores_each_row_once(server: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue(server).url
+    name = f"TP{server[:3].upper()}"
+
+    async def add(js: JetStreamContext) -> None:
+        await js.add_stream(name=name, subjects=[f"{name.lower()}.>"])
+
+    run(add, url)
+    opts = parse_sink({"servers": url, "maxInFlight": "1500"})
+    batches = _batches(5000, f"{name.lower()}.{{}}")
+    with pytest.raises(RuntimeError, match="executor was lost"):
+        publish_rows(opts, _failing(batches, 4), "write-1:0")
+    first = stream_msgs(url, name)
+    assert 0 < first <= 5000
+    res = publish_rows(opts, iter(batches), "write-1:0")  # the retry: same ids
+    assert res.published + res.duplicates == 5000
+    assert res.duplicates >= 4 * 700 - opts.max_in_flight  # what the failed attempt had stored
+    assert stream_msgs(url, name) == 5000
+    again = publish_rows(opts, iter(batches), "write-1:0")  # the whole job again
+    assert (again.published, again.duplicates) == (0, 5000)
+    assert stream_msgs(url, name) == 5000
+
+
+def test_rows_for_several_streams_and_headers(js_server: Proc) -> None:
+    url = js_server.url
+
+    async def add(js: JetStreamContext) -> None:
+        await js.add_stream(name="TA", subjects=["ta.>"])
+        await js.add_stream(name="TB", subjects=["tb.*"])
+
+    run(add, url)
+    n = 3000
+    subjects = pa.array([("ta.x", "tb.y", "ta.z.w")[i % 3] for i in range(n)])
+    data = pa.array([f"d{i}" for i in range(n)])
+    ids = pa.array([f"id-{i}" if i % 2 else None for i in range(n)])
+    headers = pa.array(
+        [[("h", f"v{i}")] if i % 5 == 0 else None for i in range(n)], pa.map_(pa.string(), pa.string())
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [subjects, data, ids, headers], ["subject", "data", "msg_id", "headers"]
+    )
+    opts = parse_sink({"servers": url})
+    res = publish_rows(opts, iter([batch]), "w:0")
+    assert (res.published, res.duplicates) == (n, 0)
+    assert stream_msgs(url, "TA") == 2000 and stream_msgs(url, "TB") == 1000
+
+    async def check(js: JetStreamContext) -> None:
+        ta = [await js.get_msg("TA", s) for s in (1, 2, 3, 4)]
+        assert [(m.subject, m.data) for m in ta] == [
+            ("ta.x", b"d0"),
+            ("ta.z.w", b"d2"),
+            ("ta.x", b"d3"),
+            ("ta.z.w", b"d5"),
+        ]
+        assert ta[0].headers == {"h": "v0", "Nats-Msg-Id": "w:0:0"}
+        assert ta[2].headers == {"Nats-Msg-Id": "id-3"}
+        tb = await js.get_msg("TB", 2)
+        assert (tb.subject, tb.data, tb.headers) == ("tb.y", b"d4", {"Nats-Msg-Id": "w:0:4"})
+
+    run(check, url)
+    again = publish_rows(opts, iter([batch]), "w:0")
+    assert (again.published, again.duplicates) == (0, n)
