@@ -95,3 +95,33 @@ def test_rows_for_several_streams_and_headers(js_server: Proc) -> None:
     run(check, url)
     again = publish_rows(opts, iter([batch]), "w:0")
     assert (again.published, again.duplicates) == (0, n)
+
+
+def test_requests_bounded_by_bytes_and_max_in_flight(js_server: Proc) -> None:
+    from jetpy.spark.bulk_publish import _cuts
+    from jetpy.spark.paths import connect
+
+    w = connect(parse_sink({"servers": js_server.url}).conn)
+    try:
+        subjects = pa.array([b"s.%d" % i for i in range(1000)], pa.binary())
+        messages = pa.array([b"m" * (i % 50) for i in range(1000)], pa.binary())
+        rows = pa.array(range(1000)).to_numpy()
+        for limit, most in ((4096, 10_000), (1 << 20, 100), (64, 5)):
+            cuts = list(_cuts(subjects, messages, limit, most, rows, w))
+            assert cuts[0][0] == 0 and cuts[-1][1] == 1000
+            assert all(
+                a < b <= a + most and b == c
+                for (a, b), (c, _) in zip(cuts, [*cuts[1:], (1000, 0)], strict=True)
+            )
+            for a, b in cuts:
+                size = (
+                    16
+                    + 8
+                    + sum(
+                        12 + len(s) + len(m)
+                        for s, m in zip(subjects[a:b].to_pylist(), messages[a:b].to_pylist(), strict=True)
+                    )
+                )
+                assert size <= limit or b == a + 1
+    finally:
+        w.close()

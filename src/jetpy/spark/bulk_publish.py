@@ -127,7 +127,7 @@ def publish_bulk(
             s, m, h, at = subjects, messages, hdr_lens, rows
             if take is not None:
                 s, m, h, at = s.take(take), m.take(take), h[take], at[take]
-            for a, b in _cuts(s, m, limit, at, w):
+            for a, b in _cuts(s, m, limit, opts.max_in_flight, at, w):
                 body = _body(s.slice(a, b - a), h[a:b], m.slice(a, b - a))
                 pending[w.send_request(api + stream, body)] = _Pending(stream, at[a:b])
                 in_flight += b - a
@@ -238,10 +238,10 @@ def _by_stream(
 
 
 def _cuts(
-    subjects: pa.Array, messages: pa.Array, limit: int, rows: np.ndarray[Any, Any], w: Wire
+    subjects: pa.Array, messages: pa.Array, limit: int, most: int, rows: np.ndarray[Any, Any], w: Wire
 ) -> Iterator[tuple[int, int]]:
-    """Runs of records ``[a, b)`` whose requests stay within ``limit`` bytes (a record larger
-    than that alone in its request, if the server's ``max_payload`` takes it)."""
+    """Runs of at most ``most`` records ``[a, b)`` whose requests stay within ``limit`` bytes (a
+    record larger than that alone in its request, if the server's ``max_payload`` takes it)."""
     import numpy as np
     import pyarrow.compute as pc
 
@@ -256,7 +256,7 @@ def _cuts(
     a, base = 0, 0
     max_payload = int(w.info.get("max_payload") or 1 << 20)
     while a < n:
-        b = int(np.searchsorted(ends, base + budget, side="right"))
+        b = min(int(np.searchsorted(ends, base + budget, side="right")), a + most)
         if b == a:
             b = a + 1
             if int(sizes[a]) + HEADER.size + 8 > max_payload:

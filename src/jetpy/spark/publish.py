@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Published", "publish_rows"]
 
+BULK_PREFIX: Final = "$JS.API"
+"""The API prefix jetpy serves its bulk publish under (not a domain's): elsewhere, one publish
+per row."""
 SEND_BYTES: Final = 64 * 1024
 """Frames are handed to the socket in batches of about this size."""
 
@@ -71,12 +74,12 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 def publish_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> Published:
     """Publish every row of ``batches`` (ids ``<id_prefix>:<row>`` where a row has no
-    ``msg_id``) and wait for every PubAck: through bulk publishes on jetpy, else one publish
-    per row."""
+    ``msg_id``) and wait for every PubAck: through bulk publishes on jetpy (under its own API
+    prefix), else one publish per row."""
     w = connect(opts.conn, "sink")
     res = Published()
     try:
-        if w.is_jetpy:
+        if w.is_jetpy and opts.conn.api_prefix == BULK_PREFIX:
             c = publish_bulk(w, opts, batches, id_prefix, _user_headers)
             res = Published(c.published, c.duplicates, c.first_seq, c.last_seq)
         else:
