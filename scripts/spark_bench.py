@@ -143,15 +143,23 @@ class Memory:
 
     def _run(self) -> None:
         me = os.getpid()
+        workers: list[int] = []
+        looked = 0.0
         while not self._stop.is_set():
             phase = self.phase
             if self.server_pid:
                 self.server[phase] = max(self.server.get(phase, 0), self._rss(self.server_pid))
             seen = self.workers.setdefault(phase, {})
-            for pid, cmd in descendants(me).items():
-                if b"pyspark" in cmd and b"java" not in cmd.split(b"\0")[0]:
-                    seen[pid] = max(seen.get(pid, 0), self._rss(pid))
-            time.sleep(0.05)
+            if time.monotonic() - looked > 1.0:  # which processes: a scan of /proc once a second
+                looked = time.monotonic()
+                workers = [
+                    pid
+                    for pid, cmd in descendants(me).items()
+                    if b"pyspark" in cmd and b"java" not in cmd.split(b"\0")[0]
+                ]
+            for pid in workers:
+                seen[pid] = max(seen.get(pid, 0), self._rss(pid))
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self._stop.set()
