@@ -15,6 +15,7 @@ import pytest
 from nats.aio.client import Client
 
 import jetpy
+from jetpy.jetstream.api import bulk_publish
 from jetpy.protocol.bulk_publish import HEADER, decode_request, encode_request, msg_id_header
 from jetpy.server.app import Server
 from jetpy.server.options import ServerOptions, User
@@ -208,4 +209,28 @@ async def test_stream_deleted_while_stored(server: Server) -> None:
     assert (await js.stream_info("BP")).state.messages == 0
     ok = await _publish(nc, "BP", encode_request(_records(10)))
     assert ok["stored"] == [{"index": 0, "count": 10, "seq": 1}]
+    await nc.close()
+
+
+async def test_requests_past_the_queue_bound_are_refused_not_queued(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients sending faster than the stream stores do not grow the server's memory: past
+    ``MAX_QUEUED_BYTES`` of waiting requests, one is refused (10167) with nothing stored."""
+    monkeypatch.setattr(bulk_publish, "MAX_QUEUED_BYTES", 1)
+    nc = await nats.connect(server.client_url)
+    js = nc.jetstream()
+    await js.add_stream(name="BP", subjects=["bp.>"])
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    for k in range(3):  # one flush: the server reads them together
+        await nc.publish(
+            "$JS.API.JETPY.PUBLISH.BP", encode_request(_records(2000, prefix=b"%d" % k)), reply=inbox
+        )
+    outs = [json.loads((await sub.next_msg(timeout=10)).data) for _ in range(3)]
+    stored = [o for o in outs if "error" not in o]
+    busy = [o for o in outs if "error" in o]
+    assert stored and busy, outs
+    assert all(o["error"]["err_code"] == 10167 for o in busy)
+    assert (await js.stream_info("BP")).state.messages == 2000 * len(stored)
     await nc.close()

@@ -5,13 +5,18 @@ rows for several streams go each to its own; headers and ``msg_id`` columns as g
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
+import nats
 import pyarrow as pa
 import pytest
 from nats.js import JetStreamContext
 
+import jetpy
 from conftest import Proc
+from jetpy.jetstream.api import bulk_publish as server_bulk
 from jetpy.spark.options import parse_sink
 from jetpy.spark.publish import publish_rows
 
@@ -125,3 +130,17 @@ def test_requests_bounded_by_bytes_and_max_in_flight(js_server: Proc) -> None:
                 assert size <= limit or b == a + 1
     finally:
         w.close()
+
+
+async def test_a_busy_server_gets_the_request_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refused as too many (10167: the server had requests waiting), a request is sent again
+    after a pause; every row is stored once."""
+    monkeypatch.setattr(server_bulk, "MAX_QUEUED_BYTES", 1)
+    async with jetpy.Server(port=0, store_dir=str(tmp_path)) as srv:
+        nc = await nats.connect(srv.client_url)
+        await nc.jetstream().add_stream(name="BUSY", subjects=["busy.>"])
+        opts = parse_sink({"servers": srv.client_url, "maxInFlight": "3000"})
+        res = await asyncio.to_thread(publish_rows, opts, iter(_batches(20000, "busy.{}", 1000)), "b:0")
+        assert (res.published, res.duplicates) == (20000, 0)
+        assert (await nc.jetstream().stream_info("BUSY")).state.messages == 20000
+        await nc.close()

@@ -6,7 +6,8 @@ stream list, read once per task), building every row's message (a header block w
 own headers if any and its ``Nats-Msg-Id``, then ``data``) and the requests' bodies column by
 column with Arrow and numpy (no Python loop per row, except over a ``headers`` map column), up to
 ``maxInFlight`` records awaiting their reply, and reading the replies: stored and duplicate
-records counted, a refused record failing the task naming its row. The format is
+records counted, a refused record failing the task naming its row, a request the server is too
+busy to queue (10167) sent again after a pause. The format is
 ``jetpy.protocol.bulk_publish``'s; the server stores each record as it would a single publish of
 it, and replies once every record it stored is on disk.
 Must not know: Spark, the message ids' scheme (the writer passes the ids' prefix in).
@@ -15,6 +16,7 @@ Must not know: Spark, the message ids' scheme (the writer passes the ids' prefix
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["REQUEST_BYTES", "BulkCounts", "publish_bulk"]
+__all__ = ["BUSY_TRIES", "REQUEST_BYTES", "BulkCounts", "publish_bulk"]
 
 REQUEST_BYTES: Final = 512 * 1024
 """A request's size, at most (and at most half the server's ``max_payload``): a few
@@ -39,6 +41,10 @@ _RECORD_FIELDS: Final = 12
 """A record's share of a request besides its bytes: its three u32 offsets and lengths."""
 
 _MSG_ID: Final = b"Nats-Msg-Id: "
+_BUSY: Final = 10167
+BUSY_TRIES: Final = 20
+"""How often a request the server refuses as too many (10167) is sent again, backing off from
+50 ms to 1.6 s: about 25 s in all."""
 
 
 @dataclass(slots=True)
@@ -55,6 +61,9 @@ class BulkCounts:
 class _Pending:
     stream: str
     rows: Any  # numpy int64: the task's row number of each record of the request
+    subject: str
+    body: bytes  # kept to be sent again if the server is busy (10167)
+    tries: int = 0
 
 
 def _stream_index(w: Wire) -> PatternSet[str]:
@@ -129,7 +138,7 @@ def publish_bulk(
                 s, m, h, at = s.take(take), m.take(take), h[take], at[take]
             for a, b in _cuts(s, m, limit, opts.max_in_flight, at, w):
                 body = _body(s.slice(a, b - a), h[a:b], m.slice(a, b - a))
-                pending[w.send_request(api + stream, body)] = _Pending(stream, at[a:b])
+                pending[w.send_request(api + stream, body)] = _Pending(stream, at[a:b], api + stream, body)
                 in_flight += b - a
                 while in_flight > opts.max_in_flight:
                     in_flight -= _reply(w, pending, res)
@@ -300,6 +309,11 @@ def _reply(w: Wire, pending: dict[bytes, _Pending], res: BulkCounts) -> int:
         raise WireError(f"{what}: the server did not take the bulk publish (status {status})")
     obj = json.loads(bytes(view))
     err = obj.get("error") if isinstance(obj, dict) else {"description": "not a bulk publish reply"}
+    if err and err.get("err_code") == _BUSY and p.tries < BUSY_TRIES:
+        time.sleep(0.05 * 2 ** min(p.tries, 5))  # the server has many requests waiting: again later
+        p.tries += 1
+        pending[w.send_request(p.subject, p.body)] = p
+        return 0
     if err:
         raise WireError(f"{what}: refused: {err.get('description')} ({err.get('err_code')})")
     for e in obj.get("errors") or []:

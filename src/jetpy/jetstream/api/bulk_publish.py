@@ -12,7 +12,8 @@ Refused as a whole, before anything is stored (an API error reply): a stream tha
 exist (10059) or is offline (10194), a replicated one (10036: its messages go through its Raft
 group), a body that does not follow the format, a record whose subject is not a literal
 subject this stream takes (10400, naming the record), a subject the caller may not publish to
-(10403, as a publish of it would be refused). Account subject mappings do not apply: the
+(10403, as a publish of it would be refused), a request arriving while 64 MiB of requests
+wait to be stored (10167: send it again later). Account subject mappings do not apply: the
 request names its stream (the stream's own ``subject_transform`` does).
 
 The reply (``BulkPublishResponse``) says what happened to every record, by runs of records:
@@ -56,6 +57,7 @@ from jetpy.protocol.bulk_publish import (
 )
 
 __all__ = [
+    "MAX_QUEUED_BYTES",
     "PUBLISH_SUBJECTS",
     "SLICE",
     "BulkPublish",
@@ -68,6 +70,10 @@ PUBLISH_SUBJECTS: Final = f"$JS.API.{PUBLISH_API}.>"
 
 SLICE: Final = 1024
 """Records stored per turn of the event loop: a few milliseconds."""
+MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
+"""Request bytes waiting to be stored, at most (nats-server's default ``max_pending``): past it
+a request is refused (10167, too many requests) rather than queued, so that clients sending
+faster than the stream stores cannot grow the server's memory without bound."""
 
 _ERROR: Final = b'{"error":'
 _SEQ: Final = b'"seq":'
@@ -104,6 +110,7 @@ class _Job:
     accept: Accept
     reply: bytes
     recs: BulkRecords
+    size: int  # the request's bytes
     next: int = 0
     top: int = 0  # the highest sequence that must be on disk before the reply
     stored: list[list[int]] = field(default_factory=list)  # runs [index, count, seq]
@@ -120,17 +127,21 @@ class BulkPublish:
         self.bus = bus
         self._jobs: deque[_Job] = deque()
         self._turn: asyncio.Handle | None = None
+        self._queued = 0  # bytes of the requests in _jobs
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.split(b".")
         if reply is None or len(toks) != 5:
             return  # no one to answer, or not an API subject of this form
         try:
+            if self._jobs and self._queued + len(data) > MAX_QUEUED_BYTES:
+                raise ApiError.of(E.STREAM_TOO_MANY_REQUESTS)
             job = self._job(toks[4].decode(errors="replace"), reply, data[hdr_len:], self.bus.caller())
         except ApiError as e:
             self.bus.publish_reply(reply, encode(BulkPublishResponse.failure(e)))
             return
         self._jobs.append(job)
+        self._queued += job.size
         if self._turn is None:
             self._turn = asyncio.get_running_loop().call_soon(self._step)
 
@@ -148,7 +159,7 @@ class BulkPublish:
             if subj not in checked:
                 _check_subject(s, caller, i, subj)
                 checked.add(subj)
-        return _Job(s, accept, reply, recs)
+        return _Job(s, accept, reply, recs, len(body))
 
     def _step(self) -> None:
         """One slice of the oldest request; its reply once it is all stored."""
@@ -158,11 +169,13 @@ class BulkPublish:
         job = self._jobs[0]
         if self.registry.streams.get(job.stream.name) is not job.stream:
             self._jobs.popleft()  # deleted (or deleted and made again) meanwhile
+            self._queued -= job.size
             self.bus.publish_reply(
                 job.reply, encode(BulkPublishResponse.failure(ApiError.of(E.STREAM_NOT_FOUND)))
             )
         elif _store_slice(job):
             self._jobs.popleft()
+            self._queued -= job.size
             self._answer(job)
         if self._jobs:
             self._turn = asyncio.get_running_loop().call_soon(self._step)
@@ -189,6 +202,7 @@ class BulkPublish:
     def stop(self) -> None:
         """Forget the requests being stored (the server is going; their replies never leave)."""
         self._jobs.clear()
+        self._queued = 0
         if self._turn is not None:
             self._turn.cancel()
             self._turn = None
