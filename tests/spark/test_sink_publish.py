@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 import jetpy
 from conftest import Proc
 from jetpy.jetstream.api import bulk_publish as server_bulk
+from jetpy.server.options import ServerOptions, User
 from jetpy.spark.options import parse_sink
 from jetpy.spark.publish import publish_rows
 
@@ -144,3 +145,23 @@ async def test_a_busy_server_gets_the_request_again(tmp_path: Path, monkeypatch:
         assert (res.published, res.duplicates) == (20000, 0)
         assert (await nc.jetstream().stream_info("BUSY")).state.messages == 20000
         await nc.close()
+
+
+async def test_a_user_who_may_not_list_streams_publishes_row_by_row(tmp_path: Path) -> None:
+    perms: dict[str, object] = {
+        "publish": {"allow": ["$JS.API.JETPY.PUBLISH.>", "lp.>"]},
+        "subscribe": {"allow": ["_INBOX.>"]},
+    }
+    users = [User(user="u", password="u", permissions=perms), User(user="admin", password="admin")]
+    opts = ServerOptions(host="127.0.0.1", port=0, users=users, jetstream=True, store_dir=str(tmp_path))
+    async with jetpy.Server(opts) as srv:
+        admin = await nats.connect(srv.client_url, user="admin", password="admin")
+        await admin.jetstream().add_stream(name="LP", subjects=["lp.>"])
+        sink = parse_sink({"servers": srv.client_url, "user": "u", "password": "u"})
+        res = await asyncio.to_thread(publish_rows, sink, iter(_batches(3000, "lp.{}")), "u:0")
+        assert (res.published, res.duplicates) == (3000, 0)
+        with_stream = parse_sink({"servers": srv.client_url, "user": "u", "password": "u", "stream": "LP"})
+        res = await asyncio.to_thread(publish_rows, with_stream, iter(_batches(3000, "lp.{}")), "u:0")
+        assert (res.published, res.duplicates) == (0, 3000)  # the bulk publish: the same ids
+        assert (await admin.jetstream().stream_info("LP")).state.messages == 3000
+        await admin.close()

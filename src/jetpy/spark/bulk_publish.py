@@ -16,6 +16,7 @@ Must not know: Spark, the message ids' scheme (the writer passes the ids' prefix
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-__all__ = ["BUSY_TRIES", "REQUEST_BYTES", "BulkCounts", "publish_bulk"]
+__all__ = ["BUSY_TRIES", "REQUEST_BYTES", "BulkCounts", "StreamRouter", "publish_bulk", "stream_router"]
+
+log = logging.getLogger("jetpy.spark")
 
 REQUEST_BYTES: Final = 512 * 1024
 """A request's size, at most (and at most half the server's ``max_payload``): a few
@@ -86,22 +89,31 @@ def _stream_index(w: Wire) -> PatternSet[str]:
             return index
 
 
-class _Streams:
+class StreamRouter:
     """Which stream takes a subject: the ``stream`` option, else the server's stream list."""
 
-    def __init__(self, w: Wire, fixed: str | None) -> None:
-        self.w = w
+    def __init__(self, fixed: str | None, index: PatternSet[str] | None) -> None:
         self.fixed = fixed
-        self._index: PatternSet[str] | None = None
+        self._index = index
         self._of: dict[bytes, str | None] = {}
 
     def of(self, subject: bytes) -> str | None:
         if subject not in self._of:
-            if self._index is None:
-                self._index = _stream_index(self.w)
-            owners = sorted(set(self._index.covering(subject.decode())))
+            owners = sorted(set(self._index.covering(subject.decode()))) if self._index is not None else []
             self._of[subject] = owners[0] if owners else None
         return self._of[subject]
+
+
+def stream_router(w: Wire, stream: str | None) -> StreamRouter | None:
+    """How this task finds its rows' streams; None if the server will not list its streams to
+    this user (its permissions): the task publishes row by row then, the server routing them."""
+    if stream is not None:
+        return StreamRouter(stream, None)
+    try:
+        return StreamRouter(None, _stream_index(w))
+    except WireError as e:
+        log.warning("jetstream sink: cannot list the streams (%s): publishing one message per row", e)
+        return None
 
 
 def publish_bulk(
@@ -110,6 +122,7 @@ def publish_bulk(
     batches: Iterator[pa.RecordBatch],
     prefix: str,
     user_headers: Callable[[Any, int], bytes],
+    streams: StreamRouter,
 ) -> BulkCounts:
     """Publish every row of ``batches`` (ids ``<prefix>:<row>`` where a row has no ``msg_id``)
     through bulk publish requests, and read every reply. ``user_headers(value, row)`` turns a
@@ -117,7 +130,6 @@ def publish_bulk(
     import numpy as np
 
     res = BulkCounts()
-    streams = _Streams(w, opts.stream)
     limit = min(REQUEST_BYTES, int(w.info.get("max_payload") or REQUEST_BYTES) // 2)
     api = f"{opts.conn.api_prefix}.{PUBLISH_API}."
     w.set_timeout(opts.publish_timeout_ms / 1000)
@@ -214,7 +226,7 @@ def _messages(
 
 
 def _by_stream(
-    subjects: pa.Array, streams: _Streams, row0: int
+    subjects: pa.Array, streams: StreamRouter, row0: int
 ) -> Iterator[tuple[str, np.ndarray[Any, Any] | None]]:
     """(stream, the rows it takes: None for all) for each stream the rows' subjects go to."""
     import numpy as np

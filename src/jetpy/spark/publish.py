@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from jetpy.spark.bulk_publish import publish_bulk
+from jetpy.spark.bulk_publish import publish_bulk, stream_router
 from jetpy.spark.options import SinkOptions
 from jetpy.spark.paths import connect
 from jetpy.spark.wire import Reply, Wire, WireError
@@ -79,8 +79,9 @@ def publish_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch], id_prefix
     w = connect(opts.conn, "sink")
     res = Published()
     try:
-        if w.is_jetpy and opts.conn.api_prefix == BULK_PREFIX:
-            c = publish_bulk(w, opts, batches, id_prefix, _user_headers)
+        router = stream_router(w, opts.stream) if w.is_jetpy and opts.conn.api_prefix == BULK_PREFIX else None
+        if router is not None:
+            c = publish_bulk(w, opts, batches, id_prefix, _user_headers, router)
             res = Published(c.published, c.duplicates, c.first_seq, c.last_seq)
         else:
             _publish(w, opts, batches, id_prefix, res)
