@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import shutil
 import signal
@@ -34,10 +35,38 @@ REFERENCE_NEWEST = str(_NEWEST) if _NEWEST.exists() else None
 STARTUP_TIMEOUT = 15.0
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+# free_port's ports: below the kernel's ephemeral range, from which every port-0 bind (the servers
+# started with -p -1) and every outgoing connection take theirs, so none of those can take a port
+# between free_port handing it out and the server binding it (test workers run in parallel).
+FREE_PORTS = range(10000, max(_ephemeral_low(), 12000))
+_handed: set[int] = set()
+_pick = random.SystemRandom()  # not the random module's state, which hypothesis seeds
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that nothing listens on, for a server that must know its port before it
+    starts (a config file, routes to it, a restart on the same port): drawn at random from
+    FREE_PORTS (parallel workers and other runs on the machine draw from ~20,000), checked free by
+    binding it, and never handed out twice by one process."""
+    for _ in range(1000):
+        port = _pick.randrange(FREE_PORTS.start, FREE_PORTS.stop)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port in {FREE_PORTS}")
 
 
 @pytest.fixture
@@ -153,6 +182,22 @@ async def wait_for(pred: Callable[[], bool], within: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make pytest``): the tests that use the
+    Spark session run on one worker (one JVM, not one per worker), and the tests of a module that
+    share a module-scoped fixture (a server the module starts once) run on one worker, so it starts
+    once. Every other test goes to whichever worker is free."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        defs = item._fixtureinfo.name2fixturedefs
+        if "spark" in defs:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif any(d[-1].scope == "module" for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
