@@ -27,9 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import pytest
 from nats.aio.client import Client
 
 from conftest import JETPY_SERVER, Proc, cpu_wait, free_port, start_process
+
+# one after another on one test worker (make pytest): each is heavy on the CPU (up to a million
+# messages published), and two at once would measure each other
+pytestmark = pytest.mark.xdist_group("js-api-latency")
 
 MAX_RTT = 0.100  # what another client's round trip may take while the big request is worked on
 PING_EVERY = 0.005
