@@ -37,8 +37,12 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist): most tests wait on servers, timers
+# and restarts rather than compute, so more workers than cores. tests/conftest.py groups what must
+# share one worker. One test serially: make pytest PYTEST_ARGS='tests/x.py -n0'
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: $(STAMP) reference browser java-check lint typecheck layers pytest
 

@@ -35,51 +35,49 @@ REFERENCE_NEWEST = str(_NEWEST) if _NEWEST.exists() else None
 STARTUP_TIMEOUT = 15.0
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def _ephemeral_low() -> int:
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
-_EPHEMERAL = _ephemeral_range()
-# Ports for servers a test starts on a port chosen in advance (a cluster's routes name each
-# other's ports; a restarted server must come back on its own) are taken outside the kernel's
-# ephemeral range: a port from that range, free when picked, could be handed by the kernel to
-# any socket bound to port 0 before the server binds it (a monitor listener of the very same
-# server did so once). Each parallel test worker takes its own slice of the range; within it,
-# ports are taken in turn from a random start and checked free.
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
-_WORKERS = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), _WORKER + 1)
-_LOW = 10000 if _EPHEMERAL[0] > 20000 else _EPHEMERAL[1] + 1
-_HIGH = _EPHEMERAL[0] - 1 if _EPHEMERAL[0] > 20000 else 65535
-_SLICE = (_HIGH - _LOW + 1) // _WORKERS
-_next_port = _LOW + _WORKER * _SLICE + random.randrange(_SLICE)
-
-
-def under_load(seconds: float) -> float:
-    """A wall-time bound of ``seconds`` (what a quiet machine meets), stretched by how much more
-    work than cores the machine has right now (the 1-minute load average): a bound on how long
-    the server keeps another client waiting is about the server, not about the neighbours'
-    processes it shares the cores with."""
-    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+# free_port's ports: below the kernel's ephemeral range, from which every port-0 bind (the servers
+# started with -p -1) and every outgoing connection take theirs, so none of those can take a port
+# between free_port handing it out and the server binding it (test workers run in parallel).
+FREE_PORTS = range(10000, max(_ephemeral_low(), 12000))
+_handed: set[int] = set()
+_pick = random.SystemRandom()  # not the random module's state, which hypothesis seeds
 
 
 def free_port() -> int:
-    """A free loopback port outside the kernel's ephemeral range (see above)."""
-    global _next_port
-    first = _LOW + _WORKER * _SLICE
-    for _ in range(_SLICE):
-        port = _next_port
-        _next_port = first + (port + 1 - first) % _SLICE
+    """A loopback port that nothing listens on, for a server that must know its port before it
+    starts (a config file, routes to it, a restart on the same port): drawn at random from
+    FREE_PORTS (parallel workers and other runs on the machine draw from ~20,000), checked free by
+    binding it, and never handed out twice by one process."""
+    for _ in range(1000):
+        port = _pick.randrange(FREE_PORTS.start, FREE_PORTS.stop)
+        if port in _handed:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    raise RuntimeError("no free port outside the ephemeral range")
+        _handed.add(port)
+        return port
+    raise RuntimeError(f"no free port in {FREE_PORTS}")
+
+
+def cpu_wait(pid: int) -> float:
+    """Seconds the main thread of process ``pid`` (a server's event loop, a test's) has spent
+    runnable but waiting for a CPU that other processes had (the run queue wait of
+    /proc/PID/schedstat), 0 where the kernel does not keep it: what timing checks take off the
+    wall time they measure, since tests run beside others on a shared machine."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 @pytest.fixture
@@ -195,6 +193,22 @@ async def wait_for(pred: Callable[[], bool], within: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (``make pytest``): the tests that use the
+    Spark session run on one worker (one JVM, not one per worker), and the tests of a module that
+    share a module-scoped fixture (a server the module starts once) run on one worker, so it starts
+    once. Every other test goes to whichever worker is free."""
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        defs = item._fixtureinfo.name2fixturedefs
+        if "spark" in defs:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif any(d[-1].scope == "module" for d in defs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")

@@ -235,8 +235,10 @@ async def test_fetched_messages_keep_their_ttl(cluster: JsCluster) -> None:
         leader = str(si.cluster.leader)
         follower = next(n for n in sorted(cluster.nodes) if n != leader)
         cluster.kill(follower)
-        # (retried: a client on the killed server may have written it to the dead socket)
-        await _publish_until_acked(js, "ttl", b"short", "t-short", {"Nats-TTL": "4s"})
+        # (retried: a client on the killed server may have written it to the dead socket; its
+        # TTL outlasts the 40 publishes and the follower's start even on a busy machine, or the
+        # follower would never fetch it)
+        await _publish_until_acked(js, "ttl", b"short", "t-short", {"Nats-TTL": "10s"})
         for i in range(40):
             await _publish_until_acked(js, "ttl", b"%d" % i, f"t-{i}")
         cluster.start(follower)

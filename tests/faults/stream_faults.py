@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nats
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -150,7 +149,7 @@ async def fetch_all(nc: Client, name: str, start: int = 1) -> dict[int, bytes]:
         while True:
             try:
                 msgs = await sub.fetch(1000, timeout=1)
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats-py's own, or asyncio's when its deadline is spent
                 break
             for m in msgs:
                 got[m.metadata.sequence.stream] = m.data

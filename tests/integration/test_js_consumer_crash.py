@@ -75,7 +75,7 @@ async def _drain(p: Proc) -> set[int]:
     while idle < 2:
         try:
             msgs = await sub.fetch(100, timeout=0.7)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nats-py's own, or asyncio's when its deadline is spent
             idle += 1
             continue
         idle = 0

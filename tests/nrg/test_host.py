@@ -95,7 +95,8 @@ async def test_one_leader_and_proposals_from_every_server_apply_everywhere(clust
     assert all(m.items == expected for m in cluster.machines.values())
     st = leader.status()
     assert st.state == "LEADER" and st.voters == 3 and st.quorum == 2 and st.applied == st.committed
-    assert {p.health for p in st.peers} == {"current"}
+    # the leader learns that the last follower has everything from its next answer
+    await settle(lambda: {p.health for p in leader.status().peers} == {"current"})
     assert {p.name for p in st.peers} == set(NAMES) - {leader.server_name}
 
 
