@@ -68,3 +68,37 @@ async def test_a_full_disk_refuses_without_losing_or_reporting_loss(
     assert ack.seq > info.state.last_seq >= max(acked)
     await nc.close()
     assert " lost " not in q.log()
+
+
+async def test_a_refused_publish_retried_with_its_msg_id_is_stored_not_called_a_duplicate(
+    tmp_path: Path, tiny_fs: Path, procs: list[Proc]
+) -> None:
+    # a write that could not be made durable was rolled back: its Nats-Msg-Id was never stored,
+    # so the client's retry (same id, once there is space) must be stored and acknowledged as new,
+    # not answered as a duplicate of a message that is not there (an acknowledged loss)
+    p = server(tiny_fs / "js", tmp_path / "js.conf", tmp_path / "a.log")
+    procs.append(p)
+    nc = await nats.connect(p.url)
+    js = nc.jetstream()
+    await js.add_stream(name="FULL", subjects=["full.>"], duplicate_window=120.0)
+    refused: dict[str, bytes] = {}
+    for i in range(2000):
+        data = b"%06d" % i + bytes(2000)
+        msg = await nc.request(f"full.{i}", data, timeout=10, headers={"Nats-Msg-Id": f"id-{i}"})
+        ack = json.loads(msg.data)
+        if "error" in ack:
+            assert ack["error"]["err_code"] == 10077, ack
+            refused[f"id-{i}"] = data
+            if len(refused) >= 20:
+                break
+    assert len(refused) >= 20, "the disk filled up"
+    await js.purge_stream("FULL", subject="full.0")  # frees the first block's space
+    await js.purge_stream("FULL")
+    for mid, data in list(refused.items())[:5]:
+        ack = json.loads(
+            (await nc.request("full.retry", data, timeout=10, headers={"Nats-Msg-Id": mid})).data
+        )
+        assert "error" not in ack and not ack.get("duplicate"), (mid, ack)
+        got = await js.get_msg("FULL", ack["seq"])
+        assert got.data == data
+    await nc.close()

@@ -51,7 +51,7 @@ class Committer:
         self.bus = bus
         self.sync_interval = sync_interval  # None: fsync before every ack (group commit)
         self._parked: list[_ParkedAck] = []
-        self._dirty: set[Any] = set()
+        self._dirty: dict[Any, Stream] = {}  # each store to commit, with its stream
         self._wanted = asyncio.Event()
         self._committer: asyncio.Task[None] | None = None
         self._syncer: asyncio.Task[None] | None = None
@@ -87,17 +87,17 @@ class Committer:
         store = stream.store
         if self.sync_interval is None:
             self._parked.append(_ParkedAck(store, seq, reply, ack, stream.name))
-            self._dirty.add(store)
+            self._dirty[store] = stream
             self._wanted.set()
         else:
-            self._dirty.add(store)
+            self._dirty[store] = stream
             self.bus.publish_reply(reply, ack)
 
     def mark_dirty(self, stream: Stream) -> None:
         """Appends without a PubAck, and removals (retention, expiry), become durable at the
         next group commit."""
         if stream.durable:
-            self._dirty.add(stream.store)
+            self._dirty[stream.store] = stream
             self._wanted.set()
 
     def sync_now(self, stream: Stream) -> None:
@@ -119,7 +119,7 @@ class Committer:
         dropped, as the stream's answer is gone with it)."""
         store = stream.store
         self._parked = [p for p in self._parked if p.store is not store]
-        self._dirty.discard(store)
+        self._dirty.pop(store, None)
         self._durable_upto.pop(id(store), None)
 
     def synced(self, store: StreamStore) -> None:
@@ -144,7 +144,7 @@ class Committer:
 
     async def commit_once(self) -> None:
         parked, self._parked = self._parked, []
-        dirty, self._dirty = self._dirty, set()
+        dirty, self._dirty = self._dirty, {}
         if not dirty and not parked:
             return
         failed: dict[Any, ErrStoreIO] = {}
@@ -174,6 +174,9 @@ class Committer:
             self.commits += 1
             if advanced and self.on_commit is not None:
                 self.on_commit()
+        for store, fail in failed.items():  # what was rolled back was never stored
+            durable = self._durable_upto.get(id(store), 0)
+            dirty[store].forget_msg_ids(fail.lost or range(durable + 1, 1 << 64))
         for p in parked:
             err = failed.get(p.store)
             if err is not None and (not err.lost or p.seq in err.lost):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import msgspec
@@ -31,6 +31,7 @@ from jetpy.jetstream.transform import SubjectTransform
 from jetpy.protocol.headers import get_header
 from jetpy.store.base import (
     ErrMsgTooLarge,
+    ErrStoreIO,
     StoredMsg,
     StoreError,
     StoreLimits,
@@ -341,6 +342,8 @@ class Stream:
         except ErrMsgTooLarge:
             return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
         except StoreError as e:  # the limits (discard new) and I/O failures
+            if isinstance(e, ErrStoreIO) and e.lost:
+                self.forget_msg_ids(e.lost)
             return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
         if msg_id:
             self._dedup[msg_id] = (seq, ts)
@@ -458,6 +461,17 @@ class Stream:
             if now - first[1] <= window:
                 break
             dedup.popitem(last=False)
+
+    def forget_msg_ids(self, lost: Sequence[int]) -> None:
+        """The store rolled back the sequences ``lost`` (a write or sync failed; their publishes
+        got an error): their message ids were never stored, so a retry of one is a new message,
+        not a duplicate acknowledged for a message that is not there."""
+        dedup = self._dedup
+        gone = [mid for mid, (seq, _ts) in dedup.items() if seq in lost]
+        for mid in gone:
+            del dedup[mid]
+        if gone and self._last_msg_id in gone:
+            self._last_msg_id = next(reversed(dedup), "")
 
     def rebuild_dedup(self, now: int, seen: Iterable[tuple[str, int, int]] | None = None) -> None:
         """After a restart: re-learn message ids published within the duplicate window, from
