@@ -52,6 +52,7 @@ from jetpy.server.jscluster.meta import (
     RESULT_EXISTS,
     RESULT_MISSING,
     AddStream,
+    ConsumerAssignment,
     RemoveStream,
     StreamAssignment,
     UpdateStream,
@@ -87,6 +88,9 @@ class ClusterState(Protocol):
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]: ...
+
+    @property
+    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]: ...
 
     def replica(self, name: str) -> StreamReplica | None: ...
 
@@ -166,7 +170,7 @@ class ClusterApi:
                 memory=usage["memory"],
                 storage=usage["file"],
                 streams=len(assigned),
-                consumers=0,
+                consumers=sum(map(len, self.state.consumer_assignments.values())),
                 limits=AccountLimits(),
                 api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
             )

@@ -17,7 +17,7 @@ import itertools
 import logging
 import random
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import msgspec
 
@@ -34,7 +34,9 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
-from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
+from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
@@ -94,7 +96,12 @@ class ClusteredJetStream:
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
         # one (and where to answer), or a name to drop
-        self._actions: asyncio.Queue[StreamAssignment | tuple[StreamAssignment, str] | str] = asyncio.Queue()
+        self._actions: asyncio.Queue[
+            StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
+        ] = asyncio.Queue()
+        self.consumer_groups = ConsumerGroups(
+            server_name, cluster_name, host, system, config, self.replicas.get, self.propose_meta
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
@@ -110,6 +117,8 @@ class ClusteredJetStream:
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
+        consumer_api = ConsumerClusterApi(self, js.registry.resources, lambda: js.router.replying_to)
+        js.router.routes.update(consumer_api.routes())
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
@@ -138,6 +147,8 @@ class ClusteredJetStream:
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
         ]
+        assert self.js is not None
+        self.consumer_groups.start(self.js)
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
             asyncio.create_task(self._work(), name="jetstream-assignments"),
@@ -149,6 +160,7 @@ class ClusteredJetStream:
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
+        self.consumer_groups.stop()
         for rep in self.replicas.values():
             rep.close()
         # the groups are stopped with the Raft host (their logs synced)
@@ -183,6 +195,10 @@ class ClusteredJetStream:
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
         return self.meta.streams
+
+    @property
+    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
+        return self.meta.consumers
 
     def replica(self, name: str) -> StreamReplica | None:
         return self.replicas.get(name)
@@ -298,10 +314,24 @@ class ClusteredJetStream:
         for sa in streams.values():
             self._actions.put_nowait(sa)
 
+    def consumer_assigned(self, ca: ConsumerAssignment) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.add(ca))
+
+    def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.remove(ca))
+
+    def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
+        for gone in self.consumer_groups.gone_after_restore(consumers):
+            self.consumer_unassigned(gone)
+        for ca in consumers:
+            self.consumer_assigned(ca)
+
     async def _work(self) -> None:
         while True:
             action = await self._actions.get()
-            if isinstance(action, str):
+            if callable(action):
+                name, work = "(a consumer)", action()
+            elif isinstance(action, str):
                 name, work = action, self._remove(action)
             elif isinstance(action, tuple):
                 name, work = action[0].name, self._update(*action)

@@ -1,0 +1,242 @@
+"""Replicated consumers on three clustered JetStream server processes on loopback (every process
+killed by its PID): the meta group assigns consumers to the stream's servers, the consumer's
+leader runs the consumer and replicates its state through the consumer's Raft group, so that
+after kill -9 of its leader (and the stream's) a new leader goes on: nothing acknowledged
+(AckSync confirmed) is delivered again, nothing is skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import APIError
+
+from chaos.jscluster import JsCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+RETRY = (
+    TimeoutError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,  # no leader subscribed yet (an election)
+)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+async def _retry(what: str, call: Any, tries: int = 150) -> Any:
+    """``call()`` until it is answered (a leader is being elected meanwhile)."""
+    for _ in range(tries):
+        try:
+            return await call()
+        except RETRY:
+            await asyncio.sleep(0.1)
+        except APIError as e:
+            if e.err_code != 10008:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{what}: never answered")
+
+
+async def _api(nc: NATS, subject: str, body: bytes = b"") -> dict[str, Any]:
+    async def ask() -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads((await nc.request(subject, body, timeout=2)).data)
+        return doc
+
+    got: dict[str, Any] = await _retry(subject, ask)
+    return got
+
+
+async def _stream(js: JetStreamContext, **cfg: Any) -> None:
+    await _retry("stream create", lambda: js.add_stream(**cfg))
+
+
+async def _publish(js: JetStreamContext, subject: str, data: bytes, msg_id: str) -> int:
+    async def pub() -> int:
+        ack = await js.publish(subject, data, timeout=1, headers={"Nats-Msg-Id": msg_id})
+        return int(ack.seq)
+
+    return int(await _retry(f"publish {msg_id}", pub, 300))
+
+
+async def test_r3_durable_pull_consumer_survives_its_leaders_killed(cluster: JsCluster) -> None:
+    nc = await nats.connect(servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        js = nc.jetstream(timeout=3)
+        await _stream(js, name="Q", subjects=["q.>"], num_replicas=3)
+        cfg = ConsumerConfig(durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=2, max_ack_pending=50)
+        ci = await _retry("consumer create", lambda: js.add_consumer("Q", cfg))
+        assert ci.name == "W" and ci.cluster is not None and ci.cluster.leader in cluster.nodes
+        assert len(ci.cluster.replicas or []) == 2
+
+        acked: set[int] = set()  # confirmed by AckSync: must never come again
+        unsure: set[int] = set()  # acked, unconfirmed (the leader died): may come again, or not
+        seen: dict[int, int] = {}  # stream seq -> deliveries seen
+        total = 0
+
+        async def publish(n: int) -> None:
+            nonlocal total
+            for _ in range(n):
+                total += 1
+                await _publish(js, f"q.{total}", b"%d" % total, f"m{total}")
+
+        async def consume(until: int, rounds: int = 200) -> None:
+            """Fetch and AckSync until every message up to ``until`` was acked."""
+            sub = await js.pull_subscribe_bind("W", "Q")
+            for _ in range(rounds):
+                if (acked | unsure) >= set(range(1, until + 1)):
+                    return
+                try:
+                    msgs = await sub.fetch(20, timeout=1)
+                except RETRY:
+                    continue
+                for m in msgs:
+                    seq = m.metadata.sequence.stream
+                    assert seq not in acked, f"{seq} acknowledged, then delivered again"
+                    seen[seq] = seen.get(seq, 0) + 1
+                    try:
+                        await m.ack_sync(timeout=1)
+                    except RETRY:
+                        unsure.add(seq)  # not confirmed: it may come again
+                        continue
+                    acked.add(seq)
+            raise AssertionError(f"only {len(acked)} of {until} acknowledged")
+
+        await publish(100)
+        await consume(40)
+        ci = await _retry("info", lambda: js.consumer_info("Q", "W"))
+        assert ci.cluster is not None
+        victim = str(ci.cluster.leader)
+        cluster.kill(victim)  # the consumer's leader, mid-way
+        await consume(70)
+        await publish(50)
+        cluster.start(victim)
+        si = await _retry("stream info", lambda: js.stream_info("Q"))
+        assert si.cluster is not None
+        cluster.kill(str(si.cluster.leader))  # then the stream's
+        await consume(110)
+        await publish(50)
+        cluster.start(str(si.cluster.leader))
+        await consume(200)
+        for _ in range(10):  # acks lost with a leader: those messages come again (ack_wait 2s)
+            ci = await _retry("info", lambda: js.consumer_info("Q", "W"))
+            if ci.num_ack_pending == 0:
+                break
+            unsure.clear()
+            await consume(200, rounds=3)
+        assert set(seen) == set(range(1, 201))  # nothing skipped
+        ci = await _until(js, lambda c: c.ack_floor.stream_seq == 200 and c.num_ack_pending == 0)
+        assert ci.num_pending == 0 and ci.delivered.stream_seq == 200
+        assert ci.cluster is not None and ci.cluster.leader in cluster.nodes
+    finally:
+        await nc.close()
+
+
+async def _until(js: JetStreamContext, check: Any) -> Any:
+    for _ in range(100):
+        ci = await _retry("info", lambda: js.consumer_info("Q", "W"))
+        if check(ci):
+            return ci
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"consumer state never as expected: {ci}")
+
+
+async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=3)
+        await _stream(js, name="S", subjects=["s.>"], num_replicas=3)
+        for i in range(10):
+            await _publish(js, f"s.{i}", b"%d" % i, f"s{i}")
+
+        # an R1 durable on the R3 stream: one server holds it
+        one = await _retry(
+            "R1 create", lambda: js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
+        )
+        assert one.cluster is not None and one.cluster.replicas in (None, [])
+        assert one.config.num_replicas == 1 and one.num_pending == 10
+
+        # a push consumer: its leader delivers to a subscriber on any server
+        got: list[int] = []
+        done = asyncio.Event()
+
+        async def on_msg(m: Any) -> None:
+            got.append(m.metadata.sequence.stream)
+            await m.ack()
+            if len(got) == 10:
+                done.set()
+
+        psub = await js.subscribe("s.>", durable="PUSH", stream="S", cb=on_msg, manual_ack=True)
+        await asyncio.wait_for(done.wait(), 10)
+        assert got == list(range(1, 11))
+        await psub.unsubscribe()
+
+        # info, names and list from every server (each asks the leaders)
+        for url in cluster.urls:
+            async with await nats.connect(url) as nc1:
+                info = await _api(nc1, "$JS.API.CONSUMER.INFO.S.ONE")
+                assert info["name"] == "ONE" and info["cluster"]["leader"] == one.cluster.leader
+                names = await _api(nc1, "$JS.API.CONSUMER.NAMES.S", b"{}")
+                assert names["consumers"] == ["ONE", "PUSH"] and names["total"] == 2
+        assert (await js.account_info()).consumers == 2
+        listed = {c.name: c for c in await js.consumers_info("S")}
+        assert sorted(listed) == ["ONE", "PUSH"]
+        delivered = listed["PUSH"].delivered
+        assert listed["ONE"].num_pending == 10 and delivered is not None and delivered.stream_seq == 10
+        for _ in range(50):  # the push consumer's plain acks reach its leader
+            floor = (await js.consumer_info("S", "PUSH")).ack_floor
+            if floor is not None and floor.stream_seq == 10:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the push consumer's acks never arrived")
+
+        # the same create again is answered by its leader; a change, interest streams: refused
+        again = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
+        assert again.name == "ONE"
+        with pytest.raises(APIError) as e:
+            await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_wait=9))
+        assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        await _stream(js, name="I", subjects=["i.>"], num_replicas=3, retention="interest")
+        with pytest.raises(APIError) as e:
+            await js.add_consumer("I", ConsumerConfig(durable_name="X"))
+        assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        with pytest.raises(APIError) as e:
+            await js.add_consumer("S", ConsumerConfig(durable_name="BIG", num_replicas=5))
+        assert e.value.err_code == 10126  # more replicas than the stream's
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.consumer_info("S", "NOPE")
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.consumer_info("NOPE", "ONE")
+
+        # delete: gone everywhere, its groups too
+        assert await js.delete_consumer("S", "ONE")
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.consumer_info("S", "ONE")
+        names = await _api(nc, "$JS.API.CONSUMER.NAMES.S", b"{}")
+        assert names["consumers"] == ["PUSH"]
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await js.delete_consumer("S", "ONE")
+        # a deleted stream takes its consumers
+        assert await js.delete_stream("S")
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} dropped the consumers' groups",
+                lambda n=node: not any(g.startswith("C-") for g in n.wal_first()),
+            )
