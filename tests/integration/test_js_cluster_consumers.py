@@ -240,3 +240,72 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
                 f"{node.name} dropped the consumers' groups",
                 lambda n=node: not any(g.startswith("C-") for g in n.wal_first()),
             )
+
+
+@pytest.fixture
+async def compacting(tmp_path: Path) -> AsyncIterator[JsCluster]:
+    c = JsCluster(tmp_path, snapshot_entries=16)  # every group snapshots and compacts often
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+async def test_stepdown_and_whole_cluster_restart_from_snapshots(compacting: JsCluster) -> None:
+    cluster = compacting
+    acked: set[int] = set()
+
+    async def consume(js: JetStreamContext, n: int) -> None:
+        sub = await js.pull_subscribe_bind("W", "Q")
+        goal = len(acked) + n
+        for _ in range(100):
+            if len(acked) >= goal:
+                return
+            try:
+                msgs = await sub.fetch(min(10, goal - len(acked)), timeout=1)
+            except RETRY:
+                continue
+            for m in msgs:
+                seq = m.metadata.sequence.stream
+                assert seq not in acked, f"{seq} acknowledged, then delivered again"
+                await m.ack_sync(timeout=2)
+                acked.add(seq)
+        raise AssertionError(f"{len(acked)} acknowledged, not {goal}")
+
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=3)
+        await _stream(js, name="Q", subjects=["q.>"], num_replicas=3)
+        cfg = ConsumerConfig(durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+        await _retry("consumer create", lambda: js.add_consumer("Q", cfg))
+        for i in range(100):
+            await _publish(js, f"q.{i}", b"x", f"q{i}")
+        await consume(js, 50)
+
+        before = await js.consumer_info("Q", "W")
+        assert before.cluster is not None
+        down = await _api(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.W")
+        assert down["success"] is True, down
+        after = await _until(
+            js, lambda c: c.cluster is not None and c.cluster.leader != before.cluster.leader
+        )
+        assert after.ack_floor.stream_seq == 50 and after.num_pending == 50  # the same state
+        await consume(js, 20)
+        missing = await _api(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.NOPE")
+        assert missing["error"]["err_code"] == 10014
+
+    compacted = [
+        g
+        for n in cluster.nodes.values()
+        for g, first in n.wal_first().items()
+        if g.startswith("C-") and first > 1
+    ]
+    assert compacted, "the consumer's group never compacted its log"
+    cluster.stop()
+    cluster.start()
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=3)
+        ci = await _until(js, lambda c: c.num_pending == 30)
+        assert ci.ack_floor.stream_seq == 70 and ci.delivered.stream_seq == 70 and ci.num_ack_pending == 0
+        await consume(js, 30)
+        assert acked == set(range(1, 101))
