@@ -233,7 +233,40 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         assert names["consumers"] == ["PUSH"]
         with pytest.raises(nats.js.errors.NotFoundError):
             await js.delete_consumer("S", "ONE")
+        # an ephemeral consumer (R1) goes once its inactive threshold passes, through the meta group
+        eph = await js.add_consumer("S", ConsumerConfig(inactive_threshold=0.5))
+        assert eph.name and eph.cluster is not None and not eph.cluster.replicas
+        for _ in range(50):
+            names = await _api(nc, "$JS.API.CONSUMER.NAMES.S", b"{}")
+            if eph.name not in names["consumers"]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the inactive ephemeral consumer was never deleted")
+
+        # KV and object store buckets with replicas: 3, a watcher and an ordered consumer
+        kv = await _retry("kv", lambda: js.create_key_value(bucket="B", replicas=3, history=2))
+        await kv.put("a", b"1")
+        await kv.put("a", b"2")
+        watcher = await kv.watchall()
+        first = await watcher.updates(timeout=3)
+        assert first is not None and (first.key, first.value) == ("a", b"2")
+        assert await watcher.updates(timeout=3) is None  # the initial values are done
+        await kv.put("b", b"3")
+        update = await watcher.updates(timeout=3)
+        assert update is not None and (update.key, update.value) == ("b", b"3")
+        await watcher.stop()
+        assert [e.value for e in await kv.history("a")] == [b"1", b"2"]
+        ordered = await js.subscribe("$KV.B.>", ordered_consumer=True)
+        assert [(await ordered.next_msg(timeout=3)).data for _ in range(3)] == [b"1", b"2", b"3"]
+        await ordered.unsubscribe()
+        obj = await _retry("object store", lambda: js.create_object_store("O", replicas=3))
+        await obj.put("f", b"x" * 300_000)
+        assert (await obj.get("f")).data == b"x" * 300_000
+
         # a deleted stream takes its consumers
+        assert await js.delete_key_value("B")  # (the watchers' consumers)
+        assert await js.delete_object_store("O")  # (its reader's)
         assert await js.delete_stream("S")
         for node in cluster.nodes.values():
             await cluster.wait_for(
