@@ -311,6 +311,9 @@ class ConsumerReplica:
         log.debug(
             "consumer '%s > %s': a state change was not replicated: %s", self.ca.stream, self.ca.name, exc
         )
+        if not self.is_leader:  # deposed, or its group stopped: the next leader goes on
+            self._stop_engine()
+            return
         self._resync = True
         if self.consumer is not None:
             self.changed(self.consumer)
