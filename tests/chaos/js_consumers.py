@@ -124,8 +124,12 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
     started = time.monotonic()
     try:
         cluster.start()
+
+        async def quiet(e: Exception) -> None:  # servers are killed on purpose: no tracebacks
+            pass
+
         async with await nats.connect(
-            servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2
+            servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=quiet
         ) as nc:
             js = nc.jetstream(timeout=3)
             deadline = time.monotonic() + 60

@@ -13,19 +13,20 @@ pull-request, ack and flow-control subjects. Losing leadership stops the engine 
 
 The engine's changes are proposed as one :class:`StateOp` per loop turn (the pending acks it
 set or dropped, its counters: never an entry per message); an AckSync (or any ack with a reply)
-is answered once the entry carrying the ack applied, so a confirmed ack is on a quorum's disk
-and no leader delivers that message again. Entries of another epoch than the last applied
-:class:`LeadOp`'s (a deposed leader's, forwarded late) change nothing, and a proposal that
-failed makes the next one carry the whole state, so followers never keep a delivery the leader
-never replicated as acknowledged. Must not know: the wire, the API, Raft's rules.
+is answered once the entry carrying the ack applied and every earlier one settled, so a
+confirmed ack is on a quorum's disk and no leader delivers that message again. Entries of
+another epoch than the last applied :class:`LeadOp`'s (a deposed leader's, forwarded late)
+change nothing; a proposal that failed makes the next one carry the whole state, and until
+that one applied no AckSync is answered (a change may be missing from the log). Must not know: the wire, the API, Raft's rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Sequence
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -122,6 +123,11 @@ class ConsumerReplica:
         self._flush_scheduled = False
         self._confirms: list[str] = []
         self._resync = False
+        # the leader's proposed changes in order, until settled: [done, ok, full, confirms]; an
+        # AckSync is answered once every earlier change is settled and none is missing since
+        # the last whole state (``_clean``)
+        self._in_flight: deque[list[Any]] = deque()
+        self._clean = True
         self._closed = False
 
     # -- the state machine (every replica) ---------------------------------------------------------
@@ -248,6 +254,8 @@ class ConsumerReplica:
         c, self.consumer = self.consumer, None
         self._my_epoch = ""
         self._confirms = []  # not replicated by this leader: not confirmed
+        self._in_flight.clear()
+        self._clean = True
         if c is not None and not c.closed:
             self.ctx.manager.delete(c, advisory=False, forget=False)
 
@@ -287,24 +295,40 @@ class ConsumerReplica:
             gone = []
         confirms, self._confirms = self._confirms, []
         op = StateOp(self._my_epoch, *counters, upserts, gone, full)
+        entry: list[Any] = [False, False, full, confirms]
+        self._in_flight.append(entry)
         try:
             fut = g.propose_nowait(_encode(op))
         except ProposalError as exc:
+            entry[0] = True
+            self._settle()
             self._failed(exc)
             return
-        fut.add_done_callback(lambda f: self._proposed(f, confirms))
+        fut.add_done_callback(lambda f: self._proposed(f, entry))
 
-    def _proposed(self, fut: asyncio.Future[list[bytes]], confirms: list[str]) -> None:
-        if fut.cancelled():
-            self._failed(None)
-            return
-        exc = fut.exception()
-        if exc is not None or fut.result()[0] != OK:
+    def _proposed(self, fut: asyncio.Future[list[bytes]], entry: list[Any]) -> None:
+        exc = None if fut.cancelled() else fut.exception()
+        entry[0] = True
+        entry[1] = not fut.cancelled() and exc is None and fut.result()[0] == OK
+        self._settle()
+        if not entry[1]:
             self._failed(exc)
-            return
-        publish = self.ctx.publish
-        for reply in confirms:
-            publish(reply, b"")
+
+    def _settle(self) -> None:
+        """Answer the AckSyncs of the settled changes at the head, in order: only those after
+        which no change is missing from the log (a failed one is covered by a later whole
+        state)."""
+        queue, publish = self._in_flight, self.ctx.publish
+        while queue and queue[0][0]:
+            _, ok, full, confirms = queue.popleft()
+            if not ok:
+                self._clean = False
+                continue
+            if full:
+                self._clean = True
+            if self._clean:
+                for reply in confirms:
+                    publish(reply, b"")
 
     def _failed(self, exc: BaseException | None) -> None:
         """A state change that may not be in the log: the next one carries the whole state."""
