@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import re
 import shutil
 import signal
@@ -34,10 +35,51 @@ REFERENCE_NEWEST = str(_NEWEST) if _NEWEST.exists() else None
 STARTUP_TIMEOUT = 15.0
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_EPHEMERAL = _ephemeral_range()
+# Ports for servers a test starts on a port chosen in advance (a cluster's routes name each
+# other's ports; a restarted server must come back on its own) are taken outside the kernel's
+# ephemeral range: a port from that range, free when picked, could be handed by the kernel to
+# any socket bound to port 0 before the server binds it (a monitor listener of the very same
+# server did so once). Each parallel test worker takes its own slice of the range; within it,
+# ports are taken in turn from a random start and checked free.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
+_WORKERS = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), _WORKER + 1)
+_LOW = 10000 if _EPHEMERAL[0] > 20000 else _EPHEMERAL[1] + 1
+_HIGH = _EPHEMERAL[0] - 1 if _EPHEMERAL[0] > 20000 else 65535
+_SLICE = (_HIGH - _LOW + 1) // _WORKERS
+_next_port = _LOW + _WORKER * _SLICE + random.randrange(_SLICE)
+
+
+def under_load(seconds: float) -> float:
+    """A wall-time bound of ``seconds`` (what a quiet machine meets), stretched by how much more
+    work than cores the machine has right now (the 1-minute load average): a bound on how long
+    the server keeps another client waiting is about the server, not about the neighbours'
+    processes it shares the cores with."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port outside the kernel's ephemeral range (see above)."""
+    global _next_port
+    first = _LOW + _WORKER * _SLICE
+    for _ in range(_SLICE):
+        port = _next_port
+        _next_port = first + (port + 1 - first) % _SLICE
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port outside the ephemeral range")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import nats
 import pytest
 from nats.js.errors import NotFoundError
 
+from conftest import free_port
 from jetpy.cli.main import main
 
 pytestmark = pytest.mark.skipif(
@@ -28,16 +29,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     store = tmp_path_factory.mktemp("nats-store")
     proc = subprocess.Popen(
         ["nats-server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
@@ -163,7 +157,7 @@ def test_nats_url_environment_is_the_default_server(
 
 
 def test_unreachable_server_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"nats://127.0.0.1:{_free_port()}"
+    url = f"nats://127.0.0.1:{free_port()}"
     assert main(["-s", url, "bench", "x", "--msgs", "10", "--json"]) == 2
     assert "cannot connect" in capsys.readouterr().err
 

@@ -298,3 +298,23 @@ async def test_account_monitoring(srv: Server) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_user_whose_account_is_gone_is_refused_not_put_in_the_global_account(srv: Server) -> None:
+    # a login names an account this server does not hold (e.g. dropped between the credentials
+    # check and the account lookup): the connection is refused, never left in $G
+    g = await login(srv, "g")
+    box = Inbox()
+    await g.subscribe(">", cb=box.cb)
+    await g.flush()
+    gone = srv.accounts.by_name.pop("A")
+    try:
+        with pytest.raises((nats.errors.Error, OSError)):
+            await nats.connect(
+                srv.client_url.replace("//", "//a:a@"), allow_reconnect=False, max_reconnect_attempts=0
+            )
+        assert srv.auth_failures >= 1
+        assert box.got == []
+    finally:
+        srv.accounts.by_name["A"] = gone
+        await g.close()

@@ -24,7 +24,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from conftest import JETPY_SERVER, Proc, start_process
+from conftest import JETPY_SERVER, Proc, start_process, under_load
 from jetpy.cli.backup_protocol import backup_stream, restore_stream
 from jetpy.store import FileStore, StoreConfig
 
@@ -134,14 +134,14 @@ async def test_a_large_stream_restores_every_message_while_the_server_serves(
         async with round_trips(other) as rtts:
             result = await backup_stream(nc, "BIG", tmp_path / "bk")
         backup_s = time.perf_counter() - t0
-        assert result.bytes > size // 2 and max(rtts) < MAX_RTT, (len(rtts), max(rtts))
+        assert result.bytes > size // 2 and max(rtts) < under_load(MAX_RTT), (len(rtts), max(rtts))
         backup_rtt = max(rtts)
         t0 = time.perf_counter()
         async with round_trips(other2) as rtts:
             info = (await restore_stream(nc2, tmp_path / "bk", chunk_size=1024 * 1024)).info
         restore_s = time.perf_counter() - t0
         assert info["state"]["messages"] == n - len(DELETED)
-        assert max(rtts) < MAX_RTT, (len(rtts), max(rtts))
+        assert max(rtts) < under_load(MAX_RTT), (len(rtts), max(rtts))
         print(
             json.dumps(
                 {

@@ -15,7 +15,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from conftest import JETPY_SERVER, REFERENCE_NEWEST, Proc, start_process
+from conftest import JETPY_SERVER, REFERENCE_NEWEST, Proc, free_port, start_process
 
 BEFORE = """
 listen: 127.0.0.1:{port}
@@ -36,12 +36,6 @@ authorization {{
   timeout: 3
 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -26,9 +26,9 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
-from conftest import JETPY_SERVER, Proc, free_port, start_process
+from conftest import JETPY_SERVER, Proc, free_port, start_process, under_load
 
-MAX_RTT = 0.100  # what another client's round trip may take while the big request is worked on
+MAX_RTT = 0.100  # another client's round trip while the big request is worked on (quiet machine: under_load)
 PING_EVERY = 0.005
 
 
@@ -80,14 +80,14 @@ async def test_other_clients_are_served_during_a_10k_subject_create_update_delet
 
     created, rtt = await while_served(other, lambda: api(nc, "$JS.API.STREAM.CREATE.BIG", cfg))
     assert "error" not in created and len(created["config"]["subjects"]) == 10_000
-    assert rtt < MAX_RTT, f"create: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"create: {rtt * 1000:.0f} ms"
 
     updated, rtt = await while_served(
         other,
         lambda: api(nc, "$JS.API.STREAM.UPDATE.BIG", {**cfg, "subjects": [*subjects[1:], "new.>"]}),
     )
     assert "error" not in updated and updated["config"]["subjects"][-1] == "new.>"
-    assert rtt < MAX_RTT, f"update: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"update: {rtt * 1000:.0f} ms"
     # the update took effect: the removed subject is no longer stored, the new one is
     assert (await nc.request("new.x", b"1", timeout=5)).data == b'{"stream":"BIG", "seq":1}'
     assert (await nc.request("events.x.2", b"2", timeout=5)).data == b'{"stream":"BIG", "seq":2}'
@@ -103,7 +103,7 @@ async def test_other_clients_are_served_during_a_10k_subject_create_update_delet
 
     deleted, rtt = await while_served(other, lambda: api(nc, "$JS.API.STREAM.DELETE.BIG"))
     assert deleted == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}
-    assert rtt < MAX_RTT, f"delete: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"delete: {rtt * 1000:.0f} ms"
     await nc.close()
     await other.close()
 
@@ -211,25 +211,25 @@ async def _pending_100k(url: str, procs: list[Process]) -> None:
 
     info, rtt = await while_served(other, lambda: api(nc, "$JS.API.CONSUMER.INFO.I.D"))
     assert info["num_ack_pending"] == n
-    assert rtt < MAX_RTT, f"info: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"info: {rtt * 1000:.0f} ms"
 
     _, rtt = await while_served(other, delivered.wait)  # the ack wait runs out for all at once
-    assert rtt < MAX_RTT, f"redelivery of 100k: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"redelivery of 100k: {rtt * 1000:.0f} ms"
 
     body = json.dumps({"batch": n, "expires": 60_000_000_000})
     pulled = await sink(procs, url, "inbox", n, "$JS.API.CONSUMER.MSG.NEXT.I.P", body)
     _, rtt = await while_served(other, pulled.wait)
-    assert rtt < MAX_RTT, f"a pull request for 100k: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"a pull request for 100k: {rtt * 1000:.0f} ms"
 
     # P still wants all 100,000: deleting D sweeps them all and keeps them
     deleted, rtt = await while_served(other, lambda: api(nc, "$JS.API.CONSUMER.DELETE.I.D"))
     assert deleted["success"] is True
-    assert rtt < MAX_RTT, f"delete of D: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"delete of D: {rtt * 1000:.0f} ms"
     assert (await api(nc, "$JS.API.STREAM.INFO.I"))["state"]["messages"] == n
     # nobody wants them once P is gone: the sweep removes them before the reply
     deleted, rtt = await while_served(other, lambda: api(nc, "$JS.API.CONSUMER.DELETE.I.P"))
     assert deleted["success"] is True
-    assert rtt < MAX_RTT, f"delete of P: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"delete of P: {rtt * 1000:.0f} ms"
     assert (await api(nc, "$JS.API.STREAM.INFO.I"))["state"]["messages"] == 0
     await nc.close()
     await other.close()
@@ -258,7 +258,7 @@ async def test_other_clients_are_served_while_a_million_message_stream_is_purged
     cfg = {"name": "P", "subjects": ["p.*"], "max_msgs": 750_000}
     resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.UPDATE.P", cfg))
     assert resp["state"]["messages"] == 750_000 and resp["state"]["first_seq"] == 250_001
-    assert rtt < MAX_RTT, f"update: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"update: {rtt * 1000:.0f} ms"
     for body, purged, left in [
         ({"filter": "p.1"}, 375_000, 375_000),  # one removal (and tombstone) per message
         ({"keep": 100_000}, 275_000, 100_000),  # the head compacted away
@@ -270,7 +270,7 @@ async def test_other_clients_are_served_while_a_million_message_stream_is_purged
             "success": True,
             "purged": purged,
         }
-        assert rtt < MAX_RTT, f"purge {body}: {rtt * 1000:.0f} ms"
+        assert rtt < under_load(MAX_RTT), f"purge {body}: {rtt * 1000:.0f} ms"
         info = await js.stream_info("P")
         assert (info.state.messages, info.state.last_seq) == (left, 1_000_000)
     await nc.close()
@@ -320,7 +320,7 @@ async def test_connected_clients_are_served_while_a_large_stream_is_recovered(tm
             rtts.append(time.perf_counter() - start)
             await asyncio.sleep(PING_EVERY)
         assert len(rtts) >= 5, f"served only {len(rtts)} round trips while the stream was read back"
-        assert max(rtts) < MAX_RTT, f"{max(rtts) * 1000:.0f} ms"
+        assert max(rtts) < under_load(MAX_RTT), f"{max(rtts) * 1000:.0f} ms"
         assert b"Restored 300000 messages for stream 'R'" in log.read_bytes()
         await nc.close()
     finally:
@@ -363,7 +363,7 @@ async def test_other_clients_are_served_while_a_lowered_max_age_removes_300k(jet
     cfg = {"name": "X", "subjects": ["x.*"], "max_age": 1_000_000_000}
     resp, rtt = await while_served(other, partial(api, nc, "$JS.API.STREAM.UPDATE.X", cfg))
     assert resp["state"]["messages"] == 0 and resp["state"]["last_seq"] == 300_000
-    assert rtt < MAX_RTT, f"update to a lower max_age: {rtt * 1000:.0f} ms"
+    assert rtt < under_load(MAX_RTT), f"update to a lower max_age: {rtt * 1000:.0f} ms"
     await nc.close()
     await other.close()
 
@@ -413,7 +413,7 @@ async def test_clients_are_served_while_messages_aged_out_during_a_stop_expire(t
             if b"Server is ready" in log.read_bytes():
                 left = (await nc.jetstream().stream_info("E")).state.messages
             await asyncio.sleep(PING_EVERY)
-        assert max(rtts) < MAX_RTT, f"{max(rtts) * 1000:.0f} ms"
+        assert max(rtts) < under_load(MAX_RTT), f"{max(rtts) * 1000:.0f} ms"
         await nc.close()
     finally:
         popen.send_signal(signal.SIGTERM)

@@ -474,6 +474,13 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
             self.log.error(self.ident, auth.error_text(opts))
             self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return False
+        if self.server.accounts.get(identity.account) is None:
+            # an identity whose account this server does not hold (gone in a reload, or never
+            # loaded) is refused: staying in the global account would open its subjects
+            self.server.auth_failures += 1
+            self.log.error(self.ident, f"{auth.error_text(opts)} (account {identity.account!r} not found)")
+            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
+            return False
         self._cancel_auth_timer()
         self._set_identity(identity)
         self._enter(identity.account)
@@ -503,7 +510,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         """Take the account ``name`` (the one the client logged in to): its broker and publish
         path. Only before the client has subscriptions (it logs in once)."""
         account = self.server.accounts.get(name)
-        if account is None or account is self.account:
+        if account is None or account is self.account:  # (_connect refused a missing account)
             return
         self.account = account
         self.broker = account.broker
