@@ -207,6 +207,17 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         else:
             raise AssertionError("the push consumer's acks never arrived")
 
+        # advisories from the consumer's leader, on whichever server listens
+        adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.S.*")
+        await nc.flush()
+        await _retry("ADV create", lambda: js.add_consumer("S", ConsumerConfig(durable_name="ADV")))
+        created = json.loads((await adv.next_msg(timeout=3)).data)
+        assert (created["action"], created["consumer"]) == ("create", "ADV")
+        assert await js.delete_consumer("S", "ADV")
+        deleted = json.loads((await adv.next_msg(timeout=3)).data)
+        assert (deleted["action"], deleted["consumer"]) == ("delete", "ADV")
+        await adv.unsubscribe()
+
         # the same create again is answered by its leader; a change, interest streams: refused
         again = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
         assert again.name == "ONE"

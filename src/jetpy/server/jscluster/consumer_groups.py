@@ -105,6 +105,8 @@ class ConsumerGroups:
         rep = self.replicas.pop((ca.stream, ca.name), None)
         if rep is None:
             return
+        if rep.consumer is not None:  # its leader says it is gone, as a single server does
+            self.manager.action_advisory(rep.consumer, "delete")
         rep.close()
         if rep.group is not None:
             await self.host.stop_group(rep.group.name)

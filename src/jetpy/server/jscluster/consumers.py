@@ -245,6 +245,7 @@ class ConsumerReplica:
         log.info("consumer '%s > %s': leading (group %s)", self.ca.stream, self.ca.name, self.ca.group)
         if self.ca.reply and not self.answered_create:
             self.answered_create = True
+            self.ctx.manager.action_advisory(self.consumer, "create")
             self.ctx.answer_create(self, self.ca.reply)
 
     def _stop_engine(self) -> None:
