@@ -218,12 +218,21 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         assert (deleted["action"], deleted["consumer"]) == ("delete", "ADV")
         await adv.unsubscribe()
 
-        # the same create again is answered by its leader; a change, interest streams: refused
+        # the same create again is answered by its leader, a change too; more replicas, interest
+        # streams: refused
         again = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
         assert again.name == "ONE"
+        changed = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_wait=9))
+        assert changed.config.ack_wait == 9 and changed.num_pending == 10  # by its leader, running it
+        assert (await js.consumer_info("S", "ONE")).config.ack_wait == 9
         with pytest.raises(APIError) as e:
-            await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_wait=9))
+            await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=3, ack_wait=9))
         assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        with pytest.raises(APIError) as e:  # the single server's update rules
+            await js.add_consumer(
+                "S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_policy=AckPolicy.ALL)
+            )
+        assert e.value.err_code == 10012
         await _stream(js, name="I", subjects=["i.>"], num_replicas=3, retention="interest")
         with pytest.raises(APIError) as e:
             await js.add_consumer("I", ConsumerConfig(durable_name="X"))

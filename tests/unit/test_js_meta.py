@@ -15,6 +15,7 @@ from jetpy.server.jscluster.meta import (
     RemoveConsumer,
     RemoveStream,
     StreamAssignment,
+    UpdateConsumer,
     UpdateStream,
     encode_op,
 )
@@ -41,6 +42,9 @@ class Recorder:
 
     def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
         self.events.append(("remove consumer", f"{ca.stream} > {ca.name}"))
+
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
+        self.events.append(("update consumer", f"{ca.stream} > {ca.name} {ca.config.decode()} {reply}"))
 
     def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
         self.events.append(
@@ -132,6 +136,11 @@ def test_consumer_assignments_follow_their_stream() -> None:
         RESULT_MISSING,
     ]
     assert sorted(m.consumers["A"]) == ["C"]
+
+    assert list(m.apply(2, [encode_op(UpdateConsumer("A", "C", b"{}", "_INBOX.u"))])) == [RESULT_OK]
+    assert m.consumers["A"]["C"].config == b"{}" and m.consumers["A"]["C"].reply == ""
+    assert rec.events[-1] == ("update consumer", "A > C {} _INBOX.u")
+    assert list(m.apply(3, [encode_op(UpdateConsumer("A", "D", b"{}"))])) == [RESULT_MISSING]
 
     snap = m.snapshot()  # consumers are in the snapshot, restored after their streams
     rec2 = Recorder()

@@ -84,7 +84,7 @@ The design (decisions the following slices keep):
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
 
-Not yet: changing a consumer, consumers of interest and work-queue streams (their acks would
+Not yet: changing a consumer's replicas, consumers of interest and work-queue streams (their acks would
 remove messages from one replica's store only), ``CONSUMER.PAUSE`` and ``UNPIN``, mirrors and
 sources, backups, placement by cluster or tags, changing a stream's replicas, stream and meta
 stepdowns and peer removal, ``/jsz`` ``meta_cluster``; the requests are

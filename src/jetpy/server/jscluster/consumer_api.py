@@ -8,8 +8,11 @@ stream's replicas, the least loaded for fewer; ``num_replicas`` 0 is the stream'
 consumer one replica, as nats-server makes them) under a group ``C-R<n>F-<random>`` and records
 the assignment; the consumer's first leader answers. Its leader answers ``INFO`` and
 ``LEADER.STEPDOWN``; the meta leader answers ``NAMES``, ``LIST`` (each consumer's info from its
-leader), ``DELETE`` and every "not found". Changing a consumer, and consumers of interest or
-work-queue streams, are refused ("... is not supported by this server in a cluster yet"). Must
+leader), ``DELETE`` and every "not found". An update is checked by the meta leader (the single
+server's rules; a push consumer's deliver subject may move, the meta leader cannot tell whether
+it is bound), recorded in the meta group and answered by the consumer's leader once it runs with
+it. Changing a consumer's replicas, and consumers of interest or work-queue streams, are refused
+("... is not supported by this server in a cluster yet"). Must
 not know: how a consumer group runs, the wire.
 """
 
@@ -41,7 +44,7 @@ from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ConsumerConfig, Stre
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.resources import ResourceLimits
 from jetpy.jetstream.unbuilt import check_direct_built
-from jetpy.jetstream.validate import check_consumer_config
+from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.meta import (
@@ -52,6 +55,7 @@ from jetpy.server.jscluster.meta import (
     ConsumerAssignment,
     RemoveConsumer,
     StreamAssignment,
+    UpdateConsumer,
     encode_op,
 )
 from jetpy.server.nrg import ProposalError
@@ -154,12 +158,19 @@ class ConsumerClusterApi:
         reply = self._replying_to().decode()
         existing = consumers.get(cname) if cname else None
         if existing is not None:
-            if existing.config == msgspec.json.encode(cfg):
+            old = _config(existing)
+            cfg = msgspec.structs.replace(cfg, pause_until=old.pause_until)
+            if old == cfg:
                 self.state.consumer_groups.ask_leader_to_answer(stream, cname, reply.encode())
                 raise Elsewhere  # its leader answers
             if action == "create":
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
-            raise ApiError.of(E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("changing a consumer"))
+            new = check_consumer_update(old, cfg)
+            if (new.num_replicas or 0) != (old.num_replicas or 0):
+                raise ApiError.of(
+                    E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("changing a consumer's replicas")
+                )
+            return self._update(UpdateConsumer(stream, cname, msgspec.json.encode(new), reply))
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
         most = self.resources.consumer_limit(scfg)
@@ -189,6 +200,11 @@ class ConsumerClusterApi:
                         load[p] += 1
         shuffled = random.sample(sa.peers, len(sa.peers))
         return sorted(shuffled, key=lambda s: load[s])[:replicas]
+
+    async def _update(self, op: UpdateConsumer) -> ConsumerCreateResponse:
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
+        raise Elsewhere  # the consumer's leader answers once it runs with the new config
 
     async def _assign(self, ca: ConsumerAssignment) -> ConsumerCreateResponse:
         result = await self.state.propose_meta(encode_op(AddConsumer(ca)))

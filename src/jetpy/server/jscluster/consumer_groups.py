@@ -115,6 +115,13 @@ class ConsumerGroups:
                 await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
         log.info("JetStream cluster: consumer '%s > %s' replica deleted", ca.stream, ca.name)
 
+    async def update(self, ca: ConsumerAssignment, reply: str) -> None:
+        """A new config: every replica keeps it (a later leader runs with it); the leader
+        changes its consumer now and answers."""
+        rep = self.replicas.get((ca.stream, ca.name))
+        if rep is not None:
+            rep.reconfigure(ca, reply)
+
     def gone_after_restore(self, consumers: list[ConsumerAssignment]) -> list[ConsumerAssignment]:
         """The replicas a restored meta state no longer has."""
         keep = {(ca.stream, ca.name, ca.group) for ca in consumers}

@@ -265,6 +265,18 @@ class ConsumerReplica:
         self._closed = True
         self._stop_engine()
 
+    def reconfigure(self, ca: ConsumerAssignment, reply: str) -> None:
+        """A config changed through the meta group: kept; the running consumer (the leader's)
+        takes it now, and the change is answered on ``reply``."""
+        self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
+        self.ca = msgspec.structs.replace(ca, reply=self.ca.reply)
+        c = self.consumer
+        if c is None or c.closed:
+            return
+        self.ctx.manager.update(c, self.config)
+        if reply:
+            self.ctx.answer_create(self, reply)
+
     # -- Replication: the engine's changes into the log (the leader) -----------------------------
 
     def changed(self, c: Consumer) -> None:

@@ -2,7 +2,7 @@
 
 Owns: the assignments (:class:`StreamAssignment`, :class:`ConsumerAssignment`), the entries that
 change them (:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`,
-:class:`AddConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
+:class:`AddConsumer`, :class:`UpdateConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
 consumers), applying those
 in log order (deterministic: the same state and results on every server), and the whole state
 as a snapshot. Every applied change is also handed to a listener (the server's reaction:
@@ -31,6 +31,7 @@ __all__ = [
     "RemoveConsumer",
     "RemoveStream",
     "StreamAssignment",
+    "UpdateConsumer",
     "UpdateStream",
     "encode_op",
 ]
@@ -96,6 +97,16 @@ class RemoveConsumer(msgspec.Struct, frozen=True, tag="remove_consumer"):
     name: str
 
 
+class UpdateConsumer(msgspec.Struct, frozen=True, tag="update_consumer"):
+    """A new config for an assigned consumer (its placement unchanged); ``reply``: where the
+    consumer's leader answers once it runs with it."""
+
+    stream: str
+    name: str
+    config: bytes
+    reply: str = ""
+
+
 class MetaState(msgspec.Struct, frozen=True, array_like=True):
     """The meta group's snapshot: every assignment (an array: older snapshots are a map of
     the streams alone)."""
@@ -104,7 +115,7 @@ class MetaState(msgspec.Struct, frozen=True, array_like=True):
     consumers: dict[str, dict[str, ConsumerAssignment]]
 
 
-MetaOp = AddStream | RemoveStream | UpdateStream | AddConsumer | RemoveConsumer
+MetaOp = AddStream | RemoveStream | UpdateStream | AddConsumer | RemoveConsumer | UpdateConsumer
 
 _encoder = msgspec.msgpack.Encoder()
 _op_decoder = msgspec.msgpack.Decoder(MetaOp)
@@ -131,6 +142,8 @@ class MetaListener(Protocol):
     def consumer_assigned(self, ca: ConsumerAssignment) -> None: ...
 
     def consumer_unassigned(self, ca: ConsumerAssignment) -> None: ...
+
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None: ...
 
     def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
         """The consumers of a snapshot's state (told after :meth:`restored`)."""
@@ -167,7 +180,7 @@ class MetaMachine:
             self.streams[op.name] = sa
             self.listener.updated(sa, op.reply)
             return RESULT_OK
-        if isinstance(op, (AddConsumer, RemoveConsumer)):
+        if isinstance(op, (AddConsumer, RemoveConsumer, UpdateConsumer)):
             return self._consumer_op(op)
         gone = self.streams.pop(op.name, None)
         if gone is None:
@@ -177,12 +190,21 @@ class MetaMachine:
         self.listener.unassigned(gone)
         return RESULT_OK
 
-    def _consumer_op(self, op: AddConsumer | RemoveConsumer) -> bytes:
-        if isinstance(op, RemoveConsumer):
-            ca = self.consumers.get(op.stream, {}).pop(op.name, None)
-            if ca is None:
+    def _consumer_op(self, op: AddConsumer | RemoveConsumer | UpdateConsumer) -> bytes:
+        if isinstance(op, UpdateConsumer):
+            consumers = self.consumers.get(op.stream, {})
+            have = consumers.get(op.name)
+            if have is None:
                 return RESULT_MISSING
-            self.listener.consumer_unassigned(ca)
+            updated = msgspec.structs.replace(have, config=op.config, reply="")
+            consumers[op.name] = updated
+            self.listener.consumer_updated(updated, op.reply)
+            return RESULT_OK
+        if isinstance(op, RemoveConsumer):
+            gone = self.consumers.get(op.stream, {}).pop(op.name, None)
+            if gone is None:
+                return RESULT_MISSING
+            self.listener.consumer_unassigned(gone)
             return RESULT_OK
         ca = op.assignment
         if ca.stream not in self.streams:

@@ -320,6 +320,9 @@ class ClusteredJetStream:
     def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
         self._actions.put_nowait(lambda: self.consumer_groups.remove(ca))
 
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.update(ca, reply))
+
     def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
         for gone in self.consumer_groups.gone_after_restore(consumers):
             self.consumer_unassigned(gone)
