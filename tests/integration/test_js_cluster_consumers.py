@@ -207,6 +207,21 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         else:
             raise AssertionError("the push consumer's acks never arrived")
 
+        # pause and resume through the meta group; the consumer's leader pauses it
+        until = "2099-01-01T00:00:00Z"
+        paused = await _api(nc, "$JS.API.CONSUMER.PAUSE.S.ONE", json.dumps({"pause_until": until}).encode())
+        assert paused["paused"] is True and paused["pause_until"] == until
+        for _ in range(50):
+            if (await _api(nc, "$JS.API.CONSUMER.INFO.S.ONE")).get("paused"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the consumer's leader never paused it")
+        resumed = await _api(nc, "$JS.API.CONSUMER.PAUSE.S.ONE", b"{}")
+        assert resumed["paused"] is False
+        nope = await _api(nc, "$JS.API.CONSUMER.PAUSE.S.NOPE", b"{}")
+        assert nope["error"]["err_code"] == 10014
+
         # advisories from the consumer's leader, on whichever server listens
         adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.S.*")
         await nc.flush()

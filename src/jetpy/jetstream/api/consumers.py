@@ -45,7 +45,7 @@ from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.protocol.headers import encode_headers
 
-__all__ = ["ConsumerApi", "create_request"]
+__all__ = ["ConsumerApi", "create_request", "pause_request", "pause_response"]
 
 
 class ConsumerApi:
@@ -236,23 +236,11 @@ class ConsumerApi:
         """Pause a consumer until ``pause_until`` (UTC from then on), or resume it (no time, or
         one in the past); answers with the pause as it is now. The body is read before the
         consumer is looked up, strictly, as nats-server reads it."""
-        obj = {} if body.strip() in (b"", b"null") else decode_body(body)
-        for key in obj:
-            if key != "pause_until":
-                raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
-        req = as_request(obj, ConsumerPauseRequest)
-        try:
-            pause_until = utc(req.pause_until)
-        except ValueError as exc:
-            raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
+        pause_until = pause_request(body)
         c = self._consumer(args)
         now = time.time_ns()
         self.manager.pause(c, pause_until, now)
-        until = parse_time(pause_until) if pause_until else 0
-        paused = until > now
-        return ConsumerPauseResponse(
-            paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
-        )
+        return pause_response(pause_until, now)
 
     def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:
         """Release the pin of a consumer's priority group: its next request without a pin gets a
@@ -307,6 +295,29 @@ def create_request(
         if filt != cfg.filter_subject:
             raise ApiError.of(E.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
     return req, cfg, action
+
+
+def pause_request(body: bytes) -> str | None:
+    """A ``CONSUMER.PAUSE`` body read strictly, as nats-server reads it: the time to pause until
+    (UTC), or None to resume."""
+    obj = {} if body.strip() in (b"", b"null") else decode_body(body)
+    for key in obj:
+        if key != "pause_until":
+            raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
+    req = as_request(obj, ConsumerPauseRequest)
+    try:
+        return utc(req.pause_until)
+    except ValueError as exc:
+        raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
+
+
+def pause_response(pause_until: str | None, now: int) -> ConsumerPauseResponse:
+    """The answer to a pause: the pause as it is at ``now``."""
+    until = parse_time(pause_until) if pause_until else 0
+    paused = until > now
+    return ConsumerPauseResponse(
+        paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
+    )
 
 
 async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:

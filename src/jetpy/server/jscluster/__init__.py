@@ -85,7 +85,7 @@ The design (decisions the following slices keep):
   nothing on a cluster.
 
 Not yet: changing a consumer's replicas, consumers of interest and work-queue streams (their acks would
-remove messages from one replica's store only), ``CONSUMER.PAUSE`` and ``UNPIN``, mirrors and
+remove messages from one replica's store only), ``CONSUMER.UNPIN``, mirrors and
 sources, backups, placement by cluster or tags, changing a stream's replicas, stream and meta
 stepdowns and peer removal, ``/jsz`` ``meta_cluster``; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".

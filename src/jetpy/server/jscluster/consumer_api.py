@@ -8,7 +8,8 @@ stream's replicas, the least loaded for fewer; ``num_replicas`` 0 is the stream'
 consumer one replica, as nats-server makes them) under a group ``C-R<n>F-<random>`` and records
 the assignment; the consumer's first leader answers. Its leader answers ``INFO`` and
 ``LEADER.STEPDOWN``; the meta leader answers ``NAMES``, ``LIST`` (each consumer's info from its
-leader), ``DELETE`` and every "not found". An update is checked by the meta leader (the single
+leader), ``DELETE``, ``PAUSE`` (a new ``pause_until`` in the consumer's config) and every "not
+found". An update is checked by the meta leader (the single
 server's rules; a push consumer's deliver subject may move, the meta leader cannot tell whether
 it is bound), recorded in the meta group and answered by the consumer's leader once it runs with
 it. Changing a consumer's replicas, and consumers of interest or work-queue streams, are refused
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 import msgspec
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.consumers import create_request
+from jetpy.jetstream.api.consumers import create_request, pause_request, pause_response
 from jetpy.jetstream.api.messages import (
     ConsumerCreateResponse,
     ConsumerDeleteResponse,
@@ -34,6 +35,7 @@ from jetpy.jetstream.api.messages import (
     ConsumerLeaderStepdownResponse,
     ConsumerListResponse,
     ConsumerNamesResponse,
+    ConsumerPauseResponse,
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
@@ -71,6 +73,7 @@ CONSUMER_ROUTES = (
     "CONSUMER.LIST",
     "CONSUMER.DELETE",
     "CONSUMER.LEADER.STEPDOWN",
+    "CONSUMER.PAUSE",
 )
 
 
@@ -107,6 +110,7 @@ class ConsumerClusterApi:
             "CONSUMER.LIST": Route(ConsumerListResponse, self.list_),
             "CONSUMER.DELETE": Route(ConsumerDeleteResponse, self.delete),
             "CONSUMER.LEADER.STEPDOWN": Route(ConsumerLeaderStepdownResponse, self.step_down, 2),
+            "CONSUMER.PAUSE": Route(ConsumerPauseResponse, self.pause, 2),
         }
 
     # -- create (the meta leader) -------------------------------------------------------------------
@@ -280,6 +284,27 @@ class ConsumerClusterApi:
             consumers=[infos[n] for n in page if n in infos],
             missing=missing or None,
         )
+
+    def pause(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """``CONSUMER.PAUSE``: the body read as a single server reads it, the new
+        ``pause_until`` recorded in the consumer's config in the meta group (its leader pauses
+        or resumes it, with the advisory), then answered by the meta leader."""
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        pause_until = pause_request(body)
+        if args[0] not in state.assignments:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        ca = (state.consumer_assignments.get(args[0]) or {}).get(args[1])
+        if ca is None:
+            raise ApiError.of(E.CONSUMER_NOT_FOUND)
+        cfg = msgspec.structs.replace(_config(ca), pause_until=pause_until)
+        return self._pause(UpdateConsumer(ca.stream, ca.name, msgspec.json.encode(cfg)), pause_until)
+
+    async def _pause(self, op: UpdateConsumer, pause_until: str | None) -> ConsumerPauseResponse:
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.CONSUMER_NOT_FOUND)
+        return pause_response(pause_until, time.time_ns())
 
     def delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         state = self.state

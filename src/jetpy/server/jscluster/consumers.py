@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Protocol
@@ -268,12 +269,17 @@ class ConsumerReplica:
     def reconfigure(self, ca: ConsumerAssignment, reply: str) -> None:
         """A config changed through the meta group: kept; the running consumer (the leader's)
         takes it now, and the change is answered on ``reply``."""
-        self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
+        new = self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
         self.ca = msgspec.structs.replace(ca, reply=self.ca.reply)
         c = self.consumer
         if c is None or c.closed:
             return
-        self.ctx.manager.update(c, self.config)
+        old, manager = c.config, self.ctx.manager
+        rest = msgspec.structs.replace(new, pause_until=old.pause_until)
+        if rest != old:
+            manager.update(c, rest)
+        if new.pause_until != old.pause_until:  # CONSUMER.PAUSE: paused or resumed, announced
+            manager.pause(c, new.pause_until, time.time_ns())
         if reply:
             self.ctx.answer_create(self, reply)
 
