@@ -2,8 +2,8 @@
 
     python -m chaos.js_consumers --duration 60 [--seed 7] [--out DIR]
 
-(from ``tests/``). Three clustered JetStream servers (``chaos.jsnode``), an R3 file stream and an
-R3 durable pull consumer (explicit acks, ``ack_wait`` 2 s). A publisher publishes unique ids
+(from ``tests/``). Three clustered JetStream servers (``chaos.jsnode``), an R3 file work-queue
+stream and an R3 durable pull consumer (explicit acks, ``ack_wait`` 2 s). A publisher publishes unique ids
 (``Nats-Msg-Id``, retried until a PubAck) and records each PubAck's sequence; a worker fetches
 and acknowledges with ``ack_sync``, recording every delivery and every confirmed ack; meanwhile
 a random server (the consumer's leader half the time) is killed -9 and started again, one at a
@@ -13,7 +13,9 @@ sequences went wrong, if any:
 * **never delivered again after a confirmed ack** (an ``ack_sync`` that returned is on a
   quorum's disk: no leader may hand that message out again);
 * **never skipped**: every sequence the stream acknowledged was delivered, and the consumer ends
-  with its ack floor at the stream's last sequence and nothing pending.
+  with its ack floor at the stream's last sequence and nothing pending;
+* **the work is gone**: every replica of the stream ends empty (what was acknowledged was
+  removed through the stream's log).
 
 Writes ``report.json`` in the run's directory; the exit status is 0 only if every check passed.
 """
@@ -122,6 +124,8 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     r = Run(cluster, rng)
     started = time.monotonic()
+    drained = False
+    left: dict[str, Any] = {}
     try:
         cluster.start()
 
@@ -133,7 +137,12 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
         ) as nc:
             js = nc.jetstream(timeout=3)
             deadline = time.monotonic() + 60
-            await _retry(lambda: js.add_stream(name="JOBS", subjects=["jobs.>"], num_replicas=3), deadline)
+            await _retry(
+                lambda: js.add_stream(
+                    name="JOBS", subjects=["jobs.>"], num_replicas=3, retention="workqueue"
+                ),
+                deadline,
+            )
             cfg = ConsumerConfig(
                 durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=2, max_ack_pending=200
             )
@@ -146,7 +155,6 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
             await asyncio.gather(pub, work)
             # every server up; drain what is left (redeliveries after ack_wait included)
             last = max(r.published, default=0)
-            drained = False
             drain_end = time.monotonic() + 120
             while time.monotonic() < drain_end:
                 ci = await _retry(lambda: js.consumer_info("JOBS", "W"), drain_end)
@@ -154,6 +162,13 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
                     drained = True
                     break
                 await r.worker(js, lambda t=time.monotonic() + 3: time.monotonic() > t)
+            for _ in range(100):  # the removals reach every replica
+                left = {
+                    n: (node.stream_state("JOBS") or {}).get("messages") for n, node in cluster.nodes.items()
+                }
+                if all(v == 0 for v in left.values()):
+                    break
+                await asyncio.sleep(0.1)
     finally:
         cluster.stop()
     skipped = sorted(s for s in r.published if s not in r.delivered)
@@ -168,9 +183,10 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
         "delivered_after_confirmed_ack": sorted(set(r.again)),
         "skipped": skipped,
         "drained": drained,
+        "left_on_replicas": left,
         "kills": r.kills,
     }
-    report["ok"] = not r.again and not skipped and drained
+    report["ok"] = not r.again and not skipped and drained and all(v == 0 for v in left.values())
     return report
 
 
@@ -189,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{report['published']} published, {report['deliveries']} deliveries, "
         f"{report['confirmed_acks']} confirmed acks; delivered again after a confirmed ack: "
         f"{report['delivered_after_confirmed_ack'] or 'none'}; skipped: {report['skipped'] or 'none'}; "
-        f"drained: {report['drained']} -> {'PASS' if report['ok'] else 'FAIL'}"
+        f"drained: {report['drained']}; left on the replicas: {report['left_on_replicas']} "
+        f"-> {'PASS' if report['ok'] else 'FAIL'}"
     )
     print(f"  report: {root / 'report.json'}")
     return 0 if report["ok"] else 1

@@ -299,7 +299,25 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         await obj.put("f", b"x" * 300_000)
         assert (await obj.get("f")).data == b"x" * 300_000
 
+        # a work-queue stream's consumer: what it acknowledged leaves every replica
+        await _stream(js, name="WQ", subjects=["wq.>"], num_replicas=3, retention="workqueue")
+        for i in range(20):
+            await _publish(js, f"wq.{i}", b"%d" % i, f"wq{i}")
+        wq = await js.pull_subscribe("wq.>", durable="WORK", stream="WQ")
+        worked: set[int] = set()
+        while len(worked) < 20:
+            for m in await wq.fetch(20 - len(worked), timeout=3):
+                await m.ack_sync()
+                worked.add(m.metadata.sequence.stream)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} removed the acked work",
+                lambda n=node: (n.stream_state("WQ") or {}).get("messages") == 0,
+            )
+        assert (await js.stream_info("WQ")).state.last_seq == 20
+
         # a deleted stream takes its consumers
+        assert await js.delete_stream("WQ")
         assert await js.delete_key_value("B")  # (the watchers' consumers)
         assert await js.delete_object_store("O")  # (its reader's)
         assert await js.delete_stream("S")

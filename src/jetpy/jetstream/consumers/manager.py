@@ -62,6 +62,10 @@ class Replication(Protocol):
     def inactive(self, c: Consumer) -> None:
         """``c`` passed its inactive threshold: have the cluster delete it."""
 
+    def acked(self, c: Consumer, seqs: list[int]) -> None:
+        """``c`` (of a work-queue stream) is done with these messages: have every replica of
+        the stream remove them."""
+
 
 def ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
@@ -108,6 +112,10 @@ class ConsumerManager:
         stream = consumer.stream
         retention = stream.config.retention
         if retention == "limits" or not seqs:
+            return
+        r = self._replicated.get(consumer)
+        if r is not None:  # the stream's replicas remove them, in the stream's log
+            r.acked(consumer, seqs)
             return
         store = stream.store
         removed = False

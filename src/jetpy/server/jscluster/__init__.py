@@ -77,15 +77,17 @@ The design (decisions the following slices keep):
   deposed leader's later ones ignored) and waits for its server's stream replica to hold every
   message the state names; an ack with a reply (AckSync) is answered once the change holding it
   applied. So a confirmed ack is never delivered again, no delivery is skipped, and what was in
-  flight is delivered again after the ack wait. A JetStream delivery to a client on another
+  flight is delivered again after the ack wait. What a work-queue stream's consumer acknowledged
+  is removed through the stream's log (a proposal to the stream's group from the consumer's
+  leader, wherever the stream's leader is). A JetStream delivery to a client on another
   server crosses the route on its inbox with the message's subject after an ``@`` in the ack
   reply, as nats-server sends it.
 * **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
 
-Not yet: changing a consumer's replicas, consumers of interest and work-queue streams (their acks would
-remove messages from one replica's store only), ``CONSUMER.UNPIN``, mirrors and
+Not yet: changing a consumer's replicas, consumers of interest streams (what every consumer
+acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and
 sources, backups, placement by cluster or tags, changing a stream's replicas, stream and meta
 stepdowns and peer removal, ``/jsz`` ``meta_cluster``; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".

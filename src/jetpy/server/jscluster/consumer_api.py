@@ -12,7 +12,8 @@ leader), ``DELETE``, ``PAUSE`` (a new ``pause_until`` in the consumer's config) 
 found". An update is checked by the meta leader (the single
 server's rules; a push consumer's deliver subject may move, the meta leader cannot tell whether
 it is bound), recorded in the meta group and answered by the consumer's leader once it runs with
-it. Changing a consumer's replicas, and consumers of interest or work-queue streams, are refused
+it. A work-queue stream's consumer removes what it acknowledged through the stream's log.
+Changing a consumer's replicas, and consumers of interest streams, are refused
 ("... is not supported by this server in a cluster yet"). Must
 not know: how a consumer group runs, the wire.
 """
@@ -141,9 +142,9 @@ class ConsumerClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         scfg = msgspec.json.decode(sa.config, type=StreamConfig)
-        if scfg.retention != "limits":
+        if scfg.retention == "interest":  # what every consumer acked is not known in one place
             raise ApiError.of(
-                E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("a consumer of an interest or work-queue stream")
+                E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("a consumer of an interest stream")
             )
         consumers = self.state.consumer_assignments.get(stream) or {}
         cname = cfg.durable_name or cfg.name

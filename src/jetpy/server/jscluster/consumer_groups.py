@@ -27,8 +27,8 @@ from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.meta import ConsumerAssignment, RemoveConsumer, encode_op
-from jetpy.server.jscluster.streams import StreamReplica
-from jetpy.server.nrg import GroupConfig, RaftHost, member_id
+from jetpy.server.jscluster.streams import DeleteOp, StreamReplica
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftHost, member_id
 
 __all__ = ["ConsumerGroups"]
 
@@ -42,6 +42,7 @@ INFO_SUBJECT = "$JSC.CI.{}.{}"
 GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
 
 Key = tuple[str, str]  # (stream, consumer)
+_encode = msgspec.msgpack.Encoder().encode
 
 
 class ConsumerGroups:
@@ -159,6 +160,26 @@ class ConsumerGroups:
         async def remove() -> None:
             with contextlib.suppress(Exception):  # the meta group's refusal is logged there
                 await self._propose_meta(encode_op(RemoveConsumer(ca.stream, ca.name)))
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def remove_messages(self, stream: str, seqs: list[int]) -> None:
+        """The messages a work-queue consumer acknowledged, removed through the stream's log
+        (its group takes the proposal to its leader), every replica at the same point; one
+        proposal for the acks of one loop turn. One that fails leaves the messages stored (an
+        operator can delete them), never removes one not acknowledged."""
+        rep = self._stream_replica(stream)
+        if rep is None or rep.group is None:
+            return
+        group = rep.group
+
+        async def remove() -> None:
+            try:
+                await group.propose_many([_encode(DeleteOp(seq, False)) for seq in seqs])
+            except ProposalError as exc:
+                log.warning("stream '%s': %d acknowledged messages not removed: %s", stream, len(seqs), exc)
 
         task = asyncio.get_running_loop().create_task(remove())
         self._tasks.add(task)

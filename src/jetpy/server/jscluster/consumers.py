@@ -104,6 +104,10 @@ class ReplicaContext(Protocol):
 
     def answer_create(self, replica: ConsumerReplica, reply: str) -> None: ...
 
+    def remove_messages(self, stream: str, seqs: list[int]) -> None:
+        """Have the stream's group remove these messages (a work-queue consumer acked them)."""
+        ...
+
 
 class ConsumerReplica:
     def __init__(self, ca: ConsumerAssignment, ctx: ReplicaContext) -> None:
@@ -298,6 +302,9 @@ class ConsumerReplica:
 
     def inactive(self, c: Consumer) -> None:
         self.ctx.remove_consumer(self.ca)
+
+    def acked(self, c: Consumer, seqs: list[int]) -> None:
+        self.ctx.remove_messages(self.ca.stream, seqs)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
