@@ -128,6 +128,7 @@ class ConsumerReplica:
         self._flush_scheduled = False
         self._confirms: list[str] = []
         self._resync = False
+        self._removals: list[int] = []  # a work-queue stream's messages acked this turn
         # the leader's proposed changes in order, until settled: [done, ok, full, confirms]; an
         # AckSync is answered once every earlier change is settled and none is missing since
         # the last whole state (``_clean``)
@@ -304,10 +305,14 @@ class ConsumerReplica:
         self.ctx.remove_consumer(self.ca)
 
     def acked(self, c: Consumer, seqs: list[int]) -> None:
-        self.ctx.remove_messages(self.ca.stream, seqs)
+        self._removals.extend(seqs)  # removed from the stream with this turn's changes
+        self.changed(c)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self._removals:
+            removals, self._removals = self._removals, []
+            self.ctx.remove_messages(self.ca.stream, removals)
         c, g = self.consumer, self.group
         if c is None or g is None or c.closed:
             return
