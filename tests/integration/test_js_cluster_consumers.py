@@ -380,6 +380,20 @@ async def test_stepdown_and_whole_cluster_restart_from_snapshots(compacting: JsC
         missing = await _api(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.NOPE")
         assert missing["error"]["err_code"] == 10014
 
+        # a pull request waiting at a leader that steps down is told so, as nats-server tells it
+        idle = ConsumerConfig(durable_name="IDLE", filter_subject="q.none", ack_policy=AckPolicy.EXPLICIT)
+        await _retry("IDLE create", lambda: js.add_consumer("Q", idle))
+        inbox = nc.new_inbox()
+        waiting = await nc.subscribe(inbox)
+        await nc.publish(
+            "$JS.API.CONSUMER.MSG.NEXT.Q.IDLE", b'{"batch":1,"expires":10000000000}', reply=inbox
+        )
+        await asyncio.sleep(0.3)  # the request reaches the leader
+        assert (await _api(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.IDLE"))["success"] is True
+        told = await waiting.next_msg(timeout=5)
+        assert told.headers is not None and told.headers.get("Status") == "409"
+        assert told.headers.get("Description") == "Leadership Change"
+
     compacted = [
         g
         for n in cluster.nodes.values()

@@ -703,12 +703,12 @@ class Consumer:
 
     # -- teardown -------------------------------------------------------------------------------
 
-    def close(self, deleted: bool) -> None:
-        """Stop; pull requests still waiting are told why."""
+    def close(self, deleted: bool, why: str = "Consumer Deleted") -> None:
+        """Stop; pull requests still waiting are told ``why`` (409) if it was ``deleted``."""
         if self.closed:
             return
         self.closed = True
-        self._waiting.close(deleted)
+        self._waiting.close(deleted, why)
 
     def has_acked(self, seq: int) -> bool:
         """Is this consumer done with stream sequence ``seq`` (for interest retention)?"""

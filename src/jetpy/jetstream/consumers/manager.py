@@ -261,12 +261,15 @@ class ConsumerManager:
         log.warning("offline consumer '%s > %s' deleted on request", stream.name, name)
         self._action_advisory(stream.name, name, "delete")
 
-    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> asyncio.Task[None] | None:
-        """Stop and forget ``c`` (``forget``: its files too). On an interest stream the messages
-        nobody left wants are then removed by a sweep paced in slices (``steps``), so a stream
-        of any size never holds the loop; returns the sweep's task (None: nothing to sweep)."""
+    def delete(
+        self, c: Consumer, *, advisory: bool = True, forget: bool = True, why: str = "Consumer Deleted"
+    ) -> asyncio.Task[None] | None:
+        """Stop and forget ``c`` (``forget``: its files too; ``why``: what its waiting pull
+        requests are told). On an interest stream the messages nobody left wants are then
+        removed by a sweep paced in slices (``steps``), so a stream of any size never holds the
+        loop; returns the sweep's task (None: nothing to sweep)."""
         stream = c.stream
-        c.close(deleted=True)
+        c.close(deleted=True, why=why)
         self._teardown(c)
         self._replicated.pop(c, None)
         consumers = self._by_stream.get(stream)

@@ -108,7 +108,7 @@ class ConsumerGroups:
             return
         if rep.consumer is not None:  # its leader says it is gone, as a single server does
             self.manager.action_advisory(rep.consumer, "delete")
-        rep.close()
+        rep.close(deleted=True)
         if rep.group is not None:
             await self.host.stop_group(rep.group.name)
             root = self.host.root

@@ -254,7 +254,7 @@ class ConsumerReplica:
             self.ctx.manager.action_advisory(self.consumer, "create")
             self.ctx.answer_create(self, self.ca.reply)
 
-    def _stop_engine(self) -> None:
+    def _stop_engine(self, why: str = "Leadership Change") -> None:
         task, self._lead_task = self._lead_task, None
         if task is not None:
             task.cancel()
@@ -263,13 +263,13 @@ class ConsumerReplica:
         self._confirms = []  # not replicated by this leader: not confirmed
         self._in_flight.clear()
         self._clean = True
-        if c is not None and not c.closed:
-            self.ctx.manager.delete(c, advisory=False, forget=False)
+        if c is not None and not c.closed:  # its waiting pull requests are told why (409)
+            self.ctx.manager.delete(c, advisory=False, forget=False, why=why)
 
-    def close(self) -> None:
-        """The replica stops (its consumer deleted, or the server stopping)."""
+    def close(self, deleted: bool = False) -> None:
+        """The replica stops (its consumer ``deleted``, or the server stopping)."""
         self._closed = True
-        self._stop_engine()
+        self._stop_engine("Consumer Deleted" if deleted else "Leadership Change")
 
     def reconfigure(self, ca: ConsumerAssignment, reply: str) -> None:
         """A config changed through the meta group: kept; the running consumer (the leader's)
