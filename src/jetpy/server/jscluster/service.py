@@ -3,8 +3,9 @@
 Owns: forming the meta group once the cluster's JetStream servers are known, reacting to
 assignments in log order (creating this server's replica of a stream placed on it, with its
 store and its member of the stream's group, and deleting it when the stream goes), placement,
-the first leader's answer to a create, and hooking the cluster's API routes and publish path
-into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
+the first leader's answer to a create, consumer assignments handed in the same order to this
+server's consumer groups (:mod:`.consumer_groups`), and hooking the cluster's API routes and
+publish path into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
 rules.
 """
 
@@ -95,7 +96,7 @@ class ClusteredJetStream:
         self.replicas: dict[str, StreamReplica] = {}
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
-        # one (and where to answer), or a name to drop
+        # one (and where to answer), a name to drop, or a consumer's change (ConsumerGroups')
         self._actions: asyncio.Queue[
             StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
@@ -333,7 +334,7 @@ class ClusteredJetStream:
         while True:
             action = await self._actions.get()
             if callable(action):
-                name, work = "(a consumer)", action()
+                name, work = "(a consumer's)", action()
             elif isinstance(action, str):
                 name, work = action, self._remove(action)
             elif isinstance(action, tuple):
