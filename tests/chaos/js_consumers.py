@@ -43,6 +43,7 @@ RETRY = (
     nats.errors.TimeoutError,
     nats.errors.NoRespondersError,
     nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,  # no JetStream API subscribed yet (a server starting)
 )
 
 

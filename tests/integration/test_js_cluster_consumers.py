@@ -28,6 +28,7 @@ RETRY = (
     nats.errors.TimeoutError,
     nats.errors.NoRespondersError,
     nats.js.errors.NoStreamResponseError,  # no leader subscribed yet (an election)
+    nats.js.errors.ServiceUnavailableError,  # no JetStream API subscribed yet (a server starting)
 )
 
 
@@ -388,7 +389,10 @@ async def test_stepdown_and_whole_cluster_restart_from_snapshots(compacting: JsC
         await nc.publish(
             "$JS.API.CONSUMER.MSG.NEXT.Q.IDLE", b'{"batch":1,"expires":10000000000}', reply=inbox
         )
-        await asyncio.sleep(0.3)  # the request reaches the leader
+        for _ in range(100):  # the request waits at the leader
+            if (await js.consumer_info("Q", "IDLE")).num_waiting == 1:
+                break
+            await asyncio.sleep(0.05)
         assert (await _api(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.IDLE"))["success"] is True
         told = await waiting.next_msg(timeout=5)
         assert told.headers is not None and told.headers.get("Status") == "409"
