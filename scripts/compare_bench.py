@@ -10,6 +10,9 @@ The cluster scenario (``cluster-pubsub``) starts three servers of a kind instead
 first (``--cluster``/``--routes``, no JetStream), and runs ``scripts/clusterbench`` (a Go client
 built like natsbench, from Debian's nats.go) with its publisher on the second server and its
 subscriber on the first: every message crosses a route. Server CPU is summed over the three.
+The leaf node scenario (``leaf-pubsub``, not in the default set) starts a hub and a leaf node of
+it from config files and runs clusterbench with its publisher on the leaf node and its
+subscriber on the hub: every message crosses the leaf link.
 
 natsbench (``/work/shared/bench``) prints one JSON line per run; a Python client would saturate
 long before either server. A scenario whose jetpy run fails is reported as failed (and not
@@ -74,6 +77,7 @@ class Scenario:
     default_msgs: int  # natsbench's own default for it
     latency: bool = False  # one round trip at a time: --msgs is capped at default_msgs
     cluster: int = 0  # servers in a cluster (clusterbench), 0: one server (natsbench)
+    leaf: bool = False  # a hub and a leaf node of it (clusterbench: publisher on the leaf node)
 
     def msgs(self, requested: int | None) -> int:
         if requested is None:
@@ -95,6 +99,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("jsordered", ("-s", "jsordered"), 200_000),
         Scenario("jspush", ("-s", "jspush", "-ack", "explicit"), 200_000),
         Scenario("cluster-pubsub", (), 500_000, cluster=3),
+        Scenario("leaf-pubsub", (), 500_000, cluster=2, leaf=True),
     )
 }
 # Everything the README baselines cover; jetpy's failures show as failed rows.
@@ -575,6 +580,33 @@ def running_cluster(
             _stop(server)
 
 
+@contextlib.contextmanager
+def running_leaf(
+    name: str, command: Sequence[str], workdir: Path, start_timeout: float
+) -> Iterator[list[Server]]:
+    """A hub (``leafnodes { listen }``) and a leaf node of it (one remote), no JetStream, each
+    stopped on exit whatever happens: [hub, leaf node]."""
+    servers: list[Server] = []
+    leaf_port = free_port()
+    try:
+        for i, block in enumerate(
+            (
+                f"leafnodes {{ listen: 127.0.0.1:{leaf_port} }}",
+                f'leafnodes {{ reconnect: 1, remotes: [ {{ url: "nats://127.0.0.1:{leaf_port}" }} ] }}',
+            )
+        ):
+            port = free_port()
+            store = Path(tempfile.mkdtemp(prefix=f"{name}{i}-", dir=workdir))
+            conf = store / "leaf.conf"
+            conf.write_text(f"server_name: {name}{i}\nlisten: 127.0.0.1:{port}\n{block}\n")
+            servers.append(_spawn(f"{name}{i}", [*command, "-c", str(conf)], port, store, workdir))
+            _wait_ready(servers[-1], start_timeout)
+        yield servers
+    finally:
+        for server in servers:
+            _stop(server)
+
+
 def jetpy_command(override: str | None) -> list[str]:
     if override:
         return shlex.split(override)
@@ -605,7 +637,12 @@ def _run_one(
 ) -> tuple[bool, dict[str, Any], str]:
     """One run of ``scen`` against fresh servers of ``side``."""
     if scen.cluster:
-        with running_cluster(side, commands[side], workdir, args.start_timeout, scen.cluster) as servers:
+        running = (
+            running_leaf(side, commands[side], workdir, args.start_timeout)
+            if scen.leaf
+            else running_cluster(side, commands[side], workdir, args.start_timeout, scen.cluster)
+        )
+        with running as servers:
             ok, result, err = run_clusterbench(
                 clients["clusterbench"], servers, msgs, args.size, args.timeout, side
             )

@@ -35,6 +35,7 @@ import nats
 
 STREAM = "SPARKBENCH"
 SINK = "SPARKSINK"
+WARM = "SPARKWARM"
 RUNS = 5
 SERVER = [sys.executable, "-m", "jetpy.server"]
 
@@ -61,7 +62,7 @@ def start_jetpy(tmp: Path) -> tuple[subprocess.Popen[bytes], str, int]:
 async def fill(url: str, n: int) -> float:
     nc = await nats.connect(url)
     js = nc.jetstream(publish_async_max_pending=4000)
-    for name, subjects in ((STREAM, ["bench.>"]), (SINK, ["sink.>"])):
+    for name, subjects in ((STREAM, ["bench.>"]), (SINK, ["sink.>"]), (WARM, ["warm.>"])):
         try:
             await js.delete_stream(name)
         except Exception:
@@ -74,7 +75,7 @@ async def fill(url: str, n: int) -> float:
     await js.publish_async_completed()
     dt = time.perf_counter() - t
     await nc.close()
-    return n / dt
+    return n / dt if n else 0.0
 
 
 async def stream_msgs(url: str, name: str) -> int:
@@ -88,6 +89,32 @@ async def stream_msgs(url: str, name: str) -> int:
 def out_bytes(http_port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/varz", timeout=5) as r:
         return int(json.loads(r.read())["out_bytes"])
+
+
+def descendants(root: int) -> dict[int, bytes]:
+    """The processes below ``root`` (Spark's JVM and its Python workers: not other users'
+    Spark sessions on a shared machine), with their command lines."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    out: dict[int, bytes] = {}
+    for pid in parent:
+        p = pid
+        while p > 1 and p != root:
+            p = parent.get(p, 0)
+        if p == root and pid != root:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    out[pid] = f.read()
+            except OSError:
+                continue
+    return out
 
 
 class Memory:
@@ -116,23 +143,23 @@ class Memory:
 
     def _run(self) -> None:
         me = os.getpid()
+        workers: list[int] = []
+        looked = 0.0
         while not self._stop.is_set():
             phase = self.phase
             if self.server_pid:
                 self.server[phase] = max(self.server.get(phase, 0), self._rss(self.server_pid))
             seen = self.workers.setdefault(phase, {})
-            for d in os.listdir("/proc"):
-                if not d.isdigit() or int(d) == me:
-                    continue
-                try:
-                    with open(f"/proc/{d}/cmdline", "rb") as f:
-                        cmd = f.read()
-                except OSError:
-                    continue
-                if b"pyspark" in cmd and b"java" not in cmd.split(b"\0")[0]:
-                    pid = int(d)
-                    seen[pid] = max(seen.get(pid, 0), self._rss(pid))
-            time.sleep(0.05)
+            if time.monotonic() - looked > 1.0:  # which processes: a scan of /proc once a second
+                looked = time.monotonic()
+                workers = [
+                    pid
+                    for pid, cmd in descendants(me).items()
+                    if b"pyspark" in cmd and b"java" not in cmd.split(b"\0")[0]
+                ]
+            for pid in workers:
+                seen[pid] = max(seen.get(pid, 0), self._rss(pid))
+            time.sleep(0.1)
 
     def stop(self) -> None:
         self._stop.set()
@@ -147,12 +174,57 @@ class Memory:
         return f"{server}; {len(w)} Spark Python processes, largest {w[-1] / mib:,.0f} MiB, median {statistics.median(w) / mib:,.0f} MiB"
 
 
+def _cpu_of(pid: str) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Cpu:
+    """CPU seconds (user + system, from /proc) of the server, Spark's JVM, Spark's Python
+    processes and this driver, between :meth:`start` and :meth:`stop` of a measurement."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self._t0: dict[str, tuple[str, float]] = {}
+
+    def _now(self) -> dict[str, tuple[str, float]]:
+        me = os.getpid()
+        out: dict[str, tuple[str, float]] = {str(me): ("driver (this script)", _cpu_of(str(me)))}
+        if self.server_pid:
+            out[str(self.server_pid)] = ("server", _cpu_of(str(self.server_pid)))
+        for pid, cmd in descendants(me).items():
+            if pid == self.server_pid:
+                continue
+            if b"java" in cmd.split(b"\0")[0]:
+                role = "Spark JVM"
+            elif b"pyspark" in cmd:
+                role = "Spark Python workers"
+            else:
+                continue
+            out[str(pid)] = (role, _cpu_of(str(pid)))
+        return out
+
+    def start(self) -> None:
+        self._t0 = self._now()
+
+    def stop(self, n: int) -> str:
+        """CPU per message of each role since :meth:`start` (``n`` messages)."""
+        by: dict[str, float] = {}
+        for pid, (role, t) in self._now().items():
+            by[role] = by.get(role, 0.0) + t - self._t0.get(pid, (role, 0.0))[1]
+        return "; ".join(f"{role} {1e6 * t / n:.2f} µs" for role, t in sorted(by.items()))
+
+
 def spread(values: list[float], fmt: str = ",.0f") -> str:
     return " / ".join(format(v, fmt) for v in (min(values), statistics.median(values), max(values)))
 
 
 def spark_runs(
-    url: str, n: int, tmp: Path, master: str, http_port: int | None, mem: Memory
+    url: str, n: int, tmp: Path, master: str, http_port: int | None, mem: Memory, only: set[str], cpu: Cpu
 ) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -180,9 +252,34 @@ def spark_runs(
         assert row["n"] == rows, row
         return rows / dt
 
+    if "read" in only:
+        _reads(spark, df, url, n, tmp, http_port, mem, cpu, timed, out)
+    if "stream" in only:
+        _streams(spark, url, n, tmp, mem, cpu, out)
+    if "sink" in only:
+        _sink(spark, F, url, n, mem, cpu, out)
+    mem.phase = "end"
+    spark.stop()
+    return out
+
+
+def _reads(
+    spark: Any,
+    df: Any,
+    url: str,
+    n: int,
+    tmp: Path,
+    http_port: int | None,
+    mem: Memory,
+    cpu: Cpu,
+    timed: Any,
+    out: dict[str, Any],
+) -> None:
     mem.phase = "read"
     out["cold"] = timed(df, n)
+    cpu.start()
     out["warm"] = [timed(df, n) for _ in range(RUNS)]
+    out["read_cpu"] = cpu.stop(n * RUNS)
     mem.phase = "other"
     pq = str(tmp / "bench.parquet")
     df.write.mode("overwrite").parquet(pq)
@@ -210,6 +307,8 @@ def spark_runs(
     out["filtered_bytes"] = b1 - b0
     out["all_bytes"] = b2 - b1
 
+
+def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
     def stream_run() -> tuple[float, int]:
         q = (
             spark.readStream.format("jetstream")
@@ -232,7 +331,12 @@ def spark_runs(
 
     mem.phase = "stream"
     out["stream_first"], out["stream_batches"] = stream_run()
+    cpu.start()
     out["stream_warm"] = [stream_run()[0] for _ in range(3)]
+    out["stream_cpu"] = cpu.stop(3 * n)
+
+
+def _sink(spark: Any, F: Any, url: str, n: int, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
     mem.phase = "sink"
 
     rows = (
@@ -245,17 +349,25 @@ def spark_runs(
     )
     rows.count()
     sink = rows.write.format("jetstream").option("servers", url).option("writeId", "bench").mode("append")
+    # the first write of a session also warms Spark's JVM and starts its Python workers (seconds
+    # of CPU): a write of a tenth as many rows to another stream first, with its own rate
+    t = time.perf_counter()
+    rows.limit(n // 10).write.format("jetstream").option("servers", url).option("writeId", "warm").option(
+        "subject", "warm.rows"
+    ).mode("append").save()
+    out["sink_cold"] = (n // 10) / (time.perf_counter() - t)
+    cpu.start()
     t = time.perf_counter()
     sink.save()
     out["sink"] = n / (time.perf_counter() - t)
+    out["sink_cpu"] = cpu.stop(n)
     out["sink_count"] = asyncio.run(stream_msgs(url, SINK))
+    cpu.start()
     t = time.perf_counter()
     sink.save()  # the same write again: every row a duplicate the stream drops
     out["sink_again"] = n / (time.perf_counter() - t)
+    out["sink_again_cpu"] = cpu.stop(n)
     out["sink_count_again"] = asyncio.run(stream_msgs(url, SINK))
-    mem.phase = "end"
-    spark.stop()
-    return out
 
 
 def main() -> int:
@@ -263,7 +375,11 @@ def main() -> int:
     ap.add_argument("--msgs", type=int, default=1_000_000)
     ap.add_argument("--servers", default=None)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument(
+        "--only", default="read,stream,sink", help="comma-separated measurements: read, stream, sink"
+    )
     args = ap.parse_args()
+    only = set(args.only.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     proc = None
     http_port = None
@@ -276,35 +392,37 @@ def main() -> int:
             f"server {url}; load average {os.getloadavg()[0]:.2f}; filling {args.msgs:,} messages ...",
             flush=True,
         )
-        print(f"  publish (nats-py, async acks): {asyncio.run(fill(url, args.msgs)):,.0f} msg/s", flush=True)
+        filled = args.msgs if only & {"read", "stream"} else 0
+        print(f"  publish (nats-py, async acks): {asyncio.run(fill(url, filled)):,.0f} msg/s", flush=True)
         mem = Memory(proc.pid if proc else None)
         mem.phase = "filled"
         time.sleep(0.2)
-        res = spark_runs(url, args.msgs, tmp, args.master, http_port, mem)
+        res = spark_runs(
+            url, args.msgs, tmp, args.master, http_port, mem, only, Cpu(proc.pid if proc else None)
+        )
         mem.stop()
         m = args.master
-        print(f"  partitions of the batch read: {res['partitions']}")
-        print(f"  Spark batch read ({m}), first query: {res['cold']:,.0f} msg/s")
-        print(f"  Spark batch read ({m}), warm, min / median / max of {RUNS}: {spread(res['warm'])} msg/s")
-        print(f"  Spark reading the same rows from Parquet, warm: {spread(res['parquet'])} rows/s")
-        print(f"  ratio jetstream / Parquet, alternated runs: {spread(res['ratio'], '.2f')}")
-        print(
-            f"  filtered read (bench.3, {res['filtered_rows']:,} rows): {res['filtered']:,.0f} msg/s; "
-            f"server sent {res['filtered_bytes']:,} bytes (the whole stream's read: {res['all_bytes']:,})"
-        )
-        print(
-            f"  streaming, AvailableNow, 100k per trigger, noop sink: first query {res['stream_first']:,.0f} "
-            f"msg/s in {res['stream_batches']} micro-batches; later queries {spread(res['stream_warm'])}"
-        )
-        print(
-            f"  sink, {args.msgs:,} rows with Nats-Msg-Id: {res['sink']:,.0f} rows/s (stream holds "
-            f"{res['sink_count']:,}); the same write again: {res['sink_again']:,.0f} rows/s, stream "
-            f"holds {res['sink_count_again']:,}"
-        )
+        print(f"  load average at the end {os.getloadavg()[0]:.2f}")
+        if "read" in only:
+            _print_reads(res, m, mem)
+        if "stream" in only:
+            print(
+                f"  streaming, AvailableNow, 100k per trigger, noop sink: first query {res['stream_first']:,.0f} "
+                f"msg/s in {res['stream_batches']} micro-batches; later queries {spread(res['stream_warm'])}"
+            )
+            print(f"    CPU per message, later queries: {res['stream_cpu']}")
+            print(f"  memory during the streaming reads: {mem.report('stream')}")
+        if "sink" in only:
+            print(
+                f"  sink, {args.msgs:,} rows with Nats-Msg-Id: {res['sink']:,.0f} rows/s (stream holds "
+                f"{res['sink_count']:,}); the same write again: {res['sink_again']:,.0f} rows/s, stream "
+                f"holds {res['sink_count_again']:,}"
+            )
+            print(f"    the session's first write ({args.msgs // 10:,} rows): {res['sink_cold']:,.0f} rows/s")
+            print(f"    CPU per row: {res['sink_cpu']}")
+            print(f"    CPU per row, again: {res['sink_again_cpu']}")
+            print(f"  memory during the sink's writes: {mem.report('sink')}")
         print(f"  memory (max RSS) once the stream was filled: {mem.report('filled')}")
-        print(f"  memory during the batch reads: {mem.report('read')}")
-        print(f"  memory during the streaming reads: {mem.report('stream')}")
-        print(f"  memory during the sink's writes: {mem.report('sink')}")
         return 0
     finally:
         if proc is not None:
@@ -314,6 +432,20 @@ def main() -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _print_reads(res: dict[str, Any], m: str, mem: Memory) -> None:
+    print(f"  partitions of the batch read: {res['partitions']}")
+    print(f"  Spark batch read ({m}), first query: {res['cold']:,.0f} msg/s")
+    print(f"  Spark batch read ({m}), warm, min / median / max of {RUNS}: {spread(res['warm'])} msg/s")
+    print(f"    CPU per message, warm reads: {res['read_cpu']}")
+    print(f"  Spark reading the same rows from Parquet, warm: {spread(res['parquet'])} rows/s")
+    print(f"  ratio jetstream / Parquet, alternated runs: {spread(res['ratio'], '.2f')}")
+    print(
+        f"  filtered read (bench.3, {res['filtered_rows']:,} rows): {res['filtered']:,.0f} msg/s; "
+        f"server sent {res['filtered_bytes']:,} bytes (the whole stream's read: {res['all_bytes']:,})"
+    )
+    print(f"  memory during the batch reads: {mem.report('read')}")
 
 
 if __name__ == "__main__":

@@ -65,8 +65,16 @@ class JsNode:
 
 
 class JsCluster:
-    def __init__(self, root: Path, size: int = 3, tick: float = 0.05, snapshot_entries: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        size: int = 3,
+        tick: float = 0.05,
+        snapshot_entries: int = 0,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.root = root
+        self.extra = extra  # more jetpy-server flags for every server ("{name}": the server's name)
         self.tick = tick
         self.snapshot_entries = snapshot_entries  # the groups compact their logs this often
         self.nodes = {
@@ -101,6 +109,7 @@ class JsCluster:
             *member_flags(
                 node.name, node.port, node.http_port, node.store, CLUSTER, node.cluster_port, routes
             ),
+            *(arg.format(name=node.name) for arg in self.extra),
         ]
 
     def start(self, name: str | None = None) -> None:

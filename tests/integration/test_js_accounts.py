@@ -215,6 +215,9 @@ async def test_the_domain_api_and_jsz_per_account(srv: Server) -> None:
         assert err(await api(b, "$JS.HUB.API.STREAM.INFO.D")) == 10059  # B has no stream D
         ack = json.loads((await a.request("d", b"x", timeout=2)).data)
         assert ack == {"stream": "D", "domain": "HUB", "seq": 1}
+        for _ in range(2):  # a duplicate's ack names the domain too
+            dup = json.loads((await a.request("d", b"y", timeout=2, headers={"Nats-Msg-Id": "m"})).data)
+        assert dup == {"stream": "D", "domain": "HUB", "seq": 2, "duplicate": True}
 
         def fetch(path: str) -> Any:
             with urllib.request.urlopen(srv.monitor_url + path, timeout=5) as resp:

@@ -260,7 +260,7 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "leafnodes",
+        "ocsp",
         "mqtt",
         "resolver_tls",
         "syslog",
@@ -279,7 +279,6 @@ def test_switching_off_an_unsupported_feature_is_fine() -> None:
     [
         "max_traced_msg_len",
         "disable_sublist_cache",
-        "server_tags",
         "no_header_support",
     ],
 )
@@ -287,6 +286,12 @@ def test_ignored_fields_warn(key: str) -> None:
     opts, warnings = apply(f"{key}: 1")
     assert opts == ServerOptions()
     assert warnings == [f't.conf:1:1: field "{key}" is not supported by jetpy; ignored']
+
+
+def test_server_tags_lower_cased() -> None:
+    assert options('server_tags: ["AZ:1", "ssd"]').server_tags == ["az:1", "ssd"]
+    assert options('server_tags: "cloud:aws"').server_tags == ["cloud:aws"]
+    assert error_of("server_tags: 1").startswith("t.conf:1:1: ")
 
 
 # -- authorization ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "ACCOUNT_RESOURCES_EXCEEDED",
+    "BAD_BULK_REQUEST",
     "BAD_REQUEST",
     "BY_ERR_CODE",
     "CLUSTER_INCOMPLETE",
@@ -295,6 +296,9 @@ def _e(code: int, err_code: int, description: str) -> ErrorCode:
 # subjects its caller may not subscribe or publish to (jetstream.access). 403 and 10403 are
 # outside nats-server's codes, so clients cannot mistake it for one of them.
 PERMISSIONS_VIOLATION = _e(403, 10403, "permissions violation for {action} to {subject}")
+# -- jetpy's own: a bulk publish (``$JS.API.JETPY.PUBLISH``) whose body or records are malformed,
+# refused as a whole; the description names the record (10400: 400's counterpart, as 10403).
+BAD_BULK_REQUEST = _e(400, 10400, "bad bulk request: {err}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from jetpy.jetstream.models import (
     ClusterInfo,
     ConsumerInfo,
     JetStreamApiStats,
+    PeerInfo,
     StorageUsage,
     StreamConfig,
     StreamState,
@@ -23,7 +24,7 @@ from jetpy.jetstream.models import (
     _Wire,
 )
 
-__all__ = ["AccountDetail", "JSInfo", "JetStreamStats", "JszConfig", "StreamDetail"]
+__all__ = ["AccountDetail", "JSInfo", "JetStreamStats", "JszConfig", "MetaClusterInfo", "StreamDetail"]
 
 
 class JszConfig(_Wire, frozen=True):
@@ -45,6 +46,20 @@ class StreamDetail(_Wire, frozen=True):
     config: StreamConfig | None = None
     state: StreamState = _always(StreamState())
     consumer_detail: list[ConsumerInfo] = msgspec.field(default_factory=list)
+
+
+class MetaClusterInfo(_Wire, frozen=True):
+    """The meta group as one server sees it (Go's ``MetaClusterInfo``): the cluster's name, the
+    leader's name and its member id (``peer``), the other members, how many there are and how
+    many make a quorum, and the entries of its log not yet compacted into a snapshot."""
+
+    name: str = ""
+    leader: str = ""
+    peer: str = ""
+    replicas: list[PeerInfo] = msgspec.field(default_factory=list)
+    cluster_size: int = _always(0)
+    quorum_needed: int = _always(0)
+    pending: int = _always(0)
 
 
 class JetStreamStats(StorageUsage, frozen=True):

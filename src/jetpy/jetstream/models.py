@@ -433,15 +433,22 @@ class PeerInfo(_Wire, frozen=True):
     offline: bool = False
     active: int = _always(0)
     lag: int = 0
+    peer: str = ""  # its Raft member id
 
 
 class ClusterInfo(_Wire, frozen=True):
     """Where a stream lives. A single server omits it from API infos, as nats-server 2.9 does;
-    /jsz's stream detail reports ``{"leader": <server name>}``; a replicated stream's info names
-    its cluster, its leader and its other replicas."""
+    /jsz's stream detail reports ``{"leader": <server name>}``; a stream of a cluster names its
+    cluster and its leader, and a replicated one (R3) its Raft group, since when its leader
+    leads, the account its group's traffic crosses (the system account) and its other
+    replicas, in nats-server's order."""
 
     name: str = ""
+    raft_group: str = ""
     leader: str = ""
+    leader_since: str = ""
+    system_account: bool = False
+    traffic_account: str = ""
     replicas: list[PeerInfo] = msgspec.field(default_factory=list)
 
 

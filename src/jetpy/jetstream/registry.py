@@ -40,8 +40,10 @@ from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError, Strea
 
 __all__ = [
     "SUBSCRIBE_STEP",
+    "Accept",
     "StreamEvents",
     "StreamRegistry",
+    "acceptor",
     "ingest_handler",
     "new_identity",
     "recovery_line",
@@ -346,6 +348,14 @@ class StreamRegistry:
 
     # -- queries --------------------------------------------------------------------------------
 
+    def acceptor(self, stream: Stream) -> Accept | None:
+        """What takes published messages into ``stream`` here, for a publish that does not come
+        through the bus (the bulk publish); None where messages are not stored by this server
+        alone as they arrive (a replicated stream proposes them to its group first)."""
+        if self.ingest_factory is not ingest_handler:
+            return None
+        return acceptor(stream, self)
+
     def get(self, name: str) -> Stream | None:
         return self.streams.get(name)
 
@@ -456,41 +466,37 @@ class StreamRegistry:
             self.events.stored(stream, marker)
 
 
-def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
-    """The bus handler on a stream's subjects: the publish hot path, once per message."""
-    streams = registry.streams
-    name = stream.name
+Accept = Callable[[bytes, bytes, bytes], PublishResult]
+"""Takes one published message into a stream: ``(subject, header block or b"", header block +
+payload)`` -> what to answer it with (see :func:`acceptor`)."""
+
+
+def acceptor(stream: Stream, registry: StreamRegistry) -> Accept:
+    """What a single server does with a message published to ``stream``, but for its answer:
+    the server's and the account's storage limits, :meth:`Stream.process` (the stream's rules),
+    and what follows a store (the limits' gauges, the consumers' host told, the expiry timer,
+    ``republish``). The publish path (:func:`ingest_handler`) and the bulk publish share it."""
     process = stream.process
-    committer = registry.committer
-    park = committer.park
-    mark_dirty = committer.mark_dirty
-    publish_reply = registry.bus.publish_reply
-    publish = registry.bus.publish
     stored_event = registry.events.stored
     expiry = registry.expiry
+    publish = registry.bus.publish
     recent = stream.recent  # reset in place by updates; a new stream gets a new handler
     resources = registry.resources
     storage = stream.config.storage
     gauge = resources.gauge(storage)  # the server's
     acct = resources.account_gauge(storage)  # the account's
-    exhausted = _exhausted_ack(name)
-    exceeded = _account_exceeded_ack(name)
+    exhausted = PublishResult(_exhausted_ack(stream.name))
+    exceeded = PublishResult(_account_exceeded_ack(stream.name))
 
-    def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        if name not in streams:
-            return
+    def accept(subject: bytes, hdr: bytes, data: bytes) -> PublishResult:
         if gauge.used >= gauge.limit and resources.exhausted(storage):
-            if reply is not None and not stream.config.no_ack:
-                publish_reply(reply, exhausted)
-            return
+            return exhausted
         size = len(subject) + len(data) + MSG_SIZE_BOUND
         if acct.used + size > acct.limit and resources.account_exceeded(
-            storage, stored_size(storage, len(subject), hdr_len, len(data) - hdr_len)
+            storage, stored_size(storage, len(subject), len(hdr), len(data) - len(hdr))
         ):
-            if reply is not None and not stream.config.no_ack:
-                publish_reply(reply, exceeded)
-            return
-        res = process(subject, data[:hdr_len] if hdr_len else b"", data)
+            return exceeded
+        res = process(subject, hdr, data)
         stored = res.stored
         if stored is not None:
             gauge.used += size
@@ -504,11 +510,30 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
             rp = res.republish
             if rp is not None:
                 publish(rp[0], None, rp[2], rp[1])
+        return res
+
+    return accept
+
+
+def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
+    """The bus handler on a stream's subjects: the publish hot path, once per message."""
+    streams = registry.streams
+    name = stream.name
+    accept = acceptor(stream, registry)
+    committer = registry.committer
+    park = committer.park
+    mark_dirty = committer.mark_dirty
+    publish_reply = registry.bus.publish_reply
+
+    def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        if name not in streams:
+            return
+        res = accept(subject, data[:hdr_len] if hdr_len else b"", data)
         durable_seq = res.durable_seq
         if reply is None or stream.config.no_ack:
             if durable_seq:
                 mark_dirty(stream)
-        elif not durable_seq:  # memory streams and errors: answered at once
+        elif not durable_seq:  # memory streams, refusals and errors: answered at once
             publish_reply(reply, res.ack)
         else:
             park(stream, durable_seq, reply, res.ack)

@@ -3,9 +3,9 @@
 Builds the parts and hands each only what it needs: the committer (group commit and PubAck
 release), the consumer manager (the registry's ``StreamEvents`` listener), the stream registry
 (streams, the publish path, expiry), the report (``$JS.API.INFO`` and ``/jsz``), and the API
-router with the stream, consumer and account routes, plus the direct-get and bulk-read handlers. Owns the
-order in which they start and stop, and the API of an account without JetStream
-(:class:`JetStreamNotEnabled`). Nothing in JetStream imports this module.
+router with the stream, consumer and account routes, plus the direct-get, bulk-read and
+bulk-publish handlers. Owns the order in which they start and stop, and the API of an account
+without JetStream (:class:`JetStreamNotEnabled`). Nothing in JetStream imports this module.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.bulk import BULK_SUBJECTS, BulkRead
+from jetpy.jetstream.api.bulk_publish import PUBLISH_SUBJECTS, BulkPublish
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DOMAIN_DIRECT_SUBJECTS, DirectGet
@@ -53,7 +54,7 @@ class JetStream:
         self.config = config
         self.bus = bus
         self.committer = Committer(bus, config.sync_interval)
-        self.consumers = ConsumerManager(bus, self.committer)
+        self.consumers = ConsumerManager(bus, self.committer, config.domain)
         self.committer.on_commit = self.consumers.committed
         self.registry = StreamRegistry(
             bus,
@@ -79,6 +80,7 @@ class JetStream:
         self.router.guard = RequestGuard(self.registry, self._consumer_config)
         self.direct = DirectGet(self.registry.streams, bus, self.sourcing.direct_answerer)
         self._bulk = BulkRead(self.registry.streams, bus, self.registry.require)
+        self._bulk_publish = BulkPublish(self.registry, self.committer, bus)
         self._subs: list[Any] = []
 
     def _consumer_config(self, stream: str, name: str) -> ConsumerConfig | None:
@@ -98,6 +100,7 @@ class JetStream:
             self.bus.subscribe(API_SUBJECTS, self.router.handle),
             self.bus.subscribe(DIRECT_SUBJECTS, self.direct.handle),
             self.bus.subscribe(BULK_SUBJECTS, self._bulk.handle),
+            self.bus.subscribe(PUBLISH_SUBJECTS, self._bulk_publish.handle),
         ]
         domain = self.config.domain
         if domain:  # the same API under the domain's prefix
@@ -113,6 +116,7 @@ class JetStream:
         self.sourcing.close()
         self.registry.expiry.cancel()
         self._bulk.stop()
+        self._bulk_publish.stop()
         await self.router.stop()  # a large create or update still being worked on stops here
         await self.snapshots.stop()  # backups stop, restores are abandoned (their stores deleted)
         # final commit: flush and sync everything, release what is parked; then consumer state

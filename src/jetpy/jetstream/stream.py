@@ -361,9 +361,11 @@ class Stream:
         cfg = self.config
         if len(hdr) > MAX_HEADER_SIZE:
             raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
-        if b"Nats-Expected" not in hdr and b"Nats-TTL" not in hdr and b"Nats-Rollup" not in hdr:
-            # the common case, a message id at most: one lookup (keys match with their case)
-            mid = get_header(hdr, H_MSG_ID)
+        nats = hdr.count(b"Nats-")  # one scan tells the common case: a message id at most
+        mid = get_header(hdr, H_MSG_ID) if nats == 1 else None
+        if not nats or mid is not None:
+            # no Nats- header, or the one there is is the id: no other rule applies (keys match
+            # with their case)
             if not mid:
                 return "", b"", 0
             msg_id = mid.decode()
@@ -371,7 +373,8 @@ class Stream:
             seen = self._dedup.get(msg_id)
             if seen is not None:
                 return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True), seen[0] if self.durable else 0
+                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
+                    seen[0] if self.durable else 0,
                 )
             return msg_id, b"", 0
         expected = get_header(hdr, H_EXPECTED_STREAM)

@@ -32,14 +32,15 @@ UNBUILT_STREAM_FIELDS: Final[tuple[str, ...]] = ()  # every stream field is carr
 UNBUILT_CONSUMER_FIELDS: Final[tuple[str, ...]] = ()  # every consumer field is carried out
 
 
-def check_stream_built(cfg: StreamConfig) -> None:
-    """Raise for a setting this server would not carry out."""
+def check_stream_built(cfg: StreamConfig, clustered: bool = False) -> None:
+    """Raise for a setting this server would not carry out (``clustered``: JetStream on a
+    cluster, which places streams by ``placement``)."""
     copies = ([cfg.mirror] if cfg.mirror is not None else []) + list(cfg.sources)
     if any(src.consumer is not None for src in copies):
         # ADR-60's user-made durable consumer for copying work-queue and interest streams
         raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_YET.format("a mirror's or source's consumer"))
     placement = cfg.placement
-    if placement is not None and (placement.cluster or placement.tags):
+    if not clustered and placement is not None and (placement.cluster or placement.tags):
         raise ApiError.of(
             E.CLUSTER_NO_PEERS, err="no suitable peers for placement: this server is not clustered"
         )

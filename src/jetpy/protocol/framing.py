@@ -1,6 +1,7 @@
 """Framer: the bytes of an incomplete operation kept between reads, for every NATS-style parser.
 
-Owns the one buffering rule the client and route parsers share: a read is parsed together with
+Owns what the client and route parsers share: the op names of a grammar (:func:`op_name`), and the
+buffering rule: a read is parsed together with
 what the previous reads left over; a payload still missing more than
 :data:`COLLECT_THRESHOLD` bytes is collected as a list of chunks and joined once it is complete
 (so a 1 MB message arriving in 64 KB reads is copied once, not sixteen times); a parse error
@@ -16,12 +17,34 @@ from __future__ import annotations
 
 from typing import Final
 
-from jetpy.protocol.errors import ProtocolError
+from jetpy.protocol.errors import ERR_UNKNOWN_OP, ProtocolError
 from jetpy.protocol.ops import Op
 
-__all__ = ["COLLECT_THRESHOLD", "Framer"]
+__all__ = ["COLLECT_THRESHOLD", "Framer", "OpNames", "op_name"]
 
 COLLECT_THRESHOLD: Final = 64 * 1024  # a payload still missing more than this is collected in chunks
+
+OpNames = tuple[tuple[bytes, int, bool], ...]
+"""A grammar's op names: (name in upper case, op code, must a space or tab follow?)."""
+
+
+def op_name(names: OpNames, buf: bytes, pos: int, n: int, shown: int = 16) -> tuple[int, int]:
+    """(op code, index after the name) of the op at ``pos`` (names compare case-insensitively);
+    (0, 0) while the name is incomplete. An unknown name is ``Unknown Protocol Operation``, its
+    detail the next ``shown`` bytes."""
+    head = buf[pos : pos + 8].upper()
+    for name, code, sep in names:
+        k = len(name)
+        if head.startswith(name):
+            if sep:
+                if pos + k >= n:
+                    return 0, 0
+                if buf[pos + k] not in (32, 9):
+                    break
+            return code, pos + k
+        if len(head) < k and name.startswith(head):
+            return 0, 0
+    raise ProtocolError(ERR_UNKNOWN_OP, f"proto={buf[pos : pos + shown]!r}...")
 
 
 class Framer:

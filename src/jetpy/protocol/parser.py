@@ -50,7 +50,7 @@ from jetpy.protocol.errors import (
     ERR_UNKNOWN_OP,
     ProtocolError,
 )
-from jetpy.protocol.framing import Framer
+from jetpy.protocol.framing import Framer, OpNames, op_name
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "MAX_SIZE_DIGITS", "Parser"]
@@ -63,7 +63,7 @@ _HPUB: Final = -1  # internal code: HPUB parses like PUB but yields PUB with hdr
 _HMSG: Final = -2  # internal code: a client's HMSG (see _general)
 
 # op name (upper case) -> (op code, must a space or tab follow the name?)
-_NAMES: Final[tuple[tuple[bytes, int, bool], ...]] = (
+_NAMES: Final[OpNames] = (
     (b"PUB", PUB, True),
     (b"PING", PING, False),
     (b"PONG", PONG, False),
@@ -128,23 +128,6 @@ def _to_run(ops: list[Op]) -> tuple[list[bytes], list[bytes]]:
     datas, sizes = [data], [sz]
     ops[-1] = (PUBS, subject, datas, sizes)
     return datas, sizes
-
-
-def _op_name(buf: bytes, pos: int, n: int) -> tuple[int, int]:
-    """(op code, index after the name) of the op at ``pos``; (0, 0) while the name is incomplete."""
-    head = buf[pos : pos + 8].upper()
-    for name, code, sep in _NAMES:
-        k = len(name)
-        if head.startswith(name):
-            if sep:
-                if pos + k >= n:
-                    return 0, 0
-                if buf[pos + k] not in (32, 9):
-                    break
-            return code, pos + k
-        if len(head) < k and name.startswith(head):
-            return 0, 0
-    raise ProtocolError(ERR_UNKNOWN_OP, f"unknown op at {buf[pos : pos + 16]!r}")
 
 
 class Parser(Framer):
@@ -297,7 +280,7 @@ class Parser(Framer):
         """Parse the op at ``pos`` exactly; the index after it, or -1 if it is incomplete."""
         if self.expect_connect and buf[pos] not in (67, 99):  # "C" / "c"
             raise ProtocolError(ERR_AUTH_VIOLATION, "first op is not CONNECT")
-        code, k = _op_name(buf, pos, n)
+        code, k = op_name(_NAMES, buf, pos, n)
         if code == 0:
             return -1
         if code in _NO_ARG:
@@ -412,7 +395,7 @@ class Parser(Framer):
 def _compact(rest: bytes) -> bytes:
     """An incomplete line, minus bytes that cannot change its meaning (bounds memory for lines
     nats-server reads without limit: ``PING<junk>`` or a run of spaces before an argument)."""
-    code, k = _op_name(rest, 0, len(rest))
+    code, k = op_name(_NAMES, rest, 0, len(rest))
     if code == 0:
         return rest
     if code in _NO_ARG:

@@ -57,7 +57,7 @@ from collections.abc import Callable
 from typing import Final
 
 from jetpy.protocol.errors import ERR_MAX_CONTROL_LINE, ERR_UNKNOWN_OP, ProtocolError
-from jetpy.protocol.framing import Framer
+from jetpy.protocol.framing import Framer, OpNames, op_name
 from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, Op
 
 __all__ = [
@@ -99,7 +99,7 @@ _HMSG: Final = -1  # internal: an HMSG parses like RMSG with a header size
 _SEP_TABLE: Final = bytes.maketrans(b"\t\r\n", b"   ")
 
 # op name (upper case) -> (code, must a space or tab follow?), per dialect
-_COMMON: Final[tuple[tuple[bytes, int, bool], ...]] = (
+_COMMON: Final[OpNames] = (
     (b"PING", PING, False),
     (b"PONG", PONG, False),
     (b"CONNECT", CONNECT, False),
@@ -114,7 +114,7 @@ _ROUTE_NAMES: Final = (
     (b"HMSG", _HMSG, True),
     *_COMMON,
 )
-_NAMES: Final[dict[str, tuple[tuple[bytes, int, bool], ...]]] = {
+_NAMES: Final[dict[str, OpNames]] = {
     ROUTE: _ROUTE_NAMES,
     GATEWAY: (*_ROUTE_NAMES, (b"A+", A_SUB, True), (b"A-", A_UNSUB, True)),
     LEAF: (
@@ -157,23 +157,6 @@ def _split(arg: bytes) -> list[bytes]:
 def _show(args: list[bytes]) -> str:
     """Arguments as nats-server's errors print a byte-slice list: ``[$G foo]``."""
     return "[" + " ".join(a.decode("utf-8", "replace") for a in args) + "]"
-
-
-def _op_name(names: tuple[tuple[bytes, int, bool], ...], buf: bytes, pos: int, n: int) -> tuple[int, int]:
-    """(op code, index after the name); (0, 0) while the name is incomplete."""
-    head = buf[pos : pos + 8].upper()
-    for name, code, sep in names:
-        k = len(name)
-        if head.startswith(name):
-            if sep:
-                if pos + k >= n:
-                    return 0, 0
-                if buf[pos + k] not in (32, 9):
-                    break
-            return code, pos + k
-        if len(head) < k and name.startswith(head):
-            return 0, 0
-    raise ProtocolError(ERR_UNKNOWN_OP, f"proto={buf[pos : pos + 32]!r}...")
 
 
 def msg_args(
@@ -302,7 +285,7 @@ class RouteParser(Framer):
 
     def _general(self, buf: bytes, pos: int, n: int, add: Callable[[Op], None]) -> int:
         """Parse the op at ``pos`` exactly; the index after it, or -1 if it is incomplete."""
-        code, k = _op_name(self._names, buf, pos, n)
+        code, k = op_name(self._names, buf, pos, n, 32)
         if code == 0:
             return -1
         if code in _NO_ARG:

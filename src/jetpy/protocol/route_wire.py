@@ -91,6 +91,7 @@ class RouteInfo:
     max_payload: int = 0
     connect_urls: tuple[str, ...] = ()
     ws_connect_urls: tuple[str, ...] = ()
+    leafnode_urls: tuple[str, ...] = ()  # the peer's leaf node URLs (told to this server's leaf nodes)
     ldm: bool = False
     jetstream: bool = False
     route_pool_size: int = 0
@@ -137,6 +138,7 @@ def decode_route_info(raw: bytes) -> RouteInfo:
         max_payload=f.get("max_payload", 0),
         connect_urls=tuple(u for u in f.get("connect_urls", ()) if u),
         ws_connect_urls=tuple(u for u in f.get("ws_connect_urls", ()) if u),
+        leafnode_urls=tuple(u for u in f.get("leafnode_urls", ()) if u),
         ldm=f.get("ldm", False),
         jetstream=f.get("jetstream", False),
         route_pool_size=f.get("route_pool_size", 0),
@@ -183,6 +185,7 @@ def info_line(
     nonce: str = "",
     connect_urls: list[str] | None = None,
     ws_connect_urls: list[str] | None = None,
+    leafnode_urls: list[str] | None = None,
     ldm: bool = False,
     gateway_url: str = "",
     trailing_space: bool = True,
@@ -218,6 +221,8 @@ def info_line(
         doc["connect_urls"] = connect_urls
     if ws_connect_urls:
         doc["ws_connect_urls"] = ws_connect_urls
+    if leafnode_urls:
+        doc["leafnode_urls"] = leafnode_urls
     if ldm:
         doc["ldm"] = True
     if gateway_url:

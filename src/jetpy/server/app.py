@@ -19,7 +19,7 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from jetpy.protocol.errors import ERR_MAX_ACCOUNT_CONNECTIONS, ERR_MAX_CONNECTIONS, ERR_MAX_SUBSCRIPTIONS
@@ -30,6 +30,7 @@ from jetpy.server.client_log import ClientIdentity, ClientLog
 from jetpy.server.cluster import Cluster
 from jetpy.server.config_cluster import check_cluster_options, cluster_size
 from jetpy.server.config_gateway import check_gateway_options
+from jetpy.server.config_leaf import check_leaf_options
 from jetpy.server.config_operator import FULL, check_resolver_options
 from jetpy.server.connection import PLAIN, ClientConnection
 from jetpy.server.gateway import Gateways
@@ -38,6 +39,7 @@ from jetpy.server.js_service import JetStreamService
 from jetpy.server.js_wiring import AccountsJetStream, start_jetstream
 from jetpy.server.jscluster import ClusteredJetStream
 from jetpy.server.lameduck import lame_duck
+from jetpy.server.leafnodes import LeafNodes
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
 from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
@@ -101,6 +103,7 @@ class Server:
         self.jetstream: JetStreamService | None = None
         self.cluster: Cluster | None = None
         self.gateways: Gateways | None = None
+        self.leafnodes: LeafNodes | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
         # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
         self.clustered_jetstream = clustered_jetstream
@@ -123,6 +126,7 @@ class Server:
         opts = self.options
         check_cluster_options(opts, self.clustered_jetstream)
         check_gateway_options(opts)
+        check_leaf_options(opts)
         check_resolver_options(opts)
         clustered = opts.jetstream and opts.cluster.enabled
         self.accounts.start()
@@ -164,6 +168,10 @@ class Server:
             if client.tls_first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         log.info("Server is ready")
+        if opts.leafnodes.enabled:  # its own leaf nodes (first: the routes tell their peers its
+            # leaf node URL) and the hubs it is a leaf node of
+            self.leafnodes = LeafNodes(self)
+            await self.leafnodes.start()
         if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
             self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
             await self.gateways.start()
@@ -193,6 +201,7 @@ class Server:
 
     async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
         opts = self.options
+        system = self.accounts.system()
         cjs = ClusteredJetStream(
             self.server_name,
             lambda: self.cluster.name if self.cluster is not None else opts.cluster.name,
@@ -201,6 +210,8 @@ class Server:
             self._peer_names,
             cluster_size(opts.cluster),
             self.raft_config,
+            system.name if system is not None else "",
+            opts.server_tags,
         )
         self.js_cluster = cjs
         self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)
@@ -255,6 +266,8 @@ class Server:
         if self.raft is not None:  # every group's log synced and closed while its peers are reachable
             await self.raft.stop()
             self.raft = None
+        if self.leafnodes is not None:
+            await self.leafnodes.stop()
         if self.gateways is not None:
             await self.gateways.stop()
         if self.cluster is not None:
@@ -415,6 +428,51 @@ class Server:
         account.total_connections += 1
         self.events.connected(conn)
 
+    def account_broker(self, name: str) -> Broker | None:
+        """The broker of the account ``name`` (None: no such account here)."""
+        account = self.accounts.get(name)
+        return account.broker if account is not None else None
+
+    def leaf_urls(self) -> list[str]:
+        """This server's leaf node URL, as its routes tell their peers (none without a leaf node
+        listener, or with ``no_advertise``)."""
+        leaf = self.leafnodes
+        if leaf is None or not leaf.url or self.options.leafnodes.no_advertise:
+            return []
+        return [leaf.url]
+
+    def hub_leaf_urls(self) -> list[str]:
+        """The leaf node URLs a leaf node is told: the cluster's, or this server's alone."""
+        return self.cluster.leaf_urls() if self.cluster is not None else self.leaf_urls()
+
+    def leaf_urls_changed(self) -> None:
+        if self.leafnodes is not None:
+            self.leafnodes.urls_changed()
+
+    def cluster_name(self) -> str:
+        return self.cluster.name if self.cluster is not None else ""
+
+    def system_account_name(self) -> str:
+        system = self.accounts.system()
+        return system.name if system is not None else ""
+
+    def account_mapping(self, name: str) -> tuple[Callable[[bytes], bytes], list[str]] | None:
+        """The account's subject mapping, as a leaf node's messages take it (see LeafNodes)."""
+        account = self.accounts.get(name)
+        if account is None or account.mapper is None:
+            return None
+        found = account
+
+        def map_subject(subject: bytes) -> bytes:
+            mapper = found.mapper  # a reload may have given the account new mappings
+            return mapper.map(subject) if mapper is not None else subject
+
+        return map_subject, [m.source for m in account.options.mappings]
+
+    def leaf_cluster(self) -> str:
+        """The cluster name a leaf node tells its hub: its cluster's, else its own name."""
+        return self.cluster.name if self.cluster is not None else self.server_name
+
     def _cluster_name(self) -> str:
         """The cluster's name now ("" without one): what cluster-specific mappings follow."""
         return self.cluster.name if self.cluster is not None else ""
@@ -438,7 +496,7 @@ class Server:
             om += c.out_msgs
             ib += c.in_bytes
             ob += c.out_bytes
-        for peers in (self.cluster, self.gateways):
+        for peers in (self.cluster, self.gateways, self.leafnodes):
             if peers is not None:
                 rim, rom, rib, rob = peers.totals()
                 im, om, ib, ob = im + rim, om + rom, ib + rib, ob + rob

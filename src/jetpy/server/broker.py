@@ -51,6 +51,7 @@ __all__ = [
     "Subscriber",
     "Subscription",
     "Writes",
+    "near_member",
     "split_shown",
 ]
 
@@ -206,7 +207,18 @@ class Writes:
     broker: receivers with buffered output (written at the end of the read that filled them,
     or once per loop turn), and the permissions of the client whose read is being handled."""
 
-    __slots__ = ("_batching", "_dirty", "_flush_scheduled", "_loop", "backed_up", "caller", "client", "depth")
+    __slots__ = (
+        "_batching",
+        "_dirty",
+        "_flush_scheduled",
+        "_loop",
+        "backed_up",
+        "caller",
+        "client",
+        "depth",
+        "routed",
+        "shown",
+    )
 
     def __init__(self) -> None:
         self._dirty: list[Subscriber] = []
@@ -223,6 +235,11 @@ class Writes:
         # what an imported request's Nats-Request-Info reports
         self.client: Any = None
         self.depth = 0  # imports the message being delivered went through (accounts)
+        # the last message published with a subject shown apart from the one routed on (a
+        # JetStream delivery): a link sends it on the routed one, which its subscription's
+        # wildcards do not tell (see leaf_interest.delivery_for_link)
+        self.shown = b""
+        self.routed = b""
 
     def begin_batch(self) -> None:
         """A read is being handled: deliveries wait for its :meth:`end_batch`, not the loop."""
@@ -422,6 +439,9 @@ class Broker:
         if shown is not None:
             routed = subject  # given to a relay (an import), with the one shown
             subject = shown
+            writes = self.writes  # what a link sends such a delivery on (two stores, no allocation)
+            writes.shown = shown
+            writes.routed = routed
         for sub in plain:
             h = sub.handler
             if h is not None:

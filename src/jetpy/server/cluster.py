@@ -31,18 +31,18 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import random
 import secrets
 from collections.abc import Coroutine
 from typing import Any, Final, Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_AUTH_VIOLATION
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, connect_line, info_line
 from jetpy.server.broker import Broker, InterestWatcher, Subscription
 from jetpy.server.config_cluster import RouteURLError, parse_route_url
+from jetpy.server.dialing import credentials, dial, dial_error, hostport, redact
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
@@ -56,9 +56,6 @@ __all__ = [
     "Cluster",
     "ClusterServer",
     "RouteObserver",
-    "credentials",
-    "dial_error",
-    "hostport",
 ]
 
 log = logging.getLogger("jetpy.server")
@@ -77,24 +74,6 @@ NONCE_LENGTH: Final = 15  # nats-server's route INFO carries a nonce (unused on 
 SYSTEM_ACCOUNT: Final = b"$SYS"
 
 
-def credentials(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return unquote(parts.username or ""), unquote(parts.password or "")
-
-
-def hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def dial_error(host: str, port: int, e: OSError) -> str:
-    """A dial failure as Go words it (``dial tcp 127.0.0.1:1: connect: connection refused``)."""
-    if isinstance(e, TimeoutError):
-        return f"dial tcp {hostport(host, port)}: i/o timeout"
-    if e.errno is not None:
-        return f"dial tcp {hostport(host, port)}: connect: {os.strerror(e.errno).lower()}"
-    return f"dial tcp {hostport(host, port)}: {e}"
-
-
 class ClusterServer(Protocol):
     """What the cluster needs of its server."""
 
@@ -108,6 +87,14 @@ class ClusterServer(Protocol):
 
     def topology_changed(self) -> None:
         """The cluster name or ``connect_urls`` changed: tell the clients that take async INFO."""
+        ...
+
+    def leaf_urls(self) -> list[str]:
+        """This server's leaf node URLs (``host:port``; none without a leaf node listener)."""
+        ...
+
+    def leaf_urls_changed(self) -> None:
+        """The cluster's leaf node URLs changed: tell the leaf nodes."""
         ...
 
 
@@ -140,6 +127,7 @@ class Cluster:
         self.remotes: dict[str, RouteConnection] = {}  # registered routes, by peer server id
         self.peer_urls: dict[str, tuple[str, ...]] = {}  # client URLs of each registered peer
         self.peer_ws_urls: dict[str, tuple[str, ...]] = {}  # and its WebSocket URLs
+        self.peer_leaf_urls: dict[str, tuple[str, ...]] = {}  # and its leaf node URLs
         self.advertised = False  # connect_urls are told to clients (a peer has joined once)
         self.local: dict[bytes, LocalInterest] = {acc: LocalInterest(acc) for acc in accounts}
         self._listener: asyncio.Server | None = None
@@ -250,6 +238,7 @@ class Cluster:
             nonce=_nonce() if nonce else "",
             connect_urls=None if self.copts.no_advertise else self.server.client_urls(),
             ws_connect_urls=None if self.copts.no_advertise else self.server.client_urls(websocket=True),
+            leafnode_urls=self.server.leaf_urls(),
             ldm=ldm,
             gateway_url=self.observer.url if self.observer is not None else "",
         )
@@ -280,6 +269,14 @@ class Cluster:
             return None
         urls = list(self.server.client_urls(websocket))
         for peer in (self.peer_ws_urls if websocket else self.peer_urls).values():
+            urls.extend(u for u in peer if u not in urls)
+        return urls
+
+    def leaf_urls(self) -> list[str]:
+        """The cluster's leaf node URLs: this server's, then each registered peer's, as a hub
+        tells its leaf nodes (where to go should it go away)."""
+        urls = list(self.server.leaf_urls())
+        for peer in self.peer_leaf_urls.values():
             urls.extend(u for u in peer if u not in urls)
         return urls
 
@@ -373,6 +370,9 @@ class Cluster:
             self._gossip(route, info, raw)
         if self.observer is not None:
             self.observer.route_registered(route, info)
+        if info.leafnode_urls:
+            self.peer_leaf_urls[info.server_id] = info.leafnode_urls
+            self.server.leaf_urls_changed()
         if not self.copts.no_advertise:
             self.peer_urls[info.server_id] = info.connect_urls
             self.peer_ws_urls[info.server_id] = info.ws_connect_urls
@@ -452,6 +452,8 @@ class Cluster:
             if self.observer is not None:
                 self.observer.route_gone(route)
             self.peer_ws_urls.pop(rid, None)
+            if self.peer_leaf_urls.pop(rid, None) is not None:
+                self.server.leaf_urls_changed()
             if self.peer_urls.pop(rid, None) is not None:
                 self.server.topology_changed()
         if not self._running or not route.solicited:
@@ -463,7 +465,7 @@ class Cluster:
             return
         if rid == self.server_id:
             return
-        log.debug('Attempting reconnect for solicited route "%s"', _redact(route.url))
+        log.debug('Attempting reconnect for solicited route "%s"', redact(route.url))
         delay = random.uniform(0, ROUTE_RECONNECT_JITTER) + (ROUTE_CONNECT_DELAY if route.explicit else 0.0)
         self._spawn(self._solicit(route.url, explicit=route.explicit, first=False, delay=delay))
 
@@ -477,18 +479,8 @@ class Cluster:
         except RouteURLError as e:
             log.error("%s", e)
             return
-        loop = asyncio.get_running_loop()
         attempts = 0
         tls = self.copts.tls
-        ssl_args: dict[str, Any] = {}
-        dial_timeout = ROUTE_DIAL_TIMEOUT
-        if tls is not None:  # the handshake first, the peer verified by the name it was dialled by
-            ssl_args = {
-                "ssl": self._client_ssl,
-                "server_hostname": host,
-                "ssl_handshake_timeout": tls.timeout,
-            }
-            dial_timeout += tls.timeout
         try:
             if delay:
                 await asyncio.sleep(delay)
@@ -497,11 +489,13 @@ class Cluster:
                     return
                 log.debug("Trying to connect to route on %s", hostport(host, port))
                 try:
-                    await asyncio.wait_for(
-                        loop.create_connection(
-                            lambda: self._new_route(url, explicit), host, port, **ssl_args
-                        ),
-                        dial_timeout,
+                    await dial(
+                        lambda: self._new_route(url, explicit),
+                        host,
+                        port,
+                        ROUTE_DIAL_TIMEOUT,
+                        tls,
+                        self._client_ssl,
                     )
                     return
                 except OSError as e:  # TimeoutError included
@@ -556,11 +550,3 @@ def _generated_name() -> str:
 
 def _nonce() -> str:
     return base64.urlsafe_b64encode(secrets.token_bytes(12)).decode()[:NONCE_LENGTH]
-
-
-def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{parts.username}:[REDACTED]@{host}"

@@ -35,6 +35,7 @@ from jetpy.server import config_security as security
 from jetpy.server.conf_format import ConfigError, ConfigMap, Position, parse_config_file
 from jetpy.server.config_cluster import check_cluster_options, cluster_block
 from jetpy.server.config_gateway import check_gateway_options, gateway_block
+from jetpy.server.config_leaf import check_leaf_options, leafnodes_block
 from jetpy.server.config_operator import check_resolver_options
 from jetpy.server.config_values import (
     PORT_RE,
@@ -48,6 +49,7 @@ from jetpy.server.config_values import (
     to_bool,
     to_int,
     to_str,
+    wrong,
 )
 from jetpy.server.options import DEFAULT_HOST, LOG_FORMATS, ServerOptions
 from jetpy.server.websocket import origin_parts
@@ -79,8 +81,6 @@ STORAGE_STRING_SHIFTS = {"K": 10, "M": 20, "G": 30, "T": 40}  # "1G" in jetstrea
 UNSUPPORTED_FIELDS = frozenset(
     {
         "https",
-        "leaf",
-        "leafnodes",
         "mqtt",
         "resolver_tls",
         "resolver_pinned_accounts",
@@ -101,7 +101,6 @@ IGNORED_FIELDS = frozenset(
         "prof_port",
         "max_traced_msg_len",
         "no_header_support",
-        "server_tags",
         "reconnect_error_reports",
         "connect_error_reports",
         "default_js_domain",
@@ -177,6 +176,7 @@ def validate_options(opts: ServerOptions) -> None:
     accounts.check_accounts(opts)
     check_cluster_options(opts)
     check_gateway_options(opts)
+    check_leaf_options(opts)
     check_resolver_options(opts)
     if not opts.js_key and (opts.js_prev_key or opts.js_cipher):
         what = "prev_encryption_key" if opts.js_prev_key else "cipher"
@@ -267,6 +267,14 @@ def _listen(ctx: Context, key: str, value: Any, pos: Position) -> None:
     if host is not None:
         ctx.opts.host = host or DEFAULT_HOST  # ":4222" means every interface, as nats-server
     ctx.opts.port = port
+
+
+def _server_tags(ctx: Context, key: str, value: Any, pos: Position) -> None:
+    """``server_tags``: a list of strings (or one string), lower-cased as nats-server keeps them."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise wrong(key, value, "a list of strings", pos)
+    ctx.opts.server_tags = [v.strip().lower() for v in values if v.strip()]
 
 
 def _http(ctx: Context, key: str, value: Any, pos: Position) -> None:
@@ -410,6 +418,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "host": _setter("host", to_str),
     "net": _setter("host", to_str),
     "server_name": _setter("server_name", to_str),
+    "server_tags": _server_tags,
     "client_advertise": _setter("client_advertise", to_str),
     "http": _http,
     "http_port": _setter("http_port", to_int),
@@ -445,6 +454,8 @@ _TOP_LEVEL: dict[str, Handler] = {
     "jetstream": _jetstream,
     "cluster": cluster_block,
     "gateway": gateway_block,
+    "leafnodes": leafnodes_block,
+    "leaf": leafnodes_block,
     "store_dir": _store_dir,
     "storedir": _store_dir,
     "debug": _setter("debug", to_bool),

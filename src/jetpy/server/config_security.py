@@ -124,8 +124,9 @@ def _auth_timeout(key: str, value: Any, pos: Position) -> float:
     return seconds
 
 
-def users_list(key: str, value: Any, pos: Position) -> list[User]:
-    """A ``users`` array (of the authorization block or of an account)."""
+def users_list(key: str, value: Any, pos: Position, with_account: bool = False) -> list[User]:
+    """A ``users`` array (of the authorization block or of an account; ``with_account``: of the
+    leaf node authorization, where each user names the account it binds to)."""
     if not isinstance(value, ConfigList):
         raise ConfigError(f"Expected users field to be an array, got {describe(value)}", pos)
     users: list[User] = []
@@ -148,6 +149,8 @@ def users_list(key: str, value: Any, pos: Position) -> list[User]:
                 user.nkey = to_str(k, v, kpos)
                 if not valid_user_nkey(user.nkey):
                     raise ConfigError("Not a valid public nkey for a user", kpos)
+            elif name == "account" and with_account:
+                user.account = to_str(k, v, kpos)
             elif name == "allowed_connection_types":
                 raise ConfigError(f'field "{k}" is not supported by jetpy yet', kpos)
             elif k not in entry.variables_used:

@@ -468,17 +468,12 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         self.connect_opts = opts
         auth = self.server.auth
         identity = self._login(opts) if self.auth_required else ANONYMOUS
-        # a CONNECT naming an account is refused whatever the credentials, as by nats-server
-        if identity is None or opts.account or opts.new_account:
+        # a CONNECT naming an account is refused whatever the credentials, as by nats-server;
+        # so is an identity whose account this server does not hold (never left in $G)
+        account = None if identity is None else self.server.accounts.get(identity.account)
+        if identity is None or account is None or opts.account or opts.new_account:
             self.server.auth_failures += 1
             self.log.error(self.ident, auth.error_text(opts))
-            self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
-            return False
-        if self.server.accounts.get(identity.account) is None:
-            # an identity whose account this server does not hold (gone in a reload, or never
-            # loaded) is refused: staying in the global account would open its subjects
-            self.server.auth_failures += 1
-            self.log.error(self.ident, f"{auth.error_text(opts)} (account {identity.account!r} not found)")
             self.close_with_error(ERR_AUTH_VIOLATION, reason="Authentication Failure")
             return False
         self._cancel_auth_timer()
@@ -510,7 +505,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         """Take the account ``name`` (the one the client logged in to): its broker and publish
         path. Only before the client has subscriptions (it logs in once)."""
         account = self.server.accounts.get(name)
-        if account is None or account is self.account:  # (_connect refused a missing account)
+        if account is None or account is self.account:
             return
         self.account = account
         self.broker = account.broker

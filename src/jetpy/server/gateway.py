@@ -58,7 +58,8 @@ from jetpy.protocol.gateway_wire import (
 )
 from jetpy.protocol.route_wire import RouteInfo, msg_head, sub_line
 from jetpy.server.broker import Broker, Subscription
-from jetpy.server.cluster import Cluster, credentials, dial_error, hostport
+from jetpy.server.cluster import Cluster
+from jetpy.server.dialing import credentials, dial, dial_error, hostport
 from jetpy.server.gateway_conn import GatewayConnection
 from jetpy.server.gateway_interest import (
     INTEREST_ONLY,
@@ -431,7 +432,6 @@ class Gateways:
     # -- dialling -------------------------------------------------------------------------------
 
     async def _solicit(self, cfg: RemoteConfig, first: bool, delay: float = 0.0) -> None:
-        loop = asyncio.get_running_loop()
         kind = "implicit" if cfg.implicit else "explicit"
         attempts = 0
         try:
@@ -459,21 +459,14 @@ class Gateways:
                         address,
                         attempts,
                     )
-                    ssl_args: dict[str, Any] = {}
-                    timeout = GATEWAY_DIAL_TIMEOUT
-                    if cfg.tls is not None:
-                        ssl_args = {
-                            "ssl": client_context(cfg.tls),
-                            "server_hostname": host,
-                            "ssl_handshake_timeout": cfg.tls.timeout,
-                        }
-                        timeout += cfg.tls.timeout
                     try:
-                        await asyncio.wait_for(
-                            loop.create_connection(
-                                partial(self._dialled, cfg.name, url), host, port, **ssl_args
-                            ),
-                            timeout,
+                        await dial(
+                            partial(self._dialled, cfg.name, url),
+                            host,
+                            port,
+                            GATEWAY_DIAL_TIMEOUT,
+                            cfg.tls,
+                            client_context(cfg.tls) if cfg.tls is not None else None,
                         )
                         return
                     except OSError as e:

@@ -33,7 +33,7 @@ from jetpy.protocol.gateway_wire import (
     decode_gateway_connect,
     decode_gateway_info,
 )
-from jetpy.protocol.ops import CONNECT, ERR, INFO, PING, PONG, Op
+from jetpy.protocol.ops import Op
 from jetpy.protocol.route import A_SUB, A_UNSUB, GATEWAY, R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
 from jetpy.protocol.route_wire import sub_line, unsub_line
 from jetpy.server.broker import FROM_GATEWAY, Broker, Subscription
@@ -205,19 +205,8 @@ class GatewayConnection(PeerLink):
                     interest.unsub(op[2], op[3])
                 else:
                     interest.account_interest(code == A_SUB)
-            elif code == PING:
-                self.send(enc.PONG)
-            elif code == PONG:
-                self._pong()
-            elif code == CONNECT:
-                self._connect(op[1])
-            elif code == INFO:
-                self._info(op[1])
-            elif code == ERR:
-                text = op[1].decode("utf-8", "replace")
-                log.error("%s - Gateway Error %s", self.prefix, text)
-                self.close("Parse Error")
-            # +OK is ignored
+            else:
+                self._control(op)
 
     def _ready(self) -> bool:
         """Interest and messages only come from a registered connection."""

@@ -18,7 +18,10 @@ the exporter work unchanged against jetpy's monitoring port with no exporter in 
   configured}`` (labels ``gateway_name``, ``remote_gateway_name``, ``server_id``; ``info`` adds
   ``start``, ``last_activity``, ``uptime``, ``idle``) and ``..._conn_{rtt,pending_bytes,in_msgs,
   out_msgs,in_bytes,out_bytes,subscriptions}`` (plus ``cid``; ``rtt`` in seconds), as the
-  exporter's ``-gatewayz`` has them, ``gnatsd_healthz_status`` (0 = ok);
+  exporter's ``-gatewayz`` has them, ``gnatsd_leafz_conn_nodes_total`` and per leaf link
+  ``gnatsd_leafz_conn_{rtt,in_msgs,out_msgs,in_bytes,out_bytes,subscriptions}`` (labels
+  ``server_id``, ``name``, ``account``, ``ip``, ``port``) as its ``-leafz`` has them,
+  ``gnatsd_healthz_status`` (0 = ok);
 - ``gnatsd_accstatz_{current_connections,total_connections,subscriptions,leaf_nodes,
   sent_messages,sent_bytes,received_messages,received_bytes,slow_consumers}`` per account
   (labels ``server_id``, ``account``, ``account_id``, ``account_name``; every account, as the
@@ -228,6 +231,8 @@ class Metrics:
         self._accstatz(out, sid)
         if server.gateways is not None:
             self._gatewayz(out, server.server_id)
+        if server.leafnodes is not None:
+            self._leafz(out, sid)
         self._jetstream(out, server.server_id, server.server_name)
         self._own(out, sid)
         return out.text()
@@ -380,6 +385,30 @@ class Metrics:
             out.rows(f"{prefix}_conn_rtt", "rtt", [(k, _seconds(c["rtt"])) for k, c in conns])
             for field in ("pending_bytes", "in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions"):
                 out.rows(f"{prefix}_conn_{field}", field, [(k, c[field]) for k, c in conns])
+
+    def _leafz(self, out: _Out, sid: str) -> None:
+        """The exporter's leaf node families: the links' count, and per link (labels
+        ``server_id``, ``name``, ``account``, ``ip``, ``port``) its traffic and round trip."""
+        doc = self.endpoints.leafz_doc(Query({}))
+        out.gauge("gnatsd_leafz_conn_nodes_total", "nodes_total", sid, doc["leafnodes"])
+        rows = [
+            (
+                f"{sid},"
+                + _labels(
+                    (
+                        ("name", x["name"]),
+                        ("account", x["account"]),
+                        ("ip", x["ip"]),
+                        ("port", str(x["port"])),
+                    )
+                ),
+                x,
+            )
+            for x in doc["leafs"] or ()
+        ]
+        out.rows("gnatsd_leafz_conn_rtt", "rtt", [(k, _seconds(x["rtt"])) for k, x in rows])
+        for field in ("in_msgs", "out_msgs", "in_bytes", "out_bytes", "subscriptions"):
+            out.rows(f"gnatsd_leafz_conn_{field}", field, [(k, x[field]) for k, x in rows])
 
     def _subsz(self, out: _Out, sid: str) -> None:
         for key, value in sorted(self.endpoints.sublist_stats().items()):

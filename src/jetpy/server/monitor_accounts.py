@@ -55,15 +55,15 @@ def account_names(accounts: Accounts) -> list[str]:
     return sorted(acc.name for acc in accounts)
 
 
-def account_detail(account: Account, update_time: float) -> dict[str, Any]:
-    """``/accountz?acc=<name>``'s ``account_detail``."""
+def account_detail(account: Account, update_time: float, leafnodes: int = 0) -> dict[str, Any]:
+    """``/accountz?acc=<name>``'s ``account_detail`` (``leafnodes``: the account's leaf links)."""
     doc: dict[str, Any] = {
         "account_name": account.name,
         "update_time": go_time(update_time),
         "expired": False,
         "complete": True,
         "jetstream_enabled": account.jetstream is not None,
-        "leafnode_connections": 0,
+        "leafnode_connections": leafnodes,
         "client_connections": account.connections,
         "subscriptions": account.broker.subs.count,
     }
@@ -107,9 +107,13 @@ def _import(i: Import) -> dict[str, Any]:
     return out
 
 
-def accstatz_entries(accounts: Accounts, clients: Iterable[Any], unused: bool) -> list[dict[str, Any]]:
-    """``/accstatz``'s ``account_statz``: accounts with clients (every account with
-    ``unused``), what their clients sent (``received``) and were sent (``sent``)."""
+def accstatz_entries(
+    accounts: Accounts, clients: Iterable[Any], unused: bool, leafnodes: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """``/accstatz``'s ``account_statz``: accounts with clients or leaf links (``leafnodes``:
+    their number by account; every account with ``unused``), what their clients sent
+    (``received``) and were sent (``sent``)."""
+    leafs = leafnodes or {}
     traffic: dict[str, list[int]] = {acc.name: list(acc.closed_traffic) for acc in accounts}
     for c in clients:
         if not c.connected:
@@ -122,7 +126,8 @@ def accstatz_entries(accounts: Accounts, clients: Iterable[Any], unused: bool) -
             t[3] += c.out_bytes
     out: list[dict[str, Any]] = []
     for acc in sorted(accounts, key=lambda a: a.name):
-        if not unused and not acc.connections:
+        leaf = leafs.get(acc.name, 0)
+        if not unused and not acc.connections and not leaf:
             continue
         in_msgs, out_msgs, in_bytes, out_bytes = traffic[acc.name]
         out.append(
@@ -130,8 +135,8 @@ def accstatz_entries(accounts: Accounts, clients: Iterable[Any], unused: bool) -
                 "acc": acc.name,
                 "name": acc.name,
                 "conns": acc.connections,
-                "leafnodes": 0,
-                "total_conns": acc.connections,
+                "leafnodes": leaf,
+                "total_conns": acc.connections + leaf,
                 "num_subscriptions": acc.broker.subs.count,
                 "sent": {"msgs": out_msgs, "bytes": out_bytes},
                 "received": {"msgs": in_msgs, "bytes": in_bytes},

@@ -16,7 +16,8 @@ import time
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from jetpy.server.cluster import Cluster, hostport
+from jetpy.server.cluster import Cluster
+from jetpy.server.dialing import hostport
 from jetpy.server.gateway import Gateways
 from jetpy.server.gateway_conn import GatewayConnection
 from jetpy.server.gateway_interest import MAX_NO_INTEREST, MODE_NAMES, OPTIMISTIC
@@ -25,7 +26,7 @@ from jetpy.server.options import ClusterOptions, GatewayOptions
 from jetpy.server.peer_link import PeerLink
 from jetpy.server.route_conn import RouteConnection
 
-__all__ = ["TLS_TIMEOUT", "GatewayzQuery", "gatewayz", "routez", "varz_cluster", "varz_gateway"]
+__all__ = ["TLS_TIMEOUT", "GatewayzQuery", "gatewayz", "link_rtt", "routez", "varz_cluster", "varz_gateway"]
 
 TLS_TIMEOUT: Final = 2  # seconds, nats-server's default route TLS timeout (shown though routes are plain)
 
@@ -70,7 +71,7 @@ def routez(cluster: Cluster | None, server_id: str, server_name: str, subs: str)
     }
 
 
-def _rtt(link: PeerLink) -> str:
+def link_rtt(link: PeerLink) -> str:
     rtt = ns(link.rtt) if link.rtt > 0 else 0
     if 1_000 < rtt < 1_000_000:
         rtt -= rtt % 1_000  # as nats-server's getRTT truncates
@@ -88,7 +89,7 @@ def _route(r: RouteConnection, now: float, subs: str) -> dict[str, Any]:
         "port": r.port,
         "start": go_time(r.start),
         "last_activity": go_time(r.last_activity),
-        "rtt": _rtt(r),
+        "rtt": link_rtt(r),
         "uptime": uptime(now - r.start),
         "idle": uptime(now - r.last_activity),
         "pending_size": r.pending_bytes(),
@@ -287,7 +288,7 @@ def _gateway_conn(link: GatewayConnection, now: float, subs: int) -> dict[str, A
         "port": link.port,
         "start": go_time(link.start),
         "last_activity": go_time(link.last_activity),
-        "rtt": _rtt(link),
+        "rtt": link_rtt(link),
         "uptime": uptime(now - link.start),
         "idle": uptime(now - link.last_activity),
         "pending_bytes": link.pending_bytes(),

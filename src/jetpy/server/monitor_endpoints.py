@@ -8,8 +8,7 @@ endpoint takes the decoded query and returns a :class:`Reply`; ``monitor`` serve
 
 Accounts are read through :mod:`monitor_accounts` (``/accountz``, ``/accstatz``, the sublist
 statistics of ``/subsz`` and ``/varz``, over every account or the one ``?acc=`` names), routes
-and gateways through :mod:`monitor_cluster`; jetpy has no leaf nodes, so that endpoint answers
-with nats-server's shape for exactly that: empty.
+and gateways through :mod:`monitor_cluster`, leaf nodes through :mod:`monitor_leaf`.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ from jetpy.server.connection import ClientConnection
 from jetpy.server.gateway import Gateways
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION, PROTO, go_version
 from jetpy.server.js_service import JetStreamService
+from jetpy.server.jscluster import ClusteredJetStream
+from jetpy.server.leafnodes import LeafNodes
 from jetpy.server.monitor_accounts import account_detail, account_names, accstatz_entries, sublist_stats
 from jetpy.server.monitor_cluster import GatewayzQuery, gatewayz, routez, varz_cluster, varz_gateway
 from jetpy.server.monitor_format import (
@@ -41,6 +42,7 @@ from jetpy.server.monitor_format import (
     ns,
     uptime,
 )
+from jetpy.server.monitor_leaf import leafz, varz_leaf
 from jetpy.server.monitor_raft import NO_RAFT_NODES, RAFTZ_INDENT, SYSTEM_ACCOUNT, raftz
 from jetpy.server.nrg import RaftHost
 from jetpy.server.options import TLS_TIMEOUT, ServerOptions
@@ -176,7 +178,9 @@ class MonitoredServer(Protocol):
     jetstream: JetStreamService | None  # None: not configured, or not started
     cluster: Cluster | None  # None: no routes configured
     gateways: Gateways | None  # None: not in a super cluster
+    leafnodes: LeafNodes | None  # None: neither a hub nor a leaf node
     raft: RaftHost | None  # None: not started
+    js_cluster: ClusteredJetStream | None  # None: JetStream is not clustered here
 
     def totals(self) -> tuple[int, int, int, int]:
         """(in_msgs, out_msgs, in_bytes, out_bytes) over every client and route, open or closed."""
@@ -299,7 +303,7 @@ class Endpoints:
             max_pending=o.max_pending,
             cluster=varz_cluster(s.cluster, o.cluster),
             gateway=varz_gateway(s.gateways, o.gateway),
-            leaf={},
+            leaf=varz_leaf(s.leafnodes, o.leafnodes),
             mqtt={},
             websocket=_varz_websocket(o),
             jetstream=self._varz_jetstream(),
@@ -316,7 +320,7 @@ class Endpoints:
             total_connections=s.total_connections,
             routes=len(s.cluster.remotes) if s.cluster is not None else 0,
             remotes=len(s.cluster.remotes) if s.cluster is not None else 0,
-            leafnodes=0,
+            leafnodes=len(s.leafnodes.registered_links()) if s.leafnodes is not None else 0,
             in_msgs=in_msgs,
             out_msgs=out_msgs,
             in_bytes=in_bytes,
@@ -494,16 +498,21 @@ class Endpoints:
     # -- /healthz ---------------------------------------------------------------------------------
 
     async def healthz(self, q: Query) -> Reply:
-        q.boolean("js-enabled")  # deprecated alias of js-enabled-only; still validated
-        q.boolean("js-enabled-only")
-        q.boolean("js-server-only")  # single server: there is no meta group to be current with
-        doc = self.health()
+        enabled_only = q.boolean("js-enabled") or q.boolean("js-enabled-only")  # js-enabled: deprecated
+        server_only = q.boolean("js-server-only")
+        doc = self.health(cluster=not (enabled_only or server_only))
         return json_reply(doc, 200 if doc["status"] == "ok" else 503, indent=False)
 
-    def health(self) -> dict[str, Any]:
-        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error."""
+    def health(self, cluster: bool = True) -> dict[str, Any]:
+        """/healthz's document: ``{"status": "ok"}`` or ``unavailable`` with the error; with
+        ``cluster``, a clustered JetStream's groups must be current (``js-enabled-only`` and
+        ``js-server-only`` leave them out, as nats-server does)."""
         if self.server.options.jetstream and self.server.jetstream is None:
             return {"status": "unavailable", "error": JS_NOT_ENABLED}
+        cjs = self.server.js_cluster
+        problem = cjs.health_problem() if cjs is not None and cluster else ""
+        if problem:
+            return {"status": "unavailable", "error": problem}
         return {"status": "ok"}
 
     # -- /jsz -------------------------------------------------------------------------------------
@@ -523,6 +532,9 @@ class Endpoints:
         st = self._js_report(
             accounts=accounts, streams=streams, consumers=consumers, config=config, account=account
         )
+        cjs = self.server.js_cluster
+        if st is not None and cjs is not None:  # meta_cluster, the streams' Raft groups
+            cjs.jsz_overlay(st, q.boolean("raft"))
         if st is None:
             doc["disabled"] = True
             doc.update(_JSZ_DISABLED)
@@ -573,15 +585,24 @@ class Endpoints:
         account = s.accounts.get(acc)
         if account is None:
             return text_reply(400, f"Account {acc} does not exist")
-        doc["account_detail"] = account_detail(account, s.start_time)
+        doc["account_detail"] = account_detail(account, s.start_time, self._leaf_links().get(acc, 0))
         return json_reply(doc)
 
     async def accstatz(self, q: Query) -> Reply:
         s = self.server
-        stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"))
+        stats = accstatz_entries(s.accounts, s.connections.values(), q.boolean("unused"), self._leaf_links())
         return json_reply({"server_id": s.server_id, "now": go_time(time.time()), "account_statz": stats})
 
-    # -- cluster endpoints: routes and gateways (leaf nodes are not built) ------------------------
+    def _leaf_links(self) -> dict[str, int]:
+        """The leaf links by account name."""
+        counts: dict[str, int] = {}
+        leafnodes = self.server.leafnodes
+        for link in leafnodes.registered_links() if leafnodes is not None else ():
+            name = link.account.decode(errors="replace")
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    # -- cluster endpoints: routes, gateways and leaf nodes ----------------------------------------
 
     async def routez(self, q: Query) -> Reply:
         return json_reply(self.routez_doc(q))
@@ -608,11 +629,12 @@ class Endpoints:
         return gatewayz(s.gateways, s.server_id, ask)
 
     async def leafz(self, q: Query) -> Reply:
-        q.boolean("subs")
-        # nats-server encodes its empty (nil) leaf list as null
-        return json_reply(
-            {"server_id": self.server.server_id, "now": go_time(time.time()), "leafnodes": 0, "leafs": None}
-        )
+        return json_reply(self.leafz_doc(q))
+
+    def leafz_doc(self, q: Query) -> dict[str, Any]:
+        """/leafz as a document (also what /metrics reads)."""
+        s = self.server
+        return leafz(s.leafnodes, s.server_id, q.boolean("subs"), q.get("acc"))
 
 
 _JSZ_DISABLED: dict[str, Any] = {

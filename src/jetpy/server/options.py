@@ -30,6 +30,7 @@ LAME_DUCK_GRACE_PERIOD = 10.0  # seconds between the ldm INFO and the first clos
 TLS_TIMEOUT = 2.0  # seconds a TLS handshake may take (nats-server's default)
 LOG_FORMATS = ("text", "json")  # nats-server's lines, or one JSON object per line (log shippers)
 DEFAULT_ROUTE_AUTH_TIMEOUT = 2.0  # seconds a route has to send CONNECT when cluster auth is set
+LEAF_RECONNECT = 1.0  # seconds between attempts to reach a leaf node's hub (nats-server's default)
 
 
 @dataclass(slots=True)
@@ -231,6 +232,62 @@ class GatewayOptions:
     __str__ = __repr__
 
 
+@dataclass(frozen=True, slots=True)
+class LeafRemote:
+    """One entry of ``leafnodes { remotes: [...] }``: a hub this server is a leaf node of."""
+
+    urls: tuple[str, ...]  # nats://[user:pass@]host:port (tls:// with tls {}), tried in turn
+    account: str = ""  # the local account the link carries ("" = the global account)
+    credentials: str = ""  # a creds file (user JWT and nkey seed) for a hub in operator mode
+    tls: TlsOptions | None = None
+    deny_imports: tuple[str, ...] = ()  # subjects the hub's messages may not bring in
+    deny_exports: tuple[str, ...] = ()  # subjects this server's messages may not send out
+    hub: bool = False  # this server is the hub of the server it dials
+
+    def __repr__(self) -> str:
+        return (
+            f"LeafRemote(urls={[_redact_url(u) for u in self.urls]}, account={self.account!r}, "
+            f"credentials={self.credentials!r}, tls={self.tls!r}, deny_imports={self.deny_imports!r}, "
+            f"deny_exports={self.deny_exports!r}, hub={self.hub})"
+        )
+
+
+@dataclass(slots=True, repr=False)
+class LeafNodeOptions:
+    """The ``leafnodes {}`` block (see ``jetpy.server.leafnodes``): a listener for the leaf
+    nodes this server is the hub of (on when ``port`` is set; -1: a random port) and the
+    ``remotes`` it is a leaf node of."""
+
+    host: str = DEFAULT_HOST
+    port: int = 0
+    advertise: str = ""  # host:port told to leaf nodes instead of the listen address
+    no_advertise: bool = False  # do not tell leaf nodes the other servers' leaf URLs
+    username: str = ""  # authorization { user, password }: what a leaf node's CONNECT must carry
+    password: str = ""
+    token: str = ""
+    users: list[User] = field(default_factory=list)  # authorization { users: [...] }
+    account: str = ""  # authorization { account }: the account a leaf node binds to
+    auth_timeout: float = AUTH_TIMEOUT
+    auth_set: bool = False  # an authorization block was given (else the server's own auth applies)
+    tls: TlsOptions | None = None
+    remotes: list[LeafRemote] = field(default_factory=list)
+    reconnect: float = LEAF_RECONNECT
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0 or bool(self.remotes)
+
+    def __repr__(self) -> str:
+        auth = ", password=[REDACTED]" if self.password or self.token else ""
+        return (
+            f"LeafNodeOptions(host={self.host!r}, port={self.port}, username={self.username!r}{auth}, "
+            f"users={[u.user for u in self.users]}, account={self.account!r}, remotes={self.remotes!r}, "
+            f"reconnect={self.reconnect}, tls={self.tls!r})"
+        )
+
+    __str__ = __repr__
+
+
 def _redact_url(url: str) -> str:
     """A route URL without its password (``nats-route://user:[REDACTED]@host:port``)."""
     scheme, sep, rest = url.partition("://")
@@ -245,6 +302,7 @@ class ServerOptions:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT  # 0 = ephemeral, -1 = random (as nats-server)
     server_name: str = ""
+    server_tags: list[str] = field(default_factory=list)  # lower-cased; clustered JetStream places by them
     client_advertise: str = ""  # host:port to advertise to clients instead of the listen address
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
@@ -298,3 +356,5 @@ class ServerOptions:
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     # gateways to the other clusters of a super cluster
     gateway: GatewayOptions = field(default_factory=GatewayOptions)
+    # leaf nodes: those this server is the hub of, and the hubs it is a leaf node of
+    leafnodes: LeafNodeOptions = field(default_factory=LeafNodeOptions)

@@ -1,6 +1,5 @@
-"""PeerLink: what every server-to-server connection (route, gateway; leaf nodes once built)
-shares, a thin asyncio Protocol over a sans-IO parser of the route family
-(:mod:`jetpy.protocol.route`).
+"""PeerLink: what every server-to-server connection (route, gateway, leaf node) shares, a thin
+asyncio Protocol over a sans-IO parser of the route family (:mod:`jetpy.protocol.route`).
 
 Owns the session mechanics common to them: the transport and its outbound buffer (bounded
 by ``max_pending``, past which, or a write blocked past ``write_deadline``, the link is closed
@@ -17,9 +16,8 @@ between receivers. What goes before the subject is the subscription's ``prefix``
 on routes and gateways; ``LMSG `` is the leaf dialect's) or ``hprefix`` with headers.
 
 What a link says in its handshake, which ops it takes and what it does with them are its
-subclass's (:mod:`route_conn`, :mod:`gateway_conn`). Leaf nodes are not built: no server code
-makes a leaf connection (``leafnodes {}`` is refused when the configuration loads); the route
-parser's leaf dialect and the broker's leaf origins are what exists of them.
+subclass's (:mod:`route_conn`, :mod:`gateway_conn`, :mod:`leaf_conn`); the ops every link takes
+alike (PING, PONG, CONNECT, INFO, ``-ERR``) are dispatched here (:meth:`PeerLink._control`).
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from jetpy.protocol import ProtocolError
 from jetpy.protocol import encode as enc
 from jetpy.protocol.encode import append_run, msg_tail
 from jetpy.protocol.errors import ERR_STALE_CONNECTION, ERR_UNKNOWN_OP
-from jetpy.protocol.ops import Op
+from jetpy.protocol.ops import CONNECT, ERR, INFO, PING, PONG, Op
 from jetpy.protocol.route import RouteParser
 from jetpy.protocol.route_wire import queue_msg
 from jetpy.server.broker import Broker, Subscription
@@ -203,6 +201,36 @@ class PeerLink(asyncio.Protocol):
     def _closed(self, reason: str) -> None:
         """The link is closed (once): drop its interest, tell its owner."""
         raise NotImplementedError
+
+    def _connect(self, raw: bytes) -> None:
+        """The peer's CONNECT (its JSON)."""
+        raise NotImplementedError
+
+    def _info(self, raw: bytes) -> None:
+        """The peer's INFO (its JSON)."""
+        raise NotImplementedError
+
+    def _control(self, op: Op) -> None:
+        """The ops every link takes alike: PING (answered), PONG (the round trip), CONNECT and
+        INFO (the subclass's), ``-ERR`` (logged as nats-server logs it; the link closes) and
+        ``+OK`` (ignored)."""
+        code = op[0]
+        if code == PING:
+            self.send(enc.PONG)
+        elif code == PONG:
+            self._pong()
+        elif code == CONNECT:
+            self._connect(op[1])
+        elif code == INFO:
+            self._info(op[1])
+        elif code == ERR:
+            self._peer_error(op[1].decode("utf-8", "replace"))
+
+    def _peer_error(self, text: str) -> None:
+        """The peer sent ``-ERR``: nats-server logs ``<Label> Error <text>`` and closes."""
+        word = "Route" if self.label == "Router" else self.label
+        log.error("%s - %s Error %s", self.prefix, word, text)
+        self.close("Parse Error")
 
     def _pong(self) -> None:
         """A PONG arrived: the round trip, when a PING of ours was outstanding."""

@@ -22,7 +22,7 @@ JWTs, a connected user its account now revokes closed with ``User Authentication
 subject mappings (every account's
 and the top level's: connected clients publish through the new ones), ``client_advertise``,
 ``debug``, ``trace``, ``logtime``, ``log_file``, ``log_format``, ``pid_file``. Refused: ``host``, ``port``,
-``server_name``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
+``server_name``, ``server_tags``, ``http``/``http_port``, ``https_port``, ``max_pending``, ``tls`` and ``websocket``
 (nats-server reloads certificates and origins; jetpy refuses the change for now), the rest of the
 accounts block (accounts, their JetStream limits, exports and imports: nats-server reloads them;
 jetpy refuses for now), ``system_account``, ``no_auth_user``,
@@ -84,6 +84,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("config_file", "ConfigFile"),
     Option("server_name", "ServerName"),
+    Option("server_tags", "Tags"),  # placement reads them at start
     Option("host", "Host"),
     Option("port", "Port"),
     Option("client_advertise", "ClientAdvertise", "Reload: client_advertise = {value}"),
@@ -134,6 +135,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("lame_duck_grace_period", "LameDuckGracePeriod", kind="duration"),
     Option("cluster", "Cluster"),  # routes, name, authorization: a restart takes them
     Option("gateway", "Gateway"),  # gateways, name, authorization: a restart takes them
+    Option("leafnodes", "LeafNode"),  # remotes, listener, authorization: a restart takes them
 )
 _RANDOM_PORTS = (0, -1)
 

@@ -23,7 +23,7 @@ from typing import Final, Protocol
 from jetpy.protocol import ProtocolError
 from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_AUTH_TIMEOUT, ERR_UNKNOWN_OP
-from jetpy.protocol.ops import CONNECT, ERR, INFO, PING, PONG, Op
+from jetpy.protocol.ops import Op
 from jetpy.protocol.route import R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, decode_route_connect, decode_route_info
 from jetpy.server.broker import FROM_ROUTE, Broker, Subscription, split_shown
@@ -172,19 +172,8 @@ class RouteConnection(PeerLink):
                 interest = self._interest(op[1])
                 if interest is not None:
                     interest.remove(op[2], op[3])
-            elif code == PING:
-                self.send(enc.PONG)
-            elif code == PONG:
-                self._pong()
-            elif code == CONNECT:
-                self._connect(op[1])
-            elif code == INFO:
-                self._info(op[1])
-            elif code == ERR:
-                text = op[1].decode("utf-8", "replace")
-                log.error("%s - Route Error %s", self.prefix, text)
-                self.close("Parse Error")
-            # +OK is ignored
+            else:
+                self._control(op)
 
     def _ready(self) -> bool:
         """Interest and messages only come from a registered route (after its INFO)."""

@@ -25,6 +25,7 @@ Knows nothing of sockets or of the wire beyond the announcement lines :mod:`rout
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Final
 
 from jetpy.protocol.encode import msg_tail, msg_tails
@@ -86,16 +87,24 @@ class LocalInterest:
             if before <= 0:
                 return None
             del self.counts[key]
-            return unsub_line(self.account, sub.subject, sub.queue)
+            return self.unsub_line(sub.subject, sub.queue)
         self.counts[key] = n
         if sub.queue is None:
-            return sub_line(self.account, sub.subject, None, 0) if before == 0 else None
-        return sub_line(self.account, sub.subject, sub.queue, n)
+            return self.sub_line(sub.subject, None, 0) if before == 0 else None
+        return self.sub_line(sub.subject, sub.queue, n)
 
     def announce_all(self) -> bytes:
         """Every announcement, for a route that just joined."""
-        acc = self.account
-        return b"".join(sub_line(acc, subject, queue, n) for (subject, queue), n in self.counts.items())
+        line = self.sub_line
+        return b"".join(line(subject, queue, n) for (subject, queue), n in self.counts.items())
+
+    def sub_line(self, subject: bytes, queue: bytes | None, weight: int) -> bytes:
+        """The announcement of a subject or of a group's weight (a route's ``RS+``)."""
+        return sub_line(self.account, subject, queue, weight)
+
+    def unsub_line(self, subject: bytes, queue: bytes | None) -> bytes:
+        """The withdrawal of a subject or group (a route's ``RS-``)."""
+        return unsub_line(self.account, subject, queue)
 
     def count(self) -> int:
         return len(self.counts)
@@ -104,19 +113,33 @@ class LocalInterest:
 class RemoteInterest:
     """One route's announced interest in one account, as subscriptions in its broker."""
 
-    __slots__ = ("account", "broker", "route", "subs")
+    __slots__ = ("account", "broker", "far", "filtered", "heads", "route", "subs")
 
-    def __init__(self, route: Subscriber, account: bytes, broker: Broker) -> None:
+    def __init__(
+        self,
+        route: Subscriber,
+        account: bytes,
+        broker: Broker,
+        heads: tuple[bytes, bytes] | None = None,
+        far: bool = False,
+        filtered: Callable[[bytes], bool] | None = None,
+    ) -> None:
         self.route = route
         self.account = account
         self.broker = broker
         self.subs: dict[Key, list[Subscription]] = {}
+        # what the link writes before the subject of a message (RMSG <account> on a route; a
+        # leaf node's LMSG names no account), without headers and with
+        self.heads = heads if heads is not None else (msg_head(account, False), msg_head(account, True))
+        self.far = far  # its queue group members are picked only when the group has none nearer
+        # whether its receiver may refuse some messages of a subject (Subscription.filtered)
+        self.filtered = filtered
 
     def _new(self, subject: bytes, queue: bytes | None) -> Subscription:
         sub = Subscription(self.route, subject, queue, self.account)
-        # what the route writes before the subject of a message for this subscription
-        sub.prefix = msg_head(self.account, False)
-        sub.hprefix = msg_head(self.account, True)
+        sub.prefix, sub.hprefix = self.heads
+        sub.far = self.far and queue is not None
+        sub.filtered = self.filtered is not None and self.filtered(subject)
         self.broker.add_remote(sub)
         return sub
 

@@ -1,6 +1,8 @@
 """The sink's publishing: rows to JetStream messages with ``Nats-Msg-Id``, PubAcks awaited.
 
-Owns one task's publishing over a blocking connection (``wire.Wire``): each row becomes an
+Owns one task's publishing over a blocking connection (``wire.Wire``): on jetpy through its bulk
+publish (``bulk_publish.py``: many rows per request, built from the Arrow columns); elsewhere
+(nats-server) one publish per row, as follows. Each row becomes an
 HPUB frame (its headers, ``Nats-Msg-Id``, ``Nats-Expected-Stream`` when the ``stream`` option is
 set) with its own reply subject, frames go out in batches of ~64 KB, and at most
 ``maxInFlight`` publishes wait for their PubAck at a time (a large window lets the server's
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from jetpy.spark.bulk_publish import publish_bulk, stream_router
 from jetpy.spark.options import SinkOptions
 from jetpy.spark.paths import connect
 from jetpy.spark.wire import Reply, Wire, WireError
@@ -27,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Published", "publish_rows"]
 
+BULK_PREFIX: Final = "$JS.API"
+"""The API prefix jetpy serves its bulk publish under (not a domain's): elsewhere, one publish
+per row."""
 SEND_BYTES: Final = 64 * 1024
 """Frames are handed to the socket in batches of about this size."""
 
@@ -68,11 +74,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 def publish_rows(opts: SinkOptions, batches: Iterator[pa.RecordBatch], id_prefix: str) -> Published:
     """Publish every row of ``batches`` (ids ``<id_prefix>:<row>`` where a row has no
-    ``msg_id``) and wait for every PubAck."""
+    ``msg_id``) and wait for every PubAck: through bulk publishes on jetpy (under its own API
+    prefix), else one publish per row."""
     w = connect(opts.conn, "sink")
     res = Published()
     try:
-        _publish(w, opts, batches, id_prefix, res)
+        router = stream_router(w, opts.stream) if w.is_jetpy and opts.conn.api_prefix == BULK_PREFIX else None
+        if router is not None:
+            c = publish_bulk(w, opts, batches, id_prefix, _user_headers, router)
+            res = Published(c.published, c.duplicates, c.first_seq, c.last_seq)
+        else:
+            _publish(w, opts, batches, id_prefix, res)
     except WireError as e:
         raise WireError(f"jetstream sink: publishing to {w.url} (option 'servers') failed: {e}") from None
     finally:

@@ -244,6 +244,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._ending: dict[str, int] | None = None
         self._target: dict[str, int] | None = None
         self._paths: dict[str, str] = {}
+        self._last_heads: dict[str, StreamHead] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # executors get a copy of this reader; a socket does not pickle (and is not needed there)
@@ -253,6 +254,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             "_ending": self._ending,
             "_target": self._target,
             "_paths": dict(self._paths),
+            "_last_heads": None,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -280,9 +282,15 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 f"a micro-batch of {', '.join(map(repr, self.opts.streams))}: {e}"
             ) from None
 
-    def _heads(self) -> dict[str, StreamHead]:
+    def _heads(self, fresh: bool = True) -> dict[str, StreamHead]:
+        """The streams' heads: asked of the server, or (``fresh=False``) those ``latestOffset``
+        asked for this micro-batch: Spark calls ``latestOffset``, ``reportLatestOffset`` and
+        ``partitions`` one after the other for each, and one STREAM.INFO per stream serves all
+        three (each task checks its own range against the stream as it reads it)."""
         o = self.opts
-        return self._call(lambda w: {s: _head(w, o, s, self._paths) for s in o.streams})  # type: ignore[no-any-return]
+        if fresh or self._last_heads is None:
+            self._last_heads = self._call(lambda w: {s: _head(w, o, s, self._paths) for s in o.streams})
+        return self._last_heads
 
     def initialOffset(self) -> dict[str, int]:
         o = self.opts
@@ -338,7 +346,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def reportLatestOffset(self) -> dict[str, int]:
         """The heads of the streams: ``latestOffset - endOffset`` of a progress is the lag."""
-        return {s: h.last + 1 for s, h in self._heads().items()}
+        return {s: h.last + 1 for s, h in self._heads(fresh=False).items()}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {s: h.last + 1 for s, h in self._heads().items()}
@@ -351,11 +359,11 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             hi = int(end.get(s, 0))
             lo = int(start[s]) if s in start else None
             if lo is None:
-                heads = heads or self._heads()
+                heads = heads or self._heads(fresh=False)
                 lo = self._start_of(start, s, heads)
             if hi <= lo:
                 continue
-            heads = heads or self._heads()
+            heads = heads or self._heads(fresh=False)
             first = heads[s].first
             if first > lo:
                 gone = min(first, hi)

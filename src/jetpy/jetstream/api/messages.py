@@ -60,7 +60,12 @@ __all__ = [
     "ConsumerPauseResponse",
     "ConsumerUnpinRequest",
     "ConsumerUnpinResponse",
+    "LeaderStepdownRequest",
+    "MetaLeaderStepdownResponse",
+    "MetaServerRemoveRequest",
+    "MetaServerRemoveResponse",
     "PagedRequest",
+    "StepdownPlacement",
     "StreamCreateResponse",
     "StreamDeleteResponse",
     "StreamInfoRequest",
@@ -74,6 +79,7 @@ __all__ = [
     "StreamNamesResponse",
     "StreamPurgeRequest",
     "StreamPurgeResponse",
+    "StreamRemovePeerRequest",
     "StreamRestoreRequest",
     "StreamRestoreResponse",
     "StreamSnapshotRequest",
@@ -124,6 +130,35 @@ class StreamMsgGetRequest(_Wire, frozen=True):
 class StreamMsgDeleteRequest(_Wire, frozen=True):
     seq: UInt = 0
     no_erase: bool = False
+
+
+class StepdownPlacement(_Wire, frozen=True):
+    """Where a stepping-down leader's successor must be (Go's ``Placement`` as a stepdown
+    request reads it): a server by name, or any in a cluster or carrying every tag."""
+
+    cluster: str = ""
+    tags: list[str] = msgspec.field(default_factory=list)
+    preferred: str = ""
+
+
+class LeaderStepdownRequest(_Wire, frozen=True):
+    """``STREAM.LEADER.STEPDOWN``, ``CONSUMER.LEADER.STEPDOWN`` and ``META.LEADER.STEPDOWN``."""
+
+    placement: StepdownPlacement | None = None
+
+
+class StreamRemovePeerRequest(_Wire, frozen=True):
+    """``STREAM.PEER.REMOVE``: the server (by name, or its Raft member id) to take the stream off."""
+
+    peer: str = ""
+
+
+class MetaServerRemoveRequest(_Wire, frozen=True):
+    """``SERVER.REMOVE``: the server to take out of the cluster's JetStream, by name (``peer``)
+    or by its meta group member id (``peer_id``)."""
+
+    peer: str = ""
+    peer_id: str = ""
 
 
 class ConsumerCreateRequest(_Wire, frozen=True):
@@ -376,6 +411,16 @@ class StreamLeaderStepdownResponse(ApiResponse, frozen=True):
 
 class StreamRemovePeerResponse(ApiResponse, frozen=True):
     type: str = _always(TYPE_PREFIX + "stream_remove_peer_response")
+    success: bool = False
+
+
+class MetaLeaderStepdownResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "meta_leader_stepdown_response")
+    success: bool = False
+
+
+class MetaServerRemoveResponse(ApiResponse, frozen=True):
+    type: str = _always(TYPE_PREFIX + "meta_server_remove_response")
     success: bool = False
 
 

@@ -72,9 +72,13 @@ def ephemeral_name() -> str:
 
 
 class ConsumerManager:
-    def __init__(self, bus: MessageBus, durability: Durability) -> None:
+    def __init__(self, bus: MessageBus, durability: Durability, domain: str = "") -> None:
         self.bus = bus
         self.durability = durability
+        # pull requests also come under the JetStream domain's prefix ($JS.<domain>.API...)
+        self._next_prefixes = ["$JS.API.CONSUMER.MSG.NEXT."]
+        if domain:
+            self._next_prefixes.append(f"$JS.{domain}.API.CONSUMER.MSG.NEXT.")
         self._by_stream: dict[Stream, dict[str, Consumer]] = {}  # live streams' consumers by name
         self._subs: dict[Consumer, list[Any]] = {}
         self._watches: dict[Consumer, Any] = {}
@@ -363,7 +367,8 @@ class ConsumerManager:
             self._watches[c] = self.bus.watch_interest(ds, lambda: self._interest(c))
             c.set_active(self.bus.has_interest(ds), now)
         # push consumers answer pull requests too: "409 Consumer is push based"
-        handles.append(self.bus.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{s}.{n}", self._on_next(c)))
+        on_next = self._on_next(c)
+        handles.extend(self.bus.subscribe(f"{prefix}{s}.{n}", on_next) for prefix in self._next_prefixes)
         self._subs[c] = handles
         c.pump(now)
         self.after(c)

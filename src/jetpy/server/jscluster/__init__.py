@@ -32,7 +32,8 @@ The design (decisions the following slices keep):
   every replica changes limits at the same message, and that leader answers it.
 * **Placement** is the meta leader's decision, made before proposing (it is part of the
   assignment, so every server applies the same one): the servers holding the fewest
-  assignments, ties broken at random. Placement by cluster and tags comes later.
+  assignments among those the stream's ``placement {cluster, tags}`` allows, ties broken at
+  random (:mod:`.placement`; the servers' ``server_tags`` are asked of them when needed).
 * **A stream is a Raft group of its replicas** (a single server's stream is the same stream
   without one: a group of one that commits as it decides). The group's leader alone
   subscribes the stream's subjects (``StreamRegistry.listening``, told again on every change of
@@ -86,10 +87,20 @@ The design (decisions the following slices keep):
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
 
+* **Stepdowns** (:mod:`.stepdown`) hand a group's leadership to a chosen connected voter and
+  answer once it took it: a stream's by its leader (an API route), the meta group's by the meta
+  leader from the system account (:mod:`.system_api`, which also removes a server from the
+  cluster: its streams placed elsewhere, then its meta member removed). **Reports** (:mod:`.report`) build the
+  ``cluster`` blocks and ``/jsz``'s ``meta_cluster`` from the groups' status on this server.
+
+* **Placement changes** (a stream's replicas scaled by an update, ``STREAM.PEER.REMOVE``) are
+  an update of the assignment's ``peers`` in the meta group: a server newly named starts its
+  replica as a new member that asks to join (``joined``), the stream's leader removes the
+  members no longer named, and those leave once removed (:mod:`.membership`).
+
 Not yet: changing a consumer's replicas, consumers of interest streams (what every consumer
-acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and
-sources, backups, placement by cluster or tags, changing a stream's replicas, stream and meta
-stepdowns and peer removal, ``/jsz`` ``meta_cluster``; the requests are
+acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and sources, backups,
+moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start), direct gets under a JetStream domain's

@@ -1,8 +1,10 @@
 """The ``$JS.API`` requests as a cluster answers them: which server answers, and how.
 
-Owns: the routes that replace a single server's (``STREAM.CREATE``, ``DELETE``, ``INFO``,
-``NAMES``) and the answer to every other request while it is not built for a cluster (the meta
-leader's "... is not supported by this server in a cluster yet"). Every server receives every
+Owns: the routes that replace a single server's (``STREAM.CREATE``, ``UPDATE`` with a change
+of replicas, ``DELETE``, ``INFO``, ``NAMES``, ``LIST``, ``LEADER.STEPDOWN``, ``PEER.REMOVE``...),
+the answer to every other request while it is not built for a cluster (the meta leader's
+"... is not supported by this server in a cluster yet"), and 10008 for every request on a
+server whose meta group has lost its leader. Every server receives every
 request; the one that answers is the meta leader for assignments and the stream's leader for
 its contents, the rest raise :class:`~jetpy.jetstream.api.router.Elsewhere` (see the package
 doc). Must not know: how the meta group or a stream group runs, placement's rule.
@@ -11,7 +13,7 @@ doc). Must not know: how the meta group or a stream group runs, placement's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -19,15 +21,19 @@ import msgspec
 from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import (
     AccountInfoResponse,
+    LeaderStepdownRequest,
     StreamCreateResponse,
     StreamDeleteResponse,
     StreamInfoResponse,
+    StreamLeaderStepdownResponse,
     StreamListRequest,
     StreamListResponse,
     StreamMsgDeleteResponse,
     StreamMsgGetResponse,
     StreamNamesResponse,
     StreamPurgeResponse,
+    StreamRemovePeerRequest,
+    StreamRemovePeerResponse,
     StreamUpdateResponse,
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
@@ -40,13 +46,14 @@ from jetpy.jetstream.models import (
     AccountInfo,
     AccountLimits,
     JetStreamApiStats,
+    Placement,
     StreamConfig,
     StreamInfo,
 )
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
-from jetpy.jetstream.validate import check_stream_create, check_stream_update
+from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -58,7 +65,9 @@ from jetpy.server.jscluster.meta import (
     UpdateStream,
     encode_op,
 )
+from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
+from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
 
 __all__ = ["CLUSTER_ROUTES", "NOT_IN_CLUSTER", "ClusterApi", "ClusterState"]
@@ -77,7 +86,15 @@ CLUSTER_ROUTES = (
     "STREAM.PURGE",
     "STREAM.MSG.DELETE",
     "STREAM.MSG.GET",
+    "STREAM.LEADER.STEPDOWN",
+    "STREAM.PEER.REMOVE",
 )
+
+
+STREAM_LEADER_ROUTES = frozenset(
+    {"STREAM.INFO", "STREAM.MSG.GET", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.LEADER.STEPDOWN"}
+)
+"""The requests a stream's leader answers (about its contents, through its own group)."""
 
 
 class ClusterState(Protocol):
@@ -85,6 +102,11 @@ class ClusterState(Protocol):
 
     @property
     def is_meta_leader(self) -> bool: ...
+
+    @property
+    def leaderless(self) -> bool:
+        """The meta group has lost its leader here (not just for an election)."""
+        ...
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]: ...
@@ -96,11 +118,18 @@ class ClusterState(Protocol):
 
     def js_servers(self) -> list[str]: ...
 
-    def place(self, replicas: int) -> list[str]:
-        """The servers a new stream of ``replicas`` goes on (raises 10023 if too few)."""
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]:
+        """The servers ``replicas`` replicas of a stream with ``placement`` go on, none of
+        ``exclude`` (raises 10005 if too few match)."""
         ...
 
     async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
+        """The servers' tags (those that answer)."""
+        ...
 
     async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
         """The named streams' infos from their leaders (those that answered in time)."""
@@ -140,7 +169,25 @@ class ClusterApi:
         routes["STREAM.MSG.GET"] = Route(
             StreamMsgGetResponse, self._leader_reads(self.streams.stream_msg_get), 1
         )
-        return routes
+        routes["STREAM.LEADER.STEPDOWN"] = Route(StreamLeaderStepdownResponse, self.stream_stepdown, 1)
+        routes["STREAM.PEER.REMOVE"] = Route(StreamRemovePeerResponse, self.stream_peer_remove, 1)
+        return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
+
+    def _unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
+        """A server whose meta group lost its leader answers every request 10008 (each such
+        server does, as nats-server's: the client takes the first answer), but for those about
+        a stream's contents on the stream's leader, whose own group still works."""
+        handler, state = route.handler, self.state
+        stream_own = key in STREAM_LEADER_ROUTES
+
+        def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
+            if state.leaderless:
+                rep = state.replica(args[0]) if stream_own and args else None
+                if rep is None or not rep.is_leader:
+                    raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+            return handler(args, hdr, body)
+
+        return Route(route.response, answer, route.args, route.counts_success)
 
     def _refusal(self, key: str, single: Route[Any]) -> Route[Any]:
         def refuse(args: list[str], hdr: bytes, body: bytes) -> Any:
@@ -187,7 +234,8 @@ class ClusterApi:
         if cfg0.name != args[0]:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
-        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=len(state.js_servers()))
+        # more replicas than servers: no suitable peers (placement's 10005, as nats-server 2.15)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
@@ -196,13 +244,14 @@ class ClusterApi:
         elif have.config != raw:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         replicas = cfg.num_replicas or 1
-        peers = state.place(replicas)
         group = f"S-R{replicas}F-{new_identity()}"
         reply = self._replying_to().decode()
-        sa = StreamAssignment(cfg.name, raw, group, peers, time.time_ns(), reply)
-        return self._create(sa)
+        sa = StreamAssignment(cfg.name, raw, group, [], time.time_ns(), reply)
+        return self._create(sa, cfg)
 
-    async def _create(self, sa: StreamAssignment) -> StreamCreateResponse:
+    async def _create(self, sa: StreamAssignment, cfg: StreamConfig) -> StreamCreateResponse:
+        peers = await self.state.place(cfg.num_replicas or 1, cfg.placement)
+        sa = msgspec.structs.replace(sa, peers=peers)
         result = await self.state.propose_meta(encode_op(AddStream(sa)))
         if result == RESULT_CONFLICT:
             raise ApiError.of(E.STREAM_NAME_EXIST)
@@ -211,7 +260,7 @@ class ClusterApi:
         raise Elsewhere  # the stream's (first) leader answers
 
     def _check_cluster_config(self, cfg: StreamConfig) -> None:
-        check_stream_built(cfg)
+        check_stream_built(cfg, clustered=True)
         if cfg.mirror is not None or cfg.sources:
             raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
 
@@ -237,17 +286,32 @@ class ClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         old = _decode_config(sa)
-        cfg = check_stream_update(
-            old, cfg0, pedantic=pedantic_flag(req), max_replicas=len(state.js_servers())
-        )
+        cfg = check_stream_update(old, cfg0, pedantic=pedantic_flag(req), max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
-        if (cfg.num_replicas or 1) != (old.num_replicas or 1):
+        if cfg.placement != old.placement:  # moving a stream is not built
             raise ApiError.of(
-                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's replicas")
+                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")
             )
         self._check_overlap(cfg)
         op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
+        replicas = cfg.num_replicas or 1
+        if replicas != (old.num_replicas or 1):
+            return self._rescale(op, sa, replicas)
         return self._update(op)
+
+    async def _rescale(self, op: UpdateStream, sa: StreamAssignment, replicas: int) -> StreamUpdateResponse:
+        """A change of replicas: more servers placed (the fewest loaded ones not holding it), or
+        fewer kept (its leader first, so that it goes on leading and answers)."""
+        if replicas > len(sa.peers):
+            placement = _decode_config(sa).placement
+            peers = [*sa.peers, *await self.state.place(replicas - len(sa.peers), placement, sa.peers)]
+        else:
+            info = (await self.state.stream_infos([sa.name])).get(sa.name)
+            leader = info.cluster.leader if info is not None and info.cluster is not None else ""
+            if leader not in sa.peers:
+                raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+            peers = [leader, *[p for p in sa.peers if p != leader]][:replicas]
+        return await self._update(msgspec.structs.replace(op, peers=peers))
 
     async def _update(self, op: UpdateStream) -> StreamUpdateResponse:
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
@@ -309,6 +373,56 @@ class ClusterApi:
         if not int(await rep.propose_change(op)):
             raise delete_miss(rep.stream, op.seq)
         return StreamMsgDeleteResponse(success=True)
+
+    def stream_stepdown(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """The stream's leader hands its group over (see ``stepdown``); an R1 stream has no one
+        to hand it to and answers success, whatever the body, as nats-server does."""
+        rep = self._leader(args)
+        g = rep.group
+        if g is None or g.status().voters <= 1:
+            return StreamLeaderStepdownResponse(success=True)
+        req = read_request(body)
+        if not needs_tags(req):
+            return self._stepdown(g, successor(g, req, rep.cluster, {}))
+        return self._stepdown_tagged(g, req, rep.cluster)
+
+    async def _stepdown_tagged(self, g: RaftGroup, req: LeaderStepdownRequest, cluster: str) -> Any:
+        tags = await self.state.server_tags([p.name for p in g.status().peers])
+        return await self._stepdown(g, successor(g, req, cluster, tags))
+
+    async def _stepdown(self, g: RaftGroup, target: str) -> StreamLeaderStepdownResponse:
+        await step_down(g, target)
+        return StreamLeaderStepdownResponse(success=True)
+
+    def stream_peer_remove(self, args: list[str], hdr: bytes, body: bytes) -> Any:
+        """The meta leader takes the stream off a server (by name or member id) and places it
+        on another one, which joins the stream's group and catches up; the removed server's
+        replica leaves once the group has removed it, and its files are deleted."""
+        state = self.state
+        if not state.is_meta_leader:
+            raise Elsewhere
+        sa = state.assignments.get(args[0])
+        if sa is None:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        if not body.strip():
+            raise ApiError.of(E.BAD_REQUEST)
+        req = decode_request(body, StreamRemovePeerRequest)
+        if not req.peer:
+            raise ApiError.of(E.BAD_REQUEST)
+        peer = next((p for p in sa.peers if req.peer in (p, member_id(p))), None)
+        if peer is None:
+            raise ApiError.of(E.CLUSTER_PEER_NOT_MEMBER)
+        return self._peer_remove(sa, peer)
+
+    async def _peer_remove(self, sa: StreamAssignment, peer: str) -> StreamRemovePeerResponse:
+        try:
+            [new] = await self.state.place(1, _decode_config(sa).placement, sa.peers)
+        except ApiError:
+            raise ApiError.of(E.PEER_REMAP) from None
+        op = UpdateStream(sa.name, sa.config, "", [new if p == peer else p for p in sa.peers])
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
+            raise ApiError.of(E.STREAM_NOT_FOUND)
+        return StreamRemovePeerResponse(success=True)
 
     def _names(self, body: bytes) -> tuple[list[str], int]:
         """The assigned streams' names the request's subject filter selects, and its offset

@@ -47,7 +47,9 @@ RESULT_MISSING: Final = b"missing"
 class StreamAssignment(msgspec.Struct, frozen=True):
     """A stream placed on servers: ``config`` is its StreamConfig as JSON (checked by the meta
     leader before proposing), ``peers`` the servers holding a replica (server names), ``group``
-    the Raft group they form, ``reply`` where its create is answered by its first leader."""
+    the Raft group they form, ``reply`` where its create is answered by its first leader,
+    ``joined`` the peers placed after its creation (scaled up, or replacing a removed peer):
+    those join its group as new members rather than found it."""
 
     name: str
     config: bytes
@@ -55,6 +57,7 @@ class StreamAssignment(msgspec.Struct, frozen=True):
     peers: list[str]
     created: int
     reply: str = ""
+    joined: list[str] = []
 
 
 class AddStream(msgspec.Struct, frozen=True, tag="add_stream"):
@@ -66,12 +69,14 @@ class RemoveStream(msgspec.Struct, frozen=True, tag="remove_stream"):
 
 
 class UpdateStream(msgspec.Struct, frozen=True, tag="update_stream"):
-    """A new config for an assigned stream (its placement unchanged); ``reply``: where the
-    stream's leader answers once the change is in the stream's own log and applied."""
+    """A new config for an assigned stream; ``reply``: where the stream's leader answers once
+    the change is in the stream's own log and applied; ``peers``: its new placement (empty:
+    unchanged), the servers new to it joining its group, those left out leaving it."""
 
     name: str
     config: bytes
     reply: str = ""
+    peers: list[str] = []
 
 
 class ConsumerAssignment(msgspec.Struct, frozen=True):
@@ -177,6 +182,10 @@ class MetaMachine:
             if have is None:
                 return RESULT_MISSING
             sa = msgspec.structs.replace(have, config=op.config, reply="")
+            if op.peers:
+                joined = [p for p in have.joined if p in op.peers]
+                joined += [p for p in op.peers if p not in have.peers]
+                sa = msgspec.structs.replace(sa, peers=list(op.peers), joined=joined)
             self.streams[op.name] = sa
             self.listener.updated(sa, op.reply)
             return RESULT_OK

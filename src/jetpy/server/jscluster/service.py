@@ -2,11 +2,12 @@
 
 Owns: forming the meta group once the cluster's JetStream servers are known, reacting to
 assignments in log order (creating this server's replica of a stream placed on it, with its
-store and its member of the stream's group, and deleting it when the stream goes), placement,
-the first leader's answer to a create, consumer assignments handed in the same order to this
-server's consumer groups (:mod:`.consumer_groups`), and hooking the cluster's API routes and
-publish path into the JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's
-rules.
+store and its member of the stream's group, joining or leaving a group as its placement
+changes, and deleting it when the stream goes), placement (gathering the servers' tags), the
+first leader's answer to a create, its stream advisories, what it tells /jsz and /healthz,
+consumer assignments handed in the same order to this server's consumer groups
+(:mod:`.consumer_groups`), and hooking the cluster's API routes and publish path into the
+JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's rules.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import random
 import shutil
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -26,19 +28,24 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import StreamConfig, StreamInfo, encode
+from jetpy.jetstream.models import ClusterInfo, Placement, StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
+from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
+from jetpy.server.jscluster.system_api import SystemApi
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
 __all__ = ["ClusteredJetStream"]
@@ -78,6 +85,8 @@ class ClusteredJetStream:
         peers: Callable[[], list[str]],
         expected_servers: int,
         config: GroupConfig | None = None,
+        traffic_account: str = "",
+        tags: Sequence[str] = (),
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -85,6 +94,9 @@ class ClusteredJetStream:
         self.system = system
         self._peers = peers
         self.expected_servers = expected_servers  # the meta group's founders, this one included
+        self.traffic_account = traffic_account  # the account the groups' traffic crosses
+        self.tags = [t.lower() for t in tags]  # this server's (server_tags), placement's
+        self._tags: dict[str, list[str]] = {server_name: self.tags}  # servers' tags, as they gave them
         config = config or GroupConfig()
         if not config.snapshot_entries and not config.snapshot_bytes:
             config = dataclasses.replace(
@@ -93,6 +105,7 @@ class ClusteredJetStream:
         self.config = config
         self.meta = MetaMachine(self)
         self.meta_group: RaftGroup | None = None
+        self._meta_started = 0.0  # monotonic time this server's member of it started
         self.replicas: dict[str, StreamReplica] = {}
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
@@ -104,8 +117,10 @@ class ClusteredJetStream:
             server_name, cluster_name, host, system, config, self.replicas.get, self.propose_meta
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
+        self.system_api = SystemApi(self, system, cluster_name)
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
@@ -147,21 +162,24 @@ class ClusteredJetStream:
             self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
+            self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
         ]
         assert self.js is not None
         self.consumer_groups.start(self.js)
+        self.system_api.start()
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
             asyncio.create_task(self._work(), name="jetstream-assignments"),
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._background]:
             t.cancel()
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
         self.consumer_groups.stop()
+        self.system_api.stop()
         for rep in self.replicas.values():
             rep.close()
         # the groups are stopped with the Raft host (their logs synced)
@@ -183,6 +201,7 @@ class ClusteredJetStream:
             log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
         try:
             self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
+            self._meta_started = time.monotonic()
         except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
             log.error("JetStream cluster: the meta group could not be started: %s", exc)
 
@@ -192,6 +211,19 @@ class ClusteredJetStream:
     def is_meta_leader(self) -> bool:
         g = self.meta_group
         return g is not None and g.is_leader
+
+    @property
+    def leaderless(self) -> bool:
+        """This server's member of the meta group knows no leader, and has run long enough for
+        that to mean the group lost its quorum (two election timeouts: nats-server's 10 s with
+        its timers): every API request here is then answered 10008, as nats-server does."""
+        g = self.meta_group
+        return (
+            g is not None
+            and not g.node.leader
+            and time.monotonic() - self._meta_started > 2 * self.config.election_timeout
+            and not g.removed  # a server removed from the cluster leaves the API to the others
+        )
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
@@ -204,6 +236,41 @@ class ClusteredJetStream:
     def replica(self, name: str) -> StreamReplica | None:
         return self.replicas.get(name)
 
+    def health_problem(self) -> str:
+        """Why this server is not healthy for /healthz ("" when it is), in nats-server's words:
+        no meta group or no meta leader known, a meta group not current (entries still to apply,
+        or a leader that lost its quorum), or
+        a replica of a stream still catching up with its group."""
+        g = self.meta_group
+        if g is None or not g.node.leader:
+            return "JetStream has not established contact with a meta leader"
+        if not g.status().current:
+            return "JetStream is not current with the meta leader"
+        js = self.js
+        account = js.config.account if js is not None else ""
+        for name, rep in sorted(self.replicas.items()):
+            rg = rep.group
+            if rg is None or rep.behind or not rg.status().current:
+                return f"JetStream stream '{account} > {name}' is not current"
+        return ""
+
+    def jsz_overlay(self, doc: dict[str, Any], raft: bool) -> None:
+        """/jsz's document with the cluster's view (``report.jsz_overlay``)."""
+        js, g = self.js, self.meta_group
+        if js is None:
+            return
+        meta = meta_cluster(
+            self._cluster_name(), g.status() if g is not None else None, self.host.known_names()
+        )
+
+        def replica(name: str) -> tuple[ClusterInfo, str] | None:
+            rep = self.replicas.get(name)
+            if rep is None:
+                return None
+            return rep.cluster_info(), rep.group.name if rep.group is not None else ""
+
+        jsz_overlay(doc, meta, js.config.account, replica, raft)
+
     def js_servers(self) -> list[str]:
         g = self.meta_group
         if g is None:
@@ -211,17 +278,51 @@ class ClusteredJetStream:
         names = self.host.known_names()
         return sorted(names.get(m, m) for m in g.node.membership.voters)
 
-    def place(self, replicas: int) -> list[str]:
-        servers = self.js_servers()
-        if replicas > len(servers):
-            raise ApiError.of(E.INSUFFICIENT_RESOURCES)
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]:
+        """The servers ``replicas`` replicas go on (:func:`.placement.choose`), none of
+        ``exclude``; servers' tags are asked for when the placement names some."""
+        servers = [s for s in self.js_servers() if s not in exclude]
         load = {s: 0 for s in servers}
         for sa in self.meta.streams.values():
             for p in sa.peers:
                 if p in load:
                     load[p] += 1
-        shuffled = random.sample(servers, len(servers))
-        return sorted(shuffled, key=lambda s: load[s])[:replicas]
+        tags = await self.server_tags(servers) if placement is not None and placement.tags else {}
+        return choose(servers, load, replicas, placement, self._cluster_name(), tags)
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
+        """Each server's tags, asked of those not known yet (those answering within
+        :data:`GATHER_WAIT`; tags change only with a restart, which a reload refuses)."""
+        known = self._tags
+        missing = [s for s in servers if s not in known]
+        if missing:
+            done = asyncio.Event()
+            inbox = f"$JSC.RT.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+            def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+                try:
+                    st = msgspec.json.decode(data[hdr_len:], type=ServerTags)
+                except (msgspec.DecodeError, ValueError):
+                    return
+                known[st.name] = [t.lower() for t in st.tags]
+                if all(s in known for s in missing):
+                    done.set()
+
+            sub = self.system.subscribe_internal(inbox, on_reply)
+            try:
+                self.system.publish_internal(TAGS_SUBJECT, inbox, b"")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), GATHER_WAIT)
+            finally:
+                self.system.unsubscribe_internal(sub)
+        return {s: known[s] for s in servers if s in known}
+
+    def _on_tags(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        if reply is not None:
+            doc = ServerTags(self.server_name, self.tags)
+            self.system.publish_internal(reply.decode(), None, msgspec.json.encode(doc))
 
     async def propose_meta(self, op: bytes) -> bytes:
         g = self.meta_group
@@ -312,8 +413,8 @@ class ClusteredJetStream:
         for name in self.replicas:
             if name not in streams:
                 self._actions.put_nowait(name)
-        for sa in streams.values():
-            self._actions.put_nowait(sa)
+        for sa in streams.values():  # a replica held already follows its (maybe new) placement
+            self._actions.put_nowait((sa, "") if sa.name in self.replicas else sa)
 
     def consumer_assigned(self, ca: ConsumerAssignment) -> None:
         self._actions.put_nowait(lambda: self.consumer_groups.add(ca))
@@ -358,8 +459,12 @@ class ClusteredJetStream:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
         rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
+        rep.assigned_peers = sa.peers
+        rep.traffic_account = self.traffic_account
         self.replicas[sa.name] = rep
-        group = await self.host.start_group(sa.group, rep, sa.peers, self.config)
+        # a server placed after the stream's creation joins its group as a new member
+        founders = () if self.server_name in sa.joined else sa.peers
+        group = await self.host.start_group(sa.group, rep, founders, self.config)
         rep.group = group
         rep.direct_when_current()
         group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
@@ -370,16 +475,36 @@ class ClusteredJetStream:
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         rep = self.replicas.get(sa.name)
         if rep is None:
+            if self.server_name in sa.peers:  # placed here by scaling up or a peer's removal
+                await self._add(sa)
             return
         rep.assigned_config = sa.config
+        rep.assigned_peers = sa.peers
+        if self.server_name not in sa.peers:  # taken off this server
+            self._spawn(self._leave(rep, sa))
+            return
         if rep.is_leader:
             await self._push_config(rep, reply)
+
+    async def _leave(self, rep: StreamReplica, sa: StreamAssignment) -> None:
+        """Once the stream's group has removed this server's member, its replica goes."""
+        if rep.group is not None:
+            await leave(rep.group, sa.peers, self.config.tick)
+        if self.replicas.get(sa.name) is rep and self.server_name not in rep.assigned_peers:
+            self._actions.put_nowait(sa.name)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _push_config(self, rep: StreamReplica, reply: str) -> None:
         """The stream's leader puts the assigned config into the stream's own log (every
         replica switches at the same message), then answers the update."""
         try:
             await rep.propose_change(ConfigOp(rep.assigned_config))
+            if rep.group is not None:  # members whose servers are no longer named leave
+                await reconcile(rep.group, rep.assigned_peers)
             resp = StreamUpdateResponse.of(rep.info())
         except ApiError as e:
             resp = StreamUpdateResponse.failure(e)
@@ -410,8 +535,13 @@ class ClusteredJetStream:
         js = self.js
         assert js is not None
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
+        if rep.group is not None:
+            leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
         if not leading:
             return
+        g = rep.group
+        if g is not None and any(p.name not in rep.assigned_peers for p in g.status().peers):
+            self._spawn(reconcile(g, rep.assigned_peers))  # a removal the last leader left undone
         if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
             self._answer_create(rep, sa.reply.encode())

@@ -23,7 +23,7 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.direct import DirectGet
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info
-from jetpy.jetstream.models import ClusterInfo, PeerInfo, StreamConfig, StreamInfo
+from jetpy.jetstream.models import ClusterInfo, StreamConfig, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
@@ -35,13 +35,13 @@ from jetpy.server.jscluster.catchup import (
     encode,
     write_batch,
 )
+from jetpy.server.jscluster.report import cluster_block
 from jetpy.server.nrg import ProposalError, RaftGroup
 
 __all__ = ["ConfigOp", "DeleteOp", "PubBatch", "PurgeOp", "StreamReplica"]
 
 log = logging.getLogger("jetpy.jetstream")
 
-NS = 1_000_000_000
 CATCHUP_RETRY = 0.25  # seconds before asking again when no leader answered
 DIRECT_QUEUE = "_sys_"  # the queue group of a stream's replicas answering its direct gets
 DIRECT_POLL = 0.25  # seconds between looks at whether a replica is current, to answer them
@@ -106,6 +106,8 @@ class StreamReplica:
         self.group: RaftGroup | None = None  # set once its member started
         self.answered_create = False  # its first leader answers the create (once)
         self.assigned_config = b""  # the config the meta group holds for it (JSON)
+        self.traffic_account = ""  # the account its group's traffic crosses (the system account)
+        self.assigned_peers: list[str] = []  # the servers the meta group places it on
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
         # A message's time stamp as applied: its entry's, or one more than the previous one's
         # (the same on every replica: a function of the log), so the time stamps in the store
@@ -474,18 +476,10 @@ class StreamReplica:
         """The stream's ``cluster`` block, as its leader reports it (its peers' health from the
         group's own view of them)."""
         g = self.group
-        if g is None:
-            return ClusterInfo(name=self.cluster)
-        st = g.status()
-        leader = g.names.get(st.leader, st.leader) if st.leader else ""
-        replicas = [
-            PeerInfo(
-                name=p.name,
-                current=p.health == "current",
-                offline=p.health == "offline",
-                active=int((p.last_seen or 0.0) * NS),
-                lag=p.lag or 0,
-            )
-            for p in st.peers
-        ]
-        return ClusterInfo(name=self.cluster, leader=leader, replicas=replicas)
+        return cluster_block(
+            self.cluster,
+            g.status() if g is not None else None,
+            g.names if g is not None else {},
+            (self.stream.config.num_replicas or 1) > 1,
+            self.traffic_account,
+        )

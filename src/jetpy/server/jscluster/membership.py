@@ -1,0 +1,54 @@
+"""A replicated stream's group following its assignment's peers (scaled up or down by an
+update, a peer removed by ``STREAM.PEER.REMOVE``).
+
+Owns: the stream leader's side (removing from the group, one change at a time, every member
+whose server the assignment no longer names; servers newly named join by themselves, as new
+members that the leader adds as learners and makes voters once caught up) and the side of a
+server left out (handing leadership to a server that stays if it leads, then waiting until the
+group has removed it, so that the group never loses its quorum to a replica gone too soon; its
+files are deleted after). Must not know: the meta group, the API, what a stream is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from jetpy.server.nrg import ProposalError, RaftGroup
+
+__all__ = ["leave", "reconcile"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+
+async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
+    """On the group's leader: remove the members whose servers are not in ``peers``."""
+    keep = set(peers)
+    for p in group.status().peers:
+        if p.name in keep or not group.is_leader:
+            continue
+        try:
+            await group.remove_member(p.id)
+            log.info(
+                "raft %s: %s (%s) removed: the stream is no longer placed there", group.name, p.id, p.name
+            )
+        except ProposalError as exc:  # the next leader, or the next update, tries again
+            log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
+            return
+
+
+async def leave(group: RaftGroup, peers: Sequence[str], tick: float) -> None:
+    """On a server the assignment no longer names: hand leadership to one that stays, then
+    wait until the group removed this member (or it stopped)."""
+    keep = set(peers)
+    while not group.removed and group.status().state != "CLOSED":
+        if group.is_leader:
+            st = group.status()
+            live = [p for p in st.peers if p.name in keep and p.voter and p.active]
+            if live:
+                try:
+                    await group.transfer_leadership(max(live, key=lambda p: p.match or 0).id)
+                except ProposalError as exc:
+                    log.debug("raft %s: leadership not handed over yet: %s", group.name, exc)
+        await asyncio.sleep(tick)
