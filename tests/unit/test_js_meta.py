@@ -8,10 +8,14 @@ from jetpy.server.jscluster.meta import (
     RESULT_EXISTS,
     RESULT_MISSING,
     RESULT_OK,
+    AddConsumer,
     AddStream,
+    ConsumerAssignment,
     MetaMachine,
+    RemoveConsumer,
     RemoveStream,
     StreamAssignment,
+    UpdateConsumer,
     UpdateStream,
     encode_op,
 )
@@ -32,6 +36,20 @@ class Recorder:
 
     def restored(self, streams: dict[str, StreamAssignment]) -> None:
         self.events.append(("restored", ",".join(sorted(streams))))
+
+    def consumer_assigned(self, ca: ConsumerAssignment) -> None:
+        self.events.append(("add consumer", f"{ca.stream} > {ca.name}"))
+
+    def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
+        self.events.append(("remove consumer", f"{ca.stream} > {ca.name}"))
+
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
+        self.events.append(("update consumer", f"{ca.stream} > {ca.name} {ca.config.decode()} {reply}"))
+
+    def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
+        self.events.append(
+            ("consumers restored", ",".join(sorted(f"{c.stream}>{c.name}" for c in consumers)))
+        )
 
 
 def _sa(name: str, config: bytes = b'{"name":"x"}') -> StreamAssignment:
@@ -67,7 +85,7 @@ def test_snapshot_restores_the_whole_state() -> None:
     other = MetaMachine(rec)
     other.restore(m.snapshot())
     assert other.streams == m.streams
-    assert rec.events == [("restored", "A,B")]
+    assert rec.events == [("restored", "A,B"), ("consumers restored", "")]
     other.restore(b"")
     assert other.streams == {}
 
@@ -87,3 +105,59 @@ def test_update_keeps_the_placement_and_names_where_to_answer() -> None:
     assert m.streams["A"].config == b'{"name":"A2"}' and m.streams["A"].peers == ["n1", "n2", "n3"]
     assert m.streams["A"].reply == ""  # a restarted server's replay answers nobody's create again
     assert rec.events[-1] == ("update", 'A {"name":"A2"} _INBOX.u')
+
+
+def _ca(stream: str, name: str, config: bytes = b'{"durable_name":"x"}') -> ConsumerAssignment:
+    return ConsumerAssignment(stream, name, config, f"C-R3F-{name}", ["n1", "n2", "n3"], 1, "_INBOX.c")
+
+
+def test_consumer_assignments_follow_their_stream() -> None:
+    ops = [
+        encode_op(AddConsumer(_ca("A", "C"))),  # no stream A yet
+        encode_op(AddStream(_sa("A"))),
+        encode_op(AddConsumer(_ca("A", "C"))),
+        encode_op(AddConsumer(_ca("A", "C"))),  # the same again
+        encode_op(AddConsumer(_ca("A", "C", b"{}"))),  # another config under the name
+        encode_op(AddConsumer(_ca("A", "D"))),
+        encode_op(RemoveConsumer("A", "D")),
+        encode_op(RemoveConsumer("A", "D")),
+    ]
+    rec = Recorder()
+    m = MetaMachine(rec)
+    results = list(m.apply(1, ops))
+    assert results == [
+        RESULT_MISSING,
+        RESULT_OK,
+        RESULT_OK,
+        RESULT_EXISTS,
+        RESULT_CONFLICT,
+        RESULT_OK,
+        RESULT_OK,
+        RESULT_MISSING,
+    ]
+    assert sorted(m.consumers["A"]) == ["C"]
+
+    assert list(m.apply(2, [encode_op(UpdateConsumer("A", "C", b"{}", "_INBOX.u"))])) == [RESULT_OK]
+    assert m.consumers["A"]["C"].config == b"{}" and m.consumers["A"]["C"].reply == ""
+    assert rec.events[-1] == ("update consumer", "A > C {} _INBOX.u")
+    assert list(m.apply(3, [encode_op(UpdateConsumer("A", "D", b"{}"))])) == [RESULT_MISSING]
+
+    snap = m.snapshot()  # consumers are in the snapshot, restored after their streams
+    rec2 = Recorder()
+    other = MetaMachine(rec2)
+    other.restore(snap)
+    assert other.consumers == m.consumers
+    assert rec2.events == [("restored", "A"), ("consumers restored", "A>C")]
+
+    m.apply(2, [encode_op(RemoveStream("A"))])  # a deleted stream takes its consumers first
+    assert rec.events[-2:] == [("remove consumer", "A > C"), ("remove", "A")]
+    assert m.consumers == {}
+
+
+def test_a_snapshot_of_streams_alone_still_restores() -> None:
+    import msgspec
+
+    rec = Recorder()
+    m = MetaMachine(rec)
+    m.restore(msgspec.msgpack.encode({"A": _sa("A")}))
+    assert sorted(m.streams) == ["A"] and m.consumers == {}

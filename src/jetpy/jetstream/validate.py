@@ -517,6 +517,7 @@ def check_consumer_config(
     pedantic: bool = False,
     others: Iterable[ConsumerConfig] = (),
     account_max_ack_pending: int = -1,
+    clustered: bool = False,
 ) -> ConsumerConfig:
     """nats-server's consumer defaults + ``checkConsumerCfg`` + the work-queue rules.
 
@@ -533,7 +534,7 @@ def check_consumer_config(
         except ValueError as exc:
             raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
     _check_consumer_names(cfg)
-    if cfg.num_replicas > 1:
+    if cfg.num_replicas > 1 and not clustered:
         # single server: refused up front, as nats-server does without a cluster
         raise _fail(E.STREAM_REPLICAS_NOT_SUPPORTED)
     cfg = _consumer_defaults(stream, cfg, pedantic, account_max_ack_pending)

@@ -52,6 +52,7 @@ __all__ = [
     "Subscription",
     "Writes",
     "near_member",
+    "split_shown",
 ]
 
 # Where a subscription comes from (``Subscriber.origin``): who else is told of it depends on it
@@ -452,6 +453,10 @@ class Broker:
                 c = sub.client
                 if c is origin and not echo:
                     continue
+                if shown is not None and c.origin == FROM_ROUTE:
+                    _route_shown(sub, routed, shown, reply, hdr_len, data)
+                    delivered += 1
+                    continue
                 if not tail:
                     tail = msg_tail(reply, hdr_len, data, sizes)
                 c.deliver(sub, subject, reply, hdr_len, data, tail)
@@ -468,6 +473,8 @@ class Broker:
             h = sub.handler
             if h is not None:
                 h(subject, reply, hdr_len, data)
+            elif shown is not None and sub.client.origin == FROM_ROUTE:
+                _route_shown(sub, routed, shown, reply, hdr_len, data)
             else:
                 if not tail:
                     tail = msg_tail(reply, hdr_len, data, sizes)
@@ -633,3 +640,22 @@ def near_member(members: list[Subscription]) -> Subscription:
 def _rtt(sub: Subscription) -> float:
     rtt = getattr(sub.client, "rtt", 0.0)
     return rtt if rtt > 0 else float("inf")
+
+
+def _route_shown(
+    sub: Subscription, routed: bytes, shown: bytes, reply: bytes | None, hdr_len: int, data: bytes
+) -> None:
+    """A JetStream delivery (routed on an inbox or deliver subject, shown on the message's own
+    subject) to a route: sent on the subject it is routed on, with the one shown after an ``@``
+    in its ack reply, as nats-server sends it; the receiving server shows it again
+    (:func:`split_shown`)."""
+    enc_reply = (reply or b"") + b"@" + shown
+    sub.client.deliver(sub, routed, enc_reply, hdr_len, data, msg_tail(enc_reply, hdr_len, data, None))
+
+
+def split_shown(reply: bytes) -> tuple[bytes, bytes] | None:
+    """A routed JetStream delivery's (ack reply, subject shown), or None for any other reply."""
+    if not reply.startswith(b"$JS.ACK.") or b"@" not in reply:
+        return None
+    ack, _, shown = reply.rpartition(b"@")
+    return (ack, shown) if shown else None

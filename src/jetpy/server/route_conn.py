@@ -26,7 +26,7 @@ from jetpy.protocol.errors import ERR_AUTH_TIMEOUT, ERR_UNKNOWN_OP
 from jetpy.protocol.ops import Op
 from jetpy.protocol.route import R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, decode_route_connect, decode_route_info
-from jetpy.server.broker import FROM_ROUTE, Broker, Subscription
+from jetpy.server.broker import FROM_ROUTE, Broker, Subscription, split_shown
 from jetpy.server.options import ServerOptions
 from jetpy.server.peer_link import FIRST_PING_INTERVAL, PeerLink
 from jetpy.server.route_interest import (
@@ -147,6 +147,8 @@ class RouteConnection(PeerLink):
                 assert self._last_r is not None
                 if hdr_len and not self.headers:
                     continue  # (a peer that said it takes no headers sends none either)
+                if reply is not None and reply[:1] == b"$" and (js := split_shown(reply)) is not None:
+                    reply, subject = js  # a JetStream delivery: shown on the message's subject
                 deliver_routed(
                     self._last_r,
                     plain,

@@ -38,14 +38,14 @@ from jetpy.jetstream.consumers.manager import ConsumerManager, ephemeral_name
 from jetpy.jetstream.consumers.pause import utc
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import consumer_info
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ZERO_TIME, parse_time
+from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, ZERO_TIME, ConsumerConfig, parse_time
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.protocol.headers import encode_headers
 
-__all__ = ["ConsumerApi"]
+__all__ = ["ConsumerApi", "create_request", "pause_request", "pause_response"]
 
 
 class ConsumerApi:
@@ -116,36 +116,9 @@ class ConsumerApi:
         legacy_durable: bool,
         new_style: bool = False,
     ) -> ConsumerCreateResponse | WithHeaders[ConsumerCreateResponse]:
-        # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
-        # missing config is the zero config (ack none, deliver all), a config or field of the
-        # wrong JSON type is invalid JSON (2.9 gives no detail); the stream name in the body must
-        # match the subject's (10056)
-        if not body.strip():
-            raise ApiError.of(E.INVALID_JSON)
-        req = decode_request(body, ConsumerCreateRequest)
-        cfg = req.config
-        if req.stream_name != stream_name:
-            raise ApiError.of(E.STREAM_MISMATCH)
-        action = req.action if isinstance(req.action, str) else ""
-        if name and ("/" in name or "\\" in name):
-            raise ApiError.of(E.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS)
-        if legacy_durable:
-            if not cfg.durable_name:
-                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_SET)
-            if cfg.durable_name != name:
-                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
-        elif new_style:
-            if cfg.durable_name and cfg.durable_name != name:
-                raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
-            cfg = msgspec.structs.replace(cfg, name=name)
-        elif cfg.durable_name:
-            # the legacy ephemeral subject: a durable belongs on a subject that names it
-            raise ApiError.of(E.CONSUMER_EPHEMERAL_WITH_DURABLE_NAME)
-        if filt:
-            if cfg.filter_subjects:
-                raise ApiError.of(E.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED)
-            if filt != cfg.filter_subject:
-                raise ApiError.of(E.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
+        req, cfg, action = create_request(
+            stream_name, name, filt, body, legacy_durable=legacy_durable, new_style=new_style
+        )
         stream = self._stream(stream_name)
         pedantic = bool(req.pedantic)
         consumers = self.manager.consumers(stream)
@@ -263,23 +236,11 @@ class ConsumerApi:
         """Pause a consumer until ``pause_until`` (UTC from then on), or resume it (no time, or
         one in the past); answers with the pause as it is now. The body is read before the
         consumer is looked up, strictly, as nats-server reads it."""
-        obj = {} if body.strip() in (b"", b"null") else decode_body(body)
-        for key in obj:
-            if key != "pause_until":
-                raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
-        req = as_request(obj, ConsumerPauseRequest)
-        try:
-            pause_until = utc(req.pause_until)
-        except ValueError as exc:
-            raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
+        pause_until = pause_request(body)
         c = self._consumer(args)
         now = time.time_ns()
         self.manager.pause(c, pause_until, now)
-        until = parse_time(pause_until) if pause_until else 0
-        paused = until > now
-        return ConsumerPauseResponse(
-            paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
-        )
+        return pause_response(pause_until, now)
 
     def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:
         """Release the pin of a consumer's priority group: its next request without a pin gets a
@@ -294,6 +255,69 @@ class ConsumerApi:
             raise ApiError.of(E.CONSUMER_INVALID_PRIORITY_GROUP)
         self.manager.unpin(c, req.group)
         return ConsumerUnpinResponse()
+
+
+def create_request(
+    stream_name: str, name: str, filt: str, body: bytes, *, legacy_durable: bool, new_style: bool = False
+) -> tuple[ConsumerCreateRequest, ConsumerConfig, str]:
+    """A create request read and checked against its subject (``CONSUMER.CREATE.<stream>``,
+    ``...<stream>.<name>[.<filter>]``, ``CONSUMER.DURABLE.CREATE.<stream>.<durable>``): the
+    request, its config (named as the subject says) and its action ("", "create", "update").
+    The config's checks against the stream are the caller's."""
+    # nats-server decodes the body into a struct first: an empty body is invalid JSON, a
+    # missing config is the zero config (ack none, deliver all), a config or field of the
+    # wrong JSON type is invalid JSON (2.9 gives no detail); the stream name in the body must
+    # match the subject's (10056)
+    if not body.strip():
+        raise ApiError.of(E.INVALID_JSON)
+    req = decode_request(body, ConsumerCreateRequest)
+    cfg = req.config
+    if req.stream_name != stream_name:
+        raise ApiError.of(E.STREAM_MISMATCH)
+    action = req.action if isinstance(req.action, str) else ""
+    if name and ("/" in name or "\\" in name):
+        raise ApiError.of(E.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS)
+    if legacy_durable:
+        if not cfg.durable_name:
+            raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_SET)
+        if cfg.durable_name != name:
+            raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+    elif new_style:
+        if cfg.durable_name and cfg.durable_name != name:
+            raise ApiError.of(E.CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT)
+        cfg = msgspec.structs.replace(cfg, name=name)
+    elif cfg.durable_name:
+        # the legacy ephemeral subject: a durable belongs on a subject that names it
+        raise ApiError.of(E.CONSUMER_EPHEMERAL_WITH_DURABLE_NAME)
+    if filt:
+        if cfg.filter_subjects:
+            raise ApiError.of(E.CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED)
+        if filt != cfg.filter_subject:
+            raise ApiError.of(E.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH)
+    return req, cfg, action
+
+
+def pause_request(body: bytes) -> str | None:
+    """A ``CONSUMER.PAUSE`` body read strictly, as nats-server reads it: the time to pause until
+    (UTC), or None to resume."""
+    obj = {} if body.strip() in (b"", b"null") else decode_body(body)
+    for key in obj:
+        if key != "pause_until":
+            raise ApiError.of(E.INVALID_JSON, err=f'json: unknown field "{key}"')
+    req = as_request(obj, ConsumerPauseRequest)
+    try:
+        return utc(req.pause_until)
+    except ValueError as exc:
+        raise ApiError.of(E.INVALID_JSON, err=str(exc)) from None
+
+
+def pause_response(pause_until: str | None, now: int) -> ConsumerPauseResponse:
+    """The answer to a pause: the pause as it is at ``now``."""
+    until = parse_time(pause_until) if pause_until else 0
+    paused = until > now
+    return ConsumerPauseResponse(
+        paused=paused, pause_until=pause_until or ZERO_TIME, pause_remaining=until - now if paused else 0
+    )
 
 
 async def _after(task: asyncio.Task[None], resp: ConsumerDeleteResponse) -> ConsumerDeleteResponse:

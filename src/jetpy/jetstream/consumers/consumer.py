@@ -190,6 +190,21 @@ class Consumer:
 
         return build
 
+    def record_changes(self) -> None:
+        """From now on, remember which pending acks change (:meth:`take_changes`)."""
+        self._pending_acks.journal = set()
+
+    def take_changes(self) -> tuple[tuple[int, int, int, int], list[int], list[int]]:
+        """The state as changes since the last call (a replicated consumer's leader): the
+        delivered and ack floor sequences (as :meth:`snapshot`'s), the pending acks set or
+        changed (flat: stream seq, consumer seq, ts, deliveries) and the stream seqs acked."""
+        self.drain_acks()
+        self.dirty = False
+        acks = self._pending_acks
+        upserts, gone = acks.take_changes()
+        seqs = (self.next_consumer_seq - 1, self.delivered_stream_seq)
+        return (*seqs, acks.ack_floor_consumer_seq, acks.ack_floor_stream_seq), upserts, gone
+
     def _delivered_upto(self) -> tuple[int, int]:
         """(consumer seq, stream seq) up to which everything is delivered: where the ack floor goes
         once nothing is pending (below the last-per-subject starts while some are left)."""
@@ -688,12 +703,12 @@ class Consumer:
 
     # -- teardown -------------------------------------------------------------------------------
 
-    def close(self, deleted: bool) -> None:
-        """Stop; pull requests still waiting are told why."""
+    def close(self, deleted: bool, why: str = "Consumer Deleted") -> None:
+        """Stop; pull requests still waiting are told ``why`` (409) if it was ``deleted``."""
         if self.closed:
             return
         self.closed = True
-        self._waiting.close(deleted)
+        self._waiting.close(deleted, why)
 
     def has_acked(self, seq: int) -> bool:
         """Is this consumer done with stream sequence ``seq`` (for interest retention)?"""

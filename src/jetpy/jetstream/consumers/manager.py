@@ -19,7 +19,7 @@ import logging
 import secrets
 import string
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -38,7 +38,7 @@ from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import ConsumerState, StoredMsg
 
-__all__ = ["ConsumerManager", "ephemeral_name"]
+__all__ = ["ConsumerManager", "Replication", "ephemeral_name"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -47,6 +47,24 @@ _NAME_ALPHABET = string.ascii_letters + string.digits
 SWEEP_STEP = 256
 """Messages an interest sweep looks at per step (one bulk read): well under a millisecond."""
 _json = msgspec.json.Encoder()
+
+
+class Replication(Protocol):
+    """A replicated consumer's leader (``jetpy.server.jscluster``): the consumer's state goes to
+    its Raft group instead of a file, and an inactive consumer is deleted through the cluster."""
+
+    def changed(self, c: Consumer) -> None:
+        """``c``'s state changed: replicate the changes (``Consumer.take_changes``)."""
+
+    def confirm(self, c: Consumer, reply: str, stream_seq: int) -> None:
+        """An AckSync: answer ``reply`` once the ack is replicated."""
+
+    def inactive(self, c: Consumer) -> None:
+        """``c`` passed its inactive threshold: have the cluster delete it."""
+
+    def acked(self, c: Consumer, seqs: list[int]) -> None:
+        """``c`` (of a work-queue stream) is done with these messages: have every replica of
+        the stream remove them."""
 
 
 def ephemeral_name() -> str:
@@ -71,6 +89,7 @@ class ConsumerManager:
         # durable consumers whose files could not be read back: name -> why (kept, not served)
         self._offline: dict[Stream, dict[str, str]] = {}
         self._sweeps: set[asyncio.Task[None]] = set()  # interest sweeps still running
+        self._replicated: dict[Consumer, Replication] = {}  # consumers led here of a cluster
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -98,6 +117,10 @@ class ConsumerManager:
         retention = stream.config.retention
         if retention == "limits" or not seqs:
             return
+        r = self._replicated.get(consumer)
+        if r is not None:  # the stream's replicas remove them, in the stream's log
+            r.acked(consumer, seqs)
+            return
         store = stream.store
         removed = False
         recent = stream.recent
@@ -120,10 +143,18 @@ class ConsumerManager:
             self.durability.mark_dirty(stream)
 
     def state_changed(self, consumer: Consumer) -> None:
-        self.states.changed(consumer)
+        r = self._replicated.get(consumer)
+        if r is not None:
+            r.changed(consumer)
+        else:
+            self.states.changed(consumer)
 
     def confirm(self, consumer: Consumer, reply: str, stream_seq: int) -> None:
-        self.states.confirm(consumer, reply, stream_seq)
+        r = self._replicated.get(consumer)
+        if r is not None:
+            r.confirm(consumer, reply, stream_seq)
+        else:
+            self.states.confirm(consumer, reply, stream_seq)
 
     def committed(self) -> None:
         """The committer synced streams: AckSync confirmations waiting on them can follow."""
@@ -150,14 +181,19 @@ class ConsumerManager:
         state: ConsumerState | None = None,
         persist: bool = True,
         start: int | None = None,
+        replication: Replication | None = None,
     ) -> Consumer:
         """A new consumer (``persist``: a durable one's files are written first: its state, then
         its metadata, so a durable with metadata always had a state file), or one recovered
-        from ``state`` (or, its state lost, from stream sequence ``start``)."""
+        from ``state`` (or, its state lost, from stream sequence ``start``); a replicated one's
+        state is its ``replication``'s, never in a file here."""
         now = time.time_ns()
         c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, start)
         c.recent = stream.recent
-        if stream.durable and cfg.durable_name and not cfg.mem_storage:
+        if replication is not None:
+            self._replicated[c] = replication
+            c.record_changes()
+        elif stream.durable and cfg.durable_name and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
                 upto = self.durability.durable_upto(stream.store) or 0
@@ -229,13 +265,17 @@ class ConsumerManager:
         log.warning("offline consumer '%s > %s' deleted on request", stream.name, name)
         self._action_advisory(stream.name, name, "delete")
 
-    def delete(self, c: Consumer, *, advisory: bool = True, forget: bool = True) -> asyncio.Task[None] | None:
-        """Stop and forget ``c`` (``forget``: its files too). On an interest stream the messages
-        nobody left wants are then removed by a sweep paced in slices (``steps``), so a stream
-        of any size never holds the loop; returns the sweep's task (None: nothing to sweep)."""
+    def delete(
+        self, c: Consumer, *, advisory: bool = True, forget: bool = True, why: str = "Consumer Deleted"
+    ) -> asyncio.Task[None] | None:
+        """Stop and forget ``c`` (``forget``: its files too; ``why``: what its waiting pull
+        requests are told). On an interest stream the messages nobody left wants are then
+        removed by a sweep paced in slices (``steps``), so a stream of any size never holds the
+        loop; returns the sweep's task (None: nothing to sweep)."""
         stream = c.stream
-        c.close(deleted=True)
+        c.close(deleted=True, why=why)
         self._teardown(c)
+        self._replicated.pop(c, None)
         consumers = self._by_stream.get(stream)
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
@@ -505,7 +545,11 @@ class ConsumerManager:
         now = time.time_ns()
         if c.is_inactive(now):
             log.debug("consumer '%s > %s' inactive: deleted", c.stream.name, c.name)
-            self.delete(c)
+            r = self._replicated.get(c)
+            if r is not None:
+                r.inactive(c)  # deleted through the cluster: its timer is not re-armed
+            else:
+                self.delete(c)
             return
         c.tick(now)
         self.after(c)

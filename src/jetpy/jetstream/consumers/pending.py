@@ -76,6 +76,9 @@ class PendingAcks:
         self._order: deque[int] = deque()  # pending stream seqs, ascending, lazily pruned
         self._first_deadlines: deque[_Deadline] = deque()  # first deliveries' (one ack wait: a FIFO)
         self._other_deadlines: list[_Deadline] = []  # a heap: naks with delay, backoff, restored state
+        # the stream seqs whose pending ack changed since take_changes (None: not recorded; a
+        # replicated consumer's leader records them to replicate its state as changes)
+        self.journal: set[int] | None = None
         self.configure(ack_wait, backoff or [])
 
     def configure(self, ack_wait: int, backoff: list[int]) -> None:
@@ -126,6 +129,25 @@ class PendingAcks:
             {s: p.deliveries - 1 for s, p in pending.items() if p.deliveries > 1},
         )
 
+    def take_changes(self) -> tuple[list[int], list[int]]:
+        """What changed since the last call (``journal`` on): the pending acks set or changed,
+        flat ``[stream seq, consumer seq, ts, deliveries, ...]``, and the stream seqs no longer
+        pending."""
+        touched = self.journal
+        if not touched:
+            return [], []
+        self.journal = set()
+        pending = self.pending
+        upserts: list[int] = []
+        gone: list[int] = []
+        for seq in sorted(touched):
+            p = pending.get(seq)
+            if p is None:
+                gone.append(seq)
+            else:
+                upserts += (seq, p.consumer_seq, p.ts, p.deliveries)
+        return upserts, gone
+
     def num_redelivered(self) -> int:
         return sum(1 for p in self.pending.values() if p.deliveries > 1)
 
@@ -137,6 +159,8 @@ class PendingAcks:
         self.pending[seq] = Pending(consumer_seq, now, 1, deadline)
         self._order.append(seq)
         self._first_deadlines.append((deadline, seq, now))
+        if self.journal is not None:
+            self.journal.add(seq)
 
     def delivered_run(self, seqs: list[int], consumer_seq: int, now: int) -> None:
         """First deliveries of ``seqs`` (ascending), numbered from ``consumer_seq`` on: what
@@ -147,6 +171,8 @@ class PendingAcks:
             pending[seq] = Pending(j, now, 1, deadline)
         self._order.extend(seqs)
         self._first_deadlines.extend([(deadline, seq, now) for seq in seqs])
+        if self.journal is not None:
+            self.journal.update(seqs)
 
     def redelivered(self, p: Pending, seq: int, now: int) -> int:
         """Pending message ``seq`` (``p``) is sent again now; returns its delivery count."""
@@ -156,6 +182,8 @@ class PendingAcks:
         backoff = self._backoff  # ack_wait(dc), inline: once per redelivery
         p.deadline = now + (backoff[min(dc, len(backoff)) - 1] if backoff else self._ack_wait)
         heapq.heappush(self._other_deadlines, (p.deadline, seq, now))
+        if self.journal is not None:
+            self.journal.add(seq)
         return dc
 
     def in_progress(self, seq: int, now: int) -> None:
@@ -165,6 +193,8 @@ class PendingAcks:
             p.ts = now
             p.deadline = now + self.ack_wait(p.deliveries)
             heapq.heappush(self._other_deadlines, (p.deadline, seq, now))
+            if self.journal is not None:
+                self.journal.add(seq)
 
     def redeliver_at(self, p: Pending, seq: int, deadline: int) -> None:
         """``-NAK`` with a delay: pending message ``seq`` (``p``) comes back at ``deadline``."""
@@ -258,6 +288,8 @@ class PendingAcks:
         p = self.pending.pop(seq, None)
         if p is None:
             return None
+        if self.journal is not None:
+            self.journal.add(seq)
         self._advance_floor(p.consumer_seq)
         if self._queued:
             self._queued.discard(seq)
@@ -275,6 +307,8 @@ class PendingAcks:
             s = order.popleft()
             if pending.pop(s, None) is not None:
                 done.append(s)
+        if self.journal is not None:
+            self.journal.update(done)
         self.ack_floor_consumer_seq = max(self.ack_floor_consumer_seq, consumer_seq)
         self.ack_floor_stream_seq = max(self.ack_floor_stream_seq, seq)
         if not pending:
@@ -292,6 +326,7 @@ class PendingAcks:
         queued = self._queued
         floor_next = self.ack_floor_consumer_seq + 1  # an ack of this consumer sequence moves the floor
         moved = done = False
+        journal = self.journal
         for subject in subjects:
             seqs = ack_sequences(subject)
             if seqs is None:
@@ -299,6 +334,8 @@ class PendingAcks:
             p = pending.pop(seqs[0], None)
             if p is not None:
                 done = True
+                if journal is not None:
+                    journal.add(seqs[0])
                 if p.consumer_seq == floor_next:
                     moved = True
                 if queued:

@@ -507,9 +507,10 @@ class WaitingRequests:
         self._queue = keep
         return expired
 
-    def close(self, deleted: bool) -> None:
-        """Drop every request; if the consumer was deleted, tell each requester (409)."""
+    def close(self, deleted: bool, why: str = "Consumer Deleted") -> None:
+        """Drop every request; if the consumer was deleted (or stops being led here), tell each
+        requester ``why`` (409)."""
         if deleted:
             for r in self._queue:
-                self._status(r.reply, 409, "Consumer Deleted")
+                self._status(r.reply, 409, why)
         self._queue.clear()

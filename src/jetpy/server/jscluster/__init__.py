@@ -15,7 +15,9 @@ The design (decisions the following slices keep):
   of the meta log (add a stream, remove it), decided by the meta leader and applied in the same
   order on every server; each server reacts to an applied assignment that names it by creating
   its replica (the stream's store and its member of the stream's group) and to a removal by
-  deleting them. Consumer assignments join the same state machine in a later slice.
+  deleting them. Consumer assignments are in the same state machine (a stream, a name, a
+  config, the servers, a group ``C-R<n>F-<random>``), decided by the meta leader
+  (:mod:`.consumer_api`); a removed stream takes its consumers.
 * **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
   request to all of them); exactly one answers each: the meta leader those about assignments
   (``STREAM.CREATE``, ``UPDATE``, ``DELETE``, ``NAMES``, ``LIST`` with each stream's info
@@ -67,6 +69,20 @@ The design (decisions the following slices keep):
   stream catch-up does; until it has them it holds every later entry (and puts them in any
   snapshot it takes meanwhile) and, if it leads, refuses publishes. The meta group's snapshot
   is its assignments; restoring one hands them to the server as assignments again.
+* **A consumer is a Raft group** of some of its stream's servers (all of them for the stream's
+  replicas; ``num_replicas`` 0 is the stream's, an ephemeral one R1). Its leader runs the single
+  server's consumer engine and alone subscribes its pull-request, ack and flow-control
+  subjects; the state (delivered and ack floor sequences, pending acks with delivery counts)
+  goes through the group as changes gathered per loop turn (:mod:`.consumers`), never an entry
+  per message. A new leader first puts an epoch in the log (every earlier change applied, a
+  deposed leader's later ones ignored) and waits for its server's stream replica to hold every
+  message the state names; an ack with a reply (AckSync) is answered once the change holding it
+  applied. So a confirmed ack is never delivered again, no delivery is skipped, and what was in
+  flight is delivered again after the ack wait. What a work-queue stream's consumer acknowledged
+  is removed through the stream's log (a proposal to the stream's group from the consumer's
+  leader, wherever the stream's leader is). A JetStream delivery to a client on another
+  server crosses the route on its inbox with the message's subject after an ``@`` in the ack
+  reply, as nats-server sends it.
 * **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
@@ -82,8 +98,9 @@ The design (decisions the following slices keep):
   replica as a new member that asks to join (``joined``), the stream's leader removes the
   members no longer named, and those leave once removed (:mod:`.membership`).
 
-Not yet: consumers on a cluster, mirrors and sources, backups, moving a stream whose
-placement an update changes; the requests are
+Not yet: changing a consumer's replicas, consumers of interest streams (what every consumer
+acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and sources, backups,
+moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start), direct gets under a JetStream domain's

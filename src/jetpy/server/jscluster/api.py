@@ -59,6 +59,7 @@ from jetpy.server.jscluster.meta import (
     RESULT_EXISTS,
     RESULT_MISSING,
     AddStream,
+    ConsumerAssignment,
     RemoveStream,
     StreamAssignment,
     UpdateStream,
@@ -109,6 +110,9 @@ class ClusterState(Protocol):
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]: ...
+
+    @property
+    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]: ...
 
     def replica(self, name: str) -> StreamReplica | None: ...
 
@@ -213,7 +217,7 @@ class ClusterApi:
                 memory=usage["memory"],
                 storage=usage["file"],
                 streams=len(assigned),
-                consumers=0,
+                consumers=sum(map(len, self.state.consumer_assignments.values())),
                 limits=AccountLimits(),
                 api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
             )

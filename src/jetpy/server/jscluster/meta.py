@@ -1,7 +1,9 @@
 """The meta group's state machine: which streams exist, where they are placed, under which group.
 
-Owns: the assignments (:class:`StreamAssignment`), the entries that change them
-(:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`, as msgpack), applying those
+Owns: the assignments (:class:`StreamAssignment`, :class:`ConsumerAssignment`), the entries that
+change them (:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`,
+:class:`AddConsumer`, :class:`UpdateConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
+consumers), applying those
 in log order (deterministic: the same state and results on every server), and the whole state
 as a snapshot. Every applied change is also handed to a listener (the server's reaction:
 create, change or delete its replica). Must not know: the
@@ -21,11 +23,15 @@ __all__ = [
     "RESULT_EXISTS",
     "RESULT_MISSING",
     "RESULT_OK",
+    "AddConsumer",
     "AddStream",
+    "ConsumerAssignment",
     "MetaListener",
     "MetaMachine",
+    "RemoveConsumer",
     "RemoveStream",
     "StreamAssignment",
+    "UpdateConsumer",
     "UpdateStream",
     "encode_op",
 ]
@@ -73,11 +79,52 @@ class UpdateStream(msgspec.Struct, frozen=True, tag="update_stream"):
     peers: list[str] = []
 
 
-MetaOp = AddStream | RemoveStream | UpdateStream
+class ConsumerAssignment(msgspec.Struct, frozen=True):
+    """A consumer of an assigned stream placed on some of the stream's servers: ``config`` its
+    ConsumerConfig as JSON (checked by the meta leader), ``group`` the Raft group its replicas
+    form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader."""
+
+    stream: str
+    name: str
+    config: bytes
+    group: str
+    peers: list[str]
+    created: int
+    reply: str = ""
+
+
+class AddConsumer(msgspec.Struct, frozen=True, tag="add_consumer"):
+    assignment: ConsumerAssignment
+
+
+class RemoveConsumer(msgspec.Struct, frozen=True, tag="remove_consumer"):
+    stream: str
+    name: str
+
+
+class UpdateConsumer(msgspec.Struct, frozen=True, tag="update_consumer"):
+    """A new config for an assigned consumer (its placement unchanged); ``reply``: where the
+    consumer's leader answers once it runs with it."""
+
+    stream: str
+    name: str
+    config: bytes
+    reply: str = ""
+
+
+class MetaState(msgspec.Struct, frozen=True, array_like=True):
+    """The meta group's snapshot: every assignment (an array: older snapshots are a map of
+    the streams alone)."""
+
+    streams: dict[str, StreamAssignment]
+    consumers: dict[str, dict[str, ConsumerAssignment]]
+
+
+MetaOp = AddStream | RemoveStream | UpdateStream | AddConsumer | RemoveConsumer | UpdateConsumer
 
 _encoder = msgspec.msgpack.Encoder()
 _op_decoder = msgspec.msgpack.Decoder(MetaOp)
-_state_decoder = msgspec.msgpack.Decoder(dict[str, StreamAssignment])
+_state_decoder = msgspec.msgpack.Decoder(MetaState | dict[str, StreamAssignment])
 
 
 def encode_op(op: MetaOp) -> bytes:
@@ -97,10 +144,21 @@ class MetaListener(Protocol):
         """The whole state was replaced by a snapshot's."""
         ...
 
+    def consumer_assigned(self, ca: ConsumerAssignment) -> None: ...
+
+    def consumer_unassigned(self, ca: ConsumerAssignment) -> None: ...
+
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None: ...
+
+    def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
+        """The consumers of a snapshot's state (told after :meth:`restored`)."""
+        ...
+
 
 class MetaMachine:
     def __init__(self, listener: MetaListener) -> None:
         self.streams: dict[str, StreamAssignment] = {}
+        self.consumers: dict[str, dict[str, ConsumerAssignment]] = {}  # by stream, then name
         self.listener = listener
 
     def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
@@ -131,15 +189,51 @@ class MetaMachine:
             self.streams[op.name] = sa
             self.listener.updated(sa, op.reply)
             return RESULT_OK
+        if isinstance(op, (AddConsumer, RemoveConsumer, UpdateConsumer)):
+            return self._consumer_op(op)
         gone = self.streams.pop(op.name, None)
         if gone is None:
             return RESULT_MISSING
+        for ca in self.consumers.pop(op.name, {}).values():
+            self.listener.consumer_unassigned(ca)
         self.listener.unassigned(gone)
         return RESULT_OK
 
+    def _consumer_op(self, op: AddConsumer | RemoveConsumer | UpdateConsumer) -> bytes:
+        if isinstance(op, UpdateConsumer):
+            consumers = self.consumers.get(op.stream, {})
+            have = consumers.get(op.name)
+            if have is None:
+                return RESULT_MISSING
+            updated = msgspec.structs.replace(have, config=op.config, reply="")
+            consumers[op.name] = updated
+            self.listener.consumer_updated(updated, op.reply)
+            return RESULT_OK
+        if isinstance(op, RemoveConsumer):
+            gone = self.consumers.get(op.stream, {}).pop(op.name, None)
+            if gone is None:
+                return RESULT_MISSING
+            self.listener.consumer_unassigned(gone)
+            return RESULT_OK
+        ca = op.assignment
+        if ca.stream not in self.streams:
+            return RESULT_MISSING
+        consumers = self.consumers.setdefault(ca.stream, {})
+        have = consumers.get(ca.name)
+        if have is not None:
+            return RESULT_EXISTS if have.config == ca.config else RESULT_CONFLICT
+        consumers[ca.name] = ca
+        self.listener.consumer_assigned(ca)
+        return RESULT_OK
+
     def snapshot(self) -> bytes:
-        return _encoder.encode(self.streams)
+        return _encoder.encode(MetaState(self.streams, self.consumers))
 
     def restore(self, data: bytes) -> None:
-        self.streams = _state_decoder.decode(data) if data else {}
+        state = _state_decoder.decode(data) if data else MetaState({}, {})
+        if not isinstance(state, MetaState):  # a snapshot from before consumer assignments
+            state = MetaState(state, {})
+        self.streams = dict(state.streams)
+        self.consumers = {s: dict(cs) for s, cs in state.consumers.items() if s in self.streams}
         self.listener.restored(dict(self.streams))
+        self.listener.consumers_restored([ca for cs in self.consumers.values() for ca in cs.values()])

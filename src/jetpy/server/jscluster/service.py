@@ -4,9 +4,10 @@ Owns: forming the meta group once the cluster's JetStream servers are known, rea
 assignments in log order (creating this server's replica of a stream placed on it, with its
 store and its member of the stream's group, joining or leaving a group as its placement
 changes, and deleting it when the stream goes), placement (gathering the servers' tags), the
-first leader's answer to a create, its stream advisories, what it tells /jsz and /healthz, and
-hooking the cluster's API routes and publish path into the JetStream engine before it starts.
-Must not know: Raft's rules, the wire, a stream's rules.
+first leader's answer to a create, its stream advisories, what it tells /jsz and /healthz,
+consumer assignments handed in the same order to this server's consumer groups
+(:mod:`.consumer_groups`), and hooking the cluster's API routes and publish path into the
+JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's rules.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import itertools
 import logging
 import shutil
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -37,8 +38,10 @@ from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
+from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
+from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.membership import leave, reconcile
-from jetpy.server.jscluster.meta import META_GROUP, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
@@ -106,8 +109,13 @@ class ClusteredJetStream:
         self.replicas: dict[str, StreamReplica] = {}
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
-        # one (and where to answer), or a name to drop
-        self._actions: asyncio.Queue[StreamAssignment | tuple[StreamAssignment, str] | str] = asyncio.Queue()
+        # one (and where to answer), a name to drop, or a consumer's change (ConsumerGroups')
+        self._actions: asyncio.Queue[
+            StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
+        ] = asyncio.Queue()
+        self.consumer_groups = ConsumerGroups(
+            server_name, cluster_name, host, system, config, self.replicas.get, self.propose_meta
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._subs: list[Subscription] = []
@@ -125,6 +133,8 @@ class ClusteredJetStream:
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
+        consumer_api = ConsumerClusterApi(self, js.registry.resources, lambda: js.router.replying_to)
+        js.router.routes.update(consumer_api.routes())
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
@@ -154,6 +164,8 @@ class ClusteredJetStream:
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
             self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
         ]
+        assert self.js is not None
+        self.consumer_groups.start(self.js)
         self.system_api.start()
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
@@ -166,6 +178,7 @@ class ClusteredJetStream:
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
+        self.consumer_groups.stop()
         self.system_api.stop()
         for rep in self.replicas.values():
             rep.close()
@@ -215,6 +228,10 @@ class ClusteredJetStream:
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
         return self.meta.streams
+
+    @property
+    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
+        return self.meta.consumers
 
     def replica(self, name: str) -> StreamReplica | None:
         return self.replicas.get(name)
@@ -399,10 +416,27 @@ class ClusteredJetStream:
         for sa in streams.values():  # a replica held already follows its (maybe new) placement
             self._actions.put_nowait((sa, "") if sa.name in self.replicas else sa)
 
+    def consumer_assigned(self, ca: ConsumerAssignment) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.add(ca))
+
+    def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.remove(ca))
+
+    def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.update(ca, reply))
+
+    def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
+        for gone in self.consumer_groups.gone_after_restore(consumers):
+            self.consumer_unassigned(gone)
+        for ca in consumers:
+            self.consumer_assigned(ca)
+
     async def _work(self) -> None:
         while True:
             action = await self._actions.get()
-            if isinstance(action, str):
+            if callable(action):
+                name, work = "(a consumer's)", action()
+            elif isinstance(action, str):
                 name, work = action, self._remove(action)
             elif isinstance(action, tuple):
                 name, work = action[0].name, self._update(*action)

@@ -1,0 +1,239 @@
+"""This server's replicas of the cluster's consumers (see :mod:`.consumers` for one replica).
+
+Owns: reacting to consumer assignments (in the meta log's order, through the service's queue of
+actions: a consumer placed here gets its replica and its member of the consumer's group, a
+removed one loses both and its group's directory), the internal requests between servers about
+consumers (the meta leader asking a consumer's leader to answer a create, and to give its info
+for ``CONSUMER.LIST``), and what a replica needs of its server (:class:`ReplicaContext`). Must
+not know: the API's checks, Raft's rules, the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import shutil
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from jetpy.jetstream.api.messages import ConsumerCreateResponse
+from jetpy.jetstream.consumers.manager import ConsumerManager
+from jetpy.jetstream.models import ConsumerInfo, encode
+from jetpy.jetstream.service import JetStream
+from jetpy.jetstream.stream import Stream
+from jetpy.server.broker import Broker, Subscription
+from jetpy.server.jscluster.consumers import ConsumerReplica
+from jetpy.server.jscluster.meta import ConsumerAssignment, RemoveConsumer, encode_op
+from jetpy.server.jscluster.streams import DeleteOp, StreamReplica
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftHost, member_id
+
+__all__ = ["ConsumerGroups"]
+
+log = logging.getLogger("jetpy.jetstream")
+
+CREATED_SUBJECT = "$JSC.CC.{}.{}"
+"""In the system account: the meta leader asks a consumer's leader to answer a create of it
+(payload: the requester's reply subject)."""
+INFO_SUBJECT = "$JSC.CI.{}.{}"
+"""In the system account: a consumer's leader answers with its info (ConsumerInfo JSON)."""
+GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
+
+Key = tuple[str, str]  # (stream, consumer)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        server_name: str,
+        cluster_name: Callable[[], str],
+        host: RaftHost,
+        system: Broker,
+        config: GroupConfig,
+        stream_replica: Callable[[str], StreamReplica | None],
+        propose_meta: Callable[[bytes], Awaitable[bytes]],
+    ) -> None:
+        self.server_name = server_name
+        self._cluster_name = cluster_name
+        self.host = host
+        self.system = system
+        self.config = config
+        self._stream_replica = stream_replica
+        self._propose_meta = propose_meta
+        self.js: JetStream | None = None
+        self.replicas: dict[Key, ConsumerReplica] = {}
+        self._subs: list[Subscription] = []
+        self._inboxes = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, js: JetStream) -> None:
+        self.js = js
+        self._subs = [
+            self.system.subscribe_internal(CREATED_SUBJECT.format("*", "*"), self._on_created),
+            self.system.subscribe_internal(INFO_SUBJECT.format("*", "*"), self._on_info),
+        ]
+
+    def stop(self) -> None:
+        for sub in self._subs:
+            self.system.unsubscribe_internal(sub)
+        self._subs = []
+        for task in self._tasks:
+            task.cancel()
+        for rep in self.replicas.values():
+            rep.close()  # the groups are stopped with the Raft host
+
+    # -- assignments (in the meta log's order) -----------------------------------------------------
+
+    async def add(self, ca: ConsumerAssignment) -> None:
+        key = (ca.stream, ca.name)
+        if self.server_name not in ca.peers or key in self.replicas:
+            return
+        rep = ConsumerReplica(ca, self)
+        self.replicas[key] = rep
+        group = await self.host.start_group(ca.group, rep, ca.peers, self.config)
+        rep.group = group
+        group.on_leader = rep.leader_changed
+        if group.is_leader:
+            rep.leader_changed(True)
+        log.info(
+            "JetStream cluster: consumer '%s > %s' replica started (group %s)", ca.stream, ca.name, ca.group
+        )
+
+    async def remove(self, ca: ConsumerAssignment) -> None:
+        rep = self.replicas.pop((ca.stream, ca.name), None)
+        if rep is None:
+            return
+        if rep.consumer is not None:  # its leader says it is gone, as a single server does
+            self.manager.action_advisory(rep.consumer, "delete")
+        rep.close(deleted=True)
+        if rep.group is not None:
+            await self.host.stop_group(rep.group.name)
+            root = self.host.root
+            if root is not None:
+                await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
+        log.info("JetStream cluster: consumer '%s > %s' replica deleted", ca.stream, ca.name)
+
+    async def update(self, ca: ConsumerAssignment, reply: str) -> None:
+        """A new config: every replica keeps it (a later leader runs with it); the leader
+        changes its consumer now and answers."""
+        rep = self.replicas.get((ca.stream, ca.name))
+        if rep is not None:
+            rep.reconfigure(ca, reply)
+
+    def gone_after_restore(self, consumers: list[ConsumerAssignment]) -> list[ConsumerAssignment]:
+        """The replicas a restored meta state no longer has."""
+        keep = {(ca.stream, ca.name, ca.group) for ca in consumers}
+        return [
+            rep.ca for rep in self.replicas.values() if (rep.ca.stream, rep.ca.name, rep.ca.group) not in keep
+        ]
+
+    def replica(self, stream: str, name: str) -> ConsumerReplica | None:
+        return self.replicas.get((stream, name))
+
+    # -- ReplicaContext ---------------------------------------------------------------------------
+
+    @property
+    def manager(self) -> ConsumerManager:
+        assert self.js is not None
+        return self.js.consumers
+
+    @property
+    def cluster_name(self) -> str:
+        return self._cluster_name()
+
+    def stream_holding(self, stream: str, seq: int) -> Stream | None:
+        rep = self._stream_replica(stream)
+        if rep is None or rep.group is None or rep.behind:
+            return None
+        if rep.stream.store.state().last_seq < seq:
+            return None
+        return rep.stream
+
+    def publish(self, reply: str, data: bytes) -> None:
+        assert self.js is not None
+        self.js.bus.publish(reply, None, data)
+
+    def remove_consumer(self, ca: ConsumerAssignment) -> None:
+        async def remove() -> None:
+            with contextlib.suppress(Exception):  # the meta group's refusal is logged there
+                await self._propose_meta(encode_op(RemoveConsumer(ca.stream, ca.name)))
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def remove_messages(self, stream: str, seqs: list[int]) -> None:
+        """The messages a work-queue consumer acknowledged, removed through the stream's log
+        (its group takes the proposal to its leader), every replica at the same point; one
+        proposal for the acks of one loop turn. One that fails leaves the messages stored (an
+        operator can delete them), never removes one not acknowledged."""
+        rep = self._stream_replica(stream)
+        if rep is None or rep.group is None:
+            return
+        group = rep.group
+
+        async def remove() -> None:
+            try:
+                await group.propose_many([_encode(DeleteOp(seq, False)) for seq in seqs])
+            except ProposalError as exc:
+                log.warning("stream '%s': %d acknowledged messages not removed: %s", stream, len(seqs), exc)
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def answer_create(self, replica: ConsumerReplica, reply: str) -> None:
+        info = replica.info()
+        if info is not None:
+            self.publish(reply, encode(ConsumerCreateResponse.of(info)))
+
+    # -- between servers -----------------------------------------------------------------------------
+
+    def ask_leader_to_answer(self, stream: str, name: str, reply: bytes) -> None:
+        self.system.publish_internal(CREATED_SUBJECT.format(stream, name), None, reply)
+
+    def _key(self, subject: bytes) -> Key:
+        parts = subject.decode().split(".")
+        return parts[-2], parts[-1]
+
+    def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(self._key(subject))
+        if rep is not None and rep.consumer is not None:
+            self.answer_create(rep, data[hdr_len:].decode())
+
+    def _on_info(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(self._key(subject))
+        info = rep.info() if rep is not None else None
+        if reply is not None and info is not None:
+            self.system.publish_internal(reply.decode(), None, encode(info))
+
+    async def infos(self, stream: str, names: list[str]) -> dict[str, ConsumerInfo]:
+        """The named consumers' infos from their leaders (those that answer within
+        :data:`GATHER_WAIT`)."""
+        got: dict[str, ConsumerInfo] = {}
+        if not names:
+            return got
+        done = asyncio.Event()
+        inbox = f"$JSC.RCI.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            try:
+                info = msgspec.json.decode(data[hdr_len:], type=ConsumerInfo)
+            except (msgspec.DecodeError, ValueError):
+                return
+            got[info.name] = info
+            if len(got) >= len(names):
+                done.set()
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            for name in names:
+                self.system.publish_internal(INFO_SUBJECT.format(stream, name), inbox, b"")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), GATHER_WAIT)
+        finally:
+            self.system.unsubscribe_internal(sub)
+        return got
