@@ -65,6 +65,7 @@ def jetpy_cluster(module_tmp: Path) -> Iterator[JsCluster]:
     c = JsCluster(root, extra=("-c", _tagged_confs(root)))
     try:
         c.start()
+        asyncio.run(_meta_ready(c.urls))
         yield c
     finally:
         c.stop()
@@ -93,6 +94,7 @@ def reference_cluster(module_tmp: Path) -> Iterator[Ref]:
             name = f"n{i + 1}"
             extra = ("-c", conf.format(name=name), "-js", "-sd", str(root / name), "-m", str(http_ports[i]))
             members.append(start_member(root, NEWEST, name, routes, *extra, cluster_port=port))
+        asyncio.run(_meta_ready([m.url for m in members]))
         yield Ref(members, http_ports)
     finally:
         for m in members:
@@ -128,6 +130,14 @@ async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", with
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"no answer to {subject}")
         await asyncio.sleep(0.2)
+
+
+async def _meta_ready(urls: list[str]) -> None:
+    """Every server answers the API (its meta group has a leader): whichever test runs first."""
+    for url in urls:
+        async with _connect(url) as nc:
+            got = await _until(nc, "$JS.API.INFO", within=30.0)
+            assert "error" not in got, got
 
 
 async def _leader(nc: Client, stream: str) -> str:
