@@ -72,8 +72,9 @@ def _inbound(s: Server) -> GatewayConnection | None:
 
 
 def _accounts(s: Server, side: str) -> object:
-    """/gatewayz?accs=1&subs=1's accounts of ``s``'s one outbound or inbound gateway."""
-    doc = gatewayz(s.gateways, s.server_id, GatewayzQuery(accounts=True, subs="1"))
+    """/gatewayz?acc_name=$G&subs=1's accounts of ``s``'s one outbound or inbound gateway (the
+    system account crosses too, its events refused like any subject nobody wants)."""
+    doc = gatewayz(s.gateways, s.server_id, GatewayzQuery(account="$G", subs="1"))
     if side == "outbound":
         (rgw,) = doc["outbound_gateways"].values()
     else:

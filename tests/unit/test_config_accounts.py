@@ -153,15 +153,9 @@ def test_the_global_account_is_not_an_accounts_entry() -> None:
     assert "global account" in error_of("accounts { $G: {} }")
 
 
-def test_accounts_with_a_gateway_are_refused() -> None:
-    # the gateways carry the global account only: an account's messages would silently stay in
-    # its cluster, so the combination is refused; a system account alone is fine
+def test_accounts_with_a_gateway_are_accepted() -> None:
+    # every account crosses the gateways in its own name (tests/integration/test_gateway_accounts.py)
     gateway = "gateway { name: A, port: -1 }\n"
-    assert error_of(gateway + "accounts { X: {}, Y: {} }").endswith(
-        "accounts with a gateway are not supported yet: the gateways carry the global account only, "
-        "so accounts {} (other than the system account) and a gateway (gateway {}) cannot be combined "
-        "(accounts: X, Y)"
-    )
-    opts = options(gateway + "accounts { SYS: {} }\nsystem_account: SYS")
+    opts = options(gateway + "accounts { X: {}, Y: {}, SYS: {} }\nsystem_account: SYS")
     validate_options(opts)
-    assert opts.gateway.name == "A" and [a.name for a in opts.accounts] == ["SYS"]
+    assert opts.gateway.name == "A" and [a.name for a in opts.accounts] == ["X", "Y", "SYS"]

@@ -132,11 +132,18 @@ def test_other_resolvers_are_refused_by_name(tmp_path: Path, resolver: str, name
     assert named in error(tmp_path, text)
 
 
-def test_operator_mode_with_a_gateway_is_refused_at_start(tmp_path: Path) -> None:
-    # the gateways carry the global account only: the accounts' messages would stay in their cluster
+def test_operator_mode_with_a_gateway_takes_the_preloaded_accounts(tmp_path: Path) -> None:
+    # the gateways carry the accounts the server starts with: the memory resolver's preload
     opts = load(tmp_path, W.config(op_file(tmp_path), extra="gateway { name: A, port: -1 }\n"))
-    with pytest.raises(ConfigError, match="operator mode with a gateway is not supported yet"):
-        validate_options(opts)
+    validate_options(opts)
+    assert opts.gateway.name == "A" and opts.operator is not None
+
+
+def test_the_full_resolver_with_a_gateway_is_refused_at_start(tmp_path: Path) -> None:
+    # an account the full resolver adds while the server runs would not cross the gateways
+    text = _full(tmp_path, tmp_path / "jwt", extra="gateway { name: A, port: -1 }\n")
+    with pytest.raises(ConfigError, match="resolver of type full with a gateway is not supported by jetpy"):
+        validate_options(load(tmp_path, text))
 
 
 def _full(tmp_path: Path, directory: Path, extra: str = "") -> str:

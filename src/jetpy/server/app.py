@@ -42,7 +42,7 @@ from jetpy.server.lameduck import lame_duck
 from jetpy.server.leafnodes import LeafNodes
 from jetpy.server.monitor import Monitor
 from jetpy.server.nrg import GroupConfig, RaftHost, groups_root
-from jetpy.server.options import GLOBAL_ACCOUNT, TLS_TIMEOUT, ServerOptions, TlsOptions
+from jetpy.server.options import TLS_TIMEOUT, ServerOptions, TlsOptions
 from jetpy.server.resolver import AccountResolver
 from jetpy.server.stack import Listener
 from jetpy.server.sysevents import SystemEvents
@@ -173,12 +173,13 @@ class Server:
             self.leafnodes = LeafNodes(self)
             await self.leafnodes.start()
         if opts.gateway.enabled:  # listening first: the routes tell their peers its URL
-            self.gateways = Gateways(self, {GLOBAL_ACCOUNT.encode(): self.broker})
+            # every account crosses the gateways in its own name, the system account's too
+            # (its $SYS requests reach every server of the super cluster, as nats-server's)
+            self.gateways = Gateways(self, self.accounts.brokers())
             await self.gateways.start()
         if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
             # every account crosses the routes, the system account's too (its $SYS requests and
-            # events, the Raft groups' traffic); the gateways the global account only (accounts
-            # with a gateway are refused, config_gateway)
+            # events, the Raft groups' traffic); the gateways every account too
             self.cluster = Cluster(self, self.accounts.brokers())
             if self.gateways is not None:
                 self.cluster.observer = self.gateways

@@ -8,9 +8,11 @@ specified (select -1 for random port)``, ``gateway in the list 0 has no name``, 
 has no URL``; a duplicate URL is a warning). The block's ``tls {}`` is the server block's,
 less ``handshake_first`` (a gateway's handshake always comes first) and ``verify_and_map``.
 
-Refused, because jetpy does not do them yet: ``permissions``, ``accounts``, route-style tuning
-(``ping_interval``, ``write_deadline``, ``compression``) and, as for routes, JetStream on a
-server of a super cluster (see :func:`check_gateway_options`).
+Refused, because jetpy does not do them yet: the block's ``permissions`` and ``accounts``, route-style tuning
+(``ping_interval``, ``write_deadline``, ``compression``), as for routes JetStream on a server of a
+super cluster, and the full account resolver (see :func:`check_gateway_options`). Every account
+the server starts with (``accounts {}``, an operator's preloaded accounts)
+crosses the gateways in its own name.
 """
 
 from __future__ import annotations
@@ -19,16 +21,15 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from jetpy.server.conf_format import ConfigError, ConfigList, ConfigMap, Position
-from jetpy.server.config_accounts import system_account_name
 from jetpy.server.config_cluster import go_type, peer_authorization, refuse
+from jetpy.server.config_operator import FULL
 from jetpy.server.config_security import tls_options
 from jetpy.server.config_values import Context, listen_key, q, to_bool, to_int, to_map, to_str
 from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 
 __all__ = [
-    "GATEWAY_ACCOUNTS",
+    "GATEWAY_FULL_RESOLVER",
     "GATEWAY_JETSTREAM",
-    "GATEWAY_OPERATOR",
     "check_gateway_options",
     "gateway_block",
     "parse_gateway_url",
@@ -38,14 +39,10 @@ GATEWAY_JETSTREAM: Final = (
     "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a gateway "
     "(gateway {}) cannot be combined"
 )
-GATEWAY_OPERATOR: Final = (
-    "operator mode with a gateway is not supported yet: the gateways carry the global account "
-    "only, so an operator (operator, trusted_keys) and a gateway (gateway {}) cannot be combined"
-)
-GATEWAY_ACCOUNTS: Final = (
-    "accounts with a gateway are not supported yet: the gateways carry the global account only, "
-    "so accounts {{}} (other than the system account) and a gateway (gateway {{}}) cannot be "
-    "combined (accounts: {names})"
+GATEWAY_FULL_RESOLVER: Final = (
+    "resolver of type full with a gateway is not supported by jetpy: the gateways carry the "
+    "accounts the server starts with (accounts {}, the resolver's preload), not those the resolver "
+    "adds while it runs"
 )
 _REFUSED: Final = frozenset(
     {"permissions", "accounts", "ping_interval", "ping_max", "write_deadline", "compression"}
@@ -145,7 +142,7 @@ def parse_gateway_url(url: str, pos: Position | None = None) -> tuple[str, int]:
 
 def check_gateway_options(opts: ServerOptions) -> None:
     """nats-server's start-up checks of the gateway settings, and jetpy's refusal of JetStream
-    in a super cluster and of accounts with a gateway (raises ``ConfigError``)."""
+    and of the full account resolver in a super cluster (raises ``ConfigError``)."""
     g = opts.gateway
     if not g.name and not g.port:
         return
@@ -162,8 +159,5 @@ def check_gateway_options(opts: ServerOptions) -> None:
             raise ConfigError(f"gateway {q(remote.name)} has no URL")
     if opts.jetstream:
         raise ConfigError(GATEWAY_JETSTREAM)
-    if opts.operator is not None:
-        raise ConfigError(GATEWAY_OPERATOR)
-    others = [a.name for a in opts.accounts if a.name != system_account_name(opts)]
-    if others:
-        raise ConfigError(GATEWAY_ACCOUNTS.format(names=", ".join(others)))
+    if opts.operator is not None and opts.operator.resolver == FULL:
+        raise ConfigError(GATEWAY_FULL_RESOLVER)

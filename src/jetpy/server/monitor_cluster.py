@@ -4,10 +4,9 @@ omissions (compared with it in the tests).
 
 Owns the reading of the routes' and gateways' state into those documents; knows nothing of HTTP
 (the endpoints call it) and changes nothing. jetpy keeps one route per peer, so ``pool_size``
-reads -1 (nats-server's "no pooling") and every route's ``compression`` is ``off``. The
-gateways carry the global account only, so a gateway's accounts are ``$G`` where nats-server also
-lists ``$SYS``; gateway maps are sorted by name and inbound connections by cid (nats-server's order is
-its maps').
+reads -1 (nats-server's "no pooling") and every route's ``compression`` is ``off``. A gateway's
+accounts are every account the server has (``$G``, ``$SYS``, the configured ones); gateway maps
+and accounts are sorted by name and inbound connections by cid (nats-server's order is its maps').
 """
 
 from __future__ import annotations
