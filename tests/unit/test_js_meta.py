@@ -40,7 +40,7 @@ class Recorder:
     def consumer_assigned(self, ca: ConsumerAssignment) -> None:
         self.events.append(("add consumer", f"{ca.stream} > {ca.name}"))
 
-    def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
+    def consumer_unassigned(self, ca: ConsumerAssignment, reply: str = "") -> None:
         self.events.append(("remove consumer", f"{ca.stream} > {ca.name}"))
 
     def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:

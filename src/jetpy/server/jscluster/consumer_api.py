@@ -316,11 +316,17 @@ class ConsumerClusterApi:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         if len(args) < 2 or args[1] not in (state.consumer_assignments.get(args[0]) or {}):
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
-        return self._delete(args[0], args[1])
+        return self._delete(args[0], args[1], self._replying_to().decode())
 
-    async def _delete(self, stream: str, name: str) -> ConsumerDeleteResponse:
-        if await self.state.propose_meta(encode_op(RemoveConsumer(stream, name))) == RESULT_MISSING:
+    async def _delete(self, stream: str, name: str, reply: str) -> ConsumerDeleteResponse:
+        # a consumer with a leader is answered by it once removed there (else that leader could
+        # still answer its info after the reply); one without, by the meta leader
+        led = name in await self.state.consumer_groups.infos(stream, [name])
+        op = RemoveConsumer(stream, name, reply if led else "")
+        if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
+        if led:
+            raise Elsewhere
         return ConsumerDeleteResponse(success=True)
 
 

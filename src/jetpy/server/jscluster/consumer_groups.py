@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from jetpy.jetstream.api.messages import ConsumerCreateResponse
+from jetpy.jetstream.api.messages import ConsumerCreateResponse, ConsumerDeleteResponse
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.models import ConsumerInfo, encode
 from jetpy.jetstream.service import JetStream
@@ -102,13 +102,18 @@ class ConsumerGroups:
             "JetStream cluster: consumer '%s > %s' replica started (group %s)", ca.stream, ca.name, ca.group
         )
 
-    async def remove(self, ca: ConsumerAssignment) -> None:
+    async def remove(self, ca: ConsumerAssignment, reply: str = "") -> None:
+        """Remove this server's replica; its leader answers a delete at ``reply`` once it no
+        longer runs it (as nats-server's former leader does: no info from it after the answer)."""
         rep = self.replicas.pop((ca.stream, ca.name), None)
         if rep is None:
             return
+        leader = rep.consumer is not None
         if rep.consumer is not None:  # its leader says it is gone, as a single server does
             self.manager.action_advisory(rep.consumer, "delete")
         rep.close(deleted=True)
+        if leader and reply:
+            self.publish(reply, encode(ConsumerDeleteResponse(success=True)))
         if rep.group is not None:
             await self.host.stop_group(rep.group.name)
             root = self.host.root

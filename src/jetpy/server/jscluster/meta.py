@@ -98,8 +98,11 @@ class AddConsumer(msgspec.Struct, frozen=True, tag="add_consumer"):
 
 
 class RemoveConsumer(msgspec.Struct, frozen=True, tag="remove_consumer"):
+    """``reply``: where the consumer's leader answers once it removed it ("": nobody)."""
+
     stream: str
     name: str
+    reply: str = ""
 
 
 class UpdateConsumer(msgspec.Struct, frozen=True, tag="update_consumer"):
@@ -146,7 +149,7 @@ class MetaListener(Protocol):
 
     def consumer_assigned(self, ca: ConsumerAssignment) -> None: ...
 
-    def consumer_unassigned(self, ca: ConsumerAssignment) -> None: ...
+    def consumer_unassigned(self, ca: ConsumerAssignment, reply: str = "") -> None: ...
 
     def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None: ...
 
@@ -213,7 +216,7 @@ class MetaMachine:
             gone = self.consumers.get(op.stream, {}).pop(op.name, None)
             if gone is None:
                 return RESULT_MISSING
-            self.listener.consumer_unassigned(gone)
+            self.listener.consumer_unassigned(gone, op.reply)
             return RESULT_OK
         ca = op.assignment
         if ca.stream not in self.streams:

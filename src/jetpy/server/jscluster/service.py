@@ -419,8 +419,8 @@ class ClusteredJetStream:
     def consumer_assigned(self, ca: ConsumerAssignment) -> None:
         self._actions.put_nowait(lambda: self.consumer_groups.add(ca))
 
-    def consumer_unassigned(self, ca: ConsumerAssignment) -> None:
-        self._actions.put_nowait(lambda: self.consumer_groups.remove(ca))
+    def consumer_unassigned(self, ca: ConsumerAssignment, reply: str = "") -> None:
+        self._actions.put_nowait(lambda: self.consumer_groups.remove(ca, reply))
 
     def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
         self._actions.put_nowait(lambda: self.consumer_groups.update(ca, reply))
