@@ -412,13 +412,24 @@ async def test_active_client_is_pinged_once(references: dict[str, Proc]) -> None
 async def test_max_connections(references: dict[str, Proc]) -> None:
     await asyncio.sleep(0.2)  # earlier tests' connections to the reference are gone
 
+    async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # answer the server's PINGs (ping_interval is 0.2 s here): a held connection must not go
+        # stale while a loaded machine delays the third one
+        writer.write(b'CONNECT {"verbose":false}\r\n')
+        while line := await reader.readline():
+            if line == b"PING\r\n":
+                writer.write(b"PONG\r\n")
+
     async def third(port: int) -> tuple[bytes, bool]:
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
         for r, _ in held:
             await r.readline()
+        alive = [asyncio.create_task(keep_alive(r, w)) for r, w in held]
         try:
             return await converse(port, (), 0, idle=3.0)
         finally:
+            for task in alive:
+                task.cancel()
             for _, w in held:
                 w.close()
 
