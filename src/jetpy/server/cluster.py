@@ -33,8 +33,7 @@ import json
 import logging
 import random
 import secrets
-from collections.abc import Coroutine
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 from urllib.parse import quote, urlsplit
 
 from jetpy.protocol import encode as enc
@@ -44,6 +43,7 @@ from jetpy.server.broker import Broker, InterestWatcher, Subscription
 from jetpy.server.config_cluster import RouteURLError, parse_route_url
 from jetpy.server.dialing import credentials, dial, dial_error, hostport, redact
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version
+from jetpy.server.link_service import LinkService
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.route_conn import RouteConnection
 from jetpy.server.route_interest import TOLD_TO_ROUTES, LocalInterest, RemoteInterest, announced
@@ -112,8 +112,9 @@ class RouteObserver(Protocol):
         ...
 
 
-class Cluster:
+class Cluster(LinkService):
     def __init__(self, server: ClusterServer, accounts: dict[bytes, Broker]) -> None:
+        super().__init__()
         self.server = server
         self.options = server.options
         self.copts: ClusterOptions = server.options.cluster
@@ -130,10 +131,7 @@ class Cluster:
         self.peer_leaf_urls: dict[str, tuple[str, ...]] = {}  # and its leaf node URLs
         self.advertised = False  # connect_urls are told to clients (a peer has joined once)
         self.local: dict[bytes, LocalInterest] = {acc: LocalInterest(acc) for acc in accounts}
-        self._listener: asyncio.Server | None = None
-        self._running = False
         self._rid = 0
-        self._tasks: set[asyncio.Task[None]] = set()
         self._dialing: set[str] = set()  # server ids a gossiped route is being dialled to
         self._configured: set[str] = set()  # host:port of the configured routes, lower case
         self._closed_totals = [0, 0, 0, 0]  # in/out msgs, in/out bytes of routes now closed
@@ -179,36 +177,17 @@ class Cluster:
             self._spawn(self._solicit(url, explicit=True, first=True))
 
     async def stop(self) -> None:
-        self._running = False
-        for task in list(self._tasks):
-            task.cancel()
-        if self._listener is not None:
-            self._listener.close()
-        routes = list(self.routes.values())
-        for route in routes:
-            route.close("Server Shutdown")
-        if routes:
-            await asyncio.wait([asyncio.ensure_future(r.wait_closed()) for r in routes], timeout=2.0)
+        await self._close_links(self.routes.values())
         for acc, watcher in self._watchers.items():
             self.accounts[acc].watchers.remove(watcher)
         self._watchers.clear()
-        if self._listener is not None:
-            try:
-                await asyncio.wait_for(self._listener.wait_closed(), 2.0)
-            except TimeoutError:
-                pass
-            self._listener = None
+        await self._close_listener()
 
     def _new_route(self, url: str = "", explicit: bool = False) -> RouteConnection:
         """A route connection, tracked from the moment its socket is connected."""
         route = RouteConnection(self, url, explicit)
         self.routes[route.rid] = route
         return route
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # -- what this server says ------------------------------------------------------------------
 

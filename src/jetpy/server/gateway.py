@@ -32,7 +32,6 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, Protocol
@@ -69,6 +68,7 @@ from jetpy.server.gateway_interest import (
     RecentSubs,
 )
 from jetpy.server.identity import NATS_COMPAT_VERSION, listen_hosts
+from jetpy.server.link_service import LinkService
 from jetpy.server.options import RemoteGateway, ServerOptions, TlsOptions
 from jetpy.server.route_conn import RouteConnection
 from jetpy.server.route_interest import announced
@@ -137,8 +137,9 @@ class RemoteConfig:
         self.add_urls(urls)
 
 
-class Gateways:
+class Gateways(LinkService):
     def __init__(self, server: GatewayServer, accounts: dict[bytes, Broker]) -> None:
+        super().__init__()
         self.server = server
         self.options = server.options
         self.gopts = server.options.gateway
@@ -160,9 +161,6 @@ class Gateways:
         self.reply_prefix = REPLY_PREFIX + self.cluster_hash + b"." + self.server_hash + b"."
         self.old_reply_prefix = OLD_REPLY_PREFIX + old_hash(self.name) + b"."
         self._closed_totals = [0, 0, 0, 0]
-        self._listener: asyncio.Server | None = None
-        self._running = False
-        self._tasks: set[asyncio.Task[None]] = set()
         self._watchers: dict[bytes, Any] = {}
         self._handlers: list[tuple[Broker, Subscription]] = []
         self._direct: dict[int, list[tuple[Broker, Subscription]]] = {}  # per link / route: reply subs
@@ -221,33 +219,14 @@ class Gateways:
                 self._spawn(self._solicit(cfg, first=True, delay=GATEWAY_SOLICIT_DELAY))
 
     async def stop(self) -> None:
-        self._running = False
-        for task in list(self._tasks):
-            task.cancel()
-        if self._listener is not None:
-            self._listener.close()
-        links = list(self.links.values())
-        for link in links:
-            link.close("Server Shutdown")
-        if links:
-            await asyncio.wait([asyncio.ensure_future(x.wait_closed()) for x in links], timeout=2.0)
+        await self._close_links(self.links.values())
         for acc, watcher in self._watchers.items():
             self.accounts[acc].watchers.remove(watcher)
         self._watchers.clear()
         for broker, sub in self._handlers:
             broker.unsubscribe_internal(sub)
         self._handlers.clear()
-        if self._listener is not None:
-            try:
-                await asyncio.wait_for(self._listener.wait_closed(), 2.0)
-            except TimeoutError:
-                pass
-            self._listener = None
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self._close_listener()
 
     def _accepted(self) -> GatewayConnection:
         link = GatewayConnection(self, self.server.next_cid())

@@ -28,8 +28,8 @@ import random
 import re
 import secrets
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, Final, Protocol
+from collections.abc import Callable
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 import nkeys
@@ -45,6 +45,7 @@ from jetpy.server.dialing import credentials, dial, dial_error, hostport
 from jetpy.server.identity import NATS_COMPAT_VERSION, go_version, listen_hosts
 from jetpy.server.leaf_conn import LOOP_DELAY, LeafConnection
 from jetpy.server.leaf_interest import JS_CLIENT_DENY, JS_SYSTEM_DENY, told
+from jetpy.server.link_service import LinkService
 from jetpy.server.options import GLOBAL_ACCOUNT, LeafRemote, ServerOptions
 from jetpy.server.tls import client_context, server_context
 
@@ -122,8 +123,9 @@ class _Remote:
         return urls
 
 
-class LeafNodes:
+class LeafNodes(LinkService):
     def __init__(self, server: LeafServer) -> None:
+        super().__init__()
         self.server = server
         self.options = server.options
         self.lo = server.options.leafnodes
@@ -139,9 +141,6 @@ class LeafNodes:
         self._lds: dict[bytes, bytes] = {}
         self._yielded: dict[bytes, float] = {}  # accounts whose newer link yielded to a loop, until
         self._watched: dict[bytes, tuple[Broker, InterestWatcher]] = {}
-        self._listener: asyncio.Server | None = None
-        self._running = False
-        self._tasks: set[asyncio.Task[None]] = set()
         self._closed_totals = [0, 0, 0, 0]
         tls = self.lo.tls
         self._server_ssl = server_context(tls) if tls is not None and self.lo.port else None
@@ -168,31 +167,12 @@ class LeafNodes:
             self._spawn(self._run_remote(remote))
 
     async def stop(self) -> None:
-        self._running = False
-        for task in list(self._tasks):
-            task.cancel()
-        if self._listener is not None:
-            self._listener.close()
-        links = list(self.links.values())
-        for link in links:
-            link.close("Server Shutdown")
-        if links:
-            await asyncio.wait([asyncio.ensure_future(x.wait_closed()) for x in links], timeout=2.0)
+        await self._close_links(self.links.values())
         for broker, watcher in self._watched.values():
             if watcher in broker.watchers:
                 broker.watchers.remove(watcher)
         self._watched.clear()
-        if self._listener is not None:
-            try:
-                await asyncio.wait_for(self._listener.wait_closed(), 2.0)
-            except TimeoutError:
-                pass
-            self._listener = None
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await self._close_listener()
 
     def _accepted(self) -> LeafConnection:
         link = LeafConnection(self, self.server.next_cid())
