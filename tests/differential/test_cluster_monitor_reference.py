@@ -63,9 +63,13 @@ def _pair(tmp_path: Path, binary: list[str], tag: str) -> list[Proc]:
 
 def _route_port(p: Proc) -> int:
     import re
+    import time
 
-    m = re.search(r"Listening for route connections on [^\s]*:(\d+)", p.log())
-    assert m, p.log()
+    # jetpy logs "Server is ready" (what start_process waits for) before its route listener's line
+    deadline = time.monotonic() + 10
+    while (m := re.search(r"Listening for route connections on [^\s]*:(\d+)", p.log())) is None:
+        assert time.monotonic() < deadline, p.log()
+        time.sleep(0.05)
     return int(m.group(1))
 
 
