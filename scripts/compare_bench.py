@@ -12,7 +12,11 @@ built like natsbench, from Debian's nats.go) with its publisher on the second se
 subscriber on the first: every message crosses a route. Server CPU is summed over the three.
 The leaf node scenario (``leaf-pubsub``, not in the default set) starts a hub and a leaf node of
 it from config files and runs clusterbench with its publisher on the leaf node and its
-subscriber on the hub: every message crosses the leaf link.
+subscriber on the hub: every message crosses the leaf link. The JetStream cluster scenarios
+(``jspub-r3``, ``jspub-r1-cluster``) start three JetStream servers of a kind, each listing every
+server's route, wait until all name one meta leader (``/jsz``), and run natsbench's async publish
+into an R3 (or R1) file stream through the first server; server CPU is the three processes'
+summed over the whole run, the stream's creation included.
 
 natsbench (``/work/shared/bench``) prints one JSON line per run; a Python client would saturate
 long before either server. A scenario whose jetpy run fails is reported as failed (and not
@@ -36,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +83,7 @@ class Scenario:
     latency: bool = False  # one round trip at a time: --msgs is capped at default_msgs
     cluster: int = 0  # servers in a cluster (clusterbench), 0: one server (natsbench)
     leaf: bool = False  # a hub and a leaf node of it (clusterbench: publisher on the leaf node)
+    jetstream: bool = False  # a cluster with JetStream (natsbench against the first server)
 
     def msgs(self, requested: int | None) -> int:
         if requested is None:
@@ -100,6 +106,20 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("jspush", ("-s", "jspush", "-ack", "explicit"), 200_000),
         Scenario("cluster-pubsub", (), 500_000, cluster=3),
         Scenario("leaf-pubsub", (), 500_000, cluster=2, leaf=True),
+        Scenario(
+            "jspub-r3",
+            ("-s", "jspub", "-storage", "file", "-replicas", "3"),
+            200_000,
+            cluster=3,
+            jetstream=True,
+        ),
+        Scenario(
+            "jspub-r1-cluster",
+            ("-s", "jspub", "-storage", "file", "-replicas", "1"),
+            200_000,
+            cluster=3,
+            jetstream=True,
+        ),
     )
 }
 # Everything the README baselines cover; jetpy's failures show as failed rows.
@@ -113,6 +133,8 @@ DEFAULT_SCENARIOS = (
     "jsordered",
     "jspush",
     "cluster-pubsub",
+    "jspub-r3",
+    "jspub-r1-cluster",
 )
 
 # (natsbench JSON field, label, higher is better)
@@ -581,6 +603,66 @@ def running_cluster(
 
 
 @contextlib.contextmanager
+def running_js_cluster(
+    name: str, command: Sequence[str], workdir: Path, start_timeout: float, size: int
+) -> Iterator[list[Server]]:
+    """``size`` fresh JetStream servers in one cluster, each listing every server's route (the
+    configuration nats-server's documentation shows), returned once every server knows the same
+    meta leader (``/jsz``); each stopped on exit whatever happens."""
+    servers: list[Server] = []
+    ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+    routes = ",".join(f"nats-route://127.0.0.1:{route}" for _, route, _ in ports)
+    try:
+        for i, (port, route, http) in enumerate(ports):
+            store = Path(tempfile.mkdtemp(prefix=f"{name}{i}-", dir=workdir))
+            argv = [*command, "-a", "127.0.0.1", "-p", str(port), "-m", str(http), "-n", f"{name}{i}"]
+            argv += ["-js", "-sd", str(store), "--cluster_name", "BENCH"]
+            argv += ["--cluster", f"nats://127.0.0.1:{route}", "--routes", routes]
+            servers.append(_spawn(f"{name}{i}", argv, port, store, workdir))
+        for server in servers:
+            _wait_ready(server, start_timeout)
+        _wait_meta_leader(servers, [http for _, _, http in ports], start_timeout)
+        yield servers
+    finally:
+        for server in servers:
+            _stop(server)
+
+
+def _wait_meta_leader(servers: Sequence[Server], http_ports: Sequence[int], timeout: float) -> None:
+    """Until every server's ``/jsz`` names the same meta leader."""
+    end = time.monotonic() + timeout
+    leaders: list[str] = []
+    while time.monotonic() < end:
+        leaders = []
+        for server, http in zip(servers, http_ports, strict=True):
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"{server.name} exited with {server.proc.returncode}: {server.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{http}/jsz", timeout=1.0) as resp:
+                    doc = json.loads(resp.read())
+            except (OSError, ValueError):
+                break
+            leaders.append(str((doc.get("meta_cluster") or {}).get("leader") or ""))
+        if len(leaders) == len(servers) and leaders[0] and len(set(leaders)) == 1:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"no common meta leader within {timeout} s (saw {leaders}): {servers[0].log_tail()}")
+
+
+def _cpu_seconds(pids: Sequence[int]) -> float:
+    """User + system CPU seconds the processes used so far (/proc/PID/stat)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@contextlib.contextmanager
 def running_leaf(
     name: str, command: Sequence[str], workdir: Path, start_timeout: float
 ) -> Iterator[list[Server]]:
@@ -636,6 +718,19 @@ def _run_one(
     workdir: Path,
 ) -> tuple[bool, dict[str, Any], str]:
     """One run of ``scen`` against fresh servers of ``side``."""
+    if scen.jetstream:
+        with running_js_cluster(side, commands[side], workdir, args.start_timeout, scen.cluster) as servers:
+            pids = [s.proc.pid for s in servers]
+            cpu = _cpu_seconds(pids)
+            ok, result, err = run_natsbench(
+                clients["natsbench"], scen, servers[0].url, msgs, args.size, args.timeout, 0, side
+            )
+            if ok:  # the servers summed, over the whole run (the stream's creation included)
+                result["server_cpu_us_per_msg"] = (_cpu_seconds(pids) - cpu) * 1e6 / msgs
+            dead = [s for s in servers if s.proc.poll() is not None]
+            if not ok and dead:
+                err += f" ({dead[0].name} exited {dead[0].proc.returncode}: {dead[0].log_tail()})"
+            return ok, result, err
     if scen.cluster:
         running = (
             running_leaf(side, commands[side], workdir, args.start_timeout)
@@ -676,7 +771,7 @@ def run_all(
                         rec.ok, rec.result, rec.error = _run_one(
                             args, scen, side, msgs, clients, commands, workdir
                         )
-                    except RuntimeError as exc:
+                    except (RuntimeError, OSError) as exc:  # a server that would not start
                         rec.error = str(exc)
                     records.append(rec)
                     shown = f"{rec.result['msgs_per_s']:,.0f} msgs/s" if rec.ok else f"FAILED {rec.error}"
@@ -714,7 +809,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         nats_server = reference_server(args.reference)
         clients = {"natsbench": find_natsbench(args.natsbench)}
-        if any(SCENARIOS[s].cluster for s in args.scenarios):
+        if any(SCENARIOS[s].cluster and not SCENARIOS[s].jetstream for s in args.scenarios):
             clients["clusterbench"] = find_clusterbench()
     except Fatal as exc:
         print(f"compare_bench: {exc}", file=sys.stderr)

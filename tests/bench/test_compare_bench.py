@@ -1,6 +1,6 @@
 """scripts/compare_bench.py (what `make bench` runs): argument parsing, the median/ratio
-arithmetic on synthetic runs, the table, and the clear failure when natsbench is unavailable.
-No servers are started here.
+arithmetic on synthetic runs, the table, and the clear failure when natsbench is unavailable;
+and the JetStream cluster the R3 scenarios start, with the reference server (three processes).
 """
 
 from __future__ import annotations
@@ -58,6 +58,24 @@ def test_the_cluster_scenario_runs_three_servers_with_clusterbench(tmp_path: Pat
     scen = cb.SCENARIOS["cluster-pubsub"]
     assert scen.cluster == 3 and "cluster-pubsub" in cb.DEFAULT_SCENARIOS
     assert (cb.CLUSTERBENCH_SRC / "main.go").is_file()
+
+
+def test_the_jetstream_cluster_scenarios_are_r3_and_r1_on_three_servers() -> None:
+    for name, replicas in (("jspub-r3", "3"), ("jspub-r1-cluster", "1")):
+        scen = cb.SCENARIOS[name]
+        assert scen.cluster == 3 and scen.jetstream and name in cb.DEFAULT_SCENARIOS
+        assert scen.args[scen.args.index("-replicas") + 1] == replicas
+
+
+def test_a_jetstream_cluster_starts_with_one_meta_leader_and_stops(tmp_path: Path) -> None:
+    reference = Path(sys.executable).parent / "nats-server"
+    if not reference.exists():
+        pytest.skip("the reference nats-server is not installed in this environment")
+    with cb.running_js_cluster("ref", [str(reference)], tmp_path, 60.0, 3) as servers:
+        assert len(servers) == 3 and all(s.proc.poll() is None for s in servers)
+        pids = [s.proc.pid for s in servers]
+        assert cb._cpu_seconds(pids) > 0
+    assert all(s.proc.poll() is not None for s in servers)
 
 
 @pytest.mark.parametrize("argv", [["--scenarios", "nope"], ["--scenarios", ","], ["--rounds", "0"]])

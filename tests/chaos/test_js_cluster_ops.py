@@ -250,6 +250,9 @@ async def _stepdown_replies(url: str, http_port: int) -> dict[str, Any]:
         out["meta_cluster named"] = meta["name"] == info["cluster"]["name"]
         out["meta_cluster others"] = sorted(r["name"] for r in meta["replicas"])
         out["meta_cluster peer"] = len(meta["peer"])
+        out["meta_cluster keys"] = sorted(meta)
+        out["meta_cluster snapshot"] = {k: type(v).__name__ for k, v in meta["snapshot"].items()}
+        out["meta_cluster pending"] = (meta["pending"], meta["pending_requests"], meta["pending_infos"])
     async with _connect(url, "sys") as sys_nc:
         out["meta bad json"] = await _req(sys_nc, META_STEPDOWN, "{bad")
         out["meta unknown"] = await _req(sys_nc, META_STEPDOWN, {"placement": {"preferred": "nX"}})

@@ -24,7 +24,15 @@ from jetpy.jetstream.models import (
     _Wire,
 )
 
-__all__ = ["AccountDetail", "JSInfo", "JetStreamStats", "JszConfig", "MetaClusterInfo", "StreamDetail"]
+__all__ = [
+    "AccountDetail",
+    "JSInfo",
+    "JetStreamStats",
+    "JszConfig",
+    "MetaClusterInfo",
+    "MetaSnapshotStats",
+    "StreamDetail",
+]
 
 
 class JszConfig(_Wire, frozen=True):
@@ -48,10 +56,24 @@ class StreamDetail(_Wire, frozen=True):
     consumer_detail: list[ConsumerInfo] = msgspec.field(default_factory=list)
 
 
+class MetaSnapshotStats(_Wire, frozen=True):
+    """The meta group's log since its last snapshot here (Go's ``MetaSnapshotStats``): entries
+    and bytes not yet compacted, when the last snapshot was taken (the zero time: never) and
+    how long it took (ns, omitted before the first)."""
+
+    pending_entries: int = _always(0)
+    pending_size: int = _always(0)
+    last_time: str = _always(ZERO_TIME)
+    last_duration: int = 0
+
+
 class MetaClusterInfo(_Wire, frozen=True):
     """The meta group as one server sees it (Go's ``MetaClusterInfo``): the cluster's name, the
     leader's name and its member id (``peer``), the other members, how many there are and how
-    many make a quorum, and the entries of its log not yet compacted into a snapshot."""
+    many make a quorum, the entries committed but not yet applied here (``pending``), the
+    assignment changes proposed here and not yet answered (``pending_requests``), the info
+    requests queued (``pending_infos``: none, infos are gathered as they come) and the log
+    since its last snapshot."""
 
     name: str = ""
     leader: str = ""
@@ -60,6 +82,9 @@ class MetaClusterInfo(_Wire, frozen=True):
     cluster_size: int = _always(0)
     quorum_needed: int = _always(0)
     pending: int = _always(0)
+    pending_requests: int = _always(0)
+    pending_infos: int = _always(0)
+    snapshot: MetaSnapshotStats | None = None
 
 
 class JetStreamStats(StorageUsage, frozen=True):

@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from jetpy.jetstream.jsz_models import MetaClusterInfo
-from jetpy.jetstream.models import ClusterInfo, PeerInfo, format_time
+from jetpy.jetstream.jsz_models import MetaClusterInfo, MetaSnapshotStats
+from jetpy.jetstream.models import ZERO_TIME, ClusterInfo, PeerInfo, format_time
 from jetpy.server.nrg import GroupStatus
 from jetpy.server.nrg.status import CURRENT, OFFLINE
 
@@ -77,7 +77,14 @@ def meta_cluster(cluster: str, st: GroupStatus | None, names: dict[str, str]) ->
         replicas=peer_infos(st),
         cluster_size=st.voters,
         quorum_needed=st.quorum,
-        pending=max(0, st.last_index - st.first_index + 1),
+        pending=max(0, st.committed - st.applied),
+        pending_requests=st.proposals_pending,
+        snapshot=MetaSnapshotStats(
+            pending_entries=max(0, st.last_index - st.first_index + 1),
+            pending_size=st.log_bytes,
+            last_time=format_time(int(st.last_snapshot[0] * NS)) if st.last_snapshot else ZERO_TIME,
+            last_duration=int(st.last_snapshot[1] * NS) if st.last_snapshot else 0,
+        ),
     )
 
 

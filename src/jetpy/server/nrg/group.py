@@ -160,6 +160,7 @@ class RaftGroup:
         self.last_seen: dict[str, float] = {}
         self.leader_since: float | None = None
         self.last_append: float | None = None
+        self.last_snapshot: tuple[float, float] | None = None  # (epoch seconds, seconds it took)
         self.ever_had_leader = False
         self.error = ""
         self._was_member = member in self.node.membership.members()
@@ -339,11 +340,13 @@ class RaftGroup:
         node, store = self.node, self.store
         if node.log.snapshot is not None:
             return  # a leader's snapshot is being installed: it replaces the log anyway
+        started = time.time()
         data = self.machine.snapshot()
         snap = node.snapshot_at(self.applied, data)
         job = store.begin_compact(snap)
         if job is not None:
             await self._run_job(job)
+        self.last_snapshot = (started, time.time() - started)
 
     def _role_changed(self, role: Role, leader: str) -> None:
         if leader:
@@ -796,4 +799,5 @@ class RaftGroup:
             proposals_pending=queued + len(self.pending.waiting) + len(self.forwarded.requests),
             log_bytes=self.store.size_bytes(),
             last_append=self.last_append,
+            last_snapshot=self.last_snapshot,
         )

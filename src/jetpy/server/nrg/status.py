@@ -69,3 +69,4 @@ class GroupStatus:
     proposals_pending: int  # units queued or forwarded, not yet answered
     log_bytes: int  # the log's segments on disk
     last_append: float | None  # epoch seconds entries were last written to the log
+    last_snapshot: tuple[float, float] | None = None  # (epoch seconds, duration) of the last snapshot here
