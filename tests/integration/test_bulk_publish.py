@@ -234,3 +234,38 @@ async def test_requests_past_the_queue_bound_are_refused_not_queued(
     assert all(o["error"]["err_code"] == 10167 for o in busy)
     assert (await js.stream_info("BP")).state.messages == 2000 * len(stored)
     await nc.close()
+
+
+async def test_bulk_publish_and_read_under_a_jetstream_domain(tmp_path: Path) -> None:
+    """A server with a JetStream domain serves both bulk APIs under ``$JS.<domain>.API.`` too
+    (the Spark source and sink's ``domain`` option sends there), and only the right shape."""
+    from jetpy.protocol.bulk import decode_chunk
+
+    async with jetpy.Server(port=0, store_dir=str(tmp_path / "js"), jetstream_domain="hub") as srv:
+        nc = await nats.connect(srv.client_url)
+        try:
+            await nc.jetstream().add_stream(name="DOM", subjects=["bp.>"])
+            recs = _records(50)
+            reply = await nc.request("$JS.hub.API.JETPY.PUBLISH.DOM", encode_request(recs), timeout=10)
+            out = json.loads(reply.data)
+            assert out["stored"] == [{"index": 0, "count": 50, "seq": 1}] and out["errors"] == []
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$JS.hub.API.JETPY.BULK.DOM", b'{"seq": 1}', reply=inbox)
+            got: list[tuple[str, bytes]] = []
+            while True:
+                m = await sub.next_msg(timeout=5)
+                assert m.data[:1] != b"{", m.data
+                head, records = decode_chunk(m.data)
+                got += [(r.subject, bytes(r.data)) for r in records]
+                if head.last:
+                    break
+            assert got == [(s.decode(), d) for s, _, d in recs]
+            # another domain's prefix has no responder; a subject of the wrong shape no answer
+            with pytest.raises(nats.errors.NoRespondersError):
+                await nc.request("$JS.other.API.JETPY.PUBLISH.DOM", encode_request(recs), timeout=1)
+            with pytest.raises(nats.errors.TimeoutError):
+                await nc.request("$JS.hub.API.JETPY.PUBLISH.DOM.x", encode_request(recs), timeout=0.5)
+            assert (await nc.jetstream().stream_info("DOM")).state.messages == 50
+        finally:
+            await nc.close()

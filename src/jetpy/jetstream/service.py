@@ -14,8 +14,8 @@ import logging
 from typing import Any
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.bulk import BULK_SUBJECTS, BulkRead
-from jetpy.jetstream.api.bulk_publish import PUBLISH_SUBJECTS, BulkPublish
+from jetpy.jetstream.api.bulk import BULK_SUBJECTS, DOMAIN_BULK_SUBJECTS, BulkRead
+from jetpy.jetstream.api.bulk_publish import DOMAIN_PUBLISH_SUBJECTS, PUBLISH_SUBJECTS, BulkPublish
 from jetpy.jetstream.api.clustering import single_server_routes
 from jetpy.jetstream.api.consumers import ConsumerApi
 from jetpy.jetstream.api.direct import DIRECT_SUBJECTS, DOMAIN_DIRECT_SUBJECTS, DirectGet
@@ -107,6 +107,8 @@ class JetStream:
             self._subs += [
                 self.bus.subscribe(DOMAIN_API_SUBJECTS.format(domain), self.router.handle_domain),
                 self.bus.subscribe(DOMAIN_DIRECT_SUBJECTS.format(domain), self.direct.handle_domain),
+                self.bus.subscribe(DOMAIN_BULK_SUBJECTS.format(domain), self._bulk.handle_domain),
+                self.bus.subscribe(DOMAIN_PUBLISH_SUBJECTS.format(domain), self._bulk_publish.handle_domain),
             ]
         self.registry.expiry.schedule()
         for stream in recovered:  # mirrors and sources go on from what they stored

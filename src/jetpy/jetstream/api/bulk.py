@@ -54,11 +54,19 @@ from jetpy.protocol.bulk import (
 )
 from jetpy.store.base import StoreError
 
-__all__ = ["BULK_SUBJECTS", "CHUNK_BYTES", "BulkRead", "BulkReadRequest", "BulkReadResponse"]
+__all__ = [
+    "BULK_SUBJECTS",
+    "CHUNK_BYTES",
+    "DOMAIN_BULK_SUBJECTS",
+    "BulkRead",
+    "BulkReadRequest",
+    "BulkReadResponse",
+]
 
 log = logging.getLogger("jetpy.jetstream")
 
 BULK_SUBJECTS: Final = f"$JS.API.{BULK_API}.>"
+DOMAIN_BULK_SUBJECTS: Final = "$JS.{}.API." + BULK_API + ".>"  # .format(domain)
 
 CHUNK_BYTES: Final = 1024 * 1024
 """Records per reply message, and so the work one turn of the loop does for a reader: the
@@ -105,12 +113,20 @@ class BulkRead:
         self._turn: asyncio.Handle | None = None
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The bus handler on ``$JS.API.JETPY.BULK.>``."""
+        self._take(subject, 5, reply, hdr_len, data)
+
+    def handle_domain(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The same on ``$JS.<domain>.API.JETPY.BULK.>``."""
+        self._take(subject, 6, reply, hdr_len, data)
+
+    def _take(self, subject: bytes, tokens: int, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.decode().split(".")
-        if reply is None or len(toks) != 5:
+        if reply is None or len(toks) != tokens:
             return  # no one to answer, or not an API subject of this form
         rep = reply.decode()
         try:
-            job = self._job(toks[4], rep, data[hdr_len:], self.bus.caller())
+            job = self._job(toks[-1], rep, data[hdr_len:], self.bus.caller())
         except ApiError as e:
             self._fail(rep, e)
             return

@@ -57,6 +57,7 @@ from jetpy.protocol.bulk_publish import (
 )
 
 __all__ = [
+    "DOMAIN_PUBLISH_SUBJECTS",
     "MAX_QUEUED_BYTES",
     "PUBLISH_SUBJECTS",
     "SLICE",
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 PUBLISH_SUBJECTS: Final = f"$JS.API.{PUBLISH_API}.>"
+DOMAIN_PUBLISH_SUBJECTS: Final = "$JS.{}.API." + PUBLISH_API + ".>"  # .format(domain)
 
 SLICE: Final = 1024
 """Records stored per turn of the event loop: a few milliseconds."""
@@ -130,13 +132,21 @@ class BulkPublish:
         self._queued = 0  # bytes of the requests in _jobs
 
     def handle(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The bus handler on ``$JS.API.JETPY.PUBLISH.>``."""
+        self._take(subject, 5, reply, hdr_len, data)
+
+    def handle_domain(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        """The same on ``$JS.<domain>.API.JETPY.PUBLISH.>``."""
+        self._take(subject, 6, reply, hdr_len, data)
+
+    def _take(self, subject: bytes, tokens: int, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         toks = subject.split(b".")
-        if reply is None or len(toks) != 5:
+        if reply is None or len(toks) != tokens:
             return  # no one to answer, or not an API subject of this form
         try:
             if self._jobs and self._queued + len(data) > MAX_QUEUED_BYTES:
                 raise ApiError.of(E.STREAM_TOO_MANY_REQUESTS)
-            job = self._job(toks[4].decode(errors="replace"), reply, data[hdr_len:], self.bus.caller())
+            job = self._job(toks[-1].decode(errors="replace"), reply, data[hdr_len:], self.bus.caller())
         except ApiError as e:
             self.bus.publish_reply(reply, encode(BulkPublishResponse.failure(e)))
             return
