@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.cluster_ops import cluster_section, consumer_cluster_app
 from jetpy.cli.common import confirm, listed_elsewhere, load_json_config, options, parse_or_usage
 from jetpy.cli.connect import Session, run
 from jetpy.cli.output import CliError, emit_json, info, print_sections, print_table, usage
@@ -207,7 +208,10 @@ def format_consumer_info(ci: dict[str, Any]) -> None:
         state.append(
             (f"Group {group.get('group', '')}", f"pinned to {pinned}{since}" if pinned else "no pin")
         )
-    print_sections([("Configuration", conf), ("State", state)])
+    cluster = cluster_section(ci.get("cluster"))
+    print_sections(
+        [("Configuration", conf), *([("Cluster Information", cluster)] if cluster else []), ("State", state)]
+    )
 
 
 @app.command("add")
@@ -493,6 +497,11 @@ def next_cmd(
         sys.stderr.write(f"received {got} of {count} messages ({end or 'no more'})\n")
 
 
+app.add_typer(
+    consumer_cluster_app(format_consumer_info),
+    name="cluster",
+    help="Manage a replicated consumer's Raft group (step-down).",
+)
 app.command("report")(consumer_report)  # the nats CLI's `consumer report` (cli/reports.py)
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from jetpy.cli import values as V
+from jetpy.cli.cluster_ops import raft_app
 from jetpy.cli.common import options, parse_or_usage
 from jetpy.cli.connect import ApiFailure, Session, run
 from jetpy.cli.output import CliError, emit_json, info, print_sections
@@ -235,4 +236,7 @@ def check(
 
 report_app = typer.Typer(no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 report_app.command("jetstream")(server_report_jetstream)
+app.add_typer(
+    raft_app, name="raft", help="The JetStream meta group (the nats CLI's `server raft`; system account)."
+)
 app.add_typer(report_app, name="report", help="Reports across servers (the nats CLI's `server report`).")

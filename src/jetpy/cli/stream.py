@@ -17,6 +17,7 @@ import typer
 
 from jetpy.cli import values as V
 from jetpy.cli.backup import stream_backup, stream_restore
+from jetpy.cli.cluster_ops import cluster_section, stream_cluster_app
 from jetpy.cli.common import (
     config_diff,
     confirm,
@@ -213,6 +214,9 @@ def format_stream_info(si: dict[str, Any]) -> None:
     if isinstance(lost, dict) and lost.get("msgs"):
         state.append(("Lost Messages", f"{len(lost['msgs']):,} ({V.format_bytes(lost.get('bytes', 0))})"))
     sections = [("Configuration", conf)]
+    cluster = cluster_section(si.get("cluster"))
+    if cluster:
+        sections.append(("Cluster Information", cluster))
     if isinstance(si.get("mirror"), dict):
         sections.append(("Mirror Information", _copy_lines(si["mirror"])))
     for src in si.get("sources") or []:
@@ -708,3 +712,8 @@ def view(
 
 
 app.command("report")(stream_report)  # the nats CLI's `stream report` (cli/reports.py)
+app.add_typer(
+    stream_cluster_app(format_stream_info),
+    name="cluster",
+    help="Manage a replicated stream's Raft group (step-down, peer-remove).",
+)

@@ -108,6 +108,7 @@ class StreamReplica:
         self.assigned_config = b""  # the config the meta group holds for it (JSON)
         self.traffic_account = ""  # the account its group's traffic crosses (the system account)
         self.assigned_peers: list[str] = []  # the servers the meta group places it on
+        self.consumer_count: Callable[[], int] = lambda: 0  # its consumers, as the meta group holds them
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
         # A message's time stamp as applied: its entry's, or one more than the previous one's
         # (the same on every replica: a function of the log), so the time stamps in the store
@@ -469,8 +470,11 @@ class StreamReplica:
     # -- info ---------------------------------------------------------------------------------------
 
     def info(self) -> StreamInfo:
-        """The stream's info with its ``cluster`` block (what its leader answers)."""
-        return msgspec.structs.replace(stream_info(self.stream), cluster=self.cluster_info())
+        """The stream's info with its ``cluster`` block (what its leader answers) and the count
+        of its consumers the cluster holds (each its own group, not this replica's engine's)."""
+        si = stream_info(self.stream)
+        state = msgspec.structs.replace(si.state, consumer_count=self.consumer_count())
+        return msgspec.structs.replace(si, state=state, cluster=self.cluster_info())
 
     def cluster_info(self) -> ClusterInfo:
         """The stream's ``cluster`` block, as its leader reports it (its peers' health from the
