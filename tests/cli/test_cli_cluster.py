@@ -191,7 +191,7 @@ async def test_cluster_up_with_jetstream_takes_an_r3_stream() -> None:
         leader = re.search(r"JetStream meta leader: (n\d); stores in (\S+) \(removed at the end\)", text)
         assert leader is not None, text
         stores = leader.group(2)
-        assert os.path.isdir(os.path.join(stores, "n1"))
+        assert await asyncio.to_thread(os.path.isdir, os.path.join(stores, "n1"))
         nc = await nats.connect(servers[1][2])
         js = nc.jetstream()
         await js.add_stream(name="UP", subjects=["up.>"], num_replicas=3)
@@ -204,7 +204,7 @@ async def test_cluster_up_with_jetstream_takes_an_r3_stream() -> None:
         proc.send_signal(signal.SIGINT)
         assert await asyncio.to_thread(proc.wait, 30) == 0
         assert not any(_alive(s[1]) for s in servers)
-        assert not os.path.exists(stores)
+        assert not await asyncio.to_thread(os.path.exists, stores)
     finally:
         if proc.poll() is None:
             proc.kill()
