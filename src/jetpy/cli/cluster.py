@@ -8,7 +8,8 @@ from ``--gateway-port``; gateways have no command-line flags, so each server als
 file holding its ``gateway {}`` block, in a temporary directory removed at the end), every
 server's gateway pointed at the first server of the first cluster, the rest learned by gossip;
 with ``--js``, clustered JetStream (each server ``-js`` with its own store under ``--store-dir``
-or a temporary directory, and the meta leader waited for through ``/jsz``); their logs
+or a temporary directory, every server given every route, its own too, and the meta leader
+waited for through ``/jsz``); their logs
 interleaved on stdout with each server's name in front, the URLs printed once every server is
 ready, and the stop: on Ctrl-C (or SIGTERM) every
 child gets SIGTERM by its PID, SIGKILL after :data:`STOP_TIMEOUT`, and the command exits 0. A
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -201,18 +203,27 @@ def up(
         for c in range(clusters):
             cname = name if clusters == 1 else f"{name}{c + 1}"
             seed_route = 0
+            # clustered JetStream wants routes at start (a server with none is refused, as by
+            # nats-server): every server is given the whole list, so its ports are chosen first
+            js_routes = [
+                cluster_port + c * size + i if cluster_port else _free_port(host)
+                for i in range(size)
+                if jetstream
+            ]
             for i in range(size):
                 k = c * size + i  # the server's place: its ports are the first ones + k
                 sname = f"n{i + 1}" if clusters == 1 else f"c{c + 1}n{i + 1}"
                 cmd = [sys.executable, "-m", "jetpy.server", "-a", host, "-n", sname, "--cluster_name", cname]
                 cmd += ["-p", str(port + k if port else -1)]
-                cmd += ["--cluster", f"nats://{host}:{cluster_port + k if cluster_port else -1}"]
+                route_port = js_routes[i] if jetstream else (cluster_port + k if cluster_port else -1)
+                cmd += ["--cluster", f"nats://{host}:{route_port}"]
                 if http_port:
                     cmd += ["-m", str(http_port + k if http_port > 0 else -1)]
-                if i:
-                    cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
-                if jetstream:
+                if jetstream:  # every server's route (its own too), as nats-server's documentation shows
+                    cmd += ["--routes", ",".join(f"nats-route://{host}:{r}" for r in js_routes)]
                     cmd += ["-js", "-sd", str(store_root / sname)]
+                elif i:
+                    cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
                 if confs is not None:
                     conf = Path(confs.name) / f"{sname}.conf"
                     conf.write_text(
@@ -271,6 +282,13 @@ def up(
             confs.cleanup()
         if stores is not None:
             stores.cleanup()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _meta_leader(host: str, members: list[Member]) -> str:
