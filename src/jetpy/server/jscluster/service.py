@@ -114,7 +114,14 @@ class ClusteredJetStream:
             StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
         self.consumer_groups = ConsumerGroups(
-            server_name, cluster_name, host, system, config, self.replicas.get, self.propose_meta
+            server_name,
+            cluster_name,
+            host,
+            system,
+            config,
+            self.replicas.get,
+            self.propose_meta,
+            self._actions.put_nowait,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled

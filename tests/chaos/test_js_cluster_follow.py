@@ -1,0 +1,215 @@
+"""Replicated consumers follow their stream's placement, on jetpy server processes: a stream
+scaled 3 -> 1 -> 3 takes its consumers with it (a durable with ``num_replicas`` 0 follows the
+count, an R3 one is capped at R1 for good, an R1 one moves to the stream's server), a peer
+removed by ``STREAM.PEER.REMOVE`` is replaced in the consumer's group too, and a consumer's own
+``num_replicas`` changes by update; through it all nats-py goes on consuming, and the
+consumer's state (delivered, ack floor, pending) is kept: nothing acknowledged is delivered
+again, nothing is skipped, even after kill -9 of the consumer's new leader. The ``cluster``
+blocks and ``num_replicas`` are those nats-server 2.15.1 gives in the same steps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.client import JetStreamContext
+
+from .jscluster import JsCluster
+
+pytestmark = pytest.mark.timeout(180)
+
+CONSUMER_INFO = "$JS.API.CONSUMER.INFO.{}.{}"
+ACK_WAIT = 300 * 10**9  # what is pending stays pending through the test
+
+
+@contextlib.asynccontextmanager
+async def _connect(url: str) -> AsyncIterator[Client]:
+    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def _req(nc: Client, subject: str, body: dict[str, Any] | None = None, wait: float = 5.0) -> Any:
+    msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=wait)
+    return json.loads(msg.data)
+
+
+async def _until(nc: Client, subject: str, body: dict[str, Any] | None = None, within: float = 30.0) -> Any:
+    """The reply once there is one without error 10008 (a group forming)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            got = await _req(nc, subject, body, wait=1.0)
+            if got.get("error", {}).get("err_code") != 10008:
+                return got
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no answer to {subject}")
+        await asyncio.sleep(0.2)
+
+
+async def _placed(
+    nc: Client, stream: str, name: str, servers: set[str], within: float = 30.0
+) -> dict[str, Any]:
+    """The consumer's info once its ``cluster`` block names exactly ``servers``, every replica
+    current."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        info: dict[str, Any] = await _until(nc, CONSUMER_INFO.format(stream, name))
+        cl = info.get("cluster", {})
+        reps = cl.get("replicas", [])
+        if (
+            cl.get("leader")
+            and {cl["leader"], *(r["name"] for r in reps)} == servers
+            and all(r["current"] for r in reps)
+        ):
+            return info
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{name} not placed on {sorted(servers)}: {cl}")
+        await asyncio.sleep(0.2)
+
+
+def _consumer_dirs(c: JsCluster, name: str) -> list[Path]:
+    return sorted(c.nodes[name].store.rglob("C-R*"))
+
+
+def _state(info: dict[str, Any]) -> tuple[int, int, int]:
+    return info["delivered"]["stream_seq"], info["ack_floor"]["stream_seq"], info["num_ack_pending"]
+
+
+async def _stream_leader(nc: Client, stream: str) -> str:
+    info = await _until(nc, f"$JS.API.STREAM.INFO.{stream}")
+    leader: str = info["cluster"]["leader"]
+    return leader
+
+
+async def _create(nc: Client, stream: str, name: str, **extra: Any) -> None:
+    got = await _until(
+        nc,
+        f"$JS.API.CONSUMER.CREATE.{stream}.{name}",
+        {"stream_name": stream, "config": {"durable_name": name, "ack_policy": "explicit", **extra}},
+    )
+    assert "error" not in got, got
+
+
+async def _fetch(js: JetStreamContext, sub: Any, n: int, within: float = 30.0) -> list[Any]:
+    """``n`` messages, fetched as they come (a leader being elected answers nothing for a while)."""
+    got: list[Any] = []
+    deadline = asyncio.get_running_loop().time() + within
+    while len(got) < n:
+        try:
+            got += await sub.fetch(n - len(got), timeout=1.0)
+        except (TimeoutError, nats.errors.TimeoutError):
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{len(got)} of {n} fetched")
+    return got
+
+
+async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) -> None:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        all3 = {"n1", "n2", "n3"}
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            got = await _until(
+                nc, "$JS.API.STREAM.CREATE.F", {"name": "F", "subjects": ["f.>"], "num_replicas": 3}
+            )
+            assert "error" not in got, got
+            for i in range(30):
+                await js.publish(f"f.{i}", b"m%d" % i)
+            await _create(nc, "F", "D", ack_wait=ACK_WAIT)  # num_replicas 0: the stream's
+            await _create(nc, "F", "THREE", num_replicas=3)
+            await _create(nc, "F", "ONE", num_replicas=1)
+            sub = await js.pull_subscribe_bind("D", "F")
+            msgs = await _fetch(js, sub, 10)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(1, 11))
+            for m in msgs[:6]:
+                await m.ack_sync()
+            before = await _placed(nc, "F", "D", all3)
+            assert _state(before) == (10, 6, 4)
+
+            leader = await _stream_leader(nc, "F")
+            down = await _req(
+                nc, "$JS.API.STREAM.UPDATE.F", {"name": "F", "subjects": ["f.>"], "num_replicas": 1}
+            )
+            assert down["config"]["num_replicas"] == 1, down
+            d = await _placed(nc, "F", "D", {leader})
+            assert d["config"].get("num_replicas", 0) == 0 and not d["cluster"].get("replicas")
+            assert _state(d) == (10, 6, 4)
+            three = await _placed(nc, "F", "THREE", {leader})
+            assert three["config"]["num_replicas"] == 1  # capped, as nats-server rewrites it
+            one = await _placed(nc, "F", "ONE", {leader})
+            assert one["config"]["num_replicas"] == 1
+            others = sorted(all3 - {leader})
+            await c.wait_for(
+                "the others' consumer files deleted", lambda: not any(_consumer_dirs(c, n) for n in others)
+            )
+            # consuming goes on from where it was: the next ones, nothing acked again
+            msgs = await _fetch(js, sub, 5)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(11, 16))
+            for m in msgs:
+                await m.ack_sync()
+
+            up = await _req(
+                nc, "$JS.API.STREAM.UPDATE.F", {"name": "F", "subjects": ["f.>"], "num_replicas": 3}
+            )
+            assert up["config"]["num_replicas"] == 3, up
+            d = await _placed(nc, "F", "D", all3)
+            assert d["cluster"]["leader"] == leader
+            assert _state(d) == (15, 6, 4)
+            for name in ("THREE", "ONE"):  # R1 now: they stay where they are
+                info = await _placed(nc, "F", name, {leader})
+                assert info["config"]["num_replicas"] == 1
+            # an R1 consumer made R3 by an update, and back
+            r3 = await _req(
+                nc,
+                "$JS.API.CONSUMER.CREATE.F.ONE",
+                {
+                    "stream_name": "F",
+                    "config": {"durable_name": "ONE", "ack_policy": "explicit", "num_replicas": 3},
+                },
+            )
+            assert r3["config"]["num_replicas"] == 3, r3
+            await _placed(nc, "F", "ONE", all3)
+            r1 = await _req(
+                nc,
+                "$JS.API.CONSUMER.CREATE.F.ONE",
+                {
+                    "stream_name": "F",
+                    "config": {"durable_name": "ONE", "ack_policy": "explicit", "num_replicas": 1},
+                },
+            )
+            assert r1["config"]["num_replicas"] == 1, r1
+            await _placed(nc, "F", "ONE", {leader})
+
+            # the new replicas hold the state: the leader killed, another leads with it
+            c.kill(leader)
+            rest = all3 - {leader}
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                async with _connect(c.nodes[sorted(rest)[0]].url) as nc2:
+                    info = await _until(nc2, CONSUMER_INFO.format("F", "D"))
+                if info.get("cluster", {}).get("leader") in rest:
+                    break
+                assert asyncio.get_running_loop().time() < deadline, info
+                await asyncio.sleep(0.2)
+            assert _state(info) == (15, 6, 4), info
+        async with _connect(c.nodes[sorted(rest)[0]].url) as nc:
+            js = nc.jetstream(timeout=5)
+            sub = await js.pull_subscribe_bind("D", "F")
+            msgs = await _fetch(js, sub, 15)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(16, 31))
+    finally:
+        c.stop()
