@@ -213,3 +213,98 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             assert [m.metadata.sequence.stream for m in msgs] == list(range(16, 31))
     finally:
         c.stop()
+
+
+async def _consumer_leader(nc: Client, stream: str, name: str, among: set[str], within: float = 30.0) -> str:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        info = await _until(nc, CONSUMER_INFO.format(stream, name))
+        leader = info.get("cluster", {}).get("leader", "")
+        if leader in among:
+            return str(leader)
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no leader among {sorted(among)}: {info.get('cluster')}")
+        await asyncio.sleep(0.2)
+
+
+async def test_peer_removed_under_the_consumer_leader_then_its_new_leader_killed(tmp_path: Path) -> None:
+    """Four servers, an R3 stream and an R3 durable pull consumer with acked and pending
+    messages: the server leading the consumer is removed from the stream; the consumer goes on
+    the stream's new servers with its state and its files leave the removed one; then the
+    consumer's new leader is killed -9: whatever an ack_sync confirmed is never delivered again,
+    and every message is delivered."""
+    c = JsCluster(tmp_path, size=4)
+    total = 40
+    try:
+        c.start()
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            got = await _until(
+                nc, "$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"], "num_replicas": 3}
+            )
+            assert "error" not in got, got
+            for i in range(total):
+                await js.publish(f"p.{i}", b"m%d" % i)
+            await _create(nc, "P", "D", ack_wait=3 * 10**9)
+            sub = await js.pull_subscribe_bind("D", "P")
+            msgs = await _fetch(js, sub, 10)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(1, 11))
+            confirmed: dict[int, float] = {}  # stream seq -> when its ack_sync returned
+            for m in msgs[:6]:
+                await m.ack_sync()
+                confirmed[m.metadata.sequence.stream] = asyncio.get_running_loop().time()
+            stream = await _until(nc, "$JS.API.STREAM.INFO.P")
+            holders = {stream["cluster"]["leader"], *(r["name"] for r in stream["cluster"]["replicas"])}
+            removed = await _consumer_leader(nc, "P", "D", holders)
+            assert _consumer_dirs(c, removed)
+
+            got = await _req(nc, "$JS.API.STREAM.PEER.REMOVE.P", {"peer": removed})
+            assert got == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+            now = (holders - {removed}) | (set(c.nodes) - holders)
+            info = await _placed(nc, "P", "D", now)
+            assert info["cluster"]["leader"] != removed
+            assert _state(info) == (10, 6, 4)
+            assert info["config"].get("num_replicas", 0) == 0
+            await c.wait_for(
+                "the removed server's consumer files deleted", lambda: not _consumer_dirs(c, removed)
+            )
+            stream = await _until(nc, "$JS.API.STREAM.INFO.P")
+            assert {stream["cluster"]["leader"], *(r["name"] for r in stream["cluster"]["replicas"])} == now
+
+            victim = await _consumer_leader(nc, "P", "D", now)
+        survivor = sorted(now - {victim})[0]
+        deliveries: list[tuple[int, float]] = [(m.metadata.sequence.stream, 0.0) for m in msgs]
+        async with _connect(c.nodes[survivor].url) as nc:
+            js = nc.jetstream(timeout=5)
+            sub = await js.pull_subscribe_bind("D", "P")
+            killed = False
+            deadline = asyncio.get_running_loop().time() + 90
+            while len(confirmed) < total:
+                assert asyncio.get_running_loop().time() < deadline, sorted(
+                    set(range(1, total + 1)) - set(confirmed)
+                )
+                try:
+                    batch = await sub.fetch(5, timeout=1.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                for m in batch:
+                    seq = m.metadata.sequence.stream
+                    deliveries.append((seq, asyncio.get_running_loop().time()))
+                    try:
+                        await m.ack_sync(timeout=2)
+                    except (TimeoutError, nats.errors.TimeoutError):
+                        continue  # not confirmed: it may come again
+                    confirmed.setdefault(seq, asyncio.get_running_loop().time())
+                if not killed and len(confirmed) >= 20:
+                    c.kill(victim)
+                    killed = True
+            assert killed
+            # nothing confirmed was delivered after its confirmation
+            again = [(seq, at) for seq, at in deliveries if seq in confirmed and at > confirmed[seq]]
+            assert not again, again
+            final = await _consumer_leader(nc, "P", "D", now - {victim})
+            assert final != victim
+            ci = await _until(nc, CONSUMER_INFO.format("P", "D"))
+            assert ci["ack_floor"]["stream_seq"] == total and ci["num_ack_pending"] == 0, ci
+    finally:
+        c.stop()
