@@ -63,6 +63,7 @@ class ConsumerGroups:
         stream_replica: Callable[[str], StreamReplica | None],
         propose_meta: Callable[[bytes], Awaitable[bytes]],
         act: Callable[[Callable[[], Awaitable[None]]], None],
+        traffic_account: str = "",
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -72,6 +73,7 @@ class ConsumerGroups:
         self._stream_replica = stream_replica
         self._propose_meta = propose_meta
         self._act = act  # queued after the meta group's other changes, in order
+        self._traffic_account = traffic_account
         self.js: JetStream | None = None
         self.replicas: dict[Key, ConsumerReplica] = {}
         self._subs: list[Subscription] = []
@@ -170,13 +172,19 @@ class ConsumerGroups:
 
     async def _leave(self, rep: ConsumerReplica, group: RaftGroup) -> None:
         """Once the consumer's group has removed this server's member, its replica goes (in
-        the meta group's order, unless the consumer was placed here again meanwhile)."""
-        await leave(group, rep.ca.peers, self.config.tick)
-        ca = rep.ca
+        the meta group's order). Placed here again meanwhile: a member still in the group
+        stays, one already removed is replaced by a new one that joins."""
+        await leave(group, rep.ca.peers, self.config.tick, lambda: self.server_name in rep.ca.peers)
+        key = (rep.ca.stream, rep.ca.name)
 
         async def drop() -> None:
-            if self.replicas.get((ca.stream, ca.name)) is rep and self.server_name not in rep.ca.peers:
+            if self.replicas.get(key) is not rep:
+                return
+            if self.server_name not in rep.ca.peers:
                 await self.remove(rep.ca, deleted=False)
+            elif group.removed:
+                await self.remove(rep.ca, deleted=False)
+                await self.add(rep.ca)
 
         self._act(drop)
 
@@ -205,6 +213,10 @@ class ConsumerGroups:
     @property
     def cluster_name(self) -> str:
         return self._cluster_name()
+
+    @property
+    def traffic_account(self) -> str:
+        return self._traffic_account
 
     def stream_holding(self, stream: str, seq: int) -> Stream | None:
         rep = self._stream_replica(stream)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jetpy.server.nrg import ProposalError, RaftGroup
 
@@ -37,11 +37,16 @@ async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
             return
 
 
-async def leave(group: RaftGroup, peers: Sequence[str], tick: float) -> None:
+async def leave(
+    group: RaftGroup, peers: Sequence[str], tick: float, stays: Callable[[], bool] | None = None
+) -> None:
     """On a server the assignment no longer names: hand leadership to one that stays, then
-    wait until the group removed this member (or it stopped)."""
+    wait until the group removed this member (or it stopped, or ``stays()``: it is named
+    again)."""
     keep = set(peers)
     while not group.removed and group.status().state != "CLOSED":
+        if stays is not None and stays():
+            return
         if group.is_leader:
             st = group.status()
             live = [p for p in st.peers if p.name in keep and p.voter and p.active]

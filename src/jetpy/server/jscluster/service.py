@@ -122,6 +122,7 @@ class ClusteredJetStream:
             self.replicas.get,
             self.propose_meta,
             self._actions.put_nowait,
+            traffic_account,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
