@@ -21,6 +21,9 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
+from cluster_support import NEWEST, Member, start_member
+from conftest import free_port
+
 from .jscluster import JsCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -62,7 +65,7 @@ async def _placed(
     nc: Client, stream: str, name: str, servers: set[str], within: float = 30.0
 ) -> dict[str, Any]:
     """The consumer's info once its ``cluster`` block names exactly ``servers``, every replica
-    current."""
+    current, no change under way."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         info: dict[str, Any] = await _until(nc, CONSUMER_INFO.format(stream, name))
@@ -72,6 +75,7 @@ async def _placed(
             cl.get("leader")
             and {cl["leader"], *(r["name"] for r in reps)} == servers
             and all(r["current"] for r in reps)
+            and "desired" not in cl  # nats-server's, while its group changes
         ):
             return info
         if asyncio.get_running_loop().time() > deadline:
@@ -213,6 +217,92 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             assert [m.metadata.sequence.stream for m in msgs] == list(range(16, 31))
     finally:
         c.stop()
+
+
+async def _stream_servers(nc: Client, stream: str, count: int, within: float = 30.0) -> set[str]:
+    """The stream's servers once it has ``count``, every one current, no change under way."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        cl = (await _until(nc, f"$JS.API.STREAM.INFO.{stream}")).get("cluster", {})
+        reps = cl.get("replicas", [])
+        servers = {cl.get("leader"), *(r["name"] for r in reps)} - {None, ""}
+        if len(servers) == count and "desired" not in cl and all(r["current"] for r in reps):
+            return {str(s) for s in servers}
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{stream} not on {count} servers: {cl}")
+        await asyncio.sleep(0.2)
+
+
+def _shape(info: dict[str, Any], home: str) -> dict[str, Any]:
+    """What a consumer's info says of its placement, comparable across servers."""
+    cl = info["cluster"]
+    return {
+        "num_replicas": info["config"].get("num_replicas", 0),
+        "cluster": sorted(cl),
+        "replicas": sorted(tuple(sorted(set(r) - {"lag"})) for r in cl.get("replicas", [])),
+        "led from the scaled-down stream's server": cl.get("leader") == home,
+        "state": _state(info),
+    }
+
+
+async def _scale_steps(url: str) -> dict[str, Any]:
+    """An R3 stream with three durables (num_replicas 0, 3 and 1, the first with acked and
+    pending messages), scaled to 1 and back to 3: each consumer's shape after each step."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        js = nc.jetstream(timeout=5)
+        got = await _until(
+            nc, "$JS.API.STREAM.CREATE.G", {"name": "G", "subjects": ["g.>"], "num_replicas": 3}
+        )
+        assert "error" not in got, got
+        for i in range(10):
+            await js.publish(f"g.{i}", b"x")
+        await _create(nc, "G", "D0", ack_wait=ACK_WAIT)
+        await _create(nc, "G", "D3", num_replicas=3)
+        await _create(nc, "G", "D1", num_replicas=1)
+        sub = await js.pull_subscribe_bind("D0", "G")
+        for m in (await _fetch(js, sub, 6))[:3]:
+            await m.ack_sync()
+        home = ""  # the stream's server once scaled down: the R1 consumers stay there
+        for step, replicas in (("down", 1), ("up", 3)):
+            got = await _req(
+                nc, "$JS.API.STREAM.UPDATE.G", {"name": "G", "subjects": ["g.>"], "num_replicas": replicas}
+            )
+            assert got["config"]["num_replicas"] == replicas, got
+            servers = await _stream_servers(nc, "G", replicas)
+            home = home or next(iter(servers))
+            out[f"{step} D0"] = _shape(await _placed(nc, "G", "D0", servers), home)
+            for name in ("D3", "D1"):
+                out[f"{step} {name}"] = _shape(await _placed(nc, "G", name, {home}), home)
+    return out
+
+
+async def test_consumers_placed_as_nats_server_places_them(tmp_path: Path) -> None:
+    """The same steps on three jetpy servers and three nats-server 2.15.1: the consumers'
+    ``num_replicas``, ``cluster`` blocks' fields, replicas and state after a stream's scale-down
+    3 -> 1 and scale-up 1 -> 3 are the same."""
+    c = JsCluster(tmp_path / "jetpy")
+    members: list[Member] = []
+    try:
+        c.start()
+        ours = await _scale_steps(c.urls[0])
+        c.stop()
+        root = tmp_path / "ref"
+        root.mkdir()
+        ports = [free_port() for _ in range(3)]
+        routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+        for i, port in enumerate(ports):
+            name = f"n{i + 1}"
+            members.append(
+                start_member(root, NEWEST, name, routes, "-js", "-sd", str(root / name), cluster_port=port)
+            )
+        theirs = await _scale_steps(members[0].url)
+    finally:
+        c.stop()
+        for m in members:
+            m.kill()
+    assert theirs["down D3"]["num_replicas"] == 1 and theirs["up D0"]["replicas"]
+    assert ours == theirs
 
 
 async def _consumer_leader(nc: Client, stream: str, name: str, among: set[str], within: float = 30.0) -> str:
