@@ -22,6 +22,8 @@ __all__ = ["leave", "reconcile"]
 
 log = logging.getLogger("jetpy.jetstream")
 
+STAYING_TICKS = 10  # a member placed again looks less often whether it was removed after all
+
 
 async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
     """On the group's leader: remove the members whose servers are not in ``peers``."""
@@ -41,12 +43,14 @@ async def leave(
     group: RaftGroup, peers: Sequence[str], tick: float, stays: Callable[[], bool] | None = None
 ) -> None:
     """On a server the assignment no longer names: hand leadership to one that stays, then
-    wait until the group removed this member (or it stopped, or ``stays()``: it is named
-    again)."""
+    wait until the group removed this member (or it stopped). While ``stays()`` (placed here
+    again) it keeps its leadership and waits on: the group's leader may have removed it
+    already, or may still."""
     keep = set(peers)
     while not group.removed and group.status().state != "CLOSED":
         if stays is not None and stays():
-            return
+            await asyncio.sleep(tick * STAYING_TICKS)
+            continue
         if group.is_leader:
             st = group.status()
             live = [p for p in st.peers if p.name in keep and p.voter and p.active]
