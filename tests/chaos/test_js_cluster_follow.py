@@ -398,3 +398,48 @@ async def test_peer_removed_under_the_consumer_leader_then_its_new_leader_killed
             assert ci["ack_floor"]["stream_seq"] == total and ci["num_ack_pending"] == 0, ci
     finally:
         c.stop()
+
+
+async def test_scaled_down_and_straight_back_up(tmp_path: Path) -> None:
+    """3 -> 1 -> 3 with no wait in between (the servers left out may still be leaving when
+    they are placed again): the stream and its consumer end on the three servers, their state
+    whole."""
+    c = JsCluster(tmp_path)
+    all3 = {"n1", "n2", "n3"}
+    try:
+        c.start()
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            got = await _until(
+                nc, "$JS.API.STREAM.CREATE.B", {"name": "B", "subjects": ["b.>"], "num_replicas": 3}
+            )
+            assert "error" not in got, got
+            for i in range(20):
+                await js.publish(f"b.{i}", b"x")
+            await _create(nc, "B", "D", ack_wait=ACK_WAIT)
+            sub = await js.pull_subscribe_bind("D", "B")
+            msgs = await _fetch(js, sub, 8)
+            for m in msgs[:5]:
+                await m.ack_sync()
+            for round in range(3):
+                for replicas in (1, 3):
+                    got = await _req(
+                        nc,
+                        "$JS.API.STREAM.UPDATE.B",
+                        {"name": "B", "subjects": ["b.>"], "num_replicas": replicas},
+                    )
+                    assert got["config"]["num_replicas"] == replicas, (round, got)
+            assert await _stream_servers(nc, "B", 3) == all3
+            info = await _placed(nc, "B", "D", all3)
+            assert _state(info) == (8, 5, 3)
+            await c.wait_for(
+                "every server holding the stream",
+                lambda: all((n.stream_state("B") or {}).get("messages") == 20 for n in c.nodes.values()),
+            )
+            await c.wait_for(
+                "every server holding the consumer", lambda: all(len(_consumer_dirs(c, n)) == 1 for n in all3)
+            )
+            msgs = await _fetch(js, sub, 12)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(9, 21))
+    finally:
+        c.stop()
