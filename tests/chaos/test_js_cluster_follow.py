@@ -277,31 +277,82 @@ async def _scale_steps(url: str) -> dict[str, Any]:
     return out
 
 
-async def test_consumers_placed_as_nats_server_places_them(tmp_path: Path) -> None:
-    """The same steps on three jetpy servers and three nats-server 2.15.1: the consumers'
-    ``num_replicas``, ``cluster`` blocks' fields, replicas and state after a stream's scale-down
-    3 -> 1 and scale-up 1 -> 3 are the same."""
-    c = JsCluster(tmp_path / "jetpy")
+async def _peer_remove_steps(url: str) -> dict[str, Any]:
+    """On four servers, an R3 stream with two durables (num_replicas 0 with acked and pending
+    messages, and 3): the server leading the first removed from the stream; each consumer's
+    shape after, and whether it left the removed server for the stream's new one."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        js = nc.jetstream(timeout=5)
+        got = await _until(
+            nc, "$JS.API.STREAM.CREATE.R", {"name": "R", "subjects": ["r.>"], "num_replicas": 3}
+        )
+        assert "error" not in got, got
+        for i in range(10):
+            await js.publish(f"r.{i}", b"x")
+        await _create(nc, "R", "D0", ack_wait=ACK_WAIT)
+        await _create(nc, "R", "D3", num_replicas=3)
+        sub = await js.pull_subscribe_bind("D0", "R")
+        for m in (await _fetch(js, sub, 6))[:3]:
+            await m.ack_sync()
+        before = await _stream_servers(nc, "R", 3)
+        removed = await _consumer_leader(nc, "R", "D0", before)
+        got = await _req(nc, "$JS.API.STREAM.PEER.REMOVE.R", {"peer": removed})
+        assert got.get("success"), got
+        for _ in range(150):
+            after = await _stream_servers(nc, "R", 3)
+            if removed not in after:
+                break
+            await asyncio.sleep(0.2)
+        assert removed not in after
+        for name in ("D0", "D3"):
+            info = await _placed(nc, "R", name, after)
+            out[name] = _shape(info, "")
+    return out
+
+
+def _reference(root: Path, size: int) -> list[Member]:
+    """``size`` nats-server 2.15.1 with JetStream, routed to each other."""
+    root.mkdir()
+    ports = [free_port() for _ in range(size)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
     members: list[Member] = []
     try:
-        c.start()
-        ours = await _scale_steps(c.urls[0])
-        c.stop()
-        root = tmp_path / "ref"
-        root.mkdir()
-        ports = [free_port() for _ in range(3)]
-        routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
         for i, port in enumerate(ports):
             name = f"n{i + 1}"
             members.append(
                 start_member(root, NEWEST, name, routes, "-js", "-sd", str(root / name), cluster_port=port)
             )
-        theirs = await _scale_steps(members[0].url)
+    except BaseException:
+        for m in members:
+            m.kill()
+        raise
+    return members
+
+
+@pytest.mark.parametrize("steps", ["scale", "peer remove"])
+async def test_consumers_placed_as_nats_server_places_them(tmp_path: Path, steps: str) -> None:
+    """The same steps on jetpy servers and nats-server 2.15.1: the consumers' ``num_replicas``,
+    ``cluster`` blocks' fields, replicas and state after a stream's scale-down 3 -> 1 and
+    scale-up 1 -> 3 (three servers), and after the server leading one was removed from the
+    stream by ``STREAM.PEER.REMOVE`` (four servers), are the same."""
+    size, run = (3, _scale_steps) if steps == "scale" else (4, _peer_remove_steps)
+    c = JsCluster(tmp_path / "jetpy", size=size)
+    members: list[Member] = []
+    try:
+        c.start()
+        ours = await run(c.urls[0])
+        c.stop()
+        members = _reference(tmp_path / "ref", size)
+        theirs = await run(members[0].url)
     finally:
         c.stop()
         for m in members:
             m.kill()
-    assert theirs["down D3"]["num_replicas"] == 1 and theirs["up D0"]["replicas"]
+    if steps == "scale":
+        assert theirs["down D3"]["num_replicas"] == 1 and theirs["up D0"]["replicas"]
+    else:
+        assert theirs["D0"]["state"] == (6, 3, 3) and len(theirs["D3"]["replicas"]) == 2
     assert ours == theirs
 
 
