@@ -10,8 +10,9 @@ as nats-server rewrites it: a stream scaled back up does not raise it again); ea
 servers it has that the stream still has, and takes the stream's others in their order for
 the rest. And placing a consumer whose own ``num_replicas`` an update changed
 (:func:`rescale`: the servers it has first, then the stream's least loaded). Servers new to a
-consumer are ``joined``: they join its Raft group as new members and catch up from it. Must
-not know: the meta group's log, Raft, the API.
+consumer are ``joined``: they join its Raft group as new members and catch up from it. An
+ephemeral consumer on a server removed from its stream moves like the others (nats-server
+deletes it). Must not know: the meta group's log, Raft, the API.
 """
 
 from __future__ import annotations
