@@ -241,3 +241,7 @@ def test_consumers_follow_their_stream_placement() -> None:
         ],
     )
     assert _placements(m, "S")["ONE"] == (["n4", "n3", "n2"], ["n4", "n3", "n2"], 3)
+    # ... among the servers the stream still has (it may have moved since they were chosen)
+    one = b'{"durable_name":"ONE","num_replicas":1}'
+    m.apply(9, [encode_op(UpdateConsumer("S", "ONE", one, "", ["n1", "n3"]))])
+    assert _placements(m, "S")["ONE"] == (["n3"], ["n3"], 1)

@@ -4,8 +4,9 @@ Owns: the assignments (:class:`StreamAssignment`, :class:`ConsumerAssignment`), 
 change them (:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`,
 :class:`AddConsumer`, :class:`UpdateConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
 consumers), applying those
-in log order (deterministic: the same state and results on every server), and the whole state
-as a snapshot. Every applied change is also handed to a listener (the server's reaction:
+in log order (deterministic: the same state and results on every server; a stream's new
+placement moves its consumers in the same entry, by :mod:`.consumer_placement`'s rules), and
+the whole state as a snapshot. Every applied change is also handed to a listener (the server's reaction:
 create, change or delete its replica). Must not know: the
 Raft host, streams' rules, the API.
 """
@@ -230,8 +231,11 @@ class MetaMachine:
             if have is None:
                 return RESULT_MISSING
             updated = msgspec.structs.replace(have, config=op.config, reply="")
-            if op.peers:
-                updated = placed(updated, list(op.peers))
+            sa = self.streams.get(op.stream)
+            # servers the stream still has (it may have moved since the meta leader chose them)
+            peers = [p for p in op.peers if sa is not None and p in sa.peers]
+            if peers:
+                updated = placed(updated, peers)
             consumers[op.name] = updated
             self.listener.consumer_updated(updated, op.reply)
             return RESULT_OK
