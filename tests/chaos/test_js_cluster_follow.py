@@ -141,8 +141,11 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             assert [m.metadata.sequence.stream for m in msgs] == list(range(1, 11))
             for m in msgs[:6]:
                 await m.ack_sync()
+            await msgs[6].nak()  # delivered again at once: its delivery count is state too
+            [again] = await _fetch(js, sub, 1)
+            assert (again.metadata.sequence.stream, again.metadata.num_delivered) == (7, 2)
             before = await _placed(nc, "F", "D", all3)
-            assert _state(before) == (10, 6, 4)
+            assert _state(before) == (10, 6, 4) and before["num_redelivered"] == 1
 
             leader = await _stream_leader(nc, "F")
             down = await _req(
@@ -151,7 +154,7 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             assert down["config"]["num_replicas"] == 1, down
             d = await _placed(nc, "F", "D", {leader})
             assert d["config"].get("num_replicas", 0) == 0 and not d["cluster"].get("replicas")
-            assert _state(d) == (10, 6, 4)
+            assert _state(d) == (10, 6, 4) and d["num_redelivered"] == 1
             three = await _placed(nc, "F", "THREE", {leader})
             assert three["config"]["num_replicas"] == 1  # capped, as nats-server rewrites it
             one = await _placed(nc, "F", "ONE", {leader})
@@ -172,7 +175,7 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             assert up["config"]["num_replicas"] == 3, up
             d = await _placed(nc, "F", "D", all3)
             assert d["cluster"]["leader"] == leader
-            assert _state(d) == (15, 6, 4)
+            assert _state(d) == (15, 6, 4) and d["num_redelivered"] == 1
             for name in ("THREE", "ONE"):  # R1 now: they stay where they are
                 info = await _placed(nc, "F", name, {leader})
                 assert info["config"]["num_replicas"] == 1
@@ -209,7 +212,7 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
                     break
                 assert asyncio.get_running_loop().time() < deadline, info
                 await asyncio.sleep(0.2)
-            assert _state(info) == (15, 6, 4), info
+            assert _state(info) == (15, 6, 4) and info["num_redelivered"] == 1, info
         async with _connect(c.nodes[sorted(rest)[0]].url) as nc:
             js = nc.jetstream(timeout=5)
             sub = await js.pull_subscribe_bind("D", "F")
