@@ -190,6 +190,9 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             )
             assert r3["config"]["num_replicas"] == 3, r3
             await _placed(nc, "F", "ONE", all3)
+            got = await _until(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.F.ONE")
+            assert got.get("success"), got
+            one_leader = await _consumer_leader(nc, "F", "ONE", all3 - {leader})
             r1 = await _req(
                 nc,
                 "$JS.API.CONSUMER.CREATE.F.ONE",
@@ -199,7 +202,7 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
                 },
             )
             assert r1["config"]["num_replicas"] == 1, r1
-            await _placed(nc, "F", "ONE", {leader})
+            await _placed(nc, "F", "ONE", {one_leader})  # where it was led from
 
             # the new replicas hold the state: the leader killed, another leads with it
             c.kill(leader)

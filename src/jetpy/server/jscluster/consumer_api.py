@@ -12,8 +12,9 @@ leader), ``DELETE``, ``PAUSE`` (a new ``pause_until`` in the consumer's config) 
 found". An update is checked by the meta leader (the single
 server's rules; a push consumer's deliver subject may move, the meta leader cannot tell whether
 it is bound), recorded in the meta group and answered by the consumer's leader once it runs with
-it; one that changes its ``num_replicas`` is placed anew (the servers it has first, then the
-stream's least loaded: :mod:`.consumer_placement`), the new ones joining its group. A
+it; one that changes its ``num_replicas`` is placed anew (its leader's server and the others
+it has first, then the stream's least loaded: :mod:`.consumer_placement`), the new ones
+joining its group. A
 work-queue stream's consumer removes what it acknowledged through the stream's log.
 Consumers of interest streams are refused ("... is not supported by this server in a cluster
 yet"). Must
@@ -174,11 +175,11 @@ class ConsumerClusterApi:
             if action == "create":
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             new = check_consumer_update(old, cfg)
+            op = UpdateConsumer(stream, cname, msgspec.json.encode(new), reply)
             replicas = wanted_replicas(new, len(sa.peers))
-            peers = (
-                [] if replicas == len(existing.peers) else rescale(existing, replicas, sa.peers, self._load())
-            )
-            return self._update(UpdateConsumer(stream, cname, msgspec.json.encode(new), reply, peers))
+            if replicas != len(existing.peers):
+                return self._rescale(op, existing, sa, replicas)
+            return self._update(op)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
         most = self.resources.consumer_limit(scfg)
@@ -211,6 +212,18 @@ class ConsumerClusterApi:
                 for p in ca.peers:
                     load[p] = load.get(p, 0) + 1
         return load
+
+    async def _rescale(
+        self, op: UpdateConsumer, ca: ConsumerAssignment, sa: StreamAssignment, replicas: int
+    ) -> ConsumerCreateResponse:
+        """A change of the consumer's replicas: fewer keep its leader first (it goes on leading
+        and answers), more add the stream's least loaded servers."""
+        info = (await self.state.consumer_groups.infos(ca.stream, [ca.name])).get(ca.name)
+        leader = info.cluster.leader if info is not None and info.cluster is not None else ""
+        if leader in ca.peers:
+            ca = msgspec.structs.replace(ca, peers=[leader, *(p for p in ca.peers if p != leader)])
+        peers = rescale(ca, replicas, sa.peers, self._load())
+        return await self._update(msgspec.structs.replace(op, peers=peers))
 
     async def _update(self, op: UpdateConsumer) -> ConsumerCreateResponse:
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
