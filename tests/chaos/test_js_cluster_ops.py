@@ -422,6 +422,19 @@ async def test_replicas_scaled_up_and_down_and_a_peer_replaced(jetpy_cluster: Js
 SERVER_REMOVE = "$JS.API.SERVER.REMOVE"
 
 
+async def _consumer_servers(nc: Client, stream: str, name: str, want: list[str]) -> list[str]:
+    """The servers the consumer's info's ``cluster`` block names, once they are ``want`` (or
+    after 20 s)."""
+    got: list[str] = []
+    for _ in range(100):
+        cl = (await _until(nc, f"$JS.API.CONSUMER.INFO.{stream}.{name}")).get("cluster", {})
+        got = sorted({cl.get("leader", ""), *(r["name"] for r in cl.get("replicas", []))} - {""})
+        if got == want:
+            break
+        await asyncio.sleep(0.2)
+    return got
+
+
 async def test_server_remove_refusals_as_nats_server(
     jetpy_cluster: JsCluster, reference_cluster: Ref
 ) -> None:
@@ -443,7 +456,7 @@ async def test_server_remove_refusals_as_nats_server(
 async def test_server_removed_and_its_streams_placed_elsewhere(tmp_path: Path) -> None:
     """A server taken out of the cluster's JetStream: its R2 stream is placed on the server that
     did not hold it and catches up, its R3 stream keeps its two other replicas, its files go,
-    and the meta group is the two others."""
+    and the meta group is the two others; the streams' durables follow them."""
     c = JsCluster(tmp_path, extra=("-c", str(_conf(tmp_path))))
     try:
         c.start()
@@ -458,6 +471,12 @@ async def test_server_removed_and_its_streams_placed_elsewhere(tmp_path: Path) -
             for i in range(30):
                 await js.publish(f"r3.{i}", b"x")
                 await js.publish(f"r2.{i}", b"y")
+            for stream in ("R2", "R3"):
+                await _until(
+                    nc,
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.D",
+                    {"stream_name": stream, "config": {"durable_name": "D", "ack_policy": "explicit"}},
+                )
             two = await c.wait_for(
                 "R2's holders", lambda: h if len(h := _holders(c, "R2", 30)) == 2 else None
             )
@@ -473,6 +492,8 @@ async def test_server_removed_and_its_streams_placed_elsewhere(tmp_path: Path) -
                 lambda: not _stream_dir(c, gone, "R2").exists() and not _stream_dir(c, gone, "R3").exists(),
             )
             assert _holders(c, "R3", 30) == stays
+            for stream in ("R2", "R3"):  # the durables on their streams' servers
+                assert await _consumer_servers(nc, stream, "D", stays) == stays
             doc = await asyncio.to_thread(_jsz, c.nodes[meta].http_port)
             assert doc["meta_cluster"]["cluster_size"] == 2
             assert [r["name"] for r in doc["meta_cluster"]["replicas"]] == [n for n in stays if n != meta]

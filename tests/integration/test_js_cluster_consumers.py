@@ -234,16 +234,23 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         assert (deleted["action"], deleted["consumer"]) == ("delete", "ADV")
         await adv.unsubscribe()
 
-        # the same create again is answered by its leader, a change too; more replicas, interest
-        # streams: refused
+        # the same create again is answered by its leader, a change too, more replicas too (the
+        # new ones join its group); interest streams: refused
         again = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
         assert again.name == "ONE"
         changed = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_wait=9))
         assert changed.config.ack_wait == 9 and changed.num_pending == 10  # by its leader, running it
         assert (await js.consumer_info("S", "ONE")).config.ack_wait == 9
-        with pytest.raises(APIError) as e:
-            await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=3, ack_wait=9))
-        assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        more = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=3, ack_wait=9))
+        assert more.config.num_replicas == 3 and more.num_pending == 10
+        for _ in range(200):  # its two new replicas joined and caught up
+            ci = await _retry("info", lambda: js.consumer_info("S", "ONE"))
+            if ci.cluster is not None and [r.current for r in ci.cluster.replicas or []] == [True, True]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"ONE not on three servers: {ci.cluster}")
+        assert ci.num_pending == 10
         with pytest.raises(APIError) as e:  # the single server's update rules
             await js.add_consumer(
                 "S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_policy=AckPolicy.ALL)

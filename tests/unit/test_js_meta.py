@@ -3,6 +3,8 @@ same entries, and a snapshot that restores the whole state."""
 
 from __future__ import annotations
 
+import json
+
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -161,3 +163,85 @@ def test_a_snapshot_of_streams_alone_still_restores() -> None:
     m = MetaMachine(rec)
     m.restore(msgspec.msgpack.encode({"A": _sa("A")}))
     assert sorted(m.streams) == ["A"] and m.consumers == {}
+
+
+def _placed_ca(stream: str, name: str, config: str, peers: list[str]) -> ConsumerAssignment:
+    return ConsumerAssignment(stream, name, config.encode(), f"C-R3F-{name}", peers, 1)
+
+
+def _placements(m: MetaMachine, stream: str) -> dict[str, tuple[list[str], list[str], int]]:
+    """Each consumer's servers, those that joined, and its config's num_replicas."""
+    return {
+        n: (ca.peers, ca.joined, json.loads(ca.config).get("num_replicas", 0))
+        for n, ca in m.consumers[stream].items()
+    }
+
+
+def test_consumers_follow_their_stream_placement() -> None:
+    """As nats-server 2.15 places them: a durable of num_replicas 0 follows the stream's count,
+    others are capped by it (their num_replicas lowered for good), every one keeps the servers
+    the stream keeps and takes the stream's new ones in their order; a work-queue stream's
+    consumers always have the stream's replicas."""
+    rec = Recorder()
+    m = MetaMachine(rec)
+    three = ["n1", "n2", "n3"]
+    ops: list[AddStream | AddConsumer] = [
+        AddStream(StreamAssignment("S", b'{"name":"S"}', "S-R3F-S", three, 1)),
+        AddConsumer(_placed_ca("S", "D", '{"durable_name":"D"}', three)),
+        AddConsumer(_placed_ca("S", "THREE", '{"durable_name":"THREE","num_replicas":3}', three)),
+        AddConsumer(_placed_ca("S", "ONE", '{"durable_name":"ONE","num_replicas":1}', ["n3"])),
+        AddConsumer(_placed_ca("S", "EPH", '{"name":"EPH"}', ["n2"])),
+        AddStream(StreamAssignment("W", b'{"name":"W","retention":"workqueue"}', "S-R3F-W", three, 1)),
+        AddConsumer(_placed_ca("W", "WQ", '{"durable_name":"WQ","num_replicas":3}', three)),
+    ]
+    assert list(m.apply(1, [encode_op(op) for op in ops])) == [RESULT_OK] * len(ops)
+    rec.events.clear()
+
+    m.apply(2, [encode_op(UpdateStream("S", b'{"name":"S"}', "", ["n1"]))])
+    assert _placements(m, "S") == {
+        "D": (["n1"], [], 0),
+        "THREE": (["n1"], [], 1),
+        "ONE": (["n1"], ["n1"], 1),
+        "EPH": (["n1"], ["n1"], 0),
+    }
+    assert [e[0] for e in rec.events] == ["update"] + ["update consumer"] * 4
+
+    m.apply(3, [encode_op(UpdateStream("S", b'{"name":"S"}', "", three))])
+    assert _placements(m, "S") == {
+        "D": (three, ["n2", "n3"], 0),
+        "THREE": (["n1"], [], 1),
+        "ONE": (["n1"], ["n1"], 1),
+        "EPH": (["n1"], ["n1"], 0),
+    }
+
+    rec.events.clear()
+    m.apply(4, [encode_op(UpdateStream("S", b'{"name":"S"}', "", ["n4", "n2", "n3"]))])  # n1 replaced
+    assert _placements(m, "S") == {
+        "D": (["n2", "n3", "n4"], ["n2", "n3", "n4"], 0),
+        "THREE": (["n4"], ["n4"], 1),
+        "ONE": (["n4"], ["n4"], 1),
+        "EPH": (["n4"], ["n4"], 0),
+    }
+    m.apply(5, [encode_op(UpdateStream("S", b'{"name":"S"}', "", ["n4", "n2", "n3"]))])  # no change
+    assert [e[0] for e in rec.events] == ["update"] + ["update consumer"] * 4 + ["update"]
+
+    wq = b'{"name":"W","retention":"workqueue"}'
+    m.apply(6, [encode_op(UpdateStream("W", wq, "", ["n2"]))])
+    assert _placements(m, "W") == {"WQ": (["n2"], [], 1)}
+    m.apply(7, [encode_op(UpdateStream("W", wq, "", three))])
+    assert _placements(m, "W") == {"WQ": (["n2", "n1", "n3"], ["n1", "n3"], 3)}
+
+    # a consumer's own replicas changed by an update: placed where the meta leader says
+    m.apply(
+        8,
+        [
+            encode_op(
+                UpdateConsumer("S", "ONE", b'{"durable_name":"ONE","num_replicas":3}', "", ["n4", "n3", "n2"])
+            )
+        ],
+    )
+    assert _placements(m, "S")["ONE"] == (["n4", "n3", "n2"], ["n4", "n3", "n2"], 3)
+    # ... among the servers the stream still has (it may have moved since they were chosen)
+    one = b'{"durable_name":"ONE","num_replicas":1}'
+    m.apply(9, [encode_op(UpdateConsumer("S", "ONE", one, "", ["n1", "n3"]))])
+    assert _placements(m, "S")["ONE"] == (["n3"], ["n3"], 1)

@@ -96,9 +96,13 @@ The design (decisions the following slices keep):
 * **Placement changes** (a stream's replicas scaled by an update, ``STREAM.PEER.REMOVE``) are
   an update of the assignment's ``peers`` in the meta group: a server newly named starts its
   replica as a new member that asks to join (``joined``), the stream's leader removes the
-  members no longer named, and those leave once removed (:mod:`.membership`).
+  members no longer named, and those leave once removed (:mod:`.membership`). The stream's
+  consumers follow it in the same meta entry (:mod:`.consumer_placement`: nats-server's rules
+  for which keep the stream's count and which are capped by it), their groups changing
+  members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
+  by an update too.
 
-Not yet: changing a consumer's replicas, consumers of interest streams (what every consumer
+Not yet: consumers of interest streams (what every consumer
 acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and sources, backups,
 moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".

@@ -12,9 +12,12 @@ leader), ``DELETE``, ``PAUSE`` (a new ``pause_until`` in the consumer's config) 
 found". An update is checked by the meta leader (the single
 server's rules; a push consumer's deliver subject may move, the meta leader cannot tell whether
 it is bound), recorded in the meta group and answered by the consumer's leader once it runs with
-it. A work-queue stream's consumer removes what it acknowledged through the stream's log.
-Changing a consumer's replicas, and consumers of interest streams, are refused
-("... is not supported by this server in a cluster yet"). Must
+it; one that changes its ``num_replicas`` is placed anew (its leader's server and the others
+it has first, then the stream's least loaded: :mod:`.consumer_placement`), the new ones
+joining its group. A
+work-queue stream's consumer removes what it acknowledged through the stream's log.
+Consumers of interest streams are refused ("... is not supported by this server in a cluster
+yet"). Must
 not know: how a consumer group runs, the wire.
 """
 
@@ -49,6 +52,7 @@ from jetpy.jetstream.resources import ResourceLimits
 from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.consumer_placement import rescale, wanted_replicas
 from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
@@ -171,11 +175,11 @@ class ConsumerClusterApi:
             if action == "create":
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             new = check_consumer_update(old, cfg)
-            if (new.num_replicas or 0) != (old.num_replicas or 0):
-                raise ApiError.of(
-                    E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("changing a consumer's replicas")
-                )
-            return self._update(UpdateConsumer(stream, cname, msgspec.json.encode(new), reply))
+            op = UpdateConsumer(stream, cname, msgspec.json.encode(new), reply)
+            replicas = wanted_replicas(new, len(sa.peers))
+            if replicas != len(existing.peers):
+                return self._rescale(op, existing, sa, replicas)
+            return self._update(op)
         if action == "update":
             raise ApiError.of(E.CONSUMER_DOES_NOT_EXIST)
         most = self.resources.consumer_limit(scfg)
@@ -186,8 +190,7 @@ class ConsumerClusterApi:
             while cname in consumers:
                 cname = ephemeral_name()
             cfg = msgspec.structs.replace(cfg, name=cname)
-        stream_r = scfg.num_replicas or 1
-        replicas = cfg.num_replicas or (stream_r if cfg.durable_name else 1)
+        replicas = wanted_replicas(cfg, len(sa.peers))
         peers = self._place(sa, replicas)
         group = f"C-R{replicas}F-{new_identity()}"
         ca = ConsumerAssignment(stream, cname, msgspec.json.encode(cfg), group, peers, time.time_ns(), reply)
@@ -197,14 +200,30 @@ class ConsumerClusterApi:
         """The stream's servers, the ones holding the fewest consumers first (ties at random)."""
         if replicas >= len(sa.peers):
             return list(sa.peers)
-        load = {p: 0 for p in sa.peers}
+        load = self._load()
+        shuffled = random.sample(sa.peers, len(sa.peers))
+        return sorted(shuffled, key=lambda s: load.get(s, 0))[:replicas]
+
+    def _load(self) -> dict[str, int]:
+        """How many consumers each server holds."""
+        load: dict[str, int] = {}
         for consumers in self.state.consumer_assignments.values():
             for ca in consumers.values():
                 for p in ca.peers:
-                    if p in load:
-                        load[p] += 1
-        shuffled = random.sample(sa.peers, len(sa.peers))
-        return sorted(shuffled, key=lambda s: load[s])[:replicas]
+                    load[p] = load.get(p, 0) + 1
+        return load
+
+    async def _rescale(
+        self, op: UpdateConsumer, ca: ConsumerAssignment, sa: StreamAssignment, replicas: int
+    ) -> ConsumerCreateResponse:
+        """A change of the consumer's replicas: fewer keep its leader first (it goes on leading
+        and answers), more add the stream's least loaded servers."""
+        info = (await self.state.consumer_groups.infos(ca.stream, [ca.name])).get(ca.name)
+        leader = info.cluster.leader if info is not None and info.cluster is not None else ""
+        if leader in ca.peers:
+            ca = msgspec.structs.replace(ca, peers=[leader, *(p for p in ca.peers if p != leader)])
+        peers = rescale(ca, replicas, sa.peers, self._load())
+        return await self._update(msgspec.structs.replace(op, peers=peers))
 
     async def _update(self, op: UpdateConsumer) -> ConsumerCreateResponse:
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:

@@ -2,7 +2,12 @@
 
 Owns: reacting to consumer assignments (in the meta log's order, through the service's queue of
 actions: a consumer placed here gets its replica and its member of the consumer's group, a
-removed one loses both and its group's directory), the internal requests between servers about
+removed one loses both and its group's directory), following a consumer's placement as it
+changes (:mod:`.consumer_placement`: a server newly named starts a member that joins the group
+and catches up from it, snapshot or log; the consumer's leader removes from the group, one at a
+time, the members whose servers are no longer named; a server left out hands over leadership
+if it has it, waits until the group removed it, so that the group never loses its quorum, then
+drops its replica and its files, as a stream's replicas do: :mod:`.membership`), the internal requests between servers about
 consumers (the meta leader asking a consumer's leader to answer a create, and to give its info
 for ``CONSUMER.LIST``), and what a replica needs of its server (:class:`ReplicaContext`). Must
 not know: the API's checks, Raft's rules, the wire.
@@ -15,7 +20,8 @@ import contextlib
 import itertools
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import msgspec
 
@@ -26,9 +32,10 @@ from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.consumers import ConsumerReplica
+from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import ConsumerAssignment, RemoveConsumer, encode_op
 from jetpy.server.jscluster.streams import DeleteOp, StreamReplica
-from jetpy.server.nrg import GroupConfig, ProposalError, RaftHost, member_id
+from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
 
 __all__ = ["ConsumerGroups"]
 
@@ -55,6 +62,8 @@ class ConsumerGroups:
         config: GroupConfig,
         stream_replica: Callable[[str], StreamReplica | None],
         propose_meta: Callable[[bytes], Awaitable[bytes]],
+        act: Callable[[Callable[[], Awaitable[None]]], None],
+        traffic_account: str = "",
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -63,6 +72,8 @@ class ConsumerGroups:
         self.config = config
         self._stream_replica = stream_replica
         self._propose_meta = propose_meta
+        self._act = act  # queued after the meta group's other changes, in order
+        self._traffic_account = traffic_account
         self.js: JetStream | None = None
         self.replicas: dict[Key, ConsumerReplica] = {}
         self._subs: list[Subscription] = []
@@ -89,29 +100,41 @@ class ConsumerGroups:
 
     async def add(self, ca: ConsumerAssignment) -> None:
         key = (ca.stream, ca.name)
-        if self.server_name not in ca.peers or key in self.replicas:
+        if key in self.replicas:  # held already (a restored meta state): its placement may differ
+            await self.update(ca, "")
+            return
+        if self.server_name not in ca.peers:
             return
         rep = ConsumerReplica(ca, self)
         self.replicas[key] = rep
-        group = await self.host.start_group(ca.group, rep, ca.peers, self.config)
+        # a server placed after the consumer's creation joins its group as a new member
+        founders = () if self.server_name in ca.joined else ca.peers
+        group = await self.host.start_group(ca.group, rep, founders, self.config)
         rep.group = group
-        group.on_leader = rep.leader_changed
+        group.on_leader = lambda leading: self._leader_changed(rep, leading)
         if group.is_leader:
-            rep.leader_changed(True)
+            self._leader_changed(rep, True)
         log.info(
             "JetStream cluster: consumer '%s > %s' replica started (group %s)", ca.stream, ca.name, ca.group
         )
 
-    async def remove(self, ca: ConsumerAssignment, reply: str = "") -> None:
+    def _leader_changed(self, rep: ConsumerReplica, leading: bool) -> None:
+        rep.leader_changed(leading)
+        g = rep.group
+        if leading and g is not None and any(p.name not in rep.ca.peers for p in g.status().peers):
+            self._spawn(reconcile(g, rep.ca.peers))  # a removal the last leader left undone
+
+    async def remove(self, ca: ConsumerAssignment, reply: str = "", deleted: bool = True) -> None:
         """Remove this server's replica; its leader answers a delete at ``reply`` once it no
-        longer runs it (as nats-server's former leader does: no info from it after the answer)."""
+        longer runs it (as nats-server's former leader does: no info from it after the answer).
+        Not ``deleted``: the consumer goes on elsewhere (this server was left out of it)."""
         rep = self.replicas.pop((ca.stream, ca.name), None)
         if rep is None:
             return
         leader = rep.consumer is not None
-        if rep.consumer is not None:  # its leader says it is gone, as a single server does
+        if rep.consumer is not None and deleted:  # its leader says it is gone, as a single server does
             self.manager.action_advisory(rep.consumer, "delete")
-        rep.close(deleted=True)
+        rep.close(deleted=deleted)
         if leader and reply:
             self.publish(reply, encode(ConsumerDeleteResponse(success=True)))
         if rep.group is not None:
@@ -119,14 +142,56 @@ class ConsumerGroups:
             root = self.host.root
             if root is not None:
                 await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
-        log.info("JetStream cluster: consumer '%s > %s' replica deleted", ca.stream, ca.name)
+        log.info(
+            "JetStream cluster: consumer '%s > %s' replica %s",
+            ca.stream,
+            ca.name,
+            "deleted" if deleted else "removed from this server",
+        )
 
     async def update(self, ca: ConsumerAssignment, reply: str) -> None:
-        """A new config: every replica keeps it (a later leader runs with it); the leader
-        changes its consumer now and answers."""
+        """A new config or placement: every replica keeps it (a later leader runs with it); the
+        leader changes its consumer now, removes the members no longer named and answers; a
+        server newly named starts its replica, one left out leaves the group."""
         rep = self.replicas.get((ca.stream, ca.name))
-        if rep is not None:
-            rep.reconfigure(ca, reply)
+        if rep is None:
+            if self.server_name in ca.peers:  # placed here by a change of the placement
+                await self.add(ca)
+                rep = self.replicas.get((ca.stream, ca.name))
+                if rep is not None and reply:
+                    rep.reconfigure(ca, reply)  # answered here if it leads already
+            return
+        rep.reconfigure(ca, reply)
+        g = rep.group
+        if g is None:
+            return
+        if self.server_name not in ca.peers:  # taken off this server
+            self._spawn(self._leave(rep, g))
+        elif g.is_leader:
+            self._spawn(reconcile(g, ca.peers))
+
+    async def _leave(self, rep: ConsumerReplica, group: RaftGroup) -> None:
+        """Once the consumer's group has removed this server's member, its replica goes (in
+        the meta group's order). Placed here again meanwhile: a member still in the group
+        stays, one already removed is replaced by a new one that joins."""
+        await leave(group, rep.ca.peers, self.config.tick, lambda: self.server_name in rep.ca.peers)
+        key = (rep.ca.stream, rep.ca.name)
+
+        async def drop() -> None:
+            if self.replicas.get(key) is not rep:
+                return
+            if self.server_name not in rep.ca.peers:
+                await self.remove(rep.ca, deleted=False)
+            elif group.removed:
+                await self.remove(rep.ca, deleted=False)
+                await self.add(rep.ca)
+
+        self._act(drop)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def gone_after_restore(self, consumers: list[ConsumerAssignment]) -> list[ConsumerAssignment]:
         """The replicas a restored meta state no longer has."""
@@ -148,6 +213,10 @@ class ConsumerGroups:
     @property
     def cluster_name(self) -> str:
         return self._cluster_name()
+
+    @property
+    def traffic_account(self) -> str:
+        return self._traffic_account
 
     def stream_holding(self, stream: str, seq: int) -> Stream | None:
         rep = self._stream_replica(stream)

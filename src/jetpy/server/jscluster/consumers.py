@@ -34,18 +34,18 @@ import msgspec
 from jetpy.jetstream.consumers.consumer import Consumer
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.info import consumer_info
-from jetpy.jetstream.models import ClusterInfo, ConsumerConfig, ConsumerInfo, PeerInfo
+from jetpy.jetstream.models import ClusterInfo, ConsumerConfig, ConsumerInfo
 from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.stream import Stream
 from jetpy.server.jscluster.meta import ConsumerAssignment
+from jetpy.server.jscluster.report import cluster_block
 from jetpy.server.nrg import ProposalError, RaftGroup
 from jetpy.store.base import ConsumerState
 
-__all__ = ["ConsumerReplica", "ReplicaContext", "group_cluster_info"]
+__all__ = ["ConsumerReplica", "ReplicaContext"]
 
 log = logging.getLogger("jetpy.jetstream")
 
-NS: Final = 1_000_000_000
 READY_POLL: Final = 0.05  # seconds between looks at the stream's replica before leading
 LEAD_RETRY: Final = 0.1
 OK: Final = b"ok"
@@ -91,6 +91,11 @@ class ReplicaContext(Protocol):
 
     @property
     def cluster_name(self) -> str: ...
+
+    @property
+    def traffic_account(self) -> str:
+        """The account the groups' traffic crosses (the system account's name, or "")."""
+        ...
 
     def stream_holding(self, stream: str, seq: int) -> Stream | None:
         """This server's replica of ``stream`` once it is current and holds ``seq``."""
@@ -380,8 +385,19 @@ class ConsumerReplica:
         c = self.consumer
         if c is None or c.closed:
             return None
-        return msgspec.structs.replace(
-            consumer_info(c), cluster=group_cluster_info(self.group, self.ctx.cluster_name)
+        return msgspec.structs.replace(consumer_info(c), cluster=self.cluster_info())
+
+    def cluster_info(self) -> ClusterInfo:
+        """The consumer's ``cluster`` block as a stream's (nats-server fills them alike: an R1
+        consumer's, even one whose config follows an R3 stream scaled down, is its cluster and
+        leader only)."""
+        g = self.group
+        return cluster_block(
+            self.ctx.cluster_name,
+            g.status() if g is not None else None,
+            g.names if g is not None else {},
+            len(self.ca.peers) > 1,
+            self.ctx.traffic_account,
         )
 
     async def step_down(self) -> None:
@@ -389,23 +405,3 @@ class ConsumerReplica:
         if g is None:
             raise ProposalError("the consumer's group is not started")
         await g.transfer_leadership()
-
-
-def group_cluster_info(g: RaftGroup | None, cluster: str) -> ClusterInfo:
-    """A group's ``cluster`` block as its leader reports it (its peers' health from the group's
-    own view of them)."""
-    if g is None:
-        return ClusterInfo(name=cluster)
-    st = g.status()
-    leader = g.names.get(st.leader, st.leader) if st.leader else ""
-    replicas = [
-        PeerInfo(
-            name=p.name,
-            current=p.health == "current",
-            offline=p.health == "offline",
-            active=int((p.last_seen or 0.0) * NS),
-            lag=p.lag or 0,
-        )
-        for p in st.peers
-    ]
-    return ClusterInfo(name=cluster, leader=leader, replicas=replicas)

@@ -1,25 +1,28 @@
-"""A replicated stream's group following its assignment's peers (scaled up or down by an
-update, a peer removed by ``STREAM.PEER.REMOVE``).
+"""A replicated stream's or consumer's group following its assignment's peers (scaled up or
+down by an update, a peer removed by ``STREAM.PEER.REMOVE``, a consumer following its stream).
 
-Owns: the stream leader's side (removing from the group, one change at a time, every member
+Owns: the group leader's side (removing from the group, one change at a time, every member
 whose server the assignment no longer names; servers newly named join by themselves, as new
 members that the leader adds as learners and makes voters once caught up) and the side of a
 server left out (handing leadership to a server that stays if it leads, then waiting until the
 group has removed it, so that the group never loses its quorum to a replica gone too soon; its
-files are deleted after). Must not know: the meta group, the API, what a stream is.
+files are deleted after). Must not know: the meta group, the API, what a stream or a consumer
+is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from jetpy.server.nrg import ProposalError, RaftGroup
 
 __all__ = ["leave", "reconcile"]
 
 log = logging.getLogger("jetpy.jetstream")
+
+STAYING_TICKS = 10  # a member placed again looks less often whether it was removed after all
 
 
 async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
@@ -30,19 +33,24 @@ async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
             continue
         try:
             await group.remove_member(p.id)
-            log.info(
-                "raft %s: %s (%s) removed: the stream is no longer placed there", group.name, p.id, p.name
-            )
+            log.info("raft %s: %s (%s) removed: no longer placed there", group.name, p.id, p.name)
         except ProposalError as exc:  # the next leader, or the next update, tries again
             log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
             return
 
 
-async def leave(group: RaftGroup, peers: Sequence[str], tick: float) -> None:
+async def leave(
+    group: RaftGroup, peers: Sequence[str], tick: float, stays: Callable[[], bool] | None = None
+) -> None:
     """On a server the assignment no longer names: hand leadership to one that stays, then
-    wait until the group removed this member (or it stopped)."""
+    wait until the group removed this member (or it stopped). While ``stays()`` (placed here
+    again) it keeps its leadership and waits on: the group's leader may have removed it
+    already, or may still."""
     keep = set(peers)
     while not group.removed and group.status().state != "CLOSED":
+        if stays is not None and stays():
+            await asyncio.sleep(tick * STAYING_TICKS)
+            continue
         if group.is_leader:
             st = group.status()
             live = [p for p in st.peers if p.name in keep and p.voter and p.active]

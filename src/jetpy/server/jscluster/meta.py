@@ -4,8 +4,9 @@ Owns: the assignments (:class:`StreamAssignment`, :class:`ConsumerAssignment`), 
 change them (:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`,
 :class:`AddConsumer`, :class:`UpdateConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
 consumers), applying those
-in log order (deterministic: the same state and results on every server), and the whole state
-as a snapshot. Every applied change is also handed to a listener (the server's reaction:
+in log order (deterministic: the same state and results on every server; a stream's new
+placement moves its consumers in the same entry, by :mod:`.consumer_placement`'s rules), and
+the whole state as a snapshot. Every applied change is also handed to a listener (the server's reaction:
 create, change or delete its replica). Must not know: the
 Raft host, streams' rules, the API.
 """
@@ -16,6 +17,9 @@ from collections.abc import Sequence
 from typing import Final, Protocol
 
 import msgspec
+
+from jetpy.jetstream.models import StreamConfig
+from jetpy.server.jscluster.consumer_placement import follow, placed
 
 __all__ = [
     "META_GROUP",
@@ -49,7 +53,8 @@ class StreamAssignment(msgspec.Struct, frozen=True):
     leader before proposing), ``peers`` the servers holding a replica (server names), ``group``
     the Raft group they form, ``reply`` where its create is answered by its first leader,
     ``joined`` the peers placed after its creation (scaled up, or replacing a removed peer):
-    those join its group as new members rather than found it."""
+    those join its group as new members rather than found it. A change of ``peers`` moves its
+    consumers with it (:func:`.consumer_placement.follow`), in the same entry."""
 
     name: str
     config: bytes
@@ -82,7 +87,8 @@ class UpdateStream(msgspec.Struct, frozen=True, tag="update_stream"):
 class ConsumerAssignment(msgspec.Struct, frozen=True):
     """A consumer of an assigned stream placed on some of the stream's servers: ``config`` its
     ConsumerConfig as JSON (checked by the meta leader), ``group`` the Raft group its replicas
-    form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader."""
+    form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader,
+    ``joined`` (as a stream's) the peers placed after its creation, which join its group."""
 
     stream: str
     name: str
@@ -91,6 +97,7 @@ class ConsumerAssignment(msgspec.Struct, frozen=True):
     peers: list[str]
     created: int
     reply: str = ""
+    joined: list[str] = []
 
 
 class AddConsumer(msgspec.Struct, frozen=True, tag="add_consumer"):
@@ -106,13 +113,15 @@ class RemoveConsumer(msgspec.Struct, frozen=True, tag="remove_consumer"):
 
 
 class UpdateConsumer(msgspec.Struct, frozen=True, tag="update_consumer"):
-    """A new config for an assigned consumer (its placement unchanged); ``reply``: where the
-    consumer's leader answers once it runs with it."""
+    """A new config for an assigned consumer; ``reply``: where the consumer's leader answers
+    once it runs with it; ``peers``: its new placement (empty: unchanged; its replicas
+    changed), the servers new to it joining its group, those left out leaving it."""
 
     stream: str
     name: str
     config: bytes
     reply: str = ""
+    peers: list[str] = []
 
 
 class MetaState(msgspec.Struct, frozen=True, array_like=True):
@@ -191,6 +200,8 @@ class MetaMachine:
                 sa = msgspec.structs.replace(sa, peers=list(op.peers), joined=joined)
             self.streams[op.name] = sa
             self.listener.updated(sa, op.reply)
+            if op.peers:
+                self._follow(sa)
             return RESULT_OK
         if isinstance(op, (AddConsumer, RemoveConsumer, UpdateConsumer)):
             return self._consumer_op(op)
@@ -202,6 +213,17 @@ class MetaMachine:
         self.listener.unassigned(gone)
         return RESULT_OK
 
+    def _follow(self, sa: StreamAssignment) -> None:
+        """The stream's consumers placed anew with it (after the stream's own change, so a
+        server joining the stream starts its replica first)."""
+        scfg = msgspec.json.decode(sa.config, type=StreamConfig)
+        consumers = self.consumers.get(sa.name, {})
+        for name, ca in list(consumers.items()):
+            moved = follow(ca, scfg, sa.peers)
+            if moved is not ca:
+                consumers[name] = moved
+                self.listener.consumer_updated(moved, "")
+
     def _consumer_op(self, op: AddConsumer | RemoveConsumer | UpdateConsumer) -> bytes:
         if isinstance(op, UpdateConsumer):
             consumers = self.consumers.get(op.stream, {})
@@ -209,6 +231,11 @@ class MetaMachine:
             if have is None:
                 return RESULT_MISSING
             updated = msgspec.structs.replace(have, config=op.config, reply="")
+            sa = self.streams.get(op.stream)
+            # servers the stream still has (it may have moved since the meta leader chose them)
+            peers = [p for p in op.peers if sa is not None and p in sa.peers]
+            if peers:
+                updated = placed(updated, peers)
             consumers[op.name] = updated
             self.listener.consumer_updated(updated, op.reply)
             return RESULT_OK

@@ -114,7 +114,15 @@ class ClusteredJetStream:
             StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
         self.consumer_groups = ConsumerGroups(
-            server_name, cluster_name, host, system, config, self.replicas.get, self.propose_meta
+            server_name,
+            cluster_name,
+            host,
+            system,
+            config,
+            self.replicas.get,
+            self.propose_meta,
+            self._actions.put_nowait,
+            traffic_account,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
@@ -488,11 +496,19 @@ class ClusteredJetStream:
             await self._push_config(rep, reply)
 
     async def _leave(self, rep: StreamReplica, sa: StreamAssignment) -> None:
-        """Once the stream's group has removed this server's member, its replica goes."""
-        if rep.group is not None:
-            await leave(rep.group, sa.peers, self.config.tick)
-        if self.replicas.get(sa.name) is rep and self.server_name not in rep.assigned_peers:
+        """Once the stream's group has removed this server's member, its replica goes. Placed
+        here again meanwhile (scaled down, then up): a member still in the group stays, one
+        removed already is replaced by a new one that joins."""
+        g = rep.group
+        if g is not None:
+            await leave(g, sa.peers, self.config.tick, lambda: self.server_name in rep.assigned_peers)
+        if self.replicas.get(sa.name) is not rep:
+            return
+        if self.server_name not in rep.assigned_peers:
             self._actions.put_nowait(sa.name)
+        elif g is not None and g.removed and (now := self.meta.streams.get(sa.name)) is not None:
+            self._actions.put_nowait(sa.name)
+            self._actions.put_nowait(now)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

@@ -135,6 +135,7 @@ class RaftGroup:
         self.cfg = config
         self.server_name = server_name
         self.names = names  # member id -> server name (the host's, shared by its groups)
+        names.setdefault(member, server_name)  # a joining member's id is not derived from the name
         self._executor = executor
         self.node = RaftNode(
             Config(
