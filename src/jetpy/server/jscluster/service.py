@@ -40,6 +40,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.forming import SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -71,8 +72,6 @@ SNAPSHOT_ENTRIES = 8192
 """Applied entries after which a group of this cluster's JetStream (the meta group, each stream's)
 snapshots its state and compacts its log, unless the Raft config says otherwise..."""
 SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
-
-PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
 
 
 class ClusteredJetStream:
@@ -121,6 +120,16 @@ class ClusteredJetStream:
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
+        # who founds the meta group, or joins it (a settle period of SETTLE, or one election
+        # timeout where that is shorter: the tests' fast timers)
+        self.forming = MetaForming(
+            server_name,
+            system,
+            peers,
+            expected_servers,
+            min(SETTLE, config.election_timeout),
+            host.names,
+        )
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
@@ -163,6 +172,7 @@ class ClusteredJetStream:
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
             self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
+            self.system.subscribe_internal(STATE_SUBJECT, self.forming.on_question),
         ]
         assert self.js is not None
         self.consumer_groups.start(self.js)
@@ -185,25 +195,27 @@ class ClusteredJetStream:
         # the groups are stopped with the Raft host (their logs synced)
 
     async def _form_meta(self) -> None:
-        """Start this server's member of the meta group: with every JetStream server of the
-        cluster as its founders once all are known by their routes (a recovered member needs
-        none: its log knows the group)."""
+        """Start this server's member of the meta group: recovered from its log, else founded
+        with the cluster's JetStream servers or joining the group they run (:mod:`.forming`);
+        then keep the names of its members known."""
         root = self.host.root
         have_log = root is not None and (root / META_GROUP).exists()
         founders: list[str] = []
         if not have_log:
-            while True:
-                names = sorted({self.server_name, *[p for p in self._peers() if p]})
-                if len(names) >= self.expected_servers:
-                    founders = names
-                    break
-                await asyncio.sleep(PEERS_POLL)
-            log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+            founders = await self.forming.founders_or_join()
+            if founders:
+                log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+            else:
+                log.info("JetStream cluster: joining the meta group as a new member")
         try:
             self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
             self._meta_started = time.monotonic()
         except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
             log.error("JetStream cluster: the meta group could not be started: %s", exc)
+            return
+        self.forming.founders = founders
+        self.forming.group = self.meta_group
+        await self.forming.learn_names()
 
     # -- the meta group's state, as the API sees it ------------------------------------------------
 
