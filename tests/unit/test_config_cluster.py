@@ -10,7 +10,6 @@ import pytest
 
 from certs import make_pki
 from jetpy.server.config import ConfigError, load_config
-from jetpy.server.config_cluster import CLUSTERED_JETSTREAM
 from jetpy.server.flags import parse_args
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.reload import ReloadError, diff_options
@@ -68,7 +67,10 @@ def test_cluster_flags() -> None:
         (["--cluster", "nats://u@127.0.0.1:-1"], "expected cluster password to be set"),
         (["--cluster", "foo"], "missing port in address"),
         (["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "a b"], "cluster name cannot contain spaces"),
-        (["--cluster", "nats://127.0.0.1:-1", "-js"], CLUSTERED_JETSTREAM),
+        (
+            ["--cluster", "nats://127.0.0.1:-1", "-js"],
+            "jetstream cluster requires `server_name` to be set",
+        ),
         (["--cluster", "nats://127.0.0.1:-1", "--routes", "nats-route://hostonly"], "missing host or port"),
     ],
 )
@@ -137,11 +139,32 @@ def test_the_cluster_block(tmp_path: Path) -> None:
         ("cluster { port: -1, pool_size: 3 }", "route pooling"),
         ("cluster { port: -1, compression: s2_fast }", "route compression"),
         ("cluster { port: -1, ping_interval: 1s }", 'field "ping_interval" is not supported by jetpy yet'),
-        ("jetstream: true\ncluster { port: -1 }", CLUSTERED_JETSTREAM),
+        ("jetstream: true\ncluster { port: -1 }", "jetstream cluster requires `server_name` to be set"),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }\n"
+            "accounts { A: { jetstream: enabled, users: [ {user: a, password: a} ] } }",
+            "clustered JetStream serves the global account only for now: account 'A' has JetStream",
+        ),
     ],
 )
 def test_block_errors(tmp_path: Path, text: str, message: str) -> None:
     assert message in config_error(tmp_path, text)
+
+
+def test_jetstream_with_a_cluster_is_clustered_jetstream(tmp_path: Path) -> None:
+    """``-js`` with a cluster and a server name starts (clustered JetStream), in flags and in a
+    config file alike."""
+    o = opts_of(
+        "-js", "--server_name", "n1", "--cluster", "nats://127.0.0.1:-1", "--routes", "nats://127.0.0.1:4248"
+    )
+    assert o.jetstream and o.cluster.enabled and o.server_name == "n1"
+    path = tmp_path / "c.conf"
+    path.write_text(
+        'server_name: n2\njetstream { store_dir: "/tmp/x" }\n'
+        'cluster { name: C, port: -1, routes: [ "nats-route://127.0.0.1:4248" ] }\n'
+    )
+    o, _ = load_config(str(path))
+    assert o.jetstream and o.cluster.routes == ["nats-route://127.0.0.1:4248"]
 
 
 def test_a_duplicate_route_is_a_warning(tmp_path: Path) -> None:

@@ -65,7 +65,6 @@ class Server:
         self,
         options: ServerOptions | None = None,
         *,
-        clustered_jetstream: bool = False,
         raft_config: GroupConfig | None = None,
         **overrides: Any,
     ) -> None:
@@ -105,8 +104,7 @@ class Server:
         self.gateways: Gateways | None = None
         self.leafnodes: LeafNodes | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
-        # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
-        self.clustered_jetstream = clustered_jetstream
+        # JetStream on a cluster (jscluster), its groups' timers (None: nats-server's)
         self.raft_config = raft_config
         self.js_cluster: ClusteredJetStream | None = None
         self._closed_in_msgs = 0
@@ -124,7 +122,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
-        check_cluster_options(opts, self.clustered_jetstream)
+        check_cluster_options(opts)
         check_gateway_options(opts)
         check_leaf_options(opts)
         check_resolver_options(opts)

@@ -13,8 +13,9 @@ block's ``tls {}`` (the server block's fields and checks, less ``handshake_first
 Refused, because jetpy does not do them yet and ignoring them would change security or data
 flow: ``permissions`` (import/export), ``accounts`` (pinned accounts), ``pool_size`` other than
 -1 (jetpy keeps one route per peer, which is what -1 asks for), ``compression`` other than off,
-the block's ``ping_interval``/``ping_max``/``write_deadline`` (routes use the server's), and
-JetStream on a clustered server (see :func:`check_cluster_options`).
+and the block's ``ping_interval``/``ping_max``/``write_deadline`` (routes use the server's).
+JetStream on a clustered server is clustered JetStream (``jetpy.server.jscluster``): it needs a
+``server_name``.
 """
 
 from __future__ import annotations
@@ -34,10 +35,9 @@ from jetpy.server.config_values import (
     to_map,
     to_str,
 )
-from jetpy.server.options import ClusterOptions, ServerOptions, TlsOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, ClusterOptions, ServerOptions, TlsOptions
 
 __all__ = [
-    "CLUSTERED_JETSTREAM",
     "RouteURLError",
     "apply_cluster_url",
     "apply_routes",
@@ -50,10 +50,6 @@ __all__ = [
     "refuse",
 ]
 
-CLUSTERED_JETSTREAM: Final = (
-    "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a cluster "
-    "(--cluster, cluster {}) cannot be combined"
-)
 _NOT_YET: Final = "is not supported by jetpy yet"
 _COMPRESSION_OFF: Final = frozenset({"off", "disabled", "false", "0"})
 
@@ -217,10 +213,9 @@ def apply_routes(opts: ServerOptions, text: str) -> None:
     opts.cluster.routes = [r.strip() for r in text.split(",") if r.strip()]
 
 
-def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False) -> None:
-    """nats-server's start-up checks of the cluster settings, and jetpy's refusal of JetStream
-    on a clustered server unless its embedder asks for clustered JetStream, which is being
-    built (``jetpy.server.jscluster``); raises ``ConfigError``."""
+def check_cluster_options(opts: ServerOptions) -> None:
+    """nats-server's start-up checks of the cluster settings (clustered JetStream's among
+    them: a server name); raises ``ConfigError``."""
     c = opts.cluster
     if c.routes and not c.enabled:
         raise ConfigError("solicited routes require cluster capabilities, e.g. --cluster")
@@ -228,10 +223,16 @@ def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False
         return
     if " " in c.name or "\n" in c.name:
         raise ConfigError("cluster name cannot contain spaces")
-    if opts.jetstream and not clustered_jetstream:
-        raise ConfigError(CLUSTERED_JETSTREAM)
     if opts.jetstream and not opts.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
+    if opts.jetstream:  # the assignments do not name an account yet (js_wiring says it again
+        # for the accounts an operator's JWTs give JetStream)
+        for a in opts.accounts:
+            if a.jetstream is not None and a.name != GLOBAL_ACCOUNT:
+                raise ConfigError(
+                    f"clustered JetStream serves the global account only for now: account "
+                    f"{a.name!r} has JetStream"
+                )
     for url in c.routes:
         try:
             parse_route_url(url)
