@@ -288,7 +288,8 @@ class ClusteredJetStream:
         if g is None:
             return [self.server_name]
         names = self.host.known_names()
-        return sorted(names.get(m, m) for m in g.node.membership.voters)
+        # a server that joined again under a new id (its directory lost) is one server
+        return sorted({names.get(m, m) for m in g.node.membership.voters})
 
     async def place(
         self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()

@@ -1,0 +1,136 @@
+"""How the meta group forms on the usual topologies (fast timers, ``chaos.jsnode``): routes to a
+seed only with a server started once the group runs (it joins), a server without JetStream in
+the cluster (never a member), and a server whose meta directory was deleted (it joins again
+under a new id). Every case ends with one meta group that every JetStream server names alike."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+
+from conftest import JETPY_SERVER, Proc, free_port, start_process
+
+from .jscluster import CLUSTER, JsCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Iterator[JsCluster]:
+    c = JsCluster(tmp_path, seed_only=True)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def meshed(tmp_path: Path) -> Iterator[JsCluster]:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def _metas(c: JsCluster, names: list[str]) -> list[dict[str, Any]]:
+    return [c.nodes[n].jsz().get("meta_cluster") or {} for n in names]
+
+
+def _agreed(c: JsCluster, names: list[str], size: int) -> dict[str, Any] | None:
+    """The meta group as the servers ``names`` report it, once every one names the same leader,
+    ``size`` voters, and every replica by its server's name (None until then)."""
+    metas = _metas(c, names)
+    leaders = {m.get("leader") for m in metas}
+    if len(leaders) != 1 or None in leaders or any(m.get("cluster_size") != size for m in metas):
+        return None
+    for m in metas:
+        if {r["name"] for r in m.get("replicas", [])} - set(c.nodes):  # an id, not a name
+            return None
+    return metas[0]
+
+
+async def _r3_servers(c: JsCluster, stream: str) -> list[str]:
+    """Create an R3 stream (once the meta group answers): the servers its replicas are on."""
+    nc = await nats.connect(c.urls, max_reconnect_attempts=-1)
+    try:
+        js = nc.jetstream(timeout=10)
+        for _ in range(50):
+            try:
+                await js.add_stream(name=stream, subjects=[f"{stream}.>"], num_replicas=3)
+                break
+            except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                await asyncio.sleep(0.2)
+        info = await js.stream_info(stream)
+        assert info.cluster is not None
+        return sorted([info.cluster.leader or "", *(r.name or "" for r in info.cluster.replicas or [])])
+    finally:
+        await nc.close()
+
+
+def _plain_server(c: JsCluster) -> Proc:
+    """A server without JetStream in the cluster, its route to the seed."""
+    return start_process(
+        [
+            *JETPY_SERVER,
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "--server_name",
+            "plain",
+            "--cluster_name",
+            CLUSTER,
+            "--cluster",
+            f"nats://127.0.0.1:{free_port()}",
+            "--routes",
+            f"nats-route://127.0.0.1:{c.nodes['n1'].cluster_port}",
+        ],
+        c.root / "plain.log",
+    )
+
+
+async def test_seed_routes_a_late_server_joins_and_a_plain_one_stays_out(seeded: JsCluster) -> None:
+    c = seeded
+    c.start("n2")  # before its seed: alone, it founds nothing
+    plain = _plain_server(c)
+    try:
+        await asyncio.sleep(1.0)
+        assert "meta group" not in c.nodes["n2"].log.read_text(errors="replace")
+        c.start("n1")
+        first = await c.wait_for("n1 and n2 agree", lambda: _agreed(c, ["n1", "n2"], 2))
+        assert {r["name"] for r in first["replicas"]} | {first["leader"]} == {"n1", "n2"}
+        c.start("n3")  # once the group runs: it joins, and is made a voter
+        await c.wait_for("three agree", lambda: _agreed(c, ["n1", "n2", "n3"], 3), 30)
+        assert "joining the meta group as a new member" in c.nodes["n3"].log.read_text(errors="replace")
+        assert await _r3_servers(c, "LATE") == ["n1", "n2", "n3"]
+        # a server started again recovers the group from its log and names the joined member
+        c.kill("n1")
+        c.start("n1")
+        await c.wait_for("three agree again", lambda: _agreed(c, ["n1", "n2", "n3"], 3), 30)
+    finally:
+        plain.stop(signal.SIGKILL)
+
+
+async def test_a_server_whose_meta_directory_was_deleted_joins_again(meshed: JsCluster) -> None:
+    c = meshed
+    names = ["n1", "n2", "n3"]
+    await c.wait_for("three agree", lambda: _agreed(c, names, 3), 30)
+    for node in c.nodes.values():
+        assert "forming the meta group with n1, n2, n3" in node.log.read_text(errors="replace")
+    c.kill("n3")
+    shutil.rmtree(c.nodes["n3"].store / "jetstream" / "$SYS" / "_js_" / "_meta_")
+    c.start("n3")
+    # a new member under a new id: its old id stays a voter until SERVER.REMOVE takes it out
+    meta = await c.wait_for("four voters", lambda: _agreed(c, names, 4), 40)
+    assert sorted(r["name"] for r in meta["replicas"]).count("n3") >= 1
+    assert "joining the meta group as a new member" in c.nodes["n3"].log.read_text(errors="replace")
+    assert await _r3_servers(c, "AGAIN") == names
