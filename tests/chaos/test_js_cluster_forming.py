@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import JETPY_SERVER, Proc, free_port, start_process
 
+from .cluster import member_flags
 from .jscluster import CLUSTER, JsCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -107,7 +109,7 @@ async def test_seed_routes_a_late_server_joins_and_a_plain_one_stays_out(seeded:
         assert "meta group" not in c.nodes["n2"].log.read_text(errors="replace")
         c.start("n1")
         first = await c.wait_for("n1 and n2 agree", lambda: _agreed(c, ["n1", "n2"], 2))
-        assert {r["name"] for r in first["replicas"]} | {first["leader"]} == {"n1", "n2"}
+        assert [r["name"] for r in first["replicas"]] == ["n2"]  # n1's view: the other member
         c.start("n3")  # once the group runs: it joins, and is made a voter
         await c.wait_for("three agree", lambda: _agreed(c, ["n1", "n2", "n3"], 3), 30)
         assert "joining the meta group as a new member" in c.nodes["n3"].log.read_text(errors="replace")
@@ -134,3 +136,33 @@ async def test_a_server_whose_meta_directory_was_deleted_joins_again(meshed: JsC
     assert sorted(r["name"] for r in meta["replicas"]).count("n3") >= 1
     assert "joining the meta group as a new member" in c.nodes["n3"].log.read_text(errors="replace")
     assert await _r3_servers(c, "AGAIN") == names
+
+
+def test_routes_naming_this_server_by_another_address(tmp_path: Path) -> None:
+    """Every server's routes name all three by an address none of them listens on by name
+    (127.0.0.2, the route listeners on 0.0.0.0): each counts itself once, when its route to
+    itself comes back to it, and the three found the meta group."""
+    cluster_ports = [free_port() for _ in range(3)]
+    routes = ",".join(f"nats-route://127.0.0.2:{p}" for p in cluster_ports)
+    procs: list[Proc] = []
+    c = JsCluster(tmp_path)  # for its /jsz helpers: its own processes are not started
+    try:
+        for (name, node), cport in zip(c.nodes.items(), cluster_ports, strict=True):
+            node.store.mkdir(parents=True)
+            cmd = [
+                sys.executable,
+                str(Path(__file__).with_name("jsnode.py")),
+                "--tick",
+                "0.05",
+                "--",
+                *member_flags(name, node.port, node.http_port, node.store, CLUSTER, cport, routes),
+                "--cluster",
+                f"nats://0.0.0.0:{cport}",
+            ]
+            procs.append(start_process(cmd, tmp_path / f"{name}.log"))
+        asyncio.run(c.wait_for("three agree", lambda: _agreed(c, ["n1", "n2", "n3"], 3), 30))
+        for name in c.nodes:
+            assert "forming the meta group with n1, n2, n3" in (tmp_path / f"{name}.log").read_text()
+    finally:
+        for p in procs:
+            p.stop(signal.SIGKILL)

@@ -10,6 +10,7 @@ import pytest
 
 from certs import make_pki
 from jetpy.server.config import ConfigError, load_config
+from jetpy.server.config_cluster import cluster_size
 from jetpy.server.flags import parse_args
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.reload import ReloadError, diff_options
@@ -208,3 +209,18 @@ def test_the_cluster_tls_block(tmp_path: Path) -> None:
     assert "missing 'key_file' in TLS configuration" in config_error(
         tmp_path, f'cluster {{ port: -1, tls {{ cert_file: "{pki.route_cert}" }} }}'
     )
+
+
+def test_cluster_size_counts_the_routes_servers_once() -> None:
+    """The servers a server's routes name, itself included once: by its own route port, or by a
+    route found to reach itself under another address."""
+    c = ClusterOptions(
+        host="0.0.0.0",
+        port=6222,
+        routes=["nats-route://10.0.0.1:6222", "nats-route://10.0.0.2:6222", "nats-route://10.0.0.3:6222"],
+    )
+    assert cluster_size(c) == 4  # which of them is this server is not known yet
+    assert cluster_size(c, {"nats-route://10.0.0.1:6222"}) == 3
+    assert cluster_size(ClusterOptions(port=6222, routes=["nats://127.0.0.1:6222", "nats://h:6223"])) == 2
+    assert cluster_size(ClusterOptions(port=6223, routes=["nats://seed:6222"])) == 2
+    assert cluster_size(ClusterOptions(port=6222)) == 1

@@ -207,7 +207,9 @@ class Server:
             raft,
             raft.broker,  # the system account's, as the Raft groups' traffic
             self._peer_names,
-            cluster_size(opts.cluster),
+            # the routes' servers (one of them this one under another address, once a route
+            # reaches it)
+            lambda: cluster_size(opts.cluster, self.cluster.to_self if self.cluster is not None else ()),
             self.raft_config,
             system.name if system is not None else "",
             opts.server_tags,

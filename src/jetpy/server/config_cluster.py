@@ -20,6 +20,7 @@ JetStream on a clustered server is clustered JetStream (``jetpy.server.jscluster
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -240,13 +241,17 @@ def check_cluster_options(opts: ServerOptions) -> None:
             raise ConfigError(str(e)) from None
 
 
-def cluster_size(c: ClusterOptions) -> int:
+def cluster_size(c: ClusterOptions, to_self: Collection[str] = ()) -> int:
     """How many servers the configured routes name, this one included: each distinct host:port,
-    one of them on this server's own route port (a server finds itself in a shared list) or
-    else this server besides. With routes to a seed only, the cluster is the seed and this one."""
+    one of them on this server's own route port (a server finds itself in a shared list), or
+    among ``to_self`` (the routes found to reach this server: its own address under another
+    name), or else this server besides. With routes to a seed only, the cluster is the seed and
+    this one."""
     own = {("127.0.0.1", c.port), ("localhost", c.port), ("0.0.0.0", c.port), (c.host, c.port)}
     others = set()
     for url in c.routes:
+        if url in to_self:
+            continue
         try:
             hp = parse_route_url(url)
         except RouteURLError:

@@ -115,14 +115,14 @@ class MetaForming:
         server_name: str,
         system: Broker,
         route_peers: Callable[[], list[str]],
-        expected_servers: int,
+        expected_servers: Callable[[], int],
         settle: float,
         names: dict[str, str],
     ) -> None:
         self.server_name = server_name
         self.system = system
         self._route_peers = route_peers  # the servers the routes reach (JetStream or not)
-        self.expected = max(2, expected_servers)
+        self._expected = expected_servers  # the servers the routes name (as routes reveal them)
         self.settle = settle
         self.names = names  # member id -> server name (the Raft host's)
         self.group: RaftGroup | None = None  # this server's member, once started
@@ -189,7 +189,8 @@ class MetaForming:
             if (view, servers) != known:
                 known, since = (view, servers), now
             self.view = sorted(view)
-            self.settled = len(servers) >= self.expected and now - since >= self.settle
+            expected = max(2, self._expected())
+            self.settled = len(servers) >= expected and now - since >= self.settle
             choice = decide(self.server_name, answers, self.settled, self.view)
             if choice is not None:
                 return choice

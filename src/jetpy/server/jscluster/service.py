@@ -82,7 +82,7 @@ class ClusteredJetStream:
         host: RaftHost,
         system: Broker,
         peers: Callable[[], list[str]],
-        expected_servers: int,
+        expected_servers: Callable[[], int],
         config: GroupConfig | None = None,
         traffic_account: str = "",
         tags: Sequence[str] = (),
@@ -92,7 +92,7 @@ class ClusteredJetStream:
         self.host = host
         self.system = system
         self._peers = peers
-        self.expected_servers = expected_servers  # the meta group's founders, this one included
+        self.expected_servers = expected_servers  # how many servers the routes name, this one included
         self.traffic_account = traffic_account  # the account the groups' traffic crosses
         self.tags = [t.lower() for t in tags]  # this server's (server_tags), placement's
         self._tags: dict[str, list[str]] = {server_name: self.tags}  # servers' tags, as they gave them
