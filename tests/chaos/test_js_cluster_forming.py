@@ -6,6 +6,8 @@ under a new id). Every case ends with one meta group that every JetStream server
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import shutil
 import signal
 import sys
@@ -33,9 +35,19 @@ def seeded(tmp_path: Path) -> Iterator[JsCluster]:
         c.stop()
 
 
+SYSTEM = """
+authorization { users: [{user: app, password: app}] }
+accounts { SYS: { users: [{user: sys, password: sys}] } }
+system_account: SYS
+no_auth_user: app
+"""
+
+
 @pytest.fixture
 def meshed(tmp_path: Path) -> Iterator[JsCluster]:
-    c = JsCluster(tmp_path)
+    conf = tmp_path / "system.conf"
+    conf.write_text(SYSTEM)
+    c = JsCluster(tmp_path, extra=("-c", str(conf)))
     try:
         c.start()
         yield c
@@ -128,13 +140,29 @@ async def test_a_server_whose_meta_directory_was_deleted_joins_again(meshed: JsC
     await c.wait_for("three agree", lambda: _agreed(c, names, 3), 30)
     for node in c.nodes.values():
         assert "forming the meta group with n1, n2, n3" in node.log.read_text(errors="replace")
+    assert await _r3_servers(c, "KEEP") == names
     c.kill("n3")
-    shutil.rmtree(c.nodes["n3"].store / "jetstream" / "$SYS" / "_js_" / "_meta_")
+    shutil.rmtree(c.nodes["n3"].store / "jetstream" / "SYS" / "_js_" / "_meta_")
     c.start("n3")
     # a new member under a new id: its old id stays a voter until SERVER.REMOVE takes it out
-    meta = await c.wait_for("four voters", lambda: _agreed(c, names, 4), 40)
-    assert sorted(r["name"] for r in meta["replicas"]).count("n3") >= 1
+    await c.wait_for("four voters", lambda: _agreed(c, names, 4), 40)
     assert "joining the meta group as a new member" in c.nodes["n3"].log.read_text(errors="replace")
+    # the name removes the id not heard from; n3 keeps its replicas (it is still a member)
+    nc = await nats.connect(c.urls, user="sys", password="sys")
+    try:
+        for _ in range(50):
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                reply = json.loads(
+                    (await nc.request("$JS.API.SERVER.REMOVE", b'{"peer": "n3"}', timeout=2)).data
+                )
+                if reply.get("error", {}).get("err_code") != 10008:
+                    break
+            await asyncio.sleep(0.2)
+        assert reply.get("success") is True, reply
+    finally:
+        await nc.close()
+    await c.wait_for("three voters again", lambda: _agreed(c, names, 3), 30)
+    assert await _r3_servers(c, "KEEP") == names
     assert await _r3_servers(c, "AGAIN") == names
 
 

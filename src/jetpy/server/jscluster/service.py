@@ -213,6 +213,7 @@ class ClusteredJetStream:
         except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
             log.error("JetStream cluster: the meta group could not be started: %s", exc)
             return
+        self.host.names.setdefault(self.meta_group.member, self.server_name)  # a joiner's new id
         self.forming.founders = founders
         self.forming.group = self.meta_group
         await self.forming.learn_names()
@@ -288,8 +289,10 @@ class ClusteredJetStream:
         if g is None:
             return [self.server_name]
         names = self.host.known_names()
-        # a server that joined again under a new id (its directory lost) is one server
-        return sorted({names.get(m, m) for m in g.node.membership.voters})
+        # a server that joined again under a new id (its directory lost) is one server; a
+        # member whose server's name is not known here (it joined under a new id and has been
+        # down since this server started) is not placed on
+        return sorted({names[m] for m in g.node.membership.voters if m in names})
 
     async def place(
         self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
