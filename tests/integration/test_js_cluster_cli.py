@@ -64,7 +64,8 @@ class Node:
             "E2E",
             "--cluster",
             f"nats://127.0.0.1:{self.cluster_port}",
-            *(["--routes", self.routes] if self.routes else []),
+            "--routes",
+            self.routes,
         ]
         with open(self.log, "ab") as f:
             self.popen = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO))
@@ -97,7 +98,7 @@ def nodes(tmp_path: Path) -> Iterator[dict[str, Node]]:
             ports[name],
             tmp_path / name,
             tmp_path / f"{name}.log",
-            "" if name == "n1" else seed,
+            seed,  # the seed's own route comes back to it (nats-server wants routes there too)
         )
         for name in ports
     }

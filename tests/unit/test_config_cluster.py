@@ -146,6 +146,10 @@ def test_the_cluster_block(tmp_path: Path) -> None:
             "accounts { A: { jetstream: enabled, users: [ {user: a, password: a} ] } }",
             "clustered JetStream serves the global account only for now: account 'A' has JetStream",
         ),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }",
+            "JetStream cluster requires configured routes or solicited leafnode for the system account",
+        ),
     ],
 )
 def test_block_errors(tmp_path: Path, text: str, message: str) -> None:

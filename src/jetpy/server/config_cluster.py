@@ -234,6 +234,10 @@ def check_cluster_options(opts: ServerOptions) -> None:
                     f"clustered JetStream serves the global account only for now: account "
                     f"{a.name!r} has JetStream"
                 )
+    if opts.jetstream and not c.routes:  # nats-server's refusal too (a seed lists itself)
+        raise ConfigError(
+            "JetStream cluster requires configured routes or solicited leafnode for the system account"
+        )
     for url in c.routes:
         try:
             parse_route_url(url)
