@@ -18,7 +18,7 @@ from typing import Any
 import nats
 import pytest
 
-from conftest import JETPY_SERVER, Proc, free_port, start_process
+from conftest import JETPY_SERVER, Proc, free_port, newest_cmd, start_process
 
 from .cluster import member_flags
 from .jscluster import CLUSTER, JsCluster
@@ -194,3 +194,42 @@ def test_routes_naming_this_server_by_another_address(tmp_path: Path) -> None:
     finally:
         for p in procs:
             p.stop(signal.SIGKILL)
+
+
+async def test_a_nats_server_with_jetstream_in_the_cluster_keeps_jetpys_out(tmp_path: Path) -> None:
+    """nats-server's JetStream runs its own meta group: a jetpy JetStream server routed to one
+    says so and neither founds nor joins anything (two meta groups would both answer the API)."""
+    c = JsCluster(tmp_path, size=1, seed_only=True)
+    ref: Proc | None = None
+    try:
+        c.start()
+        seed = f"nats-route://127.0.0.1:{c.nodes['n1'].cluster_port}"
+        port = free_port()
+        ref = start_process(
+            newest_cmd(
+                "-js",
+                "-sd",
+                str(tmp_path / "ref"),
+                "-n",
+                "ref1",
+                "--cluster_name",
+                CLUSTER,
+                "--cluster",
+                f"nats://127.0.0.1:{port}",
+                "--routes",
+                f"{seed},nats-route://127.0.0.1:{port}",
+            ),
+            tmp_path / "ref.log",
+        )
+        log = c.nodes["n1"].log
+        await c.wait_for("the refusal logged", lambda: "run nats-server's JetStream" in log.read_text(), 10)
+        await asyncio.sleep(2.0)  # the settle period and more: still nothing formed
+        assert (
+            "forming the meta group" not in log.read_text()
+            and "joining the meta group" not in log.read_text()
+        )
+        assert not c.nodes["n1"].jsz().get("meta_cluster", {}).get("leader")
+    finally:
+        if ref is not None:
+            ref.stop(signal.SIGKILL)
+        c.stop()

@@ -207,6 +207,7 @@ class Server:
             raft,
             raft.broker,  # the system account's, as the Raft groups' traffic
             self._peer_names,
+            self._foreign_jetstream,
             # the routes' servers (one of them this one under another address, once a route
             # reaches it)
             lambda: cluster_size(opts.cluster, self.cluster.to_self if self.cluster is not None else ()),
@@ -600,6 +601,15 @@ class Server:
         else:
             host, port = self.options.host, self.port
         return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def _foreign_jetstream(self) -> list[str]:
+        """The servers this one has a route to that announce JetStream in their route INFO:
+        nats-server's (jetpy's INFO never does), whose meta group jetpy's cannot share."""
+        if self.cluster is None:
+            return []
+        return [
+            r.remote_name for r in self.cluster.remotes.values() if r.info is not None and r.info.jetstream
+        ]
 
     def _peer_names(self) -> list[str]:
         """The names of the servers this one has a route to (the Raft host names members by them)."""

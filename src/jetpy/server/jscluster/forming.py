@@ -32,6 +32,11 @@ deleted after it ran, while every other founder also lost theirs or never heard 
 found again under its old id (the etcd rule applies: start such a server as a new member by
 deleting the whole store, which its peers will have heard from).
 
+A server that has a route to a nats-server with JetStream (its route INFO says ``jetstream``;
+jetpy's never does) neither founds nor joins: nats-server's meta group speaks its own Raft, and
+two meta groups would both answer the API. It says so in its log and waits. (This is looked at
+while the group forms: a nats-server with JetStream that joins the cluster later is not.)
+
 Must not know: Raft's rules, how a group runs (``jetpy.server.nrg``), the assignments.
 """
 
@@ -40,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from typing import Final
@@ -50,6 +56,8 @@ from jetpy.server.broker import Broker
 from jetpy.server.nrg import RaftGroup, member_id
 
 __all__ = ["ROUND_WAIT", "SETTLE", "STATE_SUBJECT", "MetaForming", "MetaHello", "decide"]
+
+log = logging.getLogger("jetpy.jetstream")
 
 STATE_SUBJECT: Final = "$JSC.META.STATE"
 """In the system account: a clustered JetStream server asks the others about the meta group
@@ -115,6 +123,7 @@ class MetaForming:
         server_name: str,
         system: Broker,
         route_peers: Callable[[], list[str]],
+        foreign: Callable[[], list[str]],
         expected_servers: Callable[[], int],
         settle: float,
         names: dict[str, str],
@@ -122,6 +131,8 @@ class MetaForming:
         self.server_name = server_name
         self.system = system
         self._route_peers = route_peers  # the servers the routes reach (JetStream or not)
+        self._foreign = foreign  # those of them running nats-server's JetStream
+        self._foreign_told: list[str] = []
         self._expected = expected_servers  # the servers the routes name (as routes reveal them)
         self.settle = settle
         self.names = names  # member id -> server name (the Raft host's)
@@ -192,6 +203,17 @@ class MetaForming:
             expected = max(2, self._expected())
             self.settled = len(servers) >= expected and now - since >= self.settle
             choice = decide(self.server_name, answers, self.settled, self.view)
+            foreign = sorted(self._foreign())
+            if foreign:  # nats-server's meta group runs its own Raft: two would answer the API
+                if foreign != self._foreign_told:
+                    self._foreign_told = foreign
+                    log.error(
+                        "JetStream cluster: %s run nats-server's JetStream in this cluster, which "
+                        "jetpy's cannot share: this server's JetStream waits (no meta group, no "
+                        "API answers) until they leave the cluster or run without JetStream",
+                        ", ".join(foreign),
+                    )
+                continue
             if choice is not None:
                 return choice
 
