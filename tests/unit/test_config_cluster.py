@@ -150,6 +150,11 @@ def test_the_cluster_block(tmp_path: Path) -> None:
             "server_name: a\njetstream: true\ncluster { port: -1 }",
             "JetStream cluster requires configured routes or solicited leafnode for the system account",
         ),
+        (
+            "server_name: a\njetstream: true\nno_system_account: true\n"
+            'cluster { port: -1, routes: ["nats://127.0.0.1:4248"] }',
+            "clustered JetStream needs the system account (no_system_account is set)",
+        ),
     ],
 )
 def test_block_errors(tmp_path: Path, text: str, message: str) -> None:

@@ -234,6 +234,11 @@ def check_cluster_options(opts: ServerOptions) -> None:
                     f"clustered JetStream serves the global account only for now: account "
                     f"{a.name!r} has JetStream"
                 )
+    if opts.jetstream and opts.no_system_account and not opts.system_account:
+        raise ConfigError(
+            "clustered JetStream needs the system account (no_system_account is set): "
+            "its Raft groups' traffic crosses the routes there"
+        )
     if opts.jetstream and not c.routes:  # nats-server's refusal too (a seed lists itself)
         raise ConfigError(
             "JetStream cluster requires configured routes or solicited leafnode for the system account"
