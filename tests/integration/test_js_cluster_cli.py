@@ -23,6 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from nats.js.errors import APIError
 
 from conftest import JETPY_SERVER, REPO, free_port
+from jwt_issuer import world
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -219,3 +220,33 @@ async def _publish_until_acked(js: Any, subject: str, payload: bytes, msg_id: st
                 raise
             await asyncio.sleep(0.05)
     raise AssertionError(f"{msg_id} never acknowledged")
+
+
+def test_an_operator_account_with_jetstream_on_a_cluster_is_refused(tmp_path: Path) -> None:
+    """An account an operator's JWT gives JetStream is known only as the server starts: it is
+    refused then, with the reason and exit status 1, as the config file's accounts are when it
+    loads (clustered JetStream serves the global account only)."""
+    w = world()
+    op_file = tmp_path / "op.jwt"
+    op_file.write_text(w.operator_jwt)
+    conf = tmp_path / "c.conf"
+    port = free_port()
+    conf.write_text(
+        w.config(
+            op_file,
+            tmp_path / "js",
+            f'server_name: n1\ncluster {{ listen: 127.0.0.1:{port}, routes: ["nats-route://127.0.0.1:{port}"] }}\n',
+        )
+    )
+    done = subprocess.run(
+        [*JETPY_SERVER, "-c", str(conf), "-p", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=str(REPO),
+    )
+    assert done.returncode == 1
+    assert (
+        f"clustered JetStream serves the global account only for now: account '{w.b.public}'" in done.stderr
+    )
+    assert "Traceback" not in done.stderr
