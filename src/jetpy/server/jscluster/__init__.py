@@ -111,8 +111,8 @@ prefix (the replicas' queue subscriptions cover ``$JS.API.DIRECT.GET`` only). A 
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
 members that joined under a new id is learnt from their join requests and the servers'
-answers (:mod:`.forming`), not kept in the meta log: a server restarted while such a member is
-down names it by its id until it is back.
+answers and kept in a file per server (:mod:`.forming`), not in the meta log: a server whose
+store was lost names such a member by its id while that member is down.
 
 A server runs clustered JetStream when it has JetStream and a cluster (``jetpy-server -js``
 with ``--cluster``/``cluster {}`` and a ``server_name``), with nats-server's Raft timers

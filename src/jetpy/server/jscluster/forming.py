@@ -1,6 +1,7 @@
 """Forming the meta group: which JetStream servers found it, and when a server joins it instead.
 
-Owns: the servers' exchange about the meta group (``$JSC.META.STATE`` in the system account:
+Owns: the names of the meta group's members that joined under a new id (learnt from the
+answers, kept in :data:`NAMES_FILE`), the servers' exchange about the meta group (``$JSC.META.STATE`` in the system account:
 every clustered JetStream server answers with a :class:`MetaHello`, whether or not its member
 of the meta group runs; a server without JetStream does not answer, so it never becomes a
 member), and the rule a server without a meta log (pristine, or its directory deleted) follows
@@ -46,8 +47,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 import msgspec
@@ -55,7 +58,7 @@ import msgspec
 from jetpy.server.broker import Broker
 from jetpy.server.nrg import RaftGroup, member_id
 
-__all__ = ["ROUND_WAIT", "SETTLE", "STATE_SUBJECT", "MetaForming", "MetaHello", "decide"]
+__all__ = ["NAMES_FILE", "ROUND_WAIT", "SETTLE", "STATE_SUBJECT", "MetaForming", "MetaHello", "decide"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -66,6 +69,11 @@ STATE_SUBJECT: Final = "$JSC.META.STATE"
 ROUND_WAIT: Final = 0.5  # seconds a server gathers the answers to one question
 SETTLE: Final = 2.0  # seconds a pristine server's view must stay unchanged before it founds
 NAMES_EVERY: Final = 10.0  # seconds between questions while a member's server is unnamed
+NAMES_POLL: Final = 1.0  # seconds between looks at the names (asked, or to keep)
+NAMES_FILE: Final = "meta-names.json"
+"""Next to the meta group's directory: the member id -> server name map this server learnt (a
+member that joined under a new id is named only by itself: this keeps its name across a
+restart of this server)."""
 
 
 class MetaHello(msgspec.Struct, omit_defaults=True):
@@ -137,6 +145,8 @@ class MetaForming:
         self.settle = settle
         self.names = names  # member id -> server name (the Raft host's)
         self.group: RaftGroup | None = None  # this server's member, once started
+        self.names_file: Path | None = None  # where learnt names are kept (None: nowhere)
+        self._saved: dict[str, str] = {}
         self.founders: list[str] = []  # the set this server founded with, if it did
         self.view: list[str] = [server_name]
         self.settled = False
@@ -217,11 +227,49 @@ class MetaForming:
             if choice is not None:
                 return choice
 
+    async def load_names(self) -> None:
+        """The member names this server learnt before it restarted (:data:`NAMES_FILE`)."""
+        path = self.names_file
+        if path is None:
+            return
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+            known = msgspec.json.decode(data, type=dict[str, str])
+        except (OSError, msgspec.DecodeError, ValueError):
+            return
+        for member, name in known.items():
+            self.names.setdefault(member, name)
+        self._saved = dict(self.names)
+
     async def learn_names(self) -> None:
         """While some voter of the meta group has no server name here (a member that joined
-        under a new id, its name told only in its join requests), ask again now and then."""
+        under a new id, its name told only in its join requests and answers), ask again now and
+        then; keep what was learnt in :data:`NAMES_FILE`, so that a restart while such a member
+        is down still names it."""
+        asked = float("-inf")
         while True:
             g = self.group
-            if g is not None and any(v not in self.names for v in g.node.membership.voters):
+            now = time.monotonic()
+            if (
+                g is not None
+                and now - asked >= NAMES_EVERY
+                and any(v not in self.names for v in g.node.membership.voters)
+            ):
+                asked = now
                 await self.ask()
-            await asyncio.sleep(NAMES_EVERY)
+            if self.names_file is not None and self.names != self._saved:
+                self._saved = dict(self.names)
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(
+                        _write_atomically, self.names_file, msgspec.json.encode(self._saved)
+                    )
+            await asyncio.sleep(NAMES_POLL)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -40,7 +40,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
-from jetpy.server.jscluster.forming import SETTLE, STATE_SUBJECT, MetaForming
+from jetpy.server.jscluster.forming import NAMES_FILE, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -202,6 +202,9 @@ class ClusteredJetStream:
         then keep the names of its members known."""
         root = self.host.root
         have_log = root is not None and (root / META_GROUP).exists()
+        if root is not None:
+            self.forming.names_file = root / NAMES_FILE
+            await self.forming.load_names()
         founders: list[str] = []
         if not have_log:
             founders = await self.forming.founders_or_join()
