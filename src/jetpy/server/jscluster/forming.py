@@ -1,11 +1,11 @@
 """Forming the meta group: which JetStream servers found it, and when a server joins it instead.
 
-Owns: the names of the meta group's members that joined under a new id (learnt from the
-answers, kept in :data:`NAMES_FILE`), the servers' exchange about the meta group (``$JSC.META.STATE`` in the system account:
+Owns: the servers' exchange about the meta group (``$JSC.META.STATE`` in the system account:
 every clustered JetStream server answers with a :class:`MetaHello`, whether or not its member
 of the meta group runs; a server without JetStream does not answer, so it never becomes a
-member), and the rule a server without a meta log (pristine, or its directory deleted) follows
-(:func:`decide`):
+member), the names of the members that joined under a new id (learnt from the answers, kept
+in :data:`NAMES_FILE`), and the rule a server without a meta log (pristine, or its directory
+deleted) follows (:func:`decide`):
 
 * **A meta group runs** (some server answers with a running member): this server joins it as a
   new member under a new id (``RaftHost.start_group`` without founders), and the group's leader
@@ -28,10 +28,10 @@ between one server's last round and another's (a server joins the cluster inside
 period and the round's answers cross that change), or the answers of a running member are lost
 in a round: with seed-only routes every server is connected to the seed, which is in every
 view, and reports one view at a time, so this takes a server joining within a round (half a
-second) of the settle period's end. A founder named by a running member whose directory was
-deleted after it ran, while every other founder also lost theirs or never heard from it, would
-found again under its old id (the etcd rule applies: start such a server as a new member by
-deleting the whole store, which its peers will have heard from).
+second) of the settle period's end. And a founder whose meta directory was deleted after it
+ran would found again under its old id, which may have voted already, if every other founder
+either lost its own directory too or never heard from it while running since the founding (a
+founder that restarted says nothing of founding, and the server joins as a new member).
 
 A server that has a route to a nats-server with JetStream (its route INFO says ``jetstream``;
 jetpy's never does) neither founds nor joins: nats-server's meta group speaks its own Raft, and
