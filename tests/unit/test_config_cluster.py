@@ -155,6 +155,11 @@ def test_the_cluster_block(tmp_path: Path) -> None:
             'cluster { port: -1, routes: ["nats://127.0.0.1:4248"] }',
             "clustered JetStream needs the system account (no_system_account is set)",
         ),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }\n"
+            'leafnodes { remotes: [ { url: "nats://127.0.0.1:7422" } ] }',
+            "clustered JetStream over a leaf node is not supported by jetpy",
+        ),
     ],
 )
 def test_block_errors(tmp_path: Path, text: str, message: str) -> None:

@@ -240,6 +240,11 @@ def check_cluster_options(opts: ServerOptions) -> None:
             "its Raft groups' traffic crosses the routes there"
         )
     if opts.jetstream and not c.routes:  # nats-server's refusal too (a seed lists itself)
+        if opts.leafnodes.remotes:  # which nats-server would take for the system account's
+            raise ConfigError(
+                "JetStream cluster requires configured routes: clustered JetStream over a leaf "
+                "node is not supported by jetpy"
+            )
         raise ConfigError(
             "JetStream cluster requires configured routes or solicited leafnode for the system account"
         )
