@@ -27,8 +27,8 @@ running member never founds except with that member's own set. What remains: the
 between one server's last round and another's (a server joins the cluster inside the settle
 period and the round's answers cross that change), or the answers of a running member are lost
 in a round: with seed-only routes every server is connected to the seed, which is in every
-view, and reports one view at a time, so this takes a server joining within a round (half a
-second) of the settle period's end. And a founder whose meta directory was deleted after it
+view, and reports one view at a time, so this takes a server joining within a round (at most
+half a second) of the settle period's end. And a founder whose meta directory was deleted after it
 ran would found again under its old id, which may have voted already, if every other founder
 either lost its own directory too or never heard from it while running since the founding (a
 founder that restarted says nothing of founding, and the server joins as a new member).
@@ -66,7 +66,8 @@ STATE_SUBJECT: Final = "$JSC.META.STATE"
 """In the system account: a clustered JetStream server asks the others about the meta group
 (payload: its own :class:`MetaHello`); each answers with its own."""
 
-ROUND_WAIT: Final = 0.5  # seconds a server gathers the answers to one question
+ROUND_WAIT: Final = 0.5  # seconds a server gathers the answers to one question (at most)
+ROUND_PAUSE: Final = 0.1  # seconds between two rounds
 SETTLE: Final = 2.0  # seconds a pristine server's view must stay unchanged before it founds
 NAMES_EVERY: Final = 10.0  # seconds between questions while a member's server is unnamed
 NAMES_POLL: Final = 1.0  # seconds between looks at the names (asked, or to keep)
@@ -176,10 +177,12 @@ class MetaForming:
         if a.member and a.name:
             self.names.setdefault(a.member, a.name)
 
-    async def ask(self) -> dict[str, MetaHello]:
-        """One round: every clustered JetStream server's answer within :data:`ROUND_WAIT`."""
+    async def ask(self, expect: frozenset[str] = frozenset()) -> dict[str, MetaHello]:
+        """One round: every clustered JetStream server's answer within :data:`ROUND_WAIT`, or
+        sooner once every server of ``expect`` answered."""
         got: dict[str, MetaHello] = {}
         inbox = f"$JSC.MS.{member_id(self.server_name)}.{next(self._inboxes)}"
+        complete = asyncio.Event()
 
         def on_answer(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             try:
@@ -189,11 +192,14 @@ class MetaForming:
             self._learn(a)
             if a.name and a.name != self.server_name:
                 got[a.name] = a
+                if expect and expect <= got.keys():
+                    complete.set()
 
         sub = self.system.subscribe_internal(inbox, on_answer)
         try:
             self.system.publish_internal(STATE_SUBJECT, inbox, msgspec.json.encode(self.hello()))
-            await asyncio.sleep(ROUND_WAIT)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(complete.wait(), ROUND_WAIT)
         finally:
             self.system.unsubscribe_internal(sub)
         return got
@@ -203,7 +209,7 @@ class MetaForming:
         since = time.monotonic()
         known: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         while True:
-            answers = await self.ask()
+            answers = await self.ask(frozenset(self.view) - {self.server_name})
             servers = frozenset({self.server_name, *answers, *(p for p in self._route_peers() if p)})
             view = frozenset({self.server_name, *answers})
             now = time.monotonic()
@@ -223,9 +229,11 @@ class MetaForming:
                         "API answers) until they leave the cluster or run without JetStream",
                         ", ".join(foreign),
                     )
+                await asyncio.sleep(ROUND_WAIT)
                 continue
             if choice is not None:
                 return choice
+            await asyncio.sleep(ROUND_PAUSE)
 
     async def load_names(self) -> None:
         """The member names this server learnt before it restarted (:data:`NAMES_FILE`)."""

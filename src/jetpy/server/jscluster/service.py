@@ -40,7 +40,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
-from jetpy.server.jscluster.forming import NAMES_FILE, SETTLE, STATE_SUBJECT, MetaForming
+from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -234,14 +234,16 @@ class ClusteredJetStream:
     def leaderless(self) -> bool:
         """This server's member of the meta group knows no leader, and has run long enough for
         that to mean the group lost its quorum (two election timeouts: nats-server's 10 s with
-        its timers): every API request here is then answered 10008, as nats-server does."""
+        its timers): every API request here is then answered 10008, as nats-server does. A group
+        that never had a leader is given a round of the forming more (its founders start their
+        members up to a round apart: :mod:`.forming`)."""
         g = self.meta_group
-        return (
-            g is not None
-            and not g.node.leader
-            and time.monotonic() - self._meta_started > 2 * self.config.election_timeout
-            and not g.removed  # a server removed from the cluster leaves the API to the others
-        )
+        if g is None or g.node.leader or g.removed:  # a removed server leaves the API to others
+            return False
+        grace = 2 * self.config.election_timeout
+        if not g.ever_had_leader:
+            grace += 2 * ROUND_WAIT
+        return time.monotonic() - self._meta_started > grace
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
