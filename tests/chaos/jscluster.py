@@ -72,8 +72,10 @@ class JsCluster:
         tick: float = 0.05,
         snapshot_entries: int = 0,
         extra: tuple[str, ...] = (),
+        seed_only: bool = False,
     ) -> None:
         self.root = root
+        self.seed_only = seed_only  # routes to n1 only (n1 to itself), else every server to every other
         self.extra = extra  # more jetpy-server flags for every server ("{name}": the server's name)
         self.tick = tick
         self.snapshot_entries = snapshot_entries  # the groups compact their logs this often
@@ -94,9 +96,10 @@ class JsCluster:
         return [n.url for n in self.nodes.values()]
 
     def _cmd(self, node: JsNode) -> list[str]:
-        routes = ",".join(
-            f"nats-route://127.0.0.1:{o.cluster_port}" for o in self.nodes.values() if o is not node
-        )
+        others = [o for o in self.nodes.values() if o is not node]
+        if self.seed_only:  # n1 too (nats-server wants routes on every clustered JetStream server)
+            others = [self.nodes["n1"]]
+        routes = ",".join(f"nats-route://127.0.0.1:{o.cluster_port}" for o in others)
         return [
             sys.executable,
             "-m",

@@ -1,6 +1,8 @@
-"""A jetpy server with clustered JetStream, for the tests: ``jetpy-server`` still refuses
-JetStream with a cluster while clustered JetStream is being built (``jetpy.server.jscluster``),
-so the tests start it through the server's embedding API, with Raft timers they can wait for.
+"""A jetpy server with clustered JetStream and fast Raft timers, for the tests: ``jetpy-server
+-js`` runs nats-server's timers (a heartbeat a second, elections after 5-10 s), which nats-server
+offers no setting for and neither does jetpy's command line; the tests start it through the
+server's embedding API (``Server(opts, raft_config=GroupConfig(...))``) with timers they can wait
+for.
 
     python -m chaos.jsnode --tick 0.05 --election-ticks 10 [--snapshot-entries N] -- <jetpy-server flags, without -js>
 
@@ -29,8 +31,7 @@ async def serve(ns: argparse.Namespace, server_args: list[str]) -> int:
         timeout=ns.timeout,
         snapshot_entries=ns.snapshot_entries,
     )
-    # JetStream is turned on here: the flags' own check still refuses -js with a cluster
-    server = Server(opts, clustered_jetstream=True, raft_config=config, jetstream=True)
+    server = Server(opts, raft_config=config, jetstream=True)
     await server.start()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -541,15 +541,27 @@ async def test_healthz_while_a_stream_is_not_current(tmp_path: Path) -> None:
         c.stop()
 
 
+LL_NEW = {"durable_name": "NEW", "ack_policy": "explicit"}
+
+
 async def _leaderless_replies(url: str) -> dict[str, Any]:
     """The replies of a server whose meta group has lost its leader, once they say so: the
     error, or whether the info of stream OPS, which it leads, was given."""
     out: dict[str, Any] = {}
+    asks: list[tuple[str, str | dict[str, Any]]] = [
+        ("$JS.API.INFO", ""),
+        ("$JS.API.STREAM.NAMES", ""),
+        ("$JS.API.CONSUMER.NAMES.OPS", ""),
+        ("$JS.API.CONSUMER.LIST.OPS", ""),
+        ("$JS.API.CONSUMER.DURABLE.CREATE.OPS.NEW", {"stream_name": "OPS", "config": LL_NEW}),
+        ("$JS.API.CONSUMER.DELETE.OPS.NOPE", ""),
+        ("$JS.API.STREAM.INFO.OPS", ""),
+    ]
     async with _connect(url) as nc:
-        for subject in ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.INFO.OPS"):
+        for subject, body in asks:
             for _ in range(150):
                 with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                    got = await _req(nc, subject, wait=0.5)
+                    got = await _req(nc, subject, body, wait=0.5)
                     if "error" in got:
                         out[subject] = got
                         break
@@ -618,6 +630,14 @@ async def test_a_server_without_meta_leader_answers_10008(
     assert theirs["$JS.API.INFO"]["error"]["err_code"] == 10008
     assert ours["$JS.API.INFO"] == theirs["$JS.API.INFO"]
     assert ours["$JS.API.STREAM.NAMES"] == theirs["$JS.API.STREAM.NAMES"]
+    for subject in (
+        "$JS.API.CONSUMER.NAMES.OPS",
+        "$JS.API.CONSUMER.LIST.OPS",
+        "$JS.API.CONSUMER.DURABLE.CREATE.OPS.NEW",
+        "$JS.API.CONSUMER.DELETE.OPS.NOPE",
+    ):
+        assert theirs[subject]["error"]["err_code"] == 10008, subject
+        assert ours[subject] == theirs[subject], subject
     # the stream's info: given by its leader while it still leads (how long it goes on leading
     # without a quorum differs: nats-server's 10 s, jetpy's election timeout), else 10008
     for reply in (ours, theirs):

@@ -10,7 +10,7 @@ import pytest
 
 from certs import make_pki
 from jetpy.server.config import ConfigError, load_config
-from jetpy.server.config_cluster import CLUSTERED_JETSTREAM
+from jetpy.server.config_cluster import cluster_size
 from jetpy.server.flags import parse_args
 from jetpy.server.options import ClusterOptions, ServerOptions
 from jetpy.server.reload import ReloadError, diff_options
@@ -68,7 +68,10 @@ def test_cluster_flags() -> None:
         (["--cluster", "nats://u@127.0.0.1:-1"], "expected cluster password to be set"),
         (["--cluster", "foo"], "missing port in address"),
         (["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "a b"], "cluster name cannot contain spaces"),
-        (["--cluster", "nats://127.0.0.1:-1", "-js"], CLUSTERED_JETSTREAM),
+        (
+            ["--cluster", "nats://127.0.0.1:-1", "-js"],
+            "jetstream cluster requires `server_name` to be set",
+        ),
         (["--cluster", "nats://127.0.0.1:-1", "--routes", "nats-route://hostonly"], "missing host or port"),
     ],
 )
@@ -137,11 +140,46 @@ def test_the_cluster_block(tmp_path: Path) -> None:
         ("cluster { port: -1, pool_size: 3 }", "route pooling"),
         ("cluster { port: -1, compression: s2_fast }", "route compression"),
         ("cluster { port: -1, ping_interval: 1s }", 'field "ping_interval" is not supported by jetpy yet'),
-        ("jetstream: true\ncluster { port: -1 }", CLUSTERED_JETSTREAM),
+        ("jetstream: true\ncluster { port: -1 }", "jetstream cluster requires `server_name` to be set"),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }\n"
+            "accounts { A: { jetstream: enabled, users: [ {user: a, password: a} ] } }",
+            "clustered JetStream serves the global account only for now: account 'A' has JetStream",
+        ),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }",
+            "JetStream cluster requires configured routes or solicited leafnode for the system account",
+        ),
+        (
+            "server_name: a\njetstream: true\nno_system_account: true\n"
+            'cluster { port: -1, routes: ["nats://127.0.0.1:4248"] }',
+            "clustered JetStream needs the system account (no_system_account is set)",
+        ),
+        (
+            "server_name: a\njetstream: true\ncluster { port: -1 }\n"
+            'leafnodes { remotes: [ { url: "nats://127.0.0.1:7422" } ] }',
+            "clustered JetStream over a leaf node is not supported by jetpy",
+        ),
     ],
 )
 def test_block_errors(tmp_path: Path, text: str, message: str) -> None:
     assert message in config_error(tmp_path, text)
+
+
+def test_jetstream_with_a_cluster_is_clustered_jetstream(tmp_path: Path) -> None:
+    """``-js`` with a cluster and a server name starts (clustered JetStream), in flags and in a
+    config file alike."""
+    o = opts_of(
+        "-js", "--server_name", "n1", "--cluster", "nats://127.0.0.1:-1", "--routes", "nats://127.0.0.1:4248"
+    )
+    assert o.jetstream and o.cluster.enabled and o.server_name == "n1"
+    path = tmp_path / "c.conf"
+    path.write_text(
+        'server_name: n2\njetstream { store_dir: "/tmp/x" }\n'
+        'cluster { name: C, port: -1, routes: [ "nats-route://127.0.0.1:4248" ] }\n'
+    )
+    o, _ = load_config(str(path))
+    assert o.jetstream and o.cluster.routes == ["nats-route://127.0.0.1:4248"]
 
 
 def test_a_duplicate_route_is_a_warning(tmp_path: Path) -> None:
@@ -185,3 +223,18 @@ def test_the_cluster_tls_block(tmp_path: Path) -> None:
     assert "missing 'key_file' in TLS configuration" in config_error(
         tmp_path, f'cluster {{ port: -1, tls {{ cert_file: "{pki.route_cert}" }} }}'
     )
+
+
+def test_cluster_size_counts_the_routes_servers_once() -> None:
+    """The servers a server's routes name, itself included once: by its own route port, or by a
+    route found to reach itself under another address."""
+    c = ClusterOptions(
+        host="0.0.0.0",
+        port=6222,
+        routes=["nats-route://10.0.0.1:6222", "nats-route://10.0.0.2:6222", "nats-route://10.0.0.3:6222"],
+    )
+    assert cluster_size(c) == 4  # which of them is this server is not known yet
+    assert cluster_size(c, {"nats-route://10.0.0.1:6222"}) == 3
+    assert cluster_size(ClusterOptions(port=6222, routes=["nats://127.0.0.1:6222", "nats://h:6223"])) == 2
+    assert cluster_size(ClusterOptions(port=6223, routes=["nats://seed:6222"])) == 2
+    assert cluster_size(ClusterOptions(port=6222)) == 1

@@ -142,7 +142,10 @@ def test_gateway_block() -> None:
             "gateway in the list 0 has no name",
         ),
         ("gateway { name: A, port: -1, gateways: [ {name: B} ] }", 'gateway "B" has no URL'),
-        ("gateway { name: A, port: -1 }\njetstream: true", "clustered JetStream is not supported yet"),
+        (
+            "gateway { name: A, port: -1 }\njetstream: true",
+            "JetStream in a super cluster is not supported yet",
+        ),
     ],
 )
 def test_gateway_checks(text: str, error: str) -> None:

@@ -65,7 +65,6 @@ class Server:
         self,
         options: ServerOptions | None = None,
         *,
-        clustered_jetstream: bool = False,
         raft_config: GroupConfig | None = None,
         **overrides: Any,
     ) -> None:
@@ -105,8 +104,7 @@ class Server:
         self.gateways: Gateways | None = None
         self.leafnodes: LeafNodes | None = None
         self.raft: RaftHost | None = None  # this server's Raft groups (started by what replicates)
-        # JetStream on a cluster (being built, see jscluster: refused at start unless asked for)
-        self.clustered_jetstream = clustered_jetstream
+        # JetStream on a cluster (jscluster), its groups' timers (None: nats-server's)
         self.raft_config = raft_config
         self.js_cluster: ClusteredJetStream | None = None
         self._closed_in_msgs = 0
@@ -124,7 +122,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         opts = self.options
-        check_cluster_options(opts, self.clustered_jetstream)
+        check_cluster_options(opts)
         check_gateway_options(opts)
         check_leaf_options(opts)
         check_resolver_options(opts)
@@ -209,7 +207,10 @@ class Server:
             raft,
             raft.broker,  # the system account's, as the Raft groups' traffic
             self._peer_names,
-            cluster_size(opts.cluster),
+            self._foreign_jetstream,
+            # the routes' servers (one of them this one under another address, once a route
+            # reaches it)
+            lambda: cluster_size(opts.cluster, self.cluster.to_self if self.cluster is not None else ()),
             self.raft_config,
             system.name if system is not None else "",
             opts.server_tags,
@@ -600,6 +601,15 @@ class Server:
         else:
             host, port = self.options.host, self.port
         return [f"{h}:{port}" if ":" not in h else f"[{h}]:{port}" for h in listen_hosts(host)]
+
+    def _foreign_jetstream(self) -> list[str]:
+        """The servers this one has a route to that announce JetStream in their route INFO:
+        nats-server's (jetpy's INFO never does), whose meta group jetpy's cannot share."""
+        if self.cluster is None:
+            return []
+        return [
+            r.remote_name for r in self.cluster.remotes.values() if r.info is not None and r.info.jetstream
+        ]
 
     def _peer_names(self) -> list[str]:
         """The names of the servers this one has a route to (the Raft host names members by them)."""

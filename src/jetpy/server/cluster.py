@@ -134,6 +134,7 @@ class Cluster(LinkService):
         self._rid = 0
         self._dialing: set[str] = set()  # server ids a gossiped route is being dialled to
         self._configured: set[str] = set()  # host:port of the configured routes, lower case
+        self.to_self: set[str] = set()  # configured route URLs that reached this server itself
         self._closed_totals = [0, 0, 0, 0]  # in/out msgs, in/out bytes of routes now closed
         self._watchers: dict[bytes, InterestWatcher] = {}  # each account broker's announcer
         self.observer: RouteObserver | None = None
@@ -314,6 +315,8 @@ class Cluster(LinkService):
         if info.server_id == self.server_id:
             route.remote_id = info.server_id
             log.debug("%s - Detected route to self, ignoring %s", route.prefix, route.url or "")
+            if route.url:
+                self.to_self.add(route.url)
             route.close("Duplicate Route")
             return
         if info.cluster and info.cluster != self.name:

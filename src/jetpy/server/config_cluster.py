@@ -13,12 +13,14 @@ block's ``tls {}`` (the server block's fields and checks, less ``handshake_first
 Refused, because jetpy does not do them yet and ignoring them would change security or data
 flow: ``permissions`` (import/export), ``accounts`` (pinned accounts), ``pool_size`` other than
 -1 (jetpy keeps one route per peer, which is what -1 asks for), ``compression`` other than off,
-the block's ``ping_interval``/``ping_max``/``write_deadline`` (routes use the server's), and
-JetStream on a clustered server (see :func:`check_cluster_options`).
+and the block's ``ping_interval``/``ping_max``/``write_deadline`` (routes use the server's).
+JetStream on a clustered server is clustered JetStream (``jetpy.server.jscluster``): it needs a
+``server_name``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -34,10 +36,9 @@ from jetpy.server.config_values import (
     to_map,
     to_str,
 )
-from jetpy.server.options import ClusterOptions, ServerOptions, TlsOptions
+from jetpy.server.options import GLOBAL_ACCOUNT, ClusterOptions, ServerOptions, TlsOptions
 
 __all__ = [
-    "CLUSTERED_JETSTREAM",
     "RouteURLError",
     "apply_cluster_url",
     "apply_routes",
@@ -50,10 +51,6 @@ __all__ = [
     "refuse",
 ]
 
-CLUSTERED_JETSTREAM: Final = (
-    "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a cluster "
-    "(--cluster, cluster {}) cannot be combined"
-)
 _NOT_YET: Final = "is not supported by jetpy yet"
 _COMPRESSION_OFF: Final = frozenset({"off", "disabled", "false", "0"})
 
@@ -217,10 +214,9 @@ def apply_routes(opts: ServerOptions, text: str) -> None:
     opts.cluster.routes = [r.strip() for r in text.split(",") if r.strip()]
 
 
-def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False) -> None:
-    """nats-server's start-up checks of the cluster settings, and jetpy's refusal of JetStream
-    on a clustered server unless its embedder asks for clustered JetStream, which is being
-    built (``jetpy.server.jscluster``); raises ``ConfigError``."""
+def check_cluster_options(opts: ServerOptions) -> None:
+    """nats-server's start-up checks of the cluster settings (clustered JetStream's among
+    them: a server name); raises ``ConfigError``."""
     c = opts.cluster
     if c.routes and not c.enabled:
         raise ConfigError("solicited routes require cluster capabilities, e.g. --cluster")
@@ -228,10 +224,30 @@ def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False
         return
     if " " in c.name or "\n" in c.name:
         raise ConfigError("cluster name cannot contain spaces")
-    if opts.jetstream and not clustered_jetstream:
-        raise ConfigError(CLUSTERED_JETSTREAM)
     if opts.jetstream and not opts.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
+    if opts.jetstream:  # the assignments do not name an account yet (js_wiring says it again
+        # for the accounts an operator's JWTs give JetStream)
+        for a in opts.accounts:
+            if a.jetstream is not None and a.name != GLOBAL_ACCOUNT:
+                raise ConfigError(
+                    f"clustered JetStream serves the global account only for now: account "
+                    f"{a.name!r} has JetStream"
+                )
+    if opts.jetstream and opts.no_system_account and not opts.system_account:
+        raise ConfigError(
+            "clustered JetStream needs the system account (no_system_account is set): "
+            "its Raft groups' traffic crosses the routes there"
+        )
+    if opts.jetstream and not c.routes:  # nats-server's refusal too (a seed lists itself)
+        if opts.leafnodes.remotes:  # which nats-server would take for the system account's
+            raise ConfigError(
+                "JetStream cluster requires configured routes: clustered JetStream over a leaf "
+                "node is not supported by jetpy"
+            )
+        raise ConfigError(
+            "JetStream cluster requires configured routes or solicited leafnode for the system account"
+        )
     for url in c.routes:
         try:
             parse_route_url(url)
@@ -239,13 +255,17 @@ def check_cluster_options(opts: ServerOptions, clustered_jetstream: bool = False
             raise ConfigError(str(e)) from None
 
 
-def cluster_size(c: ClusterOptions) -> int:
+def cluster_size(c: ClusterOptions, to_self: Collection[str] = ()) -> int:
     """How many servers the configured routes name, this one included: each distinct host:port,
-    one of them on this server's own route port (a server finds itself in a shared list) or
-    else this server besides. With routes to a seed only, the cluster is the seed and this one."""
+    one of them on this server's own route port (a server finds itself in a shared list), or
+    among ``to_self`` (the routes found to reach this server: its own address under another
+    name), or else this server besides. With routes to a seed only, the cluster is the seed and
+    this one."""
     own = {("127.0.0.1", c.port), ("localhost", c.port), ("0.0.0.0", c.port), (c.host, c.port)}
     others = set()
     for url in c.routes:
+        if url in to_self:
+            continue
         try:
             hp = parse_route_url(url)
         except RouteURLError:

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 GATEWAY_JETSTREAM: Final = (
-    "clustered JetStream is not supported yet: JetStream (-js, jetstream {}) and a gateway "
+    "JetStream in a super cluster is not supported yet: JetStream (-js, jetstream {}) and a gateway "
     "(gateway {}) cannot be combined"
 )
 GATEWAY_FULL_RESOLVER: Final = (

@@ -147,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         log.error("Error listening on port: %s", e)
         return 1
+    except ConfigError as e:  # found as the server starts (an operator's account with JetStream
+        # on a cluster): said as a refusal, not a traceback
+        log.error("%s", e)
+        print(f"jetpy-server: {e}", file=sys.stderr)
+        return 1
     finally:
         if opts.pid_file:
             try:

@@ -8,8 +8,11 @@ differently from a single server. Must not know: Raft's rules (``jetpy.raft``), 
 The design (decisions the following slices keep):
 
 * **The meta group** (``_meta_``, as nats-server names it) is a Raft group of every JetStream
-  server of the cluster, founded by the servers the configured routes name (each server's
-  routes must name them all: ``config_cluster.cluster_size``) once all are connected. Its state machine (:mod:`.meta`) holds the assignments: for each
+  server of the cluster. A server without its log asks the others (:mod:`.forming`): it joins
+  a group that runs as a new member, else founds it with the JetStream servers it knows once
+  they are at least as many as its routes name (two at least), have not changed for a settle
+  period and every one of them reports the same set (routes to a seed only are enough: they
+  gossip the rest). Its state machine (:mod:`.meta`) holds the assignments: for each
   stream its config, the servers it is placed on (``peers``, server names), the name of its Raft
   group (``S-R<n>F-<random>``, nats-server's form) and when it was created. Changes are entries
   of the meta log (add a stream, remove it), decided by the meta leader and applied in the same
@@ -110,10 +113,15 @@ Accounts other than the global one (assignments do not name an account yet: a cl
 with another account's JetStream is refused at start), direct gets under a JetStream domain's
 prefix (the replicas' queue subscriptions cover ``$JS.API.DIRECT.GET`` only). A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
-``StateMachine`` protocol has no asynchronous preparation step yet). A server starts clustered
-JetStream only when asked by its embedder (``Server(..., clustered_jetstream=True)``, the
-tests'): ``-js`` with a cluster is still refused at start for users until the slices above are
-complete.
+``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
+members that joined under a new id is learnt from their join requests and the servers'
+answers and kept in a file per server (:mod:`.forming`), not in the meta log: a server whose
+store was lost names such a member by its id while that member is down.
+
+A server runs clustered JetStream when it has JetStream and a cluster (``jetpy-server -js``
+with ``--cluster``/``cluster {}`` and a ``server_name``), with nats-server's Raft timers
+(``GroupConfig``'s defaults); an embedder passes ``Server(..., raft_config=...)`` for others
+(the tests' fast timers).
 """
 
 from jetpy.server.jscluster.service import ClusteredJetStream

@@ -1,7 +1,9 @@
 """The ``$JS.API.CONSUMER.*`` requests as a cluster answers them.
 
 Owns: the routes that replace a single server's for ``CONSUMER.CREATE``,
-``CONSUMER.DURABLE.CREATE``, ``INFO``, ``NAMES``, ``LIST``, ``DELETE`` and ``LEADER.STEPDOWN``.
+``CONSUMER.DURABLE.CREATE``, ``INFO``, ``NAMES``, ``LIST``, ``DELETE`` and ``LEADER.STEPDOWN``
+(answered 10008 by a server whose meta group lost its leader, but a consumer's info and
+stepdown by its leader).
 The meta leader checks a create (the single server's checks, against the assigned stream's config
 and its other consumers), places the consumer on the stream's servers (all of them for the
 stream's replicas, the least loaded for fewer; ``num_replicas`` 0 is the stream's, an ephemeral
@@ -82,6 +84,8 @@ CONSUMER_ROUTES = (
     "CONSUMER.PAUSE",
     "CONSUMER.UNPIN",
 )
+CONSUMER_LEADER_ROUTES = frozenset({"CONSUMER.INFO", "CONSUMER.LEADER.STEPDOWN"})
+"""The requests a consumer's leader answers (through its own group, meta leader or not)."""
 
 
 class ConsumerClusterState(Protocol):
@@ -99,6 +103,11 @@ class ConsumerClusterState(Protocol):
     @property
     def consumer_groups(self) -> ConsumerGroups: ...
 
+    @property
+    def leaderless(self) -> bool:
+        """The meta group has lost its leader here (not just for an election)."""
+        ...
+
     async def propose_meta(self, op: bytes) -> bytes: ...
 
 
@@ -109,7 +118,7 @@ class ConsumerClusterApi:
         self._replying_to = replying_to
 
     def routes(self) -> dict[str, Route[Any]]:
-        return {
+        routes: dict[str, Route[Any]] = {
             "CONSUMER.CREATE": Route(ConsumerCreateResponse, self.create),
             "CONSUMER.DURABLE.CREATE": Route(ConsumerCreateResponse, self.create_durable),
             "CONSUMER.INFO": Route(ConsumerInfoResponse, self.info),
@@ -120,6 +129,24 @@ class ConsumerClusterApi:
             "CONSUMER.PAUSE": Route(ConsumerPauseResponse, self.pause, 2),
             "CONSUMER.UNPIN": Route(ConsumerUnpinResponse, self.unpin, 2),
         }
+        return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
+
+    def _unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
+        """A server whose meta group lost its leader answers every consumer request 10008, as
+        it does the stream requests (``api.ClusterApi``) and as nats-server does, but a
+        consumer's info and stepdown on the consumer's leader, whose own group still works."""
+        handler, state = route.handler, self.state
+        consumer_own = key in CONSUMER_LEADER_ROUTES
+
+        def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
+            if state.leaderless:
+                groups = state.consumer_groups
+                rep = groups.replica(args[0], args[1]) if consumer_own and len(args) >= 2 else None
+                if rep is None or rep.consumer is None:
+                    raise ApiError.of(E.CLUSTER_NOT_AVAIL)
+            return handler(args, hdr, body)
+
+        return Route(route.response, answer, route.args, route.counts_success)
 
     # -- create (the meta leader) -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -72,8 +73,6 @@ SNAPSHOT_ENTRIES = 8192
 snapshots its state and compacts its log, unless the Raft config says otherwise..."""
 SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
 
-PEERS_POLL = 0.1  # seconds between looks at the routes while waiting for the cluster's servers
-
 
 class ClusteredJetStream:
     def __init__(
@@ -83,7 +82,8 @@ class ClusteredJetStream:
         host: RaftHost,
         system: Broker,
         peers: Callable[[], list[str]],
-        expected_servers: int,
+        foreign: Callable[[], list[str]],
+        expected_servers: Callable[[], int],
         config: GroupConfig | None = None,
         traffic_account: str = "",
         tags: Sequence[str] = (),
@@ -93,7 +93,7 @@ class ClusteredJetStream:
         self.host = host
         self.system = system
         self._peers = peers
-        self.expected_servers = expected_servers  # the meta group's founders, this one included
+        self.expected_servers = expected_servers  # how many servers the routes name, this one included
         self.traffic_account = traffic_account  # the account the groups' traffic crosses
         self.tags = [t.lower() for t in tags]  # this server's (server_tags), placement's
         self._tags: dict[str, list[str]] = {server_name: self.tags}  # servers' tags, as they gave them
@@ -129,6 +129,17 @@ class ClusteredJetStream:
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
+        # who founds the meta group, or joins it (a settle period of SETTLE, or one election
+        # timeout where that is shorter: the tests' fast timers)
+        self.forming = MetaForming(
+            server_name,
+            system,
+            peers,
+            foreign,
+            expected_servers,
+            min(SETTLE, config.election_timeout),
+            host.names,
+        )
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
@@ -171,6 +182,7 @@ class ClusteredJetStream:
             self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
             self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
             self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
+            self.system.subscribe_internal(STATE_SUBJECT, self.forming.on_question),
         ]
         assert self.js is not None
         self.consumer_groups.start(self.js)
@@ -193,25 +205,31 @@ class ClusteredJetStream:
         # the groups are stopped with the Raft host (their logs synced)
 
     async def _form_meta(self) -> None:
-        """Start this server's member of the meta group: with every JetStream server of the
-        cluster as its founders once all are known by their routes (a recovered member needs
-        none: its log knows the group)."""
+        """Start this server's member of the meta group: recovered from its log, else founded
+        with the cluster's JetStream servers or joining the group they run (:mod:`.forming`);
+        then keep the names of its members known."""
         root = self.host.root
         have_log = root is not None and (root / META_GROUP).exists()
+        if root is not None:
+            self.forming.names_file = root / NAMES_FILE
+            await self.forming.load_names()
         founders: list[str] = []
         if not have_log:
-            while True:
-                names = sorted({self.server_name, *[p for p in self._peers() if p]})
-                if len(names) >= self.expected_servers:
-                    founders = names
-                    break
-                await asyncio.sleep(PEERS_POLL)
-            log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+            founders = await self.forming.founders_or_join()
+            if founders:
+                log.info("JetStream cluster: forming the meta group with %s", ", ".join(founders))
+            else:
+                log.info("JetStream cluster: joining the meta group as a new member")
         try:
             self.meta_group = await self.host.start_group(META_GROUP, self.meta, founders, self.config)
             self._meta_started = time.monotonic()
         except RaftHostError as exc:  # JetStream stays without a meta group: said, not hidden
             log.error("JetStream cluster: the meta group could not be started: %s", exc)
+            return
+        self.host.names.setdefault(self.meta_group.member, self.server_name)  # a joiner's new id
+        self.forming.founders = founders
+        self.forming.group = self.meta_group
+        await self.forming.learn_names()
 
     # -- the meta group's state, as the API sees it ------------------------------------------------
 
@@ -224,14 +242,16 @@ class ClusteredJetStream:
     def leaderless(self) -> bool:
         """This server's member of the meta group knows no leader, and has run long enough for
         that to mean the group lost its quorum (two election timeouts: nats-server's 10 s with
-        its timers): every API request here is then answered 10008, as nats-server does."""
+        its timers): every API request here is then answered 10008, as nats-server does. A group
+        that never had a leader is given a round of the forming more (its founders start their
+        members up to a round apart: :mod:`.forming`)."""
         g = self.meta_group
-        return (
-            g is not None
-            and not g.node.leader
-            and time.monotonic() - self._meta_started > 2 * self.config.election_timeout
-            and not g.removed  # a server removed from the cluster leaves the API to the others
-        )
+        if g is None or g.node.leader or g.removed:  # a removed server leaves the API to others
+            return False
+        grace = 2 * self.config.election_timeout
+        if not g.ever_had_leader:
+            grace += 2 * ROUND_WAIT
+        return time.monotonic() - self._meta_started > grace
 
     @property
     def assignments(self) -> Mapping[str, StreamAssignment]:
@@ -284,7 +304,10 @@ class ClusteredJetStream:
         if g is None:
             return [self.server_name]
         names = self.host.known_names()
-        return sorted(names.get(m, m) for m in g.node.membership.voters)
+        # a server that joined again under a new id (its directory lost) is one server; a
+        # member whose server's name is not known here (it joined under a new id and has been
+        # down since this server started) is not placed on
+        return sorted({names[m] for m in g.node.membership.voters if m in names})
 
     async def place(
         self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()

@@ -5,7 +5,9 @@ answered by the meta leader (the others stay silent): ``$JS.API.META.LEADER.STEP
 Removing a server: each stream placed on it is placed on another server instead where one is
 left (else it keeps its other replicas), by an update of its assignment (the server's replicas
 leave their groups as any removed replica does), then the server's member leaves the meta group.
-The meta leader cannot remove itself (it is stepped down first, by ``META.LEADER.STEPDOWN``).
+The meta leader cannot remove itself (it is stepped down first, by ``META.LEADER.STEPDOWN``). A
+server that joined the meta group again under a new id (its meta directory lost) is a member
+under both ids: removing it by name removes the id not heard from, and its streams stay.
 
 Owns: subscribing them in the system account, answering each in its own task (a stepdown waits
 until the new leader is elected, and nothing else waits on it), and their replies. Only the
@@ -122,14 +124,20 @@ class SystemApi:
             raise ApiError.of(E.BAD_REQUEST)
         if g.server_name == req.peer or g.member == req.peer_id:
             raise ApiError.of(E.RAFT_GENERAL, err="the meta leader can not remove itself: step it down first")
-        target = next(
-            (p for p in g.status().peers if p.voter and (p.name == req.peer or p.id == req.peer_id)), None
-        )
-        if target is None:
+        members = g.status().peers
+        matches = [p for p in members if p.voter and (p.name == req.peer or p.id == req.peer_id)]
+        if not matches:
             raise ApiError.of(E.CLUSTER_SERVER_NOT_MEMBER)
+        # A server that joined again under a new id (its meta directory lost) is a voter under
+        # both: its name removes the id not heard from, and the server keeps its streams while
+        # another id of it remains a member.
+        target = next((p for p in matches if not p.active), matches[0])
+        still_here = target.name == g.server_name or any(
+            p.voter and p.name == target.name and p.id != target.id for p in members
+        )
         state = self.state
         for sa in list(state.assignments.values()):
-            if target.name not in sa.peers:
+            if still_here or target.name not in sa.peers:
                 continue
             peers = [p for p in sa.peers if p != target.name]
             placement = msgspec.json.decode(sa.config, type=StreamConfig).placement
