@@ -15,6 +15,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
@@ -184,10 +185,10 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
             )
 
 
-async def _unpin_on_the_consumers_leader(nc: nats.NATS, cluster: JsCluster) -> None:
+async def _unpin_on_the_consumers_leader(nc: Client, cluster: JsCluster) -> None:
     """CONSUMER.UNPIN, asked of any server, is done by the consumer's leader (its engine holds
     the pins): the pin a pull was given is released, an unknown group refused (10160)."""
-    cfg = {"durable_name": "P", "ack_policy": "explicit", "priority_groups": ["g"]}
+    cfg: dict[str, Any] = {"durable_name": "P", "ack_policy": "explicit", "priority_groups": ["g"]}
     cfg.update(priority_policy="pinned_client", num_replicas=3)
     body = json.dumps({"stream_name": "THREE", "config": cfg}).encode()
     created = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.THREE.P", body, timeout=5)).data)
