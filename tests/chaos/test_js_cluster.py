@@ -15,6 +15,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
@@ -173,8 +174,7 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
         account = await js.account_info()  # what the cluster stores: each replica counted
         assert account.streams == 2 and account.consumers == 0 and account.memory == 0
         assert account.storage == listed["ONE"].state.bytes + 3 * listed["THREE"].state.bytes
-        unpin = json.loads((await nc.request("$JS.API.CONSUMER.UNPIN.THREE.C", b"{}", timeout=3)).data)
-        assert "not supported by this server in a cluster yet" in unpin["error"]["description"]
+        await _unpin_on_the_consumers_leader(nc, cluster)
         with pytest.raises(nats.js.errors.NotFoundError):
             await js.stream_info("NOPE")
 
@@ -183,6 +183,37 @@ async def test_placement_names_delete_and_refusals(cluster: JsCluster) -> None:
             await cluster.wait_for(
                 f"{node.name} dropped THREE", lambda n=node: n.stream_state("THREE") is None
             )
+
+
+async def _unpin_on_the_consumers_leader(nc: Client, cluster: JsCluster) -> None:
+    """CONSUMER.UNPIN, asked of any server, is done by the consumer's leader (its engine holds
+    the pins): the pin a pull was given is released, an unknown group refused (10160)."""
+    cfg: dict[str, Any] = {"durable_name": "P", "ack_policy": "explicit", "priority_groups": ["g"]}
+    cfg.update(priority_policy="pinned_client", num_replicas=3)
+    body = json.dumps({"stream_name": "THREE", "config": cfg}).encode()
+    created = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.THREE.P", body, timeout=5)).data)
+    assert "error" not in created, created
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish("$JS.API.CONSUMER.MSG.NEXT.THREE.P", b'{"batch": 1, "group": "g"}', reply=inbox)
+    got = await sub.next_msg(timeout=5)
+    pin = (got.headers or {}).get("Nats-Pin-Id", "")
+    assert pin, got.headers
+
+    async def pinned() -> str:
+        info = json.loads((await nc.request("$JS.API.CONSUMER.INFO.THREE.P", b"", timeout=5)).data)
+        return str(info["priority_groups"][0].get("pinned_client_id", ""))
+
+    assert await pinned() == pin
+    for url in cluster.urls:  # from every server: answered once, by the leader
+        async with await nats.connect(url) as other:
+            req = b'{"group": "g"}'
+            unpin = json.loads((await other.request("$JS.API.CONSUMER.UNPIN.THREE.P", req, timeout=5)).data)
+            assert unpin == {"type": "io.nats.jetstream.api.v1.consumer_unpin_response"}
+    assert await pinned() == ""
+    bad = json.loads((await nc.request("$JS.API.CONSUMER.UNPIN.THREE.P", b'{"group": "x"}', timeout=5)).data)
+    assert bad["error"]["err_code"] == 10160
+    await sub.unsubscribe()
 
 
 async def test_whole_cluster_restarts_and_goes_on(cluster: JsCluster) -> None:

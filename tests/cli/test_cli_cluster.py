@@ -165,3 +165,62 @@ def test_cluster_up_refuses_silly_clusters() -> None:
     )
     assert done.returncode == 2
     assert "--clusters must be between 1 and 8" in done.stderr
+
+
+def _js_cluster_up() -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
+    """`jetpy cluster up --js --size 3` on free ports, read until its URLs are printed."""
+    cmd = [*JETPY, "cluster", "up", "--js", "--size", "3", "--port", "0", "--cluster-port", "0"]
+    proc = subprocess.Popen(
+        [*cmd, "--http-port", "-1", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    servers: list[tuple[str, int, str]] = []
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if m := SERVER_LINE.match(line.rstrip("\n")):
+            servers.append((m.group(1), int(m.group(2)), m.group(3)))
+        if line.startswith("  NATS_URL="):
+            break
+    return proc, servers, "".join(lines)
+
+
+async def test_cluster_up_with_jetstream_takes_an_r3_stream() -> None:
+    proc, servers, text = await asyncio.to_thread(_js_cluster_up)
+    try:
+        leader = re.search(r"JetStream meta leader: (n\d); stores in (\S+) \(removed at the end\)", text)
+        assert leader is not None, text
+        stores = leader.group(2)
+        assert await asyncio.to_thread(os.path.isdir, os.path.join(stores, "n1"))
+        nc = await nats.connect(servers[1][2])
+        js = nc.jetstream()
+        await js.add_stream(name="UP", subjects=["up.>"], num_replicas=3)
+        for i in range(10):
+            assert (await js.publish("up.x", b"%d" % i)).seq == i + 1
+        info = await js.stream_info("UP")
+        assert info.state.messages == 10 and info.cluster is not None
+        assert len(info.cluster.replicas or []) == 2
+        await nc.close()
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+        assert not any(_alive(s[1]) for s in servers)
+        assert not await asyncio.to_thread(os.path.exists, stores)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for _, pid, _url in servers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--js", "--clusters", "2"], "JetStream across gateways is not supported by jetpy yet"),
+        (["--store-dir", "/tmp/x"], "--store-dir is for --js"),
+    ],
+)
+def test_cluster_up_refuses_what_it_cannot_do_with_jetstream(args: list[str], said: str) -> None:
+    done = subprocess.run([*JETPY, "cluster", "up", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and said in done.stderr

@@ -280,3 +280,24 @@ async def test_groups_live_in_the_configured_system_account(tmp_path: Path) -> N
         assert seen == []  # the global account sees none of the groups' traffic
         await sys_client.close()
         await app.close()
+
+
+async def test_a_new_groups_first_founder_campaigns_at_once(tmp_path: Path) -> None:
+    """With nats-server's timers (first elections after 5-10 s of silence) a new group has its
+    leader within a few ticks: its first founder campaigns at once, again at every tick while
+    the others' members are not listening yet, and stops once there is a leader."""
+    slow = GroupConfig(tick=0.5, election_ticks=10, heartbeat_ticks=2, timeout=10.0)
+    async with embedded_cluster(3, store_root=tmp_path) as servers:
+        members = Members(servers)
+        t0 = time.monotonic()
+        first = await members.start(servers[0], slow)  # alone for a while: nobody answers it yet
+        await asyncio.sleep(1.2)
+        assert first.status().state != "LEADER"
+        for srv in servers[1:]:
+            await members.start(srv, slow)
+        leader = await members.leader(within=4.0)
+        assert time.monotonic() - t0 < 4.0
+        assert leader is first and first.status().term <= 2
+        term = first.status().term
+        await asyncio.sleep(1.5)  # it stopped campaigning: the same leader in the same term
+        assert first.status().term == term and first.status().state == "LEADER"

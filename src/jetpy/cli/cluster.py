@@ -6,8 +6,12 @@ consecutive ports from ``--port``/``--cluster-port``/``--http-port`` (0: any fre
 from the server's own log line); with ``--clusters N``, N such clusters joined by gateways (ports
 from ``--gateway-port``; gateways have no command-line flags, so each server also gets a config
 file holding its ``gateway {}`` block, in a temporary directory removed at the end), every
-server's gateway pointed at the first server of the first cluster, the rest learned by gossip; their logs interleaved on stdout with each server's name in
-front, the URLs printed once every server is ready, and the stop: on Ctrl-C (or SIGTERM) every
+server's gateway pointed at the first server of the first cluster, the rest learned by gossip;
+with ``--js``, clustered JetStream (each server ``-js`` with its own store under ``--store-dir``
+or a temporary directory, every server given every route, its own too, and the meta leader
+waited for through ``/jsz``); their logs
+interleaved on stdout with each server's name in front, the URLs printed once every server is
+ready, and the stop: on Ctrl-C (or SIGTERM) every
 child gets SIGTERM by its PID, SIGKILL after :data:`STOP_TIMEOUT`, and the command exits 0. A
 server that dies on its own stops the others and exits 1. Children run in their own session, so
 a Ctrl-C in the terminal reaches this command only and the servers stop in order.
@@ -15,13 +19,16 @@ a Ctrl-C in the terminal reaches this command only and the servers stop in order
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -147,6 +154,20 @@ def up(
             help="First gateway port (then +1 per server; with --clusters 2+); 0: any free port.",
         ),
     ] = 7222,
+    jetstream: Annotated[
+        bool,
+        typer.Option(
+            "--jetstream", "--js", help="Clustered JetStream: every server with -js and a store of its own."
+        ),
+    ] = False,
+    store_dir: Annotated[
+        str,
+        typer.Option(
+            "--store-dir",
+            help="With --js: the servers' stores go in DIR/<server> (kept); default: a temporary "
+            "directory removed at the end.",
+        ),
+    ] = "",
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print the URLs only, not the servers' logs.")
     ] = False,
@@ -163,7 +184,15 @@ def up(
         raise CliError(f"--size must be between 1 and {MAX_SIZE}", EXIT_USAGE)
     if not 1 <= clusters <= MAX_CLUSTERS:
         raise CliError(f"--clusters must be between 1 and {MAX_CLUSTERS}", EXIT_USAGE)
+    if jetstream and clusters > 1:
+        raise CliError(
+            "--js with --clusters: JetStream across gateways is not supported by jetpy yet", EXIT_USAGE
+        )
+    if store_dir and not jetstream:
+        raise CliError("--store-dir is for --js", EXIT_USAGE)
     extra = list(server_args or [])
+    stores = tempfile.TemporaryDirectory(prefix="jetpy-cluster-js-") if jetstream and not store_dir else None
+    store_root = Path(stores.name if stores is not None else store_dir)
     lock = threading.Lock()
     members: list[Member] = []
     old_int = signal.signal(signal.SIGINT, _interrupt)
@@ -174,15 +203,26 @@ def up(
         for c in range(clusters):
             cname = name if clusters == 1 else f"{name}{c + 1}"
             seed_route = 0
+            # clustered JetStream wants routes at start (a server with none is refused, as by
+            # nats-server): every server is given the whole list, so its ports are chosen first
+            js_routes = [
+                cluster_port + c * size + i if cluster_port else _free_port(host)
+                for i in range(size)
+                if jetstream
+            ]
             for i in range(size):
                 k = c * size + i  # the server's place: its ports are the first ones + k
                 sname = f"n{i + 1}" if clusters == 1 else f"c{c + 1}n{i + 1}"
                 cmd = [sys.executable, "-m", "jetpy.server", "-a", host, "-n", sname, "--cluster_name", cname]
                 cmd += ["-p", str(port + k if port else -1)]
-                cmd += ["--cluster", f"nats://{host}:{cluster_port + k if cluster_port else -1}"]
+                route_port = js_routes[i] if jetstream else (cluster_port + k if cluster_port else -1)
+                cmd += ["--cluster", f"nats://{host}:{route_port}"]
                 if http_port:
                     cmd += ["-m", str(http_port + k if http_port > 0 else -1)]
-                if i:
+                if jetstream:  # every server's route (its own too), as nats-server's documentation shows
+                    cmd += ["--routes", ",".join(f"nats-route://{host}:{r}" for r in js_routes)]
+                    cmd += ["-js", "-sd", str(store_root / sname)]
+                elif i:
                     cmd += ["--routes", f"nats-route://{host}:{seed_route}"]
                 if confs is not None:
                     conf = Path(confs.name) / f"{sname}.conf"
@@ -202,6 +242,7 @@ def up(
                     seed_gateway = m.gateway_port
         for m in members:
             _wait(m.ready, m, "start")
+        leader = _meta_leader(host, members) if jetstream else ""
         with lock:
             if clusters == 1:
                 print(f"cluster {name!r}: {size} server(s) up; Ctrl-C stops them", flush=True)
@@ -218,6 +259,9 @@ def up(
                     f"route nats-route://{host}:{m.route_port}{gw}{mon}",
                     flush=True,
                 )
+            if jetstream:
+                where = f"stores in {store_root}" + (" (removed at the end)" if stores is not None else "")
+                print(f"  JetStream meta leader: {leader or '(see the servers /jsz)'}; {where}", flush=True)
             urls = ",".join(f"nats://{host}:{m.client_port}" for m in members)
             print(f"  NATS_URL={urls}", flush=True)
         while True:
@@ -236,6 +280,37 @@ def up(
         _stop(members)
         if confs is not None:
             confs.cleanup()
+        if stores is not None:
+            stores.cleanup()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _meta_leader(host: str, members: list[Member]) -> str:
+    """The JetStream meta leader once every server's ``/jsz`` names the same one (without
+    monitoring ports: not waited for, "")."""
+    if not all(m.http_port for m in members):
+        return ""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        seen = set()
+        for m in members:
+            if m.proc.poll() is not None:
+                raise CliError(f"server {m.name} exited with code {m.proc.returncode}")
+            try:
+                with urllib.request.urlopen(f"http://{host}:{m.http_port}/jsz", timeout=1.0) as resp:
+                    seen.add(str((json.loads(resp.read()).get("meta_cluster") or {}).get("leader") or ""))
+            except (OSError, ValueError):
+                seen.add("")
+        if len(seen) == 1 and "" not in seen:
+            return seen.pop()
+        time.sleep(0.2)
+    raise CliError(f"the servers did not agree on a JetStream meta leader within {START_TIMEOUT:g}s")
 
 
 def _gateway_conf(cluster: str, host: str, port: int, name: str, seed: int) -> str:

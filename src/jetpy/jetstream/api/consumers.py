@@ -45,7 +45,7 @@ from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.protocol.headers import encode_headers
 
-__all__ = ["ConsumerApi", "create_request", "pause_request", "pause_response"]
+__all__ = ["ConsumerApi", "create_request", "pause_request", "pause_response", "unpin_group"]
 
 
 class ConsumerApi:
@@ -245,16 +245,23 @@ class ConsumerApi:
     def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:
         """Release the pin of a consumer's priority group: its next request without a pin gets a
         new one (an ``admin`` unpinned advisory either way)."""
-        if not body.strip():
-            raise ApiError.of(E.INVALID_JSON, err="unexpected end of JSON input")
-        req = decode_request(body, ConsumerUnpinRequest)
-        if not req.group:
-            raise ApiError.of(E.INVALID_JSON, err="consumer group not specified")
+        group = unpin_group(body)
         c = self._consumer(args)
-        if req.group not in c.config.priority_groups:
+        if group not in c.config.priority_groups:
             raise ApiError.of(E.CONSUMER_INVALID_PRIORITY_GROUP)
-        self.manager.unpin(c, req.group)
+        self.manager.unpin(c, group)
         return ConsumerUnpinResponse()
+
+
+def unpin_group(body: bytes) -> str:
+    """The priority group a ``CONSUMER.UNPIN`` request names, checked as nats-server checks it
+    (before the consumer is looked up)."""
+    if not body.strip():
+        raise ApiError.of(E.INVALID_JSON, err="unexpected end of JSON input")
+    req = decode_request(body, ConsumerUnpinRequest)
+    if not req.group:
+        raise ApiError.of(E.INVALID_JSON, err="consumer group not specified")
+    return req.group
 
 
 def create_request(

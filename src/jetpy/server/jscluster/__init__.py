@@ -106,7 +106,7 @@ The design (decisions the following slices keep):
   by an update too.
 
 Not yet: consumers of interest streams (what every consumer
-acknowledged is not known in one place), ``CONSUMER.UNPIN``, mirrors and sources, backups,
+acknowledged is not known in one place), mirrors and sources, backups,
 moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import msgspec
 
 from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.consumers import create_request, pause_request, pause_response
+from jetpy.jetstream.api.consumers import create_request, pause_request, pause_response, unpin_group
 from jetpy.jetstream.api.messages import (
     ConsumerCreateResponse,
     ConsumerDeleteResponse,
@@ -42,6 +42,7 @@ from jetpy.jetstream.api.messages import (
     ConsumerListResponse,
     ConsumerNamesResponse,
     ConsumerPauseResponse,
+    ConsumerUnpinResponse,
     PagedRequest,
 )
 from jetpy.jetstream.api.requests import decode_request, expect_empty
@@ -81,6 +82,7 @@ CONSUMER_ROUTES = (
     "CONSUMER.DELETE",
     "CONSUMER.LEADER.STEPDOWN",
     "CONSUMER.PAUSE",
+    "CONSUMER.UNPIN",
 )
 CONSUMER_LEADER_ROUTES = frozenset({"CONSUMER.INFO", "CONSUMER.LEADER.STEPDOWN"})
 """The requests a consumer's leader answers (through its own group, meta leader or not)."""
@@ -125,6 +127,7 @@ class ConsumerClusterApi:
             "CONSUMER.DELETE": Route(ConsumerDeleteResponse, self.delete),
             "CONSUMER.LEADER.STEPDOWN": Route(ConsumerLeaderStepdownResponse, self.step_down, 2),
             "CONSUMER.PAUSE": Route(ConsumerPauseResponse, self.pause, 2),
+            "CONSUMER.UNPIN": Route(ConsumerUnpinResponse, self.unpin, 2),
         }
         return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
 
@@ -280,6 +283,18 @@ class ConsumerClusterApi:
             if len(args) < 2 or args[1] not in (state.consumer_assignments.get(args[0]) or {}):
                 raise ApiError.of(E.CONSUMER_NOT_FOUND)
         raise Elsewhere
+
+    def unpin(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerUnpinResponse:
+        """``CONSUMER.UNPIN``: the consumer's leader (whose engine holds the pins: a new leader
+        starts with none, as nats-server's) releases the group's pin."""
+        group = unpin_group(body)
+        rep = self._leader(args)
+        c = rep.consumer
+        assert c is not None  # the leader's
+        if group not in c.config.priority_groups:
+            raise ApiError.of(E.CONSUMER_INVALID_PRIORITY_GROUP)
+        self.state.consumer_groups.manager.unpin(c, group)
+        return ConsumerUnpinResponse()
 
     def info(self, args: list[str], hdr: bytes, body: bytes) -> ConsumerInfoResponse:
         expect_empty(body)

@@ -171,6 +171,7 @@ class RaftGroup:
         # a new member asks to join until it is a voter (also after a restart before that)
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
+        self._eager_until = 0.0  # campaign every tick until a leader is known, until then
         self._wake = asyncio.Event()
         self._stopping = False  # no longer taking part
         self._closed = False  # stopped, the store closed
@@ -192,6 +193,13 @@ class RaftGroup:
         self._task = loop.create_task(self._run(), name=f"raft-{self.name}")
         self._ticker = loop.call_later(self.cfg.tick, self._on_tick)
         self._wake.set()
+
+    def campaign_soon(self, within: float) -> None:
+        """Campaign at every tick until the group has a leader, for ``within`` seconds: a new
+        group's first founder does not wait for an election timeout (seconds with nats-server's
+        timers, past a client's patience for the create), and the other founders' members may
+        not be listening yet when it first asks (pre-votes: no term is spent on that)."""
+        self._eager_until = time.monotonic() + within
 
     async def stop(self) -> None:
         """Stop taking part: the current disk job finishes, the store is closed (synced). Also
@@ -382,6 +390,12 @@ class RaftGroup:
         now = time.monotonic()
         if node.role is _LEADER and self._promote:
             self._maybe_promote()
+        if self._eager_until:
+            if node.leader or now >= self._eager_until:
+                self._eager_until = 0.0
+            elif node.role is not _LEADER:
+                node.campaign()
+                self._wake.set()
         if self.joining and now - self._last_join >= self.cfg.election_timeout:
             if self.member in node.membership.voters or self.removed:
                 self.joining = False

@@ -6,7 +6,7 @@ in the group next to the log), starting a group (a founder creates it with the f
 voters; a new member creates an empty log under a new id and asks to join; an existing one is
 recovered from its directory off the loop, the snapshot's data kept in memory so that sending
 it to a follower never reads the disk on the loop), the worker threads every group's disk jobs run
-on, the names of members (member id -> server name: founders', the cluster's servers', and those
+on, the first founder of a new group campaigning at once, the names of members (member id -> server name: founders', the cluster's servers', and those
 joiners give), stopping every group, and their status for monitoring. Must not know: Raft's rules
 (``jetpy.raft``), one group's loop (``group``), what a group replicates, or HTTP.
 
@@ -45,6 +45,10 @@ log = logging.getLogger("jetpy.server")
 
 MEMBER_FILE: Final = "member"
 IO_THREADS: Final = 4
+EAGER_CAMPAIGN: Final = 2.0
+"""A new group's first founder campaigns at every tick until a leader is known, for this many
+election timeouts (nats-server's preferred member campaigns at once too): a stream's create is
+answered in a few ticks, not after the 5-10 s of a first election timeout."""
 """Worker threads for the groups' fsyncs and snapshot writes (each group has at most one job in
 flight; more groups than threads simply queue, each still one fsync per batch)."""
 
@@ -116,6 +120,8 @@ class RaftHost:
                 for problem in store.report.problems:
                     log.warning("raft %s: recovery: %s", name, problem)
             group.start()
+            if founders and founders[0] == self.server_name and not joining and store.last_index() == 0:
+                group.campaign_soon(EAGER_CAMPAIGN * group.cfg.election_timeout)
             self.groups[name] = group
             log.info(
                 "raft %s: started member %s (%s)",
