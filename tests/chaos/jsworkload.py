@@ -203,5 +203,5 @@ def _kind(exc: Exception) -> str:
     if isinstance(exc, KeyWrongLastSequenceError):
         return "wrong last sequence"
     if isinstance(exc, APIError):
-        return f"{exc.err_code} {exc.description}"
+        return f"{type(exc).__name__} {exc.err_code} {exc.description}"
     return type(exc).__name__
