@@ -17,7 +17,9 @@ lost). Episodes:
                                                      of a log segment, restart
 
 For the episodes that remove the leader, the time from the fault to a new leader (agreed by a
-majority, from ``/raftz``) and to the first write that succeeds is measured.
+majority, from ``/raftz``) and to the first write that succeeds is measured. The cluster says
+which group's leader an episode aims at (``choose_target``: the test service has one group, the
+JetStream run a stream's and a KV bucket's) and what a write is (``probe``).
 """
 
 from __future__ import annotations
