@@ -291,6 +291,11 @@ def _text(r: dict[str, Any]) -> str:
         f"  new leader after losing one (s): {r['recovery']['election']}",
         f"  first publish after losing the leader (s): {r['recovery']['first_write']}",
     ]
+    killed = r["recovery"]["by_fault"].get("kill-leader")
+    if killed:
+        lines.append(
+            f"    after kill -9 of the leader: new leader {killed['election']}, first publish {killed['first_write']}"
+        )
     for v in r["registers"]:
         if v["linearizable"] is not True:
             lines.append(f"  {v['key']}: {v['detail']}")

@@ -80,9 +80,19 @@ def recovery_problems(cluster: ChaosCluster) -> dict[str, list[str]]:
 
 def recovery_doc(episodes: list[Episode]) -> dict[str, Any]:
     """The times to a new leader and to the first write after losing one, over the episodes."""
+    kinds = sorted({e.kind for e in episodes if e.election is not None})
     return {
         "election": _times([e.election for e in episodes if e.election is not None]),
         "first_write": _times([e.first_write for e in episodes if e.first_write is not None]),
+        "by_fault": {
+            k: {
+                "election": _times([e.election for e in episodes if e.kind == k and e.election is not None]),
+                "first_write": _times(
+                    [e.first_write for e in episodes if e.kind == k and e.first_write is not None]
+                ),
+            }
+            for k in kinds
+        },
     }
 
 
