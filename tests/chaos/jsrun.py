@@ -179,7 +179,7 @@ async def run(
         await cluster.start()
         await cluster.create(kv_direct=kv_direct)
         await cluster.leader(within=30)
-        workload = JsWorkload(cluster, random.Random(seed + 1))
+        workload = JsWorkload(cluster, random.Random(seed + 1), direct=kv_direct)
         nemesis = Nemesis(cluster, random.Random(seed + 2), faults)
         workload.start()
         await nemesis.run(time.monotonic() + duration)

@@ -47,12 +47,14 @@ class JsWorkload:
         registers: int = 4,
         publishers: int = 2,
         in_flight: int = 4,
+        direct: bool = False,
     ) -> None:
         self.cluster = cluster
         self.rng = rng
         self.registers = registers
         self.publishers = publishers
         self.in_flight = in_flight
+        self.direct = direct  # KV gets as direct gets (any replica answers) rather than the leader's
         self.history = History()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -126,7 +128,7 @@ class JsWorkload:
         kv = self._kv.get(id(nc))
         if kv is None:
             js = nc.jetstream(timeout=self.timeout)
-            kv = KeyValue(name=BUCKET, stream=KV_STREAM, pre=f"$KV.{BUCKET}.", js=js, direct=False)
+            kv = KeyValue(name=BUCKET, stream=KV_STREAM, pre=f"$KV.{BUCKET}.", js=js, direct=self.direct)
             self._kv[id(nc)] = kv
         return kv
 
