@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import nats
-from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import APIError
 
 from jetpy.store.base import StoreConfig
@@ -31,6 +31,7 @@ STREAM = "CHAOS"
 STREAM_SUBJECTS = ["chaos.>"]
 ID_SUBJECT = "chaos.ids"  # the publishers': chaos.ids.<client>
 PROBE_SUBJECT = "chaos.probe"  # the nemesis's first write after losing a leader
+CONSUMER = "W"  # a durable pull consumer of the publishers' ids (explicit acks)
 BUCKET = "REG"
 KV_STREAM = f"KV_{BUCKET}"
 
@@ -89,8 +90,9 @@ class JsChaosCluster(ChaosCluster):
     # -- the stream and the bucket ------------------------------------------------------------------
 
     async def create(self, within: float = 60.0, kv_direct: bool = False) -> None:
-        """The R``stream_replicas`` file stream and the R``kv_replicas`` KV bucket, created with
-        nats-py once the meta group has a leader; their Raft groups then watched."""
+        """The R``stream_replicas`` file stream with its durable consumer (the stream's
+        replicas) and the R``kv_replicas`` KV bucket, created with nats-py once the meta group
+        has a leader; the stream's and the bucket's Raft groups then watched."""
         async with await nats.connect(servers=[n.url for n in self.nodes.values()]) as nc:
             js = nc.jetstream(timeout=3)
             loop = asyncio.get_running_loop()
@@ -108,7 +110,18 @@ class JsChaosCluster(ChaosCluster):
                 storage=StorageType.FILE,
                 direct=kv_direct,
             )
-            for make in (lambda: js.add_stream(stream), lambda: js.create_key_value(kv)):
+            consumer = ConsumerConfig(
+                durable_name=CONSUMER,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=2,
+                max_ack_pending=1000,
+                filter_subject=f"{ID_SUBJECT}.>",
+            )
+            for make in (
+                lambda: js.add_stream(stream),
+                lambda: js.add_consumer(STREAM, consumer),
+                lambda: js.create_key_value(kv),
+            ):
                 while True:
                     try:
                         await make()

@@ -3,15 +3,17 @@
     python -m chaos.jsrun --size 3 --duration 60 --seed 7 [--faults kill-leader,corrupt] [--out DIR]
 
 (from ``tests/``). Starts ``size`` clustered JetStream servers (``jschaos``), creates a file
-stream (R3 on three servers, R5 on five) and an R3 KV bucket with nats-py, runs the publishers
-and the KV registers (``jsworkload``) while the nemesis (``nemesis``, the test service's run's
+stream (R3 on three servers, R5 on five) with a durable consumer and an R3 KV bucket with
+nats-py, runs the publishers, the consumer's worker and the KV registers (``jsworkload``) while the nemesis (``nemesis``, the test service's run's
 own) inflicts faults on the stream's and the bucket's Raft groups, heals everything, waits until
-every replica of both holds the same last sequence, stops the servers and reads every replica
-of the stream back from its own files. The checks (``checks``, ``linearizable``): on every
+every replica of both holds the same last sequence, drains the consumer, stops the servers and
+reads every replica of the stream back from its own files. The checks (``checks``, ``linearizable``): on every
 replica, each acknowledged id at the sequence its PubAck gave (the exact ids and sequences lost,
 moved or duplicated are reported), no id twice (every retry of an id falls within the
 de-duplication window), nothing nobody published; every replica of each stream identical; each
-KV key's history linearizable; never two leaders in one term of a group. Writes ``report.json``
+KV key's history linearizable; never two leaders in one term of a group; every acknowledged
+message delivered by the consumer, none delivered again after its ack was confirmed, and the
+consumer drained (its ack floor at the last one, nothing pending). Writes ``report.json``
 and ``report.txt`` as ``chaos.run`` does; the exit status is 0 only if every check passed.
 """
 
@@ -48,6 +50,7 @@ from .run import (
 )
 
 CONVERGE_TIMEOUT = 60.0
+DRAIN_TIMEOUT = 60.0  # seconds the consumer is given to deliver and see acknowledged what is left
 
 
 @dataclass
@@ -58,6 +61,9 @@ class JsChecks:
     split_terms: dict[str, list[str]]
     duplicated_at: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # server -> id -> sequences
     stuck: str = ""
+    skipped: list[int] = field(default_factory=list)  # acknowledged, never delivered by the consumer
+    again: list[int] = field(default_factory=list)  # delivered after a confirmed ack
+    drained: bool = False
 
     @property
     def replicas_equal(self) -> bool:
@@ -74,6 +80,9 @@ class JsChecks:
             and all(v.linearizable is True for v in self.registers)
             and self.replicas_equal
             and not self.split_terms
+            and not self.skipped
+            and not self.again
+            and self.drained
         )
 
 
@@ -131,7 +140,7 @@ def _digest(msgs: dict[int, tuple[str, bytes]]) -> str:
     return h.hexdigest()[:16]
 
 
-def _check(cluster: JsChaosCluster, workload: JsWorkload, stuck: str) -> JsChecks:
+def _check(cluster: JsChaosCluster, workload: JsWorkload, stuck: str, drained: bool) -> JsChecks:
     history = workload.history
     appends: dict[str, AppendCheck] = {}
     duplicated_at: dict[str, dict[str, list[int]]] = {}
@@ -159,7 +168,18 @@ def _check(cluster: JsChaosCluster, workload: JsWorkload, stuck: str) -> JsCheck
             appends[name] = check_appends(history, final)
             duplicated_at[name] = {v: s for v, s in seqs.items() if len(s) > 1}
     split = {t: sorted(ids) for t, ids in cluster.leaders_seen.items() if len(ids) > 1}
-    return JsChecks(appends, check_registers(history.ops), replicas, split, duplicated_at, stuck)
+    acked = {a.position for a in history.appends if a.outcome == "ok"}
+    return JsChecks(
+        appends,
+        check_registers(history.ops),
+        replicas,
+        split,
+        duplicated_at,
+        stuck,
+        skipped=sorted(acked - set(workload.delivered)),
+        again=sorted(set(workload.again)),
+        drained=drained,
+    )
 
 
 async def run(
@@ -187,8 +207,10 @@ async def run(
         await asyncio.sleep(settings.election_timeout)
         await workload.stop()
         stuck = await _converge(cluster)
+        last = max((a.position for a in workload.history.appends if a.outcome == "ok"), default=0)
+        drained = not stuck and await workload.drain(last, DRAIN_TIMEOUT)
         await cluster.stop_gracefully()
-        checks = _check(cluster, workload, stuck)
+        checks = _check(cluster, workload, stuck, drained)
         report = _report(cluster, seed, duration, faults, workload, nemesis, checks, kv_direct)
         report["wall_seconds"] = round(time.monotonic() - started, 1)
         text = _text(report)
@@ -248,6 +270,14 @@ def _report(
             "failed": any_check.failed if any_check else 0,
             "replicas": per_replica,
         },
+        "consumer": {
+            "delivered": len(workload.delivered),
+            "deliveries": sum(workload.delivered.values()),
+            "confirmed_acks": len(workload.confirmed),
+            "skipped": checks.skipped,
+            "delivered_after_confirmed_ack": checks.again,
+            "drained": checks.drained,
+        },
         "registers": [asdict(v) | {"witness": len(v.witness)} for v in checks.registers],
         "replicas_equal": checks.replicas_equal,
         "replicas": checks.replicas,
@@ -280,6 +310,12 @@ def _text(r: dict[str, Any]) -> str:
         for kind in ("lost", "moved", "duplicated", "unexpected"):
             if a[kind]:
                 lines.append(f"      {kind}: {a[kind]}")
+    c = r["consumer"]
+    lines.append(
+        f"  consumer: {c['delivered']} delivered ({c['deliveries']} deliveries), {c['confirmed_acks']} acks "
+        f"confirmed; skipped {c['skipped'] or 'none'}; delivered again after a confirmed ack "
+        f"{c['delivered_after_confirmed_ack'] or 'none'}; drained {c['drained']}"
+    )
     lines += [
         f"  registers (KV {'direct gets' if r['bucket']['direct_gets'] else 'gets from the leader'}): "
         f"{ops['register']['ok']} ok, {ops['register']['info']} unknown; "

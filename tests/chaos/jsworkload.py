@@ -13,6 +13,10 @@ failing over):
   the one written at r", so the update is the register's cas(that value -> the new one), and its
   refusal (10071, wrong last sequence) a cas that found another value.
 
+* **a worker**: the stream's durable pull consumer fetched through a server chosen at random
+  per fetch, each message acknowledged with ``ack_sync``; every delivery and every confirmed
+  ack recorded (a message delivered again after its ack was confirmed is a violation).
+
 Outcomes as in ``workload``: ``ok``; ``fail`` only when nothing can have been applied (no
 server had the subject: no responders); ``info`` for everything else (a timeout, a server's
 error, which a leader deposed after proposing may send for an entry that still commits).
@@ -24,6 +28,7 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client
@@ -31,7 +36,7 @@ from nats.errors import NoRespondersError
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from .jschaos import BUCKET, ID_SUBJECT, KV_STREAM, JsChaosCluster
+from .jschaos import BUCKET, CONSUMER, ID_SUBJECT, KV_STREAM, STREAM, JsChaosCluster
 from .linearizable import Op
 from .workload import REGISTER_KEYS, Append, History, Outcome
 
@@ -60,11 +65,16 @@ class JsWorkload:
         self._tasks: list[asyncio.Task[None]] = []
         self._next_value = 0
         self._kv: dict[int, KeyValue] = {}  # per client connection
+        self._subs: dict[int, Any] = {}  # the consumer's pull subscription, per client connection
+        self.delivered: dict[int, int] = {}  # stream sequence -> deliveries seen
+        self.confirmed: set[int] = set()  # its ack_sync returned
+        self.again: list[int] = []  # delivered after a confirmed ack
         self.timeout = cluster.s.timeout + 1.0  # a little longer than a proposal's own wait
 
     def start(self) -> None:
         for p in range(self.registers):
             self._tasks.append(asyncio.ensure_future(self._register_client(p)))
+        self._tasks.append(asyncio.ensure_future(self._worker(self._stop.is_set)))
         for p in range(self.publishers):
             for lane in range(self.in_flight):
                 self._tasks.append(asyncio.ensure_future(self._publisher(100 + p, lane)))
@@ -121,6 +131,56 @@ class JsWorkload:
             if rec.outcome != "ok":
                 rec.outcome = "info" if sent else "fail"
             self.history.appends.append(rec)
+
+    # -- the consumer -----------------------------------------------------------------------------
+
+    async def _worker(self, done: Callable[[], bool]) -> None:
+        while not done():
+            nc = self._client()
+            if nc is None:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                sub = self._subs.get(id(nc))
+                if sub is None:
+                    sub = await nc.jetstream(timeout=self.timeout).pull_subscribe_bind(CONSUMER, STREAM)
+                    self._subs[id(nc)] = sub
+                msgs = await sub.fetch(50, timeout=1)
+            except Exception as exc:  # no messages, an election, a dead server's connection
+                self._error(f"fetch {type(exc).__name__}")
+                continue
+            for m in msgs:
+                seq = m.metadata.sequence.stream
+                if seq in self.confirmed:
+                    self.again.append(seq)
+                self.delivered[seq] = self.delivered.get(seq, 0) + 1
+                try:
+                    await m.ack_sync(timeout=self.timeout)
+                except Exception as exc:  # not confirmed: it may come again
+                    self._error(f"ack {type(exc).__name__}")
+                    continue
+                self.confirmed.add(seq)
+
+    async def drain(self, last: int, within: float) -> bool:
+        """Every server up, the workload stopped: fetch and acknowledge what is left (redeliveries
+        after ``ack_wait`` included) until the consumer's ack floor reaches ``last`` with
+        nothing pending. Whether it did within ``within`` seconds."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            nc = self._client()
+            if nc is not None:
+                try:
+                    ci = await nc.jetstream(timeout=2).consumer_info(STREAM, CONSUMER)
+                    if (
+                        ci.num_pending == 0
+                        and ci.num_ack_pending == 0
+                        and (ci.ack_floor.stream_seq or 0) >= last
+                    ):
+                        return True
+                except Exception as exc:
+                    self._error(f"consumer info {type(exc).__name__}")
+            await self._worker(_after(3.0))
+        return False
 
     # -- registers ---------------------------------------------------------------------------------
 
@@ -199,6 +259,12 @@ class JsWorkload:
                 if f == "cas" and got is not None:
                     await self._write(p, key, got[0], got[1])
             await asyncio.sleep(rng.random() * 0.01)
+
+
+def _after(seconds: float) -> Callable[[], bool]:
+    """Whether ``seconds`` have passed since this call."""
+    until = time.monotonic() + seconds
+    return lambda: time.monotonic() > until
 
 
 def _kind(exc: Exception) -> str:

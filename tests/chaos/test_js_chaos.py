@@ -1,8 +1,9 @@
 """A short slice of the JetStream fault harness in every test run (``make chaos`` runs the long
 ones): three clustered JetStream servers under every fault the nemesis knows, with publishes
-retried until acknowledged and a KV bucket's compare-and-set registers; nothing acknowledged
-lost or moved on any replica of the stream, no id twice, every replica identical, the registers
-linearizable."""
+retried until acknowledged, a durable consumer's worker and a KV bucket's compare-and-set
+registers; nothing acknowledged lost or moved on any replica of the stream, no id twice, every
+replica identical, the consumer never skipping a message nor delivering one again after its ack
+was confirmed, the registers linearizable."""
 
 from __future__ import annotations
 
@@ -25,4 +26,5 @@ async def test_every_fault_on_jetstream_loses_nothing_acknowledged(tmp_path: Pat
     r = result.report
     assert r["publishes"]["acked"] > 0 and r["operations"]["register"]["ok"] > 0
     assert len(r["publishes"]["replicas"]) == 3  # every replica read back
+    assert r["consumer"]["confirmed_acks"] > 0
     assert result.ok, result.text
