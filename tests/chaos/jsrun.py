@@ -215,6 +215,10 @@ async def run(
         report["wall_seconds"] = round(time.monotonic() - started, 1)
         text = _text(report)
         write_report(root, report, text)
+        for v in checks.registers:
+            if v.linearizable is not True:  # the key's whole history, for reading the failure
+                ops = [asdict(o) for o in workload.history.ops if o.key == v.key]
+                (root / f"history-{v.key}.json").write_text(json.dumps(ops))
         return RunResult(checks.ok, report, text)
     finally:
         await cluster.stop()
@@ -285,6 +289,7 @@ def _report(
         "split_terms": checks.split_terms,
         "recovery": recovery_doc(nemesis.episodes),
         "episodes": episode_docs(nemesis.episodes),
+        "episodes_t0": nemesis.episodes[0].start if nemesis.episodes else None,  # the clock of the histories
         "server_logs": recovery_problems(cluster),
     }
 

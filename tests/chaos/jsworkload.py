@@ -15,7 +15,10 @@ failing over):
 
 * **a worker**: the stream's durable pull consumer fetched through a server chosen at random
   per fetch, each message acknowledged with ``ack_sync``; every delivery and every confirmed
-  ack recorded (a message delivered again after its ack was confirmed is a violation).
+  ack recorded with its delivery count. A delivery with a higher count than the one whose ack
+  was confirmed is a violation (it came after); one with the same or a lower count is the same
+  or an earlier delivery, which a pull subscription on another connection received after its
+  fetch was given up on and hands out at its next fetch.
 
 Outcomes as in ``workload``: ``ok``; ``fail`` only when nothing can have been applied (no
 server had the subject: no responders); ``info`` for everything else (a timeout, a server's
@@ -67,7 +70,8 @@ class JsWorkload:
         self._kv: dict[int, KeyValue] = {}  # per client connection
         self._subs: dict[int, Any] = {}  # the consumer's pull subscription, per client connection
         self.delivered: dict[int, int] = {}  # stream sequence -> deliveries seen
-        self.confirmed: set[int] = set()  # its ack_sync returned
+        # its ack_sync returned: the delivery count of the delivery acknowledged
+        self.confirmed: dict[int, int] = {}
         self.again: list[int] = []  # delivered after a confirmed ack
         self.timeout = cluster.s.timeout + 1.0  # a little longer than a proposal's own wait
 
@@ -150,8 +154,10 @@ class JsWorkload:
                 self._error(f"fetch {type(exc).__name__}")
                 continue
             for m in msgs:
-                seq = m.metadata.sequence.stream
-                if seq in self.confirmed:
+                seq, count = m.metadata.sequence.stream, m.metadata.num_delivered
+                # a later delivery after the confirmed ack: not one that reached another
+                # connection's pull subscription before it (a fetch given up on: fetched late)
+                if count > self.confirmed.get(seq, count):
                     self.again.append(seq)
                 self.delivered[seq] = self.delivered.get(seq, 0) + 1
                 try:
@@ -159,7 +165,7 @@ class JsWorkload:
                 except Exception as exc:  # not confirmed: it may come again
                     self._error(f"ack {type(exc).__name__}")
                     continue
-                self.confirmed.add(seq)
+                self.confirmed[seq] = max(count, self.confirmed.get(seq, 0))
 
     async def drain(self, last: int, within: float) -> bool:
         """Every server up, the workload stopped: fetch and acknowledge what is left (redeliveries
