@@ -7,6 +7,7 @@ and what follows them."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -316,3 +317,64 @@ async def test_kv_updates_across_a_followers_catch_up_keep_the_replicas_equal(cl
 
         states = await cluster.wait_for("every replica at one last sequence", agreed)
         assert _summary(next(iter(states.values())))[0] == 3, states
+
+
+async def test_a_paused_leader_resumed_answers_no_stale_kv_get(cluster: JsCluster) -> None:
+    """The bucket's leader is paused (SIGSTOP) past an election, a new value is written through
+    the new leader, and a get waits at the paused server; resumed, that server must not answer
+    from the state it had as leader (its lease is gone: ``RaftGroup.in_lease``): the get sees
+    the new value, or nobody answers it."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        for _ in range(100):
+            try:
+                kv = await js.create_key_value(bucket="LEASE", replicas=3, history=1, direct=False)
+                break
+            except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("no meta leader")
+        for round_ in range(3):
+            old = b"old-%d" % round_
+            await kv.put("k", old)
+            leader = (await js.stream_info("KV_LEASE")).cluster.leader  # type: ignore[union-attr]
+            assert leader is not None
+            paused = cluster.nodes[leader].popen
+            assert paused is not None
+            others = [n.url for name, n in cluster.nodes.items() if name != leader]
+            async with await nats.connect(cluster.nodes[leader].url) as at_paused:
+                stale = nats.js.kv.KeyValue(
+                    name="LEASE",
+                    stream="KV_LEASE",
+                    pre="$KV.LEASE.",
+                    js=at_paused.jetstream(timeout=3),
+                    direct=False,
+                )
+                paused.send_signal(signal.SIGSTOP)
+                try:
+                    async with await nats.connect(servers=others) as elsewhere:
+                        kv2 = nats.js.kv.KeyValue(
+                            name="LEASE",
+                            stream="KV_LEASE",
+                            pre="$KV.LEASE.",
+                            js=elsewhere.jetstream(timeout=1),
+                            direct=False,
+                        )
+                        new = b"new-%d" % round_
+                        for _ in range(100):
+                            try:
+                                await kv2.put("k", new)
+                                break
+                            except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                                await asyncio.sleep(0.1)
+                        get = asyncio.create_task(stale.get("k"))
+                        await asyncio.sleep(0.3)  # the get waits at the paused server
+                finally:
+                    paused.send_signal(signal.SIGCONT)
+                try:
+                    entry = await get
+                except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                    continue  # nobody answered in time: not a stale read
+                assert entry.value == new, (round_, entry.value)
