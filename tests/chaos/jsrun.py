@@ -218,7 +218,8 @@ async def run(
         for v in checks.registers:
             if v.linearizable is not True:  # the key's whole history, for reading the failure
                 ops = [asdict(o) for o in workload.history.ops if o.key == v.key]
-                (root / f"history-{v.key}.json").write_text(json.dumps(ops))
+                refused = [r for r in workload.refusals if r[0] == v.key]
+                (root / f"history-{v.key}.json").write_text(json.dumps({"ops": ops, "refused": refused}))
         return RunResult(checks.ok, report, text)
     finally:
         await cluster.stop()

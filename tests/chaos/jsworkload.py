@@ -73,6 +73,8 @@ class JsWorkload:
         # its ack_sync returned: the delivery count of the delivery acknowledged
         self.confirmed: dict[int, int] = {}
         self.again: list[int] = []  # delivered after a confirmed ack
+        # each refused update: (key, process, invoked at, the revision it expected, the refusal)
+        self.refusals: list[tuple[str, int, float, int, str]] = []
         self.timeout = cluster.s.timeout + 1.0  # a little longer than a proposal's own wait
 
     def start(self) -> None:
@@ -242,6 +244,7 @@ class JsWorkload:
             wrong_last = isinstance(e, KeyWrongLastSequenceError) or e.err_code == WRONG_LAST_SEQUENCE
             if wrong_last and last is not None:
                 applied = False  # a cas that found another value
+                self.refusals.append((key, p, t0, last, str(e.description)))
             else:
                 outcome = "info"
         except Exception as exc:

@@ -17,8 +17,8 @@ from .nemesis import FAULTS
 
 SECONDS = float(os.environ.get("JETPY_CHAOS_SLICE", "10")) * 1.5  # seconds of faults
 # Every fault but those that leave a deposed leader running (paused, cut off, unheard): with
-# them ``make chaos`` finds a KV read or compare-and-set no order explains and a consumer
-# delivering a message again after confirming its ack (README, the fault harness): open.
+# them ``make chaos`` finds a consumer delivering a message again after confirming its ack
+# (README, the fault harness): open.
 SLICE_FAULTS = tuple(f for f in FAULTS if f not in ("pause-leader", "partition-leader", "one-way"))
 
 pytestmark = pytest.mark.timeout(300)
