@@ -80,16 +80,21 @@ raft-bench: $(STAMP)
 faults: $(STAMP)
 	JETPY_FAULT_RUNS=$${JETPY_FAULT_RUNS:-10} $(BIN)/pytest -q --timeout=3600 tests/faults
 
-# The fault harness (tests/chaos, see README's Raft host section): three then five servers of the
-# replicated test service under every fault, then a replicated JetStream consumer under kill -9
-# (chaos/js_consumers.py), CHAOS_SECONDS of faults each (about four minutes in all by default); CHAOS_SECONDS=600 for long runs, CHAOS_SEED=N to replay a run, CHAOS_FAULTS=a,b
+# The fault harness (tests/chaos, see README's fault harness section): three then five servers of
+# the replicated test service under every fault, then the same faults on three then five clustered
+# JetStream servers (a replicated stream and KV bucket, chaos/jsrun.py), then a replicated JetStream
+# consumer under kill -9 (chaos/js_consumers.py), CHAOS_SECONDS of faults each (about seven minutes
+# in all by default); CHAOS_SECONDS=600 for long runs, CHAOS_SEED=N to replay a run, CHAOS_FAULTS=a,b
 # to choose the faults. Each run prints its report and where report.json is; it fails on any loss.
 CHAOS_SECONDS ?= 60
 CHAOS_SEED ?=
 CHAOS_FAULTS ?=
+CHAOS_ARGS = --duration $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_FAULTS),--faults $(CHAOS_FAULTS))
 chaos: $(STAMP)
-	cd tests && ../$(BIN)/python -m chaos.run --size 3 --duration $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_FAULTS),--faults $(CHAOS_FAULTS))
-	cd tests && ../$(BIN)/python -m chaos.run --size 5 --duration $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) $(if $(CHAOS_FAULTS),--faults $(CHAOS_FAULTS))
+	cd tests && ../$(BIN)/python -m chaos.run --size 3 $(CHAOS_ARGS)
+	cd tests && ../$(BIN)/python -m chaos.run --size 5 $(CHAOS_ARGS)
+	cd tests && ../$(BIN)/python -m chaos.jsrun --size 3 $(CHAOS_ARGS)
+	cd tests && ../$(BIN)/python -m chaos.jsrun --size 5 $(CHAOS_ARGS)
 	cd tests && ../$(BIN)/python -m chaos.js_consumers --duration $(CHAOS_SECONDS) $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 # Spark (tests marked `spark`, `make demo`) needs a JVM; without one those tests skip and say why.

@@ -47,6 +47,8 @@ def check_appends(history: History, final: list[Any]) -> AppendCheck:
     )
     where: dict[str, int] = {}
     for i, v in enumerate(final, start=1):
+        if v is None:  # nothing there, or something no client appended by id (a probe)
+            continue
         if v in where:
             res.duplicated.append(str(v))
         else:
@@ -70,7 +72,7 @@ class RunChecks:
     replicas_equal: bool
     replica_states: dict[str, Any]
     leaders_per_term_ok: bool
-    split_terms: dict[int, list[str]]
+    split_terms: dict[str, list[str]]
     stuck: str = ""  # the cluster did not come back after healing (then nothing could be read)
 
     @property
@@ -88,7 +90,7 @@ def check_run(
     history: History,
     final: list[Any],
     replicas: dict[str, Any],
-    leaders_seen: dict[int, set[str]],
+    leaders_seen: dict[str, set[str]],
     stuck: str = "",
 ) -> RunChecks:
     states = {name: (doc or {}).get("digest") for name, doc in replicas.items()}

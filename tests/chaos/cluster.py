@@ -35,6 +35,7 @@ from nats.aio.client import Client
 from conftest import free_port
 from jetpy.store.raftlog.records import SEGMENT_HEADER_SIZE, check_record
 
+from .ledger import LEDGER_SUFFIX
 from .proxy import FaultProxy, Faults
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -142,8 +143,8 @@ class ChaosCluster:
                 root / name / "store",
                 root / name / "server.log",
             )
-        # (term, leader) pairs seen in any /raftz: never two leaders for one term
-        self.leaders_seen: dict[int, set[str]] = {}
+        # the leaders seen in any /raftz, per group and term: never two for one term
+        self.leaders_seen: dict[str, set[str]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -193,6 +194,10 @@ class ChaosCluster:
             server += ["--cluster_advertise", f"127.0.0.1:{node.proxy.port}"]
         return [sys.executable, "-m", "chaos.kvnode", *own, "--", *server]
 
+    def ready_mark(self, node: Node) -> bytes:
+        """What the server logs once it serves (``launch`` waits for it)."""
+        return f"kv service ready on kv.{node.name}".encode()
+
     def _spawn(self, node: Node) -> None:
         node.log.parent.mkdir(parents=True, exist_ok=True)
         with open(node.log, "ab") as f:
@@ -207,7 +212,7 @@ class ChaosCluster:
         node.paused = False
         node.starts += 1
         deadline = time.monotonic() + 20
-        mark = f"kv service ready on kv.{name}".encode()
+        mark = self.ready_mark(node)
         while mark not in node.log.read_bytes().rsplit(b"==== start\n", 1)[-1]:
             if not node.alive or time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not start:\n{node.log.read_text(errors='replace')[-4000:]}")
@@ -267,27 +272,33 @@ class ChaosCluster:
     # -- faults on disk ------------------------------------------------------------------------
 
     def power_loss(self, name: str) -> str:
-        """After a kill -9: what the last fsync did not cover is gone (see the module)."""
+        """After a kill -9: what the last fsync did not cover is gone (see the module), in every
+        Raft log of the server that keeps a ledger."""
         node = self.nodes[name]
         assert not node.alive, "a power loss is simulated on a stopped server"
-        d = node.group_dir(self.s.group)
-        ledger_path = d.with_name(d.name + ".ledger")
-        if not ledger_path.exists():
+        ledgers = sorted(node.store.rglob("*" + LEDGER_SUFFIX))
+        if not ledgers:
             return "no fsync yet: nothing to lose"
-        ledger: dict[str, int] = json.loads(ledger_path.read_text())
         lost = 0
-        for seg in sorted(d.glob("*.rlog")):
-            size = seg.stat().st_size
-            keep = ledger.get(seg.name)
-            if keep is None:
-                lost += size
-                seg.unlink()
-            elif size > keep:
-                lost += size - keep
-                os.truncate(seg, keep)
-        for tmp in d.glob("*.tmp"):
-            tmp.unlink()
-        return f"{lost} unsynced bytes lost"
+        for ledger_path in ledgers:
+            d = ledger_path.with_name(ledger_path.name[: -len(LEDGER_SUFFIX)])
+            ledger: dict[str, int] = json.loads(ledger_path.read_text())
+            for seg in sorted(d.glob("*.rlog")):
+                size = seg.stat().st_size
+                keep = ledger.get(seg.name)
+                if keep is None:
+                    lost += size
+                    seg.unlink()
+                elif size > keep:
+                    lost += size - keep
+                    os.truncate(seg, keep)
+            for tmp in d.glob("*.tmp"):
+                tmp.unlink()
+        return f"{lost} unsynced bytes lost" + (f" in {len(ledgers)} logs" if len(ledgers) > 1 else "")
+
+    def log_dirs(self, node: Node) -> list[Path]:
+        """The Raft logs ``damage`` may damage on this server."""
+        return [node.group_dir(self.s.group)]
 
     def damage(self, name: str, rng: random.Random, how: str) -> str:
         """Flip a byte in a record in the middle of a segment (``flip``) or cut a segment short
@@ -296,7 +307,8 @@ class ChaosCluster:
         assert not node.alive
         segs = [
             p
-            for p in sorted(node.group_dir(self.s.group).glob("*.rlog"))
+            for d in self.log_dirs(node)
+            for p in sorted(d.glob("*.rlog"))
             if p.stat().st_size > SEGMENT_HEADER_SIZE
         ]
         if not segs:
@@ -315,10 +327,10 @@ class ChaosCluster:
             where = at + rng.randrange(min(64, len(data) - at))
             data[where] ^= 1 << rng.randrange(8)
             seg.write_bytes(bytes(data))
-            return f"{seg.name}: bit flipped at byte {where}"
+            return f"{seg.parent.name}/{seg.name}: bit flipped at byte {where}"
         cut = at + rng.randrange(1, 24)
         os.truncate(seg, cut)
-        return f"{seg.name}: cut at byte {cut} of {len(data)}"
+        return f"{seg.parent.name}/{seg.name}: cut at byte {cut} of {len(data)}"
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -338,7 +350,7 @@ class ChaosCluster:
 
         doc = await asyncio.to_thread(get)
         if doc is not None and doc.get("state") == "LEADER":
-            self.leaders_seen.setdefault(doc["term"], set()).add(doc["id"])
+            self.leaders_seen.setdefault(f"{self.s.group} term {doc['term']}", set()).add(doc["id"])
         return doc
 
     async def leader(self, within: float = 10.0, exclude: str = "") -> tuple[str, int]:
@@ -357,15 +369,27 @@ class ChaosCluster:
                         d is not None
                         and d["id"] == leader_id
                         and d["state"] == "LEADER"
-                        and n * 2 > len(self.members())
+                        and n * 2 > self.majority_of()
                     ):
                         return name, term
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no leader within {within}s: {docs}")
             await asyncio.sleep(0.02)
 
+    def majority_of(self) -> int:
+        """How many members the watched group has (a leader needs more than half of them)."""
+        return len(self.members())
+
     def members(self) -> list[str]:
         return [n for n in self.nodes if self.nodes[n].starts]
+
+    async def probe(self, name: str, value: float, within: float) -> bool:
+        """One write through server ``name``: whether it succeeded (a recovery's first write)."""
+        doc = await self.request(name, {"op": "put", "k": "probe", "v": value}, within)
+        return bool(doc.get("ok"))
+
+    def choose_target(self, rng: random.Random) -> None:
+        """Before an episode: which group's leader the leader faults aim at (one group here)."""
 
     async def request(self, name: str, body: dict[str, Any], within: float = 4.0) -> dict[str, Any]:
         node = self.nodes[name]

@@ -7,9 +7,8 @@ its member of the replicated test service's group (``kvservice``).
 member when it is not among them); ``--tick``: seconds per Raft tick (elections after 10 to 20
 ticks of silence); ``--snapshot-entries``: snapshot and compact the log that often;
 ``--power-ledger``: before each fsync of the log, record in ``<group>.ledger`` how long each
-segment file is (what that fsync makes durable), so the harness can simulate a power loss after
-a kill -9 by cutting every segment back to it (``cluster.power_loss``); ``--lying-fsync``: the
-same for a disk whose fsync lies (a broken server, to prove the harness catches what it causes).
+segment file is (``ledger``); ``--lying-fsync``: the same for a disk whose fsync lies (a broken
+server, to prove the harness catches what it causes).
 Stops on SIGTERM/SIGINT.
 """
 
@@ -17,68 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
 import signal
 import sys
-import time
-from pathlib import Path
 
 from jetpy.server.app import Server
 from jetpy.server.flags import parse_args
 from jetpy.server.logs import setup_logging
 from jetpy.server.nrg import GroupConfig
-from jetpy.store.raftlog import StoreJob
 
 from .kvservice import KVMachine, KVService
+from .ledger import install_lying_fsync, install_power_ledger
 
 log = logging.getLogger("jetpy.server")
-LEDGER_SUFFIX = ".ledger"
-
-
-def install_lying_fsync(every: float = 1.0) -> None:
-    """A broken disk, for proving the harness: fsync returns at once, and what was written lands
-    on the disk only once every ``every`` seconds (nats-server's ``sync_interval`` behaves so,
-    its default being 2 minutes). The ledger records only those landings, so a power loss takes
-    whatever was acknowledged since the last one."""
-    run = StoreJob.run
-    landed: dict[Path, float] = {}
-
-    def lying_run(job: StoreJob) -> None:
-        if job.kind == "sync":
-            d = job._path
-            now = time.monotonic()
-            if now - landed.get(d, 0.0) >= every:
-                landed[d] = now
-                sizes = {p.name: p.stat().st_size for p in d.glob("*.rlog")}
-                ledger = d.with_name(d.name + LEDGER_SUFFIX)
-                tmp = ledger.with_name(ledger.name + ".tmp")
-                tmp.write_text(json.dumps(sizes))
-                os.replace(tmp, ledger)
-        run(job)
-
-    StoreJob.run = lying_run  # type: ignore[method-assign,assignment]
-
-
-def install_power_ledger() -> None:
-    """Record, before every sync job runs, each segment's length (see the module doc). Nothing
-    is appended while a sync runs (the group persists its next batch only after it), so these
-    are exactly the bytes that sync covers; recording them before rather than after keeps every
-    simulated loss to bytes a real power loss could lose too."""
-    run = StoreJob.run
-
-    def recording_run(job: StoreJob) -> None:
-        if job.kind == "sync":
-            d = job._path
-            sizes = {p.name: p.stat().st_size for p in d.glob("*.rlog")}
-            ledger = d.with_name(d.name + LEDGER_SUFFIX)
-            tmp = ledger.with_name(ledger.name + ".tmp")
-            tmp.write_text(json.dumps(sizes))
-            os.replace(tmp, ledger)
-        run(job)
-
-    StoreJob.run = recording_run  # type: ignore[method-assign,assignment]
 
 
 async def serve(ns: argparse.Namespace, server_args: list[str]) -> int:

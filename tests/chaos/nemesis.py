@@ -17,7 +17,9 @@ lost). Episodes:
                                                      of a log segment, restart
 
 For the episodes that remove the leader, the time from the fault to a new leader (agreed by a
-majority, from ``/raftz``) and to the first write that succeeds is measured.
+majority, from ``/raftz``) and to the first write that succeeds is measured. The cluster says
+which group's leader an episode aims at (``choose_target``: the test service has one group, the
+JetStream run a stream's and a KV bucket's) and what a write is (``probe``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class Nemesis:
         c, rng = self.cluster, self.rng
         kind = ep.kind
         names = [n for n in c.founders if c.nodes[n].alive]
+        c.choose_target(rng)
         leader, _ = await c.leader(within=10)
         followers = [n for n in names if n != leader]
         hold = rng.uniform(*self.hold)
@@ -178,17 +181,14 @@ class Nemesis:
         deadline = t0 + MEASURE_LIMIT
         while time.monotonic() < deadline:
             others = [n for n in c.founders if n != old and c.nodes[n].up]
-            probes = [
-                asyncio.ensure_future(c.request(n, {"op": "put", "k": "probe", "v": ep.start}, 1.0))
-                for n in others
-            ]
+            probes = [asyncio.ensure_future(c.probe(n, ep.start, 1.0)) for n in others]
             try:
                 for fut in asyncio.as_completed(probes):
                     try:
-                        doc = await fut
+                        done = await fut
                     except Exception:
                         continue
-                    if doc.get("ok"):
+                    if done:
                         ep.first_write = time.monotonic() - t0
                         return
             finally:

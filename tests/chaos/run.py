@@ -60,13 +60,13 @@ async def _converge(cluster: ChaosCluster) -> dict[str, Any]:
     return states
 
 
-def _write(root: Path, report: dict[str, Any], text: str) -> None:
+def write_report(root: Path, report: dict[str, Any], text: str) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (root / "report.txt").write_text(text)
 
 
-def _recovery_problems(cluster: ChaosCluster) -> dict[str, list[str]]:
+def recovery_problems(cluster: ChaosCluster) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, node in cluster.nodes.items():
         text = node.log.read_text(errors="replace") if node.log.exists() else ""
@@ -76,6 +76,41 @@ def _recovery_problems(cluster: ChaosCluster) -> dict[str, list[str]]:
         if found:
             out[name] = found
     return out
+
+
+def recovery_doc(episodes: list[Episode]) -> dict[str, Any]:
+    """The times to a new leader and to the first write after losing one, over the episodes."""
+    kinds = sorted({e.kind for e in episodes if e.election is not None})
+    return {
+        "election": _times([e.election for e in episodes if e.election is not None]),
+        "first_write": _times([e.first_write for e in episodes if e.first_write is not None]),
+        "by_fault": {
+            k: {
+                "election": _times([e.election for e in episodes if e.kind == k and e.election is not None]),
+                "first_write": _times(
+                    [e.first_write for e in episodes if e.kind == k and e.first_write is not None]
+                ),
+            }
+            for k in kinds
+        },
+    }
+
+
+def episode_docs(episodes: list[Episode]) -> list[dict[str, Any]]:
+    """Every fault with its timing, for the report."""
+    t0 = episodes[0].start if episodes else 0.0
+    return [
+        {
+            "kind": e.kind,
+            "at": round(e.start - t0, 2),
+            "lasted": round(e.end - e.start, 2),
+            "targets": e.targets,
+            "election": None if e.election is None else round(e.election, 3),
+            "first_write": None if e.first_write is None else round(e.first_write, 3),
+            "notes": e.notes,
+        }
+        for e in episodes
+    ]
 
 
 def _times(values: list[float]) -> dict[str, Any]:
@@ -125,7 +160,7 @@ async def run(
         report = _report(cluster, settings, seed, duration, faults, workload, nemesis.episodes, checks, final)
         report["wall_seconds"] = round(time.monotonic() - started, 1)
         text = _text(report)
-        _write(root, report, text)
+        write_report(root, report, text)
         return RunResult(checks.ok, report, text)
     finally:
         await cluster.stop()
@@ -144,7 +179,6 @@ def _report(
 ) -> dict[str, Any]:
     h = workload.history
     a = checks.appends
-    t0 = episodes[0].start if episodes else 0.0
     return {
         "ok": checks.ok,
         "stuck": checks.stuck,
@@ -174,23 +208,9 @@ def _report(
         "replicas": checks.replica_states,
         "leaders_per_term_ok": checks.leaders_per_term_ok,
         "split_terms": checks.split_terms,
-        "recovery": {
-            "election": _times([e.election for e in episodes if e.election is not None]),
-            "first_write": _times([e.first_write for e in episodes if e.first_write is not None]),
-        },
-        "episodes": [
-            {
-                "kind": e.kind,
-                "at": round(e.start - t0, 2),
-                "lasted": round(e.end - e.start, 2),
-                "targets": e.targets,
-                "election": None if e.election is None else round(e.election, 3),
-                "first_write": None if e.first_write is None else round(e.first_write, 3),
-                "notes": e.notes,
-            }
-            for e in episodes
-        ],
-        "server_logs": _recovery_problems(cluster),
+        "recovery": recovery_doc(episodes),
+        "episodes": episode_docs(episodes),
+        "server_logs": recovery_problems(cluster),
     }
 
 
@@ -202,13 +222,15 @@ def _text(r: dict[str, Any]) -> str:
         + ("PASS" if r["ok"] else "FAIL")
         + (f" ({r['stuck']})" if r["stuck"] else ""),
         f"  faults: {len(r['episodes'])} episodes: "
-        + ", ".join(f"{k} x{n}" for k, n in sorted(_count(e["kind"] for e in r["episodes"]).items())),
+        + ", ".join(f"{k} x{n}" for k, n in sorted(count_kinds(e["kind"] for e in r["episodes"]).items())),
         f"  appends: {a['acked']} acknowledged, {a['unknown']} unknown ({a['unknown_applied']} of them applied), "
         f"{a['failed']} refused; final list {a['final_length']}",
         f"    lost {len(a['lost'])}, moved {len(a['moved'])}, duplicated {len(a['duplicated'])}, "
         f"unexpected {len(a['unexpected'])}",
         f"  registers: {ops['register']['ok']} ok, {ops['register']['fail']} refused, {ops['register']['info']} unknown; "
-        + ", ".join(f"{v['key']}: {_lin(v['linearizable'])} ({v['ops']} ops)" for v in r["registers"]),
+        + ", ".join(
+            f"{v['key']}: {verdict_word(v['linearizable'])} ({v['ops']} ops)" for v in r["registers"]
+        ),
         f"  replicas: {'identical' if r['replicas_equal'] else 'DIFFER'} {r['replicas']}",
         f"  leaders per term: {'one' if r['leaders_per_term_ok'] else 'SPLIT ' + str(r['split_terms'])}",
         f"  new leader after losing one (s): {r['recovery']['election']}",
@@ -223,11 +245,11 @@ def _text(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _lin(v: bool | None) -> str:
+def verdict_word(v: bool | None) -> str:
     return {True: "linearizable", False: "NOT linearizable", None: "undecided"}[v]
 
 
-def _count(kinds: Any) -> dict[str, int]:
+def count_kinds(kinds: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for k in kinds:
         out[k] = out.get(k, 0) + 1

@@ -7,8 +7,10 @@ and what follows them."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -253,3 +255,126 @@ async def test_fetched_messages_keep_their_ttl(cluster: JsCluster) -> None:
                 f"the short one expired on {node.name}",
                 lambda n=node: (n.stream_state("TTL") or {}).get("messages") == 41,
             )
+
+
+async def test_kv_updates_across_a_followers_catch_up_keep_the_replicas_equal(cluster: JsCluster) -> None:
+    """A KV bucket (one message per key: each write removes the key's last) under writes and
+    revision-checked updates while a follower is killed and restarted, catching up from the
+    leader's snapshot each time: the messages the leader removed after its snapshot decide the
+    updates that follow it, so the follower fetches past the snapshot's last sequence, and every
+    replica ends with the same sequences (a follower that stopped at the snapshot's last one
+    refused updates the leader had stored, and its sequences fell behind the leader's)."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        for _ in range(100):
+            try:
+                kv = await js.create_key_value(bucket="REG", replicas=3, history=1, direct=False)
+                break
+            except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("no meta leader")
+        stop = asyncio.Event()
+        stored = 0
+
+        async def writer(w: int) -> None:
+            nonlocal stored
+            n = 0
+            while not stop.is_set():
+                n += 1
+                key = f"k{n % 3}"
+                try:
+                    if n % 2:
+                        await kv.put(key, b"%d-%d" % (w, n))
+                    else:
+                        await kv.update(key, b"%d-%d" % (w, n), last=(await kv.get(key)).revision)
+                    stored += 1
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    pass  # another writer's came first
+                except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                    await asyncio.sleep(0.05)
+
+        writers = [asyncio.create_task(writer(w)) for w in range(4)]
+        try:
+            for _ in range(3):
+                await asyncio.sleep(1.5)
+                leader = (await js.stream_info("KV_REG")).cluster.leader  # type: ignore[union-attr]
+                victim = next(n for n in sorted(cluster.nodes) if n != leader)
+                cluster.kill(victim)
+                await asyncio.sleep(0.7)
+                cluster.start(victim)
+            await asyncio.sleep(1.0)
+        finally:
+            stop.set()
+            await asyncio.gather(*writers)
+        assert stored > 100
+
+        def agreed() -> dict[str, dict[str, Any] | None] | None:
+            states = {n: x.stream_state("KV_REG") for n, x in cluster.nodes.items()}
+            return states if len({_summary(v) for v in states.values()}) == 1 else None
+
+        states = await cluster.wait_for("every replica at one last sequence", agreed)
+        assert _summary(next(iter(states.values())))[0] == 3, states
+
+
+async def test_a_paused_leader_resumed_answers_no_stale_kv_get(cluster: JsCluster) -> None:
+    """The bucket's leader is paused (SIGSTOP) past an election, a new value is written through
+    the new leader, and a get waits at the paused server; resumed, that server must not answer
+    from the state it had as leader (its lease is gone: ``RaftGroup.in_lease``): the get sees
+    the new value, or nobody answers it."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        for _ in range(100):
+            try:
+                kv = await js.create_key_value(bucket="LEASE", replicas=3, history=1, direct=False)
+                break
+            except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError):
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("no meta leader")
+        for round_ in range(3):
+            old = b"old-%d" % round_
+            await kv.put("k", old)
+            leader = (await js.stream_info("KV_LEASE")).cluster.leader  # type: ignore[union-attr]
+            assert leader is not None
+            paused = cluster.nodes[leader].popen
+            assert paused is not None
+            others = [n.url for name, n in cluster.nodes.items() if name != leader]
+            async with await nats.connect(cluster.nodes[leader].url) as at_paused:
+                stale = nats.js.kv.KeyValue(
+                    name="LEASE",
+                    stream="KV_LEASE",
+                    pre="$KV.LEASE.",
+                    js=at_paused.jetstream(timeout=3),
+                    direct=False,
+                )
+                paused.send_signal(signal.SIGSTOP)
+                try:
+                    async with await nats.connect(servers=others) as elsewhere:
+                        kv2 = nats.js.kv.KeyValue(
+                            name="LEASE",
+                            stream="KV_LEASE",
+                            pre="$KV.LEASE.",
+                            js=elsewhere.jetstream(timeout=1),
+                            direct=False,
+                        )
+                        new = b"new-%d" % round_
+                        for _ in range(100):
+                            try:
+                                await kv2.put("k", new)
+                                break
+                            except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                                await asyncio.sleep(0.1)
+                        get = asyncio.create_task(stale.get("k"))
+                        await asyncio.sleep(0.3)  # the get waits at the paused server
+                finally:
+                    paused.send_signal(signal.SIGCONT)
+                try:
+                    entry = await get
+                except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+                    continue  # nobody answered in time: not a stale read
+                assert entry.value == new, (round_, entry.value)

@@ -65,7 +65,7 @@ async def test_one_leader_and_writes_through_every_server(cluster: ChaosCluster)
     got = await cluster.request(leader, {"op": "cas", "k": "k", "from": 1, "to": 9})
     assert got == {"ok": False, "v": 2, "rev": 3}
     await converged(cluster, cluster.founders)
-    assert cluster.leaders_seen == {term: {member_id(leader)}}
+    assert cluster.leaders_seen == {f"KV term {term}": {member_id(leader)}}
 
 
 async def test_kill_9_of_the_leader_a_new_one_within_two_election_timeouts(cluster: ChaosCluster) -> None:

@@ -13,9 +13,9 @@ is up (chosen at random per operation, as a client of a cluster fails over):
 Outcomes: ``ok`` (a result), ``fail`` (the service says it did not apply), ``info`` (no answer
 in time, or the service does not know: it may have applied).
 
-Designed in for JetStream next: the same records for a stream (publish with a ``Nats-Msg-Id``
-and its PubAck's sequence as the position), a KV bucket's compare-and-set (``update`` with the
-revision) and a work-queue consumer (each message acknowledged once).
+The JetStream run's clients (``jsworkload``) keep the same records: a publish with a
+``Nats-Msg-Id`` and its PubAck's sequence as the position, a KV bucket's compare-and-set
+(``update`` with the revision).
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ The design (decisions the following slices keep):
   A replica handed its leader's snapshot (it fell behind the leader's compacted log) drops
   what the snapshot says was removed and fetches the messages it lacks from any replica not
   itself behind, keeping their sequences (a removed one is a skipped sequence), as nats-server's
-  stream catch-up does; until it has them it holds every later entry (and puts them in any
+  stream catch-up does, through all that replica holds rather than the snapshot's last
+  sequence only (what it removed since decided the entries in between: :mod:`.catchup`); until it has them it holds every later entry (and puts them in any
   snapshot it takes meanwhile) and, if it leads, refuses publishes. The meta group's snapshot
   is its assignments; restoring one hands them to the server as assignments again.
 * **A consumer is a Raft group** of some of its stream's servers (all of them for the stream's

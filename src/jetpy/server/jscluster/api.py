@@ -345,10 +345,14 @@ class ClusterApi:
     def _leader_reads(
         self, handler: Callable[[list[str], bytes, bytes], R]
     ) -> Callable[[list[str], bytes, bytes], R]:
-        """A read of a stream's contents: the single server's handler, on its leader."""
+        """A read of a stream's contents: the single server's handler, on its leader while its
+        lease holds (``RaftGroup.in_lease``); a leader that may have been deposed without
+        knowing it (paused, cut off) leaves the read to the one that leads."""
 
         def read(args: list[str], hdr: bytes, body: bytes) -> R:
-            self._leader(args)
+            rep = self._leader(args)
+            if rep.group is not None and not rep.group.in_lease:
+                raise Elsewhere
             return handler(args, hdr, body)
 
         return read

@@ -15,6 +15,16 @@ the leader. A leader answers with what its store holds from the requested sequen
 no longer holds below a message it sends (or below its own last sequence) was removed, and the
 replica skips those sequences; what is past its last sequence it has not applied yet, and the
 replica asks again.
+
+The replica fetches past the snapshot's last sequence, through all the answering store holds:
+a message the leader removed after its snapshot (a newer one on the subject under
+``max_msgs_per_subject``, a KV bucket's every write) was removed by a later entry, and the
+entries between decide by it (``Nats-Expected-Last-Subject-Sequence``, a KV update's revision).
+Stopping at the snapshot's last sequence left such a message out (a skipped sequence), and the
+replica then refused what the leader had stored: its sequences went apart from the leader's.
+Fetched through the answer's last message, the store is the answering replica's at a later
+entry, and the entries up to it are skipped as a restart's replay skips them (their time stamps
+are not after the store's last message's).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from jetpy.store.base import StreamStore
 from jetpy.store.ttl import H_TTL, parse_ttl
 
 __all__ = [
+    "CATCHUP_ALL",
     "CATCHUP_BATCH_BYTES",
     "CatchupBatch",
     "CatchupRequest",
@@ -43,6 +54,7 @@ __all__ = [
 
 CATCHUP_BATCH_BYTES: Final = 1 << 20  # message bytes per batch, at most (and at least one message)
 CATCHUP_BATCH_MSGS: Final = 1024
+CATCHUP_ALL: Final = (1 << 63) - 1  # a request's ``to_seq``: all the answering replica holds
 
 
 class StreamSnapshot(msgspec.Struct, array_like=True, frozen=True):

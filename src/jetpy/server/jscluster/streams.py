@@ -28,6 +28,7 @@ from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
 from jetpy.server.jscluster.catchup import (
+    CATCHUP_ALL,
     CatchupRequest,
     StreamSnapshot,
     decode_batch,
@@ -377,14 +378,22 @@ class StreamReplica:
             log.exception("stream '%s': catching up with the leader failed", self.stream.name)
 
     async def _catch_up(self, snap: StreamSnapshot) -> None:
+        """Fetch the snapshot's messages, and on through whatever the answering replica holds
+        (see ``catchup``'s module doc): what it removed after the snapshot was removed by later
+        entries, and those, applied here, would be decided without the messages they saw."""
         store, name = self.stream.store, self.stream.name
         nxt = store.state().last_seq + 1
         misses = 0
-        while nxt <= snap.last_seq:
-            raw = await self._fetch(name, encode(CatchupRequest(nxt, snap.last_seq)))
+        while True:
+            raw = await self._fetch(name, encode(CatchupRequest(nxt, CATCHUP_ALL)))
             if raw is None:
                 misses += 1
-                if misses >= MEMORY_GIVE_UP and self.is_leader and self.stream.config.storage == "memory":
+                if (
+                    misses >= MEMORY_GIVE_UP
+                    and nxt <= snap.last_seq
+                    and self.is_leader
+                    and self.stream.config.storage == "memory"
+                ):
                     # no replica holds them: every server restarted, and memory is gone
                     log.warning(
                         "stream '%s': messages %d-%d are lost (a memory stream that every "
@@ -404,11 +413,13 @@ class StreamReplica:
                 log.warning("stream '%s': a malformed catch-up batch", name)
                 await asyncio.sleep(CATCHUP_RETRY)
                 continue
-            got = write_batch(store, batch, snap.last_seq)
+            got = write_batch(store, batch, CATCHUP_ALL)
+            self.registry.committer.mark_dirty(self.stream)
+            if got > snap.last_seq and not batch.more:
+                break  # the snapshot's messages, and all the answer's store held
             if got == nxt:
                 await asyncio.sleep(CATCHUP_RETRY)  # the leader has not applied them yet
             nxt = got
-            self.registry.committer.mark_dirty(self.stream)
         self._catchup = None
         self._caught_up()
 

@@ -454,6 +454,19 @@ class RaftGroup:
     def is_leader(self) -> bool:
         return self.node.role is _LEADER and not self._stopping
 
+    @property
+    def in_lease(self) -> bool:
+        """Leading, with a quorum of voters heard from within half an election timeout: none of
+        them votes for another before an election timeout of silence, so no other leader can
+        exist and the applied state is current for a read (a leader paused or cut off past
+        that reads nothing until it hears from a quorum again, or learns it was deposed)."""
+        if not self.is_leader:
+            return False
+        now, lease, membership = time.monotonic(), self.cfg.election_timeout / 2, self.node.membership
+        seen = self.last_seen
+        heard = sum(1 for v in membership.voters if v == self.member or (v in seen and now - seen[v] < lease))
+        return heard >= membership.quorum
+
     def propose_nowait(self, item: bytes) -> asyncio.Future[list[bytes]]:
         """:meth:`propose` without waiting (the publish path: no task per message): its result's
         future (no time limit: a forward expires, a wait for a leader times out)."""
