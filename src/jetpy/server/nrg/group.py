@@ -24,7 +24,6 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Final
 
 from jetpy.raft import (
@@ -43,6 +42,7 @@ from jetpy.raft import (
     persist_ready,
 )
 from jetpy.server.broker import Broker
+from jetpy.server.nrg.config import GroupConfig
 from jetpy.server.nrg.machine import (
     GroupStopped,
     NoLeader,
@@ -53,7 +53,7 @@ from jetpy.server.nrg.machine import (
     StateMachine,
 )
 from jetpy.server.nrg.proposals import Forwarded, Pending, Remote, Unit, error_for, fail, status_for
-from jetpy.server.nrg.status import GroupStatus, PeerState, health
+from jetpy.server.nrg.status import GroupStatus, peer_states
 from jetpy.server.nrg.transport import Handlers, Transport
 from jetpy.server.nrg.wire import (
     ChangeOp,
@@ -70,7 +70,7 @@ from jetpy.server.nrg.wire import (
 )
 from jetpy.store.raftlog import RaftLogStore, StoreJob
 
-__all__ = ["MAX_PROPOSAL_BYTES", "GroupConfig", "RaftGroup"]
+__all__ = ["MAX_PROPOSAL_BYTES", "RaftGroup"]
 
 log = logging.getLogger("jetpy.server")
 
@@ -91,27 +91,6 @@ _CHANGE_OPS = {
     ChangeOp.ADD_LEARNER: ConfChangeOp.ADD_LEARNER,
     ChangeOp.REMOVE: ConfChangeOp.REMOVE,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """A group's timers and limits. The defaults are nats-server's timers (a heartbeat every
-    second, elections after 5-10 s); tests and the fault harness shorten ``tick``."""
-
-    tick: float = 0.5  # seconds per Raft tick
-    election_ticks: int = 10  # a follower campaigns after [1, 2) x this many ticks of silence
-    heartbeat_ticks: int = 2
-    max_entry_items: int = 512  # proposals packed into one entry at most (nats-server's 512)...
-    max_entry_bytes: int = 256 << 10  # ...and bytes (its 256 KiB)
-    max_append_bytes: int = 512 << 10  # entry data in one append message
-    max_uncommitted_bytes: int = 64 << 20  # proposals refused past this much waiting for a quorum
-    snapshot_entries: int = 0  # snapshot (and compact the log) after this many applied entries
-    snapshot_bytes: int = 0  # ...or this much applied data (0: never)
-    timeout: float = 10.0  # default seconds a proposal or change may take
-
-    @property
-    def election_timeout(self) -> float:
-        return self.tick * self.election_ticks
 
 
 class RaftGroup:
@@ -777,26 +756,9 @@ class RaftGroup:
         now = time.monotonic()
         timeout = self.cfg.election_timeout
         membership = st.membership
-        peers: list[PeerState] = []
-        for pid in sorted(membership.members() - {self.member}):
-            seen = self.last_seen.get(pid)
-            ago = now - seen if seen is not None else None
-            active = ago is not None and ago <= timeout
-            pr = st.peers.get(pid)
-            match = pr.match if pr is not None else None
-            lag = max(0, st.commit - match) if match is not None else None
-            peers.append(
-                PeerState(
-                    pid,
-                    self.names.get(pid, pid),
-                    pid in membership.voters,
-                    health(active, match, st.commit),
-                    active,
-                    match,
-                    lag,
-                    ago,
-                )
-            )
+        peers = peer_states(
+            membership, self.member, st.peers, st.commit, self.last_seen, self.names, now, timeout
+        )
         log_ = node.log
         state = "CLOSED" if self._stopping else _STATE_NAMES[st.role]
         catching_up = bool(st.repair_through) or log_.snapshot is not None or self.applied < st.commit
@@ -821,7 +783,7 @@ class RaftGroup:
             current=bool(st.leader) and not catching_up and not self._stopping,
             catching_up=catching_up,
             repair_through=st.repair_through,
-            peers=tuple(peers),
+            peers=peers,
             error=self.error,
             proposals_queued=queued,
             proposals_pending=queued + len(self.pending.waiting) + len(self.forwarded.requests),
