@@ -27,10 +27,12 @@ from concurrent.futures import Executor
 from typing import Final
 
 from jetpy.raft import (
+    AppendResponse,
     ConfChange,
     ConfChangeOp,
     Config,
     EntryKind,
+    HeartbeatResponse,
     Message,
     NotLeader,
     ProposalDropped,
@@ -43,6 +45,7 @@ from jetpy.raft import (
 )
 from jetpy.server.broker import Broker
 from jetpy.server.nrg.config import GroupConfig
+from jetpy.server.nrg.lease import Lease
 from jetpy.server.nrg.machine import (
     GroupStopped,
     NoLeader,
@@ -151,6 +154,7 @@ class RaftGroup:
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
         self._eager_until = 0.0  # campaign every tick until a leader is known, until then
+        self.lease = Lease(config.tick, config.election_timeout, time.monotonic())
         self._wake = asyncio.Event()
         self._stopping = False  # no longer taking part
         self._closed = False  # stopped, the store closed
@@ -337,6 +341,7 @@ class RaftGroup:
         self.last_snapshot = (started, time.time() - started)
 
     def _role_changed(self, role: Role, leader: str) -> None:
+        self.lease.reset()
         if leader:
             self.ever_had_leader = True
         was_leader = self.leader_since is not None
@@ -367,6 +372,7 @@ class RaftGroup:
         node = self.node
         node.tick()
         now = time.monotonic()
+        self.lease.ticked(now)
         if node.role is _LEADER and self._promote:
             self._maybe_promote()
         if self._eager_until:
@@ -401,8 +407,10 @@ class RaftGroup:
     def _on_message(self, m: Message) -> None:
         if self._stopping:
             return
-        self.last_seen[m.src] = time.monotonic()
+        now = self.last_seen[m.src] = time.monotonic()
         node = self.node
+        if node.role is _LEADER and isinstance(m, HeartbeatResponse | AppendResponse) and m.term == node.term:
+            self.lease.answered(m.src, now)
         if node.role is _LEADER and isinstance(m, VoteRequest) and m.src in self._applied_gone:
             # a member removed while it was away (restarted from a log that predates its removal)
             self.transport.request(
@@ -435,16 +443,10 @@ class RaftGroup:
 
     @property
     def in_lease(self) -> bool:
-        """Leading, with a quorum of voters heard from within half an election timeout: none of
-        them votes for another before an election timeout of silence, so no other leader can
-        exist and the applied state is current for a read (a leader paused or cut off past
-        that reads nothing until it hears from a quorum again, or learns it was deposed)."""
-        if not self.is_leader:
-            return False
-        now, lease, membership = time.monotonic(), self.cfg.election_timeout / 2, self.node.membership
-        seen = self.last_seen
-        heard = sum(1 for v in membership.voters if v == self.member or (v in seen and now - seen[v] < lease))
-        return heard >= membership.quorum
+        """Leading, and sure no other leader exists now (:mod:`.lease`): what it applied is
+        current for a read or a delivery."""
+        m = self.node.membership
+        return self.is_leader and self.lease.holds(time.monotonic(), self.member, m.voters, m.quorum)
 
     def propose_nowait(self, item: bytes) -> asyncio.Future[list[bytes]]:
         """:meth:`propose` without waiting (the publish path: no task per message): its result's
