@@ -21,6 +21,14 @@ from .cluster import member_flags
 
 TESTS = Path(__file__).resolve().parents[1]
 CLUSTER = "JSC"
+# the global account's user (no_auth_user) and the system account's, who alone may ask for the
+# meta group's operations (a config file for every server, nats-server's as well as jetpy's)
+ACCOUNTS = """
+authorization { users: [{user: app, password: app}] }
+accounts { SYS: { users: [{user: sys, password: sys}] } }
+system_account: SYS
+no_auth_user: app
+"""
 
 
 @dataclass

@@ -28,6 +28,7 @@ error, which a leader deposed after proposing may send for an entry that still c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
@@ -68,7 +69,6 @@ class JsWorkload:
         self._tasks: list[asyncio.Task[None]] = []
         self._next_value = 0
         self._kv: dict[int, KeyValue] = {}  # per client connection
-        self._subs: dict[int, Any] = {}  # the consumer's pull subscription, per client connection
         self.delivered: dict[int, int] = {}  # stream sequence -> deliveries seen
         # its ack_sync returned: the delivery count of the delivery acknowledged
         self.confirmed: dict[int, int] = {}
@@ -146,15 +146,20 @@ class JsWorkload:
             if nc is None:
                 await asyncio.sleep(0.1)
                 continue
+            # a pull subscription (its own inbox) per fetch: what a server sends for a fetch given
+            # up on never reaches a later one, so every message a fetch returns was delivered
+            # after the acks confirmed before it (a delivery can be dated by its fetch)
+            sub = None
             try:
-                sub = self._subs.get(id(nc))
-                if sub is None:
-                    sub = await nc.jetstream(timeout=self.timeout).pull_subscribe_bind(CONSUMER, STREAM)
-                    self._subs[id(nc)] = sub
+                sub = await nc.jetstream(timeout=self.timeout).pull_subscribe_bind(CONSUMER, STREAM)
                 msgs = await sub.fetch(50, timeout=1)
             except Exception as exc:  # no messages, an election, a dead server's connection
                 self._error(f"fetch {type(exc).__name__}")
                 continue
+            finally:
+                if sub is not None:
+                    with contextlib.suppress(Exception):
+                        await sub.unsubscribe()
             for m in msgs:
                 seq, count = m.metadata.sequence.stream, m.metadata.num_delivered
                 # a later delivery after the confirmed ack: not one that reached another

@@ -1,5 +1,5 @@
 """A short slice of the JetStream fault harness in every test run (``make chaos`` runs the long
-ones): three clustered JetStream servers under the nemesis's faults (see SLICE_FAULTS), with publishes
+ones): three clustered JetStream servers under every one of the nemesis's faults, with publishes
 retried until acknowledged, a durable consumer's worker and a KV bucket's compare-and-set
 registers; nothing acknowledged lost or moved on any replica of the stream, no id twice, every
 replica identical, the consumer never skipping a message nor delivering one again after its ack
@@ -16,10 +16,7 @@ from .jsrun import run
 from .nemesis import FAULTS
 
 SECONDS = float(os.environ.get("JETPY_CHAOS_SLICE", "10")) * 1.5  # seconds of faults
-# Every fault but those that leave a deposed leader running (paused, cut off, unheard): with
-# them ``make chaos`` finds a consumer delivering a message again after confirming its ack
-# (README, the fault harness): open.
-SLICE_FAULTS = tuple(f for f in FAULTS if f not in ("pause-leader", "partition-leader", "one-way"))
+SLICE_FAULTS = FAULTS
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -462,3 +462,33 @@ async def test_only_the_leader_subscribes_the_stream_subjects(cluster: JsCluster
         assert {n: _local_subs(node, "only.x") for n, node in cluster.nodes.items() if n != leader} == {
             n: int(n == new) for n in cluster.nodes if n != leader
         }
+
+
+async def test_a_domain_prefix_reaches_the_api_and_the_replicas_direct_gets(tmp_path: Path) -> None:
+    """With a JetStream domain, the cluster's API and its replicas' direct gets are answered
+    under ``$JS.<domain>.API.`` too (once each), as nats-server answers them."""
+    conf = tmp_path / "domain.conf"
+    conf.write_text("jetstream { domain: hub }\n")
+    c = JsCluster(tmp_path / "c", extra=("-c", str(conf)))
+    try:
+        c.start()
+        async with await nats.connect(c.urls[1]) as nc:
+            js = nc.jetstream(timeout=5, domain="hub")
+            await _create(js, name="DD", subjects=["dd.*"], num_replicas=3, allow_direct=True)
+            for i in range(3):
+                await js.publish(f"dd.{i}", b"v%d" % i)
+            info = await js.stream_info("DD")
+            assert info.state.messages == 3 and info.cluster is not None
+            await asyncio.sleep(1.0)  # every replica current, subscribed
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$JS.hub.API.DIRECT.GET.DD", b'{"seq": 2}', reply=inbox)
+            got = []
+            with contextlib.suppress(nats.errors.TimeoutError):
+                while True:
+                    got.append(await sub.next_msg(timeout=0.5))
+            assert [m.data for m in got] == [b"v1"]
+            msg = await js.get_msg("DD", 3, direct=True)
+            assert msg.data == b"v2"
+    finally:
+        c.stop()

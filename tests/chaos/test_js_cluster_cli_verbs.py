@@ -18,16 +18,9 @@ from typing import Any
 import nats
 import pytest
 
-from .jscluster import JsCluster
+from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(180)
-
-ACCOUNTS = """
-authorization { users: [{user: app, password: app}] }
-accounts { SYS: { users: [{user: sys, password: sys}] } }
-system_account: SYS
-no_auth_user: app
-"""
 
 
 @pytest.fixture(scope="module")

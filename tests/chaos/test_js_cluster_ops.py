@@ -22,18 +22,10 @@ from nats.aio.client import Client
 from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
 
-from .jscluster import JsCluster
+from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(120)
 
-# the same accounts on both sides: the global account's user (no_auth_user) and the system
-# account's, who alone may ask the meta group to step down
-ACCOUNTS = """
-authorization { users: [{user: app, password: app}] }
-accounts { SYS: { users: [{user: sys, password: sys}] } }
-system_account: SYS
-no_auth_user: app
-"""
 STREAM_STEPDOWN = "$JS.API.STREAM.LEADER.STEPDOWN.{}"
 HEALTH_QUERIES = ("", "?js-server-only=true", "?js-enabled-only=true")
 META_STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"

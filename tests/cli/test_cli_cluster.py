@@ -104,25 +104,25 @@ def test_cluster_up_refuses_a_silly_size() -> None:
     assert "--size must be between 1 and 32" in done.stderr
 
 
-def _super_cluster_up() -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
-    """`jetpy cluster up --clusters 2 --size 2` on free ports, read until its URLs are printed."""
-    cmd = [*JETPY, "cluster", "up", "--clusters", "2", "--size", "2", "--port", "0", "--cluster-port", "0"]
-    proc = subprocess.Popen(
-        [*cmd, "--http-port", "0", "--gateway-port", "0", "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+def _up(*args: str) -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
+    """`jetpy cluster up ARGS --quiet` on free ports, read until its URLs are printed: the
+    process, each server's (name, pid, client URL) and what it printed."""
+    cmd = [*JETPY, "cluster", "up", *args, "--port", "0", "--cluster-port", "0", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     servers: list[tuple[str, int, str]] = []
     lines: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line)
-        if m := SUPER_LINE.match(line.rstrip("\n")):
+        if m := SUPER_LINE.match(line.rstrip("\n")) or SERVER_LINE.match(line.rstrip("\n")):
             servers.append((m.group(1), int(m.group(2)), m.group(3)))
         if line.startswith("  NATS_URL="):
             break
     return proc, servers, "".join(lines)
+
+
+def _super_cluster_up() -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
+    return _up("--clusters", "2", "--size", "2", "--http-port", "0", "--gateway-port", "0")
 
 
 async def test_cluster_up_runs_a_super_cluster() -> None:
@@ -168,21 +168,7 @@ def test_cluster_up_refuses_silly_clusters() -> None:
 
 
 def _js_cluster_up() -> tuple[subprocess.Popen[str], list[tuple[str, int, str]], str]:
-    """`jetpy cluster up --js --size 3` on free ports, read until its URLs are printed."""
-    cmd = [*JETPY, "cluster", "up", "--js", "--size", "3", "--port", "0", "--cluster-port", "0"]
-    proc = subprocess.Popen(
-        [*cmd, "--http-port", "-1", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    servers: list[tuple[str, int, str]] = []
-    lines: list[str] = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if m := SERVER_LINE.match(line.rstrip("\n")):
-            servers.append((m.group(1), int(m.group(2)), m.group(3)))
-        if line.startswith("  NATS_URL="):
-            break
-    return proc, servers, "".join(lines)
+    return _up("--js", "--size", "3", "--http-port", "-1")
 
 
 async def test_cluster_up_with_jetstream_takes_an_r3_stream() -> None:

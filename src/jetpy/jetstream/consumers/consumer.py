@@ -78,6 +78,21 @@ class ConsumerHost(Protocol):
         the ack is as durable as the consumer's state is."""
 
 
+def gated(send: Send, send_batch: SendBatch, may_send: Callable[[], bool]) -> tuple[Send, SendBatch]:
+    """``send`` and ``send_batch`` that send nothing while ``may_send()`` is false: a replicated
+    consumer's leader that may have been deposed unawares (paused, cut off) hands nothing out
+    from its state, which a new leader may have moved past (what it meant to send is pending,
+    sent again after the ack wait if it still leads)."""
+
+    def send_one(route: str, subject: str, reply: str | None, data: bytes, hdr: bytes) -> object:
+        return send(route, subject, reply, data, hdr) if may_send() else None
+
+    def send_many(route: str, msgs: list[StoredMsg], replies: list[bytes]) -> object:
+        return send_batch(route, msgs, replies) if may_send() else None
+
+    return send_one, send_many
+
+
 class Consumer:
     def __init__(
         self,
@@ -89,6 +104,7 @@ class Consumer:
         now: int,
         state: ConsumerState | None = None,
         start: int | None = None,
+        may_send: Callable[[], bool] | None = None,
     ) -> None:
         self.stream = stream
         self.store = stream.store
@@ -96,8 +112,9 @@ class Consumer:
         self.config = config
         self.created_ns = created_ns
         self.host = host
-        self._send = host.send
-        self._send_batch = host.send_batch
+        self._send, self._send_batch = host.send, host.send_batch
+        if may_send is not None:  # a replicated consumer's leader: nothing leaves it unless it may
+            self._send, self._send_batch = gated(self._send, self._send_batch, may_send)
         self.closed = False
         self.ack_none = config.ack_policy == "none"
         self.ack_all = config.ack_policy == "all"

@@ -66,6 +66,10 @@ class Replication(Protocol):
         """``c`` (of a work-queue stream) is done with these messages: have every replica of
         the stream remove them."""
 
+    def may_deliver(self) -> bool:
+        """Whether the leader may hand anything out now: it cannot have been deposed unawares
+        (its group's lease holds)."""
+
 
 def ephemeral_name() -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(8))
@@ -188,7 +192,10 @@ class ConsumerManager:
         from ``state`` (or, its state lost, from stream sequence ``start``); a replicated one's
         state is its ``replication``'s, never in a file here."""
         now = time.time_ns()
-        c = Consumer(stream, name, cfg, now if created is None else created, self, now, state, start)
+        may_send = replication.may_deliver if replication is not None else None
+        c = Consumer(
+            stream, name, cfg, now if created is None else created, self, now, state, start, may_send
+        )
         c.recent = stream.recent
         if replication is not None:
             self._replicated[c] = replication

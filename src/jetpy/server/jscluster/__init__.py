@@ -111,8 +111,7 @@ acknowledged is not known in one place), mirrors and sources, backups,
 moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
-with another account's JetStream is refused at start), direct gets under a JetStream domain's
-prefix (the replicas' queue subscriptions cover ``$JS.API.DIRECT.GET`` only). A stream's
+with another account's JetStream is refused at start). A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
 members that joined under a new id is learnt from their join requests and the servers'

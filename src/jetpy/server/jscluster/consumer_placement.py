@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from jetpy.jetstream.models import ConsumerConfig, StreamConfig
-
-if TYPE_CHECKING:  # the meta group's state machine applies these
-    from jetpy.server.jscluster.meta import ConsumerAssignment
+from jetpy.server.jscluster.assignments import ConsumerAssignment
 
 __all__ = ["follow", "placed", "rescale", "wanted_replicas"]
 

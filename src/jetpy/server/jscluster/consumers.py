@@ -313,6 +313,14 @@ class ConsumerReplica:
         self._removals.extend(seqs)  # removed from the stream with this turn's changes
         self.changed(c)
 
+    def may_deliver(self) -> bool:
+        """The engine hands messages out only while the group's lease holds: a leader paused or
+        cut off past an election may have been deposed, and a new leader may have had acks
+        confirmed for what this one still holds pending (the fault harness found those
+        delivered again after their confirmed ack)."""
+        g = self.group
+        return g is not None and g.in_lease
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self._removals:

@@ -1,6 +1,6 @@
 """The meta group's state machine: which streams exist, where they are placed, under which group.
 
-Owns: the assignments (:class:`StreamAssignment`, :class:`ConsumerAssignment`), the entries that
+Owns: the assignments (:mod:`.assignments`' records, re-exported here), the entries that
 change them (:class:`AddStream`, :class:`UpdateStream`, :class:`RemoveStream`,
 :class:`AddConsumer`, :class:`UpdateConsumer`, :class:`RemoveConsumer`, as msgpack; a removed stream takes its
 consumers), applying those
@@ -19,6 +19,7 @@ from typing import Final, Protocol
 import msgspec
 
 from jetpy.jetstream.models import StreamConfig
+from jetpy.server.jscluster.assignments import ConsumerAssignment, StreamAssignment
 from jetpy.server.jscluster.consumer_placement import follow, placed
 
 __all__ = [
@@ -48,23 +49,6 @@ RESULT_CONFLICT: Final = b"conflict"  # another stream of that name
 RESULT_MISSING: Final = b"missing"
 
 
-class StreamAssignment(msgspec.Struct, frozen=True):
-    """A stream placed on servers: ``config`` is its StreamConfig as JSON (checked by the meta
-    leader before proposing), ``peers`` the servers holding a replica (server names), ``group``
-    the Raft group they form, ``reply`` where its create is answered by its first leader,
-    ``joined`` the peers placed after its creation (scaled up, or replacing a removed peer):
-    those join its group as new members rather than found it. A change of ``peers`` moves its
-    consumers with it (:func:`.consumer_placement.follow`), in the same entry."""
-
-    name: str
-    config: bytes
-    group: str
-    peers: list[str]
-    created: int
-    reply: str = ""
-    joined: list[str] = []
-
-
 class AddStream(msgspec.Struct, frozen=True, tag="add_stream"):
     assignment: StreamAssignment
 
@@ -82,22 +66,6 @@ class UpdateStream(msgspec.Struct, frozen=True, tag="update_stream"):
     config: bytes
     reply: str = ""
     peers: list[str] = []
-
-
-class ConsumerAssignment(msgspec.Struct, frozen=True):
-    """A consumer of an assigned stream placed on some of the stream's servers: ``config`` its
-    ConsumerConfig as JSON (checked by the meta leader), ``group`` the Raft group its replicas
-    form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader,
-    ``joined`` (as a stream's) the peers placed after its creation, which join its group."""
-
-    stream: str
-    name: str
-    config: bytes
-    group: str
-    peers: list[str]
-    created: int
-    reply: str = ""
-    joined: list[str] = []
 
 
 class AddConsumer(msgspec.Struct, frozen=True, tag="add_consumer"):

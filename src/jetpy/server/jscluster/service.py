@@ -493,6 +493,7 @@ class ClusteredJetStream:
         rep.assigned_peers = sa.peers
         rep.traffic_account = self.traffic_account
         rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
+        rep.domain = js.config.domain
         self.replicas[sa.name] = rep
         # a server placed after the stream's creation joins its group as a new member
         founders = () if self.server_name in sa.joined else sa.peers

@@ -110,6 +110,7 @@ class StreamReplica:
         self.traffic_account = ""  # the account its group's traffic crosses (the system account)
         self.assigned_peers: list[str] = []  # the servers the meta group places it on
         self.consumer_count: Callable[[], int] = lambda: 0  # its consumers, as the meta group holds them
+        self.domain = ""  # the server's JetStream domain: direct gets are answered under it too
         self._last_ts = 0  # the newest time stamp proposed or applied: each new one is later
         # A message's time stamp as applied: its entry's, or one more than the previous one's
         # (the same on every replica: a function of the log), so the time stamps in the store
@@ -451,7 +452,8 @@ class StreamReplica:
     # -- direct gets (one replica answers each) -----------------------------------------------------
 
     def direct_when_current(self) -> None:
-        """Answer the stream's direct gets (``$JS.API.DIRECT.GET.<stream>[.>]``, in the queue
+        """Answer the stream's direct gets (``$JS.API.DIRECT.GET.<stream>[.>]``, and under the
+        JetStream domain's prefix, ``$JS.<domain>.API.DIRECT.GET...``, in the queue
         group :data:`DIRECT_QUEUE` of its replicas, so one answers each, as nats-server's) once
         this replica has applied all it knows is committed; not while it fetches messages."""
         self._direct_timer = None
@@ -466,6 +468,12 @@ class StreamReplica:
                 subscribe(f"$JS.API.DIRECT.GET.{name}", handle, DIRECT_QUEUE),
                 subscribe(f"$JS.API.DIRECT.GET.{name}.>", handle, DIRECT_QUEUE),
             ]
+            if self.domain:  # the same under the JetStream domain's prefix
+                on_domain = self._direct.handle_domain
+                self._direct_subs += [
+                    subscribe(f"$JS.{self.domain}.API.DIRECT.GET.{name}", on_domain, DIRECT_QUEUE),
+                    subscribe(f"$JS.{self.domain}.API.DIRECT.GET.{name}.>", on_domain, DIRECT_QUEUE),
+                ]
         if not self._direct_subs:
             self._direct_timer = asyncio.get_running_loop().call_later(DIRECT_POLL, self.direct_when_current)
 

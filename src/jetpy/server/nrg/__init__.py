@@ -11,7 +11,8 @@ Modules: ``names`` (member ids, subjects), ``wire`` (the host's own bytes), ``tr
 (the state machine seam and proposal errors), ``status`` (typed state for monitoring).
 """
 
-from jetpy.server.nrg.group import MAX_PROPOSAL_BYTES, GroupConfig, RaftGroup
+from jetpy.server.nrg.config import GroupConfig
+from jetpy.server.nrg.group import MAX_PROPOSAL_BYTES, RaftGroup
 from jetpy.server.nrg.host import RaftHost, RaftHostError, groups_root
 from jetpy.server.nrg.machine import (
     GroupStopped,

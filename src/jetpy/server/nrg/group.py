@@ -24,14 +24,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Final
 
 from jetpy.raft import (
+    AppendResponse,
     ConfChange,
     ConfChangeOp,
     Config,
     EntryKind,
+    HeartbeatResponse,
     Message,
     NotLeader,
     ProposalDropped,
@@ -43,6 +44,8 @@ from jetpy.raft import (
     persist_ready,
 )
 from jetpy.server.broker import Broker
+from jetpy.server.nrg.config import GroupConfig
+from jetpy.server.nrg.lease import Lease
 from jetpy.server.nrg.machine import (
     GroupStopped,
     NoLeader,
@@ -53,7 +56,7 @@ from jetpy.server.nrg.machine import (
     StateMachine,
 )
 from jetpy.server.nrg.proposals import Forwarded, Pending, Remote, Unit, error_for, fail, status_for
-from jetpy.server.nrg.status import GroupStatus, PeerState, health
+from jetpy.server.nrg.status import GroupStatus, peer_states
 from jetpy.server.nrg.transport import Handlers, Transport
 from jetpy.server.nrg.wire import (
     ChangeOp,
@@ -70,7 +73,7 @@ from jetpy.server.nrg.wire import (
 )
 from jetpy.store.raftlog import RaftLogStore, StoreJob
 
-__all__ = ["MAX_PROPOSAL_BYTES", "GroupConfig", "RaftGroup"]
+__all__ = ["MAX_PROPOSAL_BYTES", "RaftGroup"]
 
 log = logging.getLogger("jetpy.server")
 
@@ -91,27 +94,6 @@ _CHANGE_OPS = {
     ChangeOp.ADD_LEARNER: ConfChangeOp.ADD_LEARNER,
     ChangeOp.REMOVE: ConfChangeOp.REMOVE,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """A group's timers and limits. The defaults are nats-server's timers (a heartbeat every
-    second, elections after 5-10 s); tests and the fault harness shorten ``tick``."""
-
-    tick: float = 0.5  # seconds per Raft tick
-    election_ticks: int = 10  # a follower campaigns after [1, 2) x this many ticks of silence
-    heartbeat_ticks: int = 2
-    max_entry_items: int = 512  # proposals packed into one entry at most (nats-server's 512)...
-    max_entry_bytes: int = 256 << 10  # ...and bytes (its 256 KiB)
-    max_append_bytes: int = 512 << 10  # entry data in one append message
-    max_uncommitted_bytes: int = 64 << 20  # proposals refused past this much waiting for a quorum
-    snapshot_entries: int = 0  # snapshot (and compact the log) after this many applied entries
-    snapshot_bytes: int = 0  # ...or this much applied data (0: never)
-    timeout: float = 10.0  # default seconds a proposal or change may take
-
-    @property
-    def election_timeout(self) -> float:
-        return self.tick * self.election_ticks
 
 
 class RaftGroup:
@@ -172,6 +154,7 @@ class RaftGroup:
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
         self._eager_until = 0.0  # campaign every tick until a leader is known, until then
+        self.lease = Lease(config.tick, config.election_timeout, time.monotonic())
         self._wake = asyncio.Event()
         self._stopping = False  # no longer taking part
         self._closed = False  # stopped, the store closed
@@ -358,6 +341,7 @@ class RaftGroup:
         self.last_snapshot = (started, time.time() - started)
 
     def _role_changed(self, role: Role, leader: str) -> None:
+        self.lease.reset()
         if leader:
             self.ever_had_leader = True
         was_leader = self.leader_since is not None
@@ -388,6 +372,7 @@ class RaftGroup:
         node = self.node
         node.tick()
         now = time.monotonic()
+        self.lease.ticked(now)
         if node.role is _LEADER and self._promote:
             self._maybe_promote()
         if self._eager_until:
@@ -422,8 +407,10 @@ class RaftGroup:
     def _on_message(self, m: Message) -> None:
         if self._stopping:
             return
-        self.last_seen[m.src] = time.monotonic()
+        now = self.last_seen[m.src] = time.monotonic()
         node = self.node
+        if node.role is _LEADER and isinstance(m, HeartbeatResponse | AppendResponse) and m.term == node.term:
+            self.lease.answered(m.src, now)
         if node.role is _LEADER and isinstance(m, VoteRequest) and m.src in self._applied_gone:
             # a member removed while it was away (restarted from a log that predates its removal)
             self.transport.request(
@@ -456,16 +443,10 @@ class RaftGroup:
 
     @property
     def in_lease(self) -> bool:
-        """Leading, with a quorum of voters heard from within half an election timeout: none of
-        them votes for another before an election timeout of silence, so no other leader can
-        exist and the applied state is current for a read (a leader paused or cut off past
-        that reads nothing until it hears from a quorum again, or learns it was deposed)."""
-        if not self.is_leader:
-            return False
-        now, lease, membership = time.monotonic(), self.cfg.election_timeout / 2, self.node.membership
-        seen = self.last_seen
-        heard = sum(1 for v in membership.voters if v == self.member or (v in seen and now - seen[v] < lease))
-        return heard >= membership.quorum
+        """Leading, and sure no other leader exists now (:mod:`.lease`): what it applied is
+        current for a read or a delivery."""
+        m = self.node.membership
+        return self.is_leader and self.lease.holds(time.monotonic(), self.member, m.voters, m.quorum)
 
     def propose_nowait(self, item: bytes) -> asyncio.Future[list[bytes]]:
         """:meth:`propose` without waiting (the publish path: no task per message): its result's
@@ -777,26 +758,9 @@ class RaftGroup:
         now = time.monotonic()
         timeout = self.cfg.election_timeout
         membership = st.membership
-        peers: list[PeerState] = []
-        for pid in sorted(membership.members() - {self.member}):
-            seen = self.last_seen.get(pid)
-            ago = now - seen if seen is not None else None
-            active = ago is not None and ago <= timeout
-            pr = st.peers.get(pid)
-            match = pr.match if pr is not None else None
-            lag = max(0, st.commit - match) if match is not None else None
-            peers.append(
-                PeerState(
-                    pid,
-                    self.names.get(pid, pid),
-                    pid in membership.voters,
-                    health(active, match, st.commit),
-                    active,
-                    match,
-                    lag,
-                    ago,
-                )
-            )
+        peers = peer_states(
+            membership, self.member, st.peers, st.commit, self.last_seen, self.names, now, timeout
+        )
         log_ = node.log
         state = "CLOSED" if self._stopping else _STATE_NAMES[st.role]
         catching_up = bool(st.repair_through) or log_.snapshot is not None or self.applied < st.commit
@@ -821,7 +785,7 @@ class RaftGroup:
             current=bool(st.leader) and not catching_up and not self._stopping,
             catching_up=catching_up,
             repair_through=st.repair_through,
-            peers=tuple(peers),
+            peers=peers,
             error=self.error,
             proposals_queued=queued,
             proposals_pending=queued + len(self.pending.waiting) + len(self.forwarded.requests),

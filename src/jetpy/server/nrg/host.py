@@ -31,7 +31,8 @@ from typing import Final
 
 from jetpy.raft import Membership, Snapshot, SnapshotMeta
 from jetpy.server.broker import Broker
-from jetpy.server.nrg.group import GroupConfig, RaftGroup
+from jetpy.server.nrg.config import GroupConfig
+from jetpy.server.nrg.group import RaftGroup
 from jetpy.server.nrg.machine import StateMachine
 from jetpy.server.nrg.names import member_id, new_member_id, valid_group_name
 from jetpy.server.nrg.status import GroupStatus

@@ -9,10 +9,13 @@ kept, or any endpoint's JSON.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["CURRENT", "LAGGING", "OFFLINE", "UNKNOWN", "GroupStatus", "PeerState", "health"]
+from jetpy.raft import Membership, PeerStatus
+
+__all__ = ["CURRENT", "LAGGING", "OFFLINE", "UNKNOWN", "GroupStatus", "PeerState", "health", "peer_states"]
 
 CURRENT: Final = "current"
 LAGGING: Final = "lagging"
@@ -70,3 +73,38 @@ class GroupStatus:
     log_bytes: int  # the log's segments on disk
     last_append: float | None  # epoch seconds entries were last written to the log
     last_snapshot: tuple[float, float] | None = None  # (epoch seconds, duration) of the last snapshot here
+
+
+def peer_states(
+    membership: Membership,
+    me: str,
+    progress: Mapping[str, PeerStatus],
+    commit: int,
+    last_seen: Mapping[str, float],
+    names: Mapping[str, str],
+    now: float,
+    timeout: float,
+) -> tuple[PeerState, ...]:
+    """Every other member as this one sees it (``progress``: the leader's replication state of
+    each, empty on a follower; ``last_seen``: monotonic times a message from each arrived)."""
+    peers: list[PeerState] = []
+    for pid in sorted(membership.members() - {me}):
+        seen = last_seen.get(pid)
+        ago = now - seen if seen is not None else None
+        active = ago is not None and ago <= timeout
+        pr = progress.get(pid)
+        match = pr.match if pr is not None else None
+        lag = max(0, commit - match) if match is not None else None
+        peers.append(
+            PeerState(
+                pid,
+                names.get(pid, pid),
+                pid in membership.voters,
+                health(active, match, commit),
+                active,
+                match,
+                lag,
+                ago,
+            )
+        )
+    return tuple(peers)
