@@ -140,6 +140,7 @@ class ConsumerReplica:
         self._in_flight: deque[list[Any]] = deque()
         self._clean = True
         self._closed = False
+        self._telling = False  # its engine stopping: the waiting requests are told why
 
     # -- the state machine (every replica) ---------------------------------------------------------
 
@@ -269,7 +270,11 @@ class ConsumerReplica:
         self._in_flight.clear()
         self._clean = True
         if c is not None and not c.closed:  # its waiting pull requests are told why (409)
-            self.ctx.manager.delete(c, advisory=False, forget=False, why=why)
+            self._telling = True  # past its lease, but this much it says
+            try:
+                self.ctx.manager.delete(c, advisory=False, forget=False, why=why)
+            finally:
+                self._telling = False
 
     def close(self, deleted: bool = False) -> None:
         """The replica stops (its consumer ``deleted``, or the server stopping)."""
@@ -319,7 +324,7 @@ class ConsumerReplica:
         confirmed for what this one still holds pending (the fault harness found those
         delivered again after their confirmed ack)."""
         g = self.group
-        return g is not None and g.in_lease
+        return self._telling or (g is not None and g.in_lease)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
