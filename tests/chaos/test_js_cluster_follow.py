@@ -61,6 +61,20 @@ async def _until(nc: Client, subject: str, body: dict[str, Any] | None = None, w
         await asyncio.sleep(0.2)
 
 
+async def _stream_placed(nc: Client, stream: str, servers: set[str], within: float = 30.0) -> None:
+    """Until the stream's info names exactly ``servers`` (a server that joined is listed once
+    its leader has it as a member)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        cl = (await _until(nc, f"$JS.API.STREAM.INFO.{stream}")).get("cluster", {})
+        seen = {cl.get("leader"), *(r["name"] for r in cl.get("replicas", []))}
+        if seen == servers:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"stream {stream} on {seen}, not {servers}")
+        await asyncio.sleep(0.2)
+
+
 async def _placed(
     nc: Client, stream: str, name: str, servers: set[str], within: float = 30.0
 ) -> dict[str, Any]:
@@ -415,8 +429,7 @@ async def test_peer_removed_under_the_consumer_leader_then_its_new_leader_killed
             await c.wait_for(
                 "the removed server's consumer files deleted", lambda: not _consumer_dirs(c, removed)
             )
-            stream = await _until(nc, "$JS.API.STREAM.INFO.P")
-            assert {stream["cluster"]["leader"], *(r["name"] for r in stream["cluster"]["replicas"])} == now
+            await _stream_placed(nc, "P", now)  # the new server known to the stream's leader too
 
             victim = await _consumer_leader(nc, "P", "D", now)
         survivor = sorted(now - {victim})[0]
