@@ -5,14 +5,13 @@ section that `stream info` and `consumer info` print for a replicated asset.
 Owns: the requests (``$JS.API.STREAM.LEADER.STEPDOWN.<s>``, ``$JS.API.STREAM.PEER.REMOVE.<s>``,
 ``$JS.API.CONSUMER.LEADER.STEPDOWN.<s>.<c>``, and the system account's
 ``$JS.API.META.LEADER.STEPDOWN`` and ``$JS.API.SERVER.REMOVE``), waiting until a new leader is
-named (the info, or ``/jsz``'s meta leader through ``$SYS.REQ.SERVER.PING.JSZ``) and the lines
+named (the info, or ``/jsz``'s meta leader through ``reports.ping_all``) and the lines
 printed, as the nats CLI words them. Talks to the server only through ``connect.Session``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Final
@@ -23,11 +22,13 @@ from jetpy.cli import values as V
 from jetpy.cli.common import confirm, options, parse_or_usage
 from jetpy.cli.connect import Session, run
 from jetpy.cli.output import CliError, emit_json, info
+from jetpy.cli.reports import SERVER_PING_JSZ, ping_all
 
 __all__ = ["cluster_section", "consumer_cluster_app", "raft_app", "stream_cluster_app"]
 
 NEW_LEADER_WAIT: Final = 10.0  # seconds to wait for the group to name a new leader
 POLL: Final = 0.1
+PING_WAIT: Final = 0.5  # seconds the servers' /jsz answers are gathered for, to name the meta leader
 
 JsonOut = Annotated[bool, typer.Option("--json", "-j", help="Print the server's JSON.")]
 Force = Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")]
@@ -184,27 +185,12 @@ def consumer_cluster_app(show: Show) -> typer.Typer:
 
 
 async def _meta_leader(s: Session) -> str:
-    """The meta leader's name, as the servers' ``/jsz`` name it (``$SYS.REQ.SERVER.PING.JSZ``:
-    the first answer that names one)."""
-    inbox = s.nc.new_inbox()
-    sub = await s.nc.subscribe(inbox)
-    try:
-        await s.nc.publish("$SYS.REQ.SERVER.PING.JSZ", b"{}", reply=inbox)
-        end = time.monotonic() + s.options.timeout
-        while (left := end - time.monotonic()) > 0:
-            try:
-                msg = await sub.next_msg(timeout=left)
-            except Exception:  # nats' timeout: nobody (else) answered
-                break
-            try:
-                doc = json.loads(msg.data)
-            except ValueError:
-                continue
-            leader = ((doc.get("data") or {}).get("meta_cluster") or {}).get("leader")
-            if leader:
-                return str(leader)
-    finally:
-        await sub.unsubscribe()
+    """The meta leader's name, as the servers' ``/jsz`` name it (the answers to
+    ``$SYS.REQ.SERVER.PING.JSZ`` within :data:`PING_WAIT`: the first that names one)."""
+    for doc in await ping_all(s, SERVER_PING_JSZ, {}, PING_WAIT):
+        leader = ((doc.get("data") or {}).get("meta_cluster") or {}).get("leader")
+        if leader:
+            return str(leader)
     return ""
 
 
