@@ -54,6 +54,7 @@ from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
+from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -66,7 +67,7 @@ from jetpy.server.jscluster.meta import (
     encode_op,
 )
 from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
-from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
+from jetpy.server.jscluster.streams import DeleteOp, PurgeOp
 from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
 
@@ -114,7 +115,7 @@ class ClusterState(Protocol):
     @property
     def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]: ...
 
-    def replica(self, name: str) -> StreamReplica | None: ...
+    def replica(self, name: str) -> Replica | None: ...
 
     def js_servers(self) -> list[str]: ...
 
@@ -331,7 +332,7 @@ class ClusterApi:
         await self.state.propose_meta(encode_op(RemoveStream(name)))
         return StreamDeleteResponse(success=True)
 
-    def _leader(self, args: list[str]) -> StreamReplica:
+    def _leader(self, args: list[str]) -> Replica:
         """This server's replica of the request's stream if it leads it; else the meta leader
         answers 10059 for a stream that does not exist, and the others leave it."""
         state = self.state
@@ -365,7 +366,7 @@ class ClusterApi:
         _, e = self.streams.purge_request(args, body)
         return self._purge(rep, PurgeOp(e.subject, e.seq, e.keep))
 
-    async def _purge(self, rep: StreamReplica, op: PurgeOp) -> StreamPurgeResponse:
+    async def _purge(self, rep: Replica, op: PurgeOp) -> StreamPurgeResponse:
         return StreamPurgeResponse(success=True, purged=int(await rep.propose_change(op)))
 
     def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
@@ -373,7 +374,7 @@ class ClusterApi:
         _, e = self.streams.msg_delete_request(args, body)
         return self._msg_delete(rep, DeleteOp(e.seq, e.erase))
 
-    async def _msg_delete(self, rep: StreamReplica, op: DeleteOp) -> StreamMsgDeleteResponse:
+    async def _msg_delete(self, rep: Replica, op: DeleteOp) -> StreamMsgDeleteResponse:
         if not int(await rep.propose_change(op)):
             raise delete_miss(rep.stream, op.seq)
         return StreamMsgDeleteResponse(success=True)

@@ -41,6 +41,7 @@ from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
+from jetpy.server.jscluster.local import LocalStream, Replica
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -106,7 +107,7 @@ class ClusteredJetStream:
         self.meta = MetaMachine(self)
         self.meta_group: RaftGroup | None = None
         self._meta_started = 0.0  # monotonic time this server's member of it started
-        self.replicas: dict[str, StreamReplica] = {}
+        self.replicas: dict[str, Replica] = {}
         self.js: JetStream | None = None
         # assignments to act on in log order: a stream to hold a replica of, a new config for
         # one (and where to answer), a name to drop, or a consumer's change (ConsumerGroups')
@@ -261,7 +262,7 @@ class ClusteredJetStream:
     def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
         return self.meta.consumers
 
-    def replica(self, name: str) -> StreamReplica | None:
+    def replica(self, name: str) -> Replica | None:
         return self.replicas.get(name)
 
     def health_problem(self) -> str:
@@ -277,8 +278,7 @@ class ClusteredJetStream:
         js = self.js
         account = js.config.account if js is not None else ""
         for name, rep in sorted(self.replicas.items()):
-            rg = rep.group
-            if rg is None or rep.behind or not rg.status().current:
+            if not rep.current:
                 return f"JetStream stream '{account} > {name}' is not current"
         return ""
 
@@ -295,7 +295,7 @@ class ClusteredJetStream:
             rep = self.replicas.get(name)
             if rep is None:
                 return None
-            return rep.cluster_info(), rep.group.name if rep.group is not None else ""
+            return rep.cluster_info(), rep.group_name
 
         jsz_overlay(doc, meta, js.config.account, replica, raft)
 
@@ -481,6 +481,9 @@ class ClusteredJetStream:
     async def _add(self, sa: StreamAssignment) -> None:
         if self.server_name not in sa.peers or sa.name in self.replicas:
             return
+        now = self.meta.streams.get(sa.name)
+        if now is not None and now.group == sa.group and self.server_name not in now.peers:
+            return  # placed elsewhere since (a restart replaying the meta log): nothing to hold
         js = self.js
         assert js is not None
         cfg = msgspec.json.decode(sa.config, type=StreamConfig)
@@ -488,22 +491,126 @@ class ClusteredJetStream:
         stream = registry.get(sa.name)
         if stream is None:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
-        rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
+        root = self.host.root
+        latest = now if now is not None and now.group == sa.group else sa
+        if latest.peers == [self.server_name] and (root is None or not (root / sa.group).exists()):
+            self._hold_local(stream, msgspec.structs.replace(latest, reply=sa.reply))
+            log.info("JetStream cluster: stream '%s' held here (R1, no group)", sa.name)
+            return
+        rep = self._new_replica(stream, sa)
+        # a server placed after the stream's creation joins its group as a new member
+        founders = () if self.server_name in sa.joined else sa.peers
+        await self._start_group(rep, sa, founders)
+        log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+
+    def _new_replica(self, stream: Stream, sa: StreamAssignment) -> StreamReplica:
+        js = self.js
+        assert js is not None
+        rep = StreamReplica(stream, js.registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
         rep.traffic_account = self.traffic_account
         rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
         rep.domain = js.config.domain
         self.replicas[sa.name] = rep
-        # a server placed after the stream's creation joins its group as a new member
-        founders = () if self.server_name in sa.joined else sa.peers
+        return rep
+
+    async def _start_group(self, rep: StreamReplica, sa: StreamAssignment, founders: Sequence[str]) -> None:
         group = await self.host.start_group(sa.group, rep, founders, self.config)
+        group.snapshot_before_join = True  # a joiner is handed the store's state (founded_from_store)
         rep.group = group
         rep.direct_when_current()
         group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
         if group.is_leader:
             self._leader_changed(rep, sa, True)
-        log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+
+    def _hold_local(self, stream: Stream, sa: StreamAssignment) -> LocalStream:
+        """This server holds the R1 stream as a plain local stream (:mod:`.local`); a create
+        is answered at once."""
+        js = self.js
+        assert js is not None
+        rep = LocalStream(stream, js.registry, js.bus, self._cluster_name())
+        rep.assigned_config = sa.config
+        rep.assigned_peers = sa.peers
+        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
+        rep.domain = js.config.domain
+        rep.leader_name = self.server_name
+        rep.group_name = sa.group
+        self.replicas[sa.name] = rep
+        js.registry.listen(stream)
+        rep.direct_when_current()
+        if sa.reply:
+            rep.answered_create = True
+            js.bus.publish(sa.reply, None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))
+        if rep.assigned_config != msgspec.json.encode(stream.config):  # an update made meanwhile
+            self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
+        return rep
+
+    async def _to_group(self, local: LocalStream, sa: StreamAssignment) -> StreamReplica:
+        """An R1 stream scaled up: this server founds its group alone over what the store
+        holds (its first snapshot, taken before anyone joins, hands that state to the servers
+        newly placed, which fetch the messages: :mod:`.catchup`), and leads it."""
+        js = self.js
+        assert js is not None
+        local.close()
+        stream = local.stream
+        await js.registry.committer.sync_off_loop(stream)
+        rep = self._new_replica(stream, sa)  # publishes meanwhile find no leader: not taken
+        rep.founded_from_store()
+        js.registry.listen(stream)
+        await self._start_group(rep, sa, [self.server_name])
+        g = rep.group
+        if g is not None and not g.is_leader:  # elected alone, at once (its first founder)
+            leading, told = asyncio.Event(), g.on_leader
+
+            def on_leader(lead: bool) -> None:
+                if told is not None:
+                    told(lead)
+                if lead:
+                    leading.set()
+
+            g.on_leader = on_leader
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(leading.wait(), self.config.timeout)
+            g.on_leader = told
+        log.info("JetStream cluster: stream '%s' scaled up: group %s founded here", sa.name, sa.group)
+        return rep
+
+    async def _settle(self, rep: Replica) -> Replica:
+        """A stream scaled down to R1 on this server: once its group is this member alone and
+        its log has applied the R1 config, the group goes (its files deleted, the store synced
+        first: the log was its write-ahead log) and the stream is held as a local one."""
+        g = rep.group
+        if not isinstance(rep, StreamReplica) or g is None or not g.is_leader or rep.behind:
+            return rep
+        if rep.assigned_peers != [self.server_name] or self.replicas.get(rep.stream.name) is not rep:
+            return rep
+        if rep.assigned_config != msgspec.json.encode(rep.stream.config):
+            return rep
+        if any(p.name != self.server_name for p in g.status().peers):
+            return rep
+        js = self.js
+        assert js is not None
+        name = rep.stream.name
+        rep.close()
+        await self.host.stop_group(g.name)  # what it committed is applied (stop waits for it)
+        await js.registry.committer.sync_off_loop(rep.stream)
+        root = self.host.root
+        if root is not None:
+            await asyncio.to_thread(shutil.rmtree, root / g.name, True)
+        if self.replicas.get(name) is not rep:
+            return rep
+        sa = self.meta.streams.get(name)
+        if sa is None:
+            return rep
+        log.info("JetStream cluster: stream '%s' scaled down to R1: group %s dropped", name, g.name)
+        return self._hold_local(rep.stream, msgspec.structs.replace(sa, reply=""))
+
+    async def _reconcile(self, rep: StreamReplica) -> None:
+        g = rep.group
+        if g is not None:
+            await reconcile(g, rep.assigned_peers)
+            await self._settle(rep)
 
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         rep = self.replicas.get(sa.name)
@@ -513,7 +620,19 @@ class ClusteredJetStream:
             return
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
-        if self.server_name not in sa.peers:  # taken off this server
+        if isinstance(rep, LocalStream):
+            if self.meta.streams.get(sa.name) is not sa:  # changed again since (a restart
+                if reply:  # replaying the meta log, or two updates at once): the later one does it
+                    js = self.js
+                    assert js is not None
+                    js.bus.publish(reply, None, encode(StreamUpdateResponse.of(rep.info())))
+                return
+            if self.server_name not in sa.peers:
+                self._actions.put_nowait(sa.name)
+                return
+            if len(sa.peers) > 1:
+                rep = await self._to_group(rep, sa)
+        elif self.server_name not in sa.peers:  # taken off this server
             self._spawn(self._leave(rep, sa))
             return
         if rep.is_leader:
@@ -539,13 +658,14 @@ class ClusteredJetStream:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _push_config(self, rep: StreamReplica, reply: str) -> None:
+    async def _push_config(self, rep: Replica, reply: str) -> None:
         """The stream's leader puts the assigned config into the stream's own log (every
         replica switches at the same message), then answers the update."""
         try:
             await rep.propose_change(ConfigOp(rep.assigned_config))
             if rep.group is not None:  # members whose servers are no longer named leave
                 await reconcile(rep.group, rep.assigned_peers)
+                rep = await self._settle(rep)
             resp = StreamUpdateResponse.of(rep.info())
         except ApiError as e:
             resp = StreamUpdateResponse.failure(e)
@@ -581,8 +701,11 @@ class ClusteredJetStream:
         if not leading:
             return
         g = rep.group
-        if g is not None and any(p.name not in rep.assigned_peers for p in g.status().peers):
-            self._spawn(reconcile(g, rep.assigned_peers))  # a removal the last leader left undone
+        if g is not None and (
+            any(p.name not in rep.assigned_peers for p in g.status().peers)
+            or rep.assigned_peers == [self.server_name]
+        ):
+            self._spawn(self._reconcile(rep))  # a removal the last leader left undone
         if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
             self._answer_create(rep, sa.reply.encode())
@@ -597,7 +720,7 @@ class ClusteredJetStream:
         if rep is not None and rep.is_leader:
             self._answer_create(rep, data[hdr_len:])
 
-    def _answer_create(self, rep: StreamReplica, reply: bytes) -> None:
+    def _answer_create(self, rep: Replica, reply: bytes) -> None:
         js = self.js
         assert js is not None
         js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))

@@ -239,6 +239,43 @@ class StreamReplica:
         return self._behind is not None
 
     @property
+    def group_name(self) -> str:
+        g = self.group
+        return g.name if g is not None else ""
+
+    @property
+    def serving(self) -> bool:
+        """Its member started and its store holds what the group applied: consumers read it."""
+        return self.group is not None and self._behind is None
+
+    @property
+    def current(self) -> bool:
+        """Serving, and applied all it knows is committed (/healthz)."""
+        g = self.group
+        return g is not None and self._behind is None and g.status().current
+
+    def founded_from_store(self) -> None:
+        """This replica founds its stream's group over what its store holds (an R1 stream scaled
+        up): that is the state before the log's first entry, not a replay's to skip; the
+        group's first snapshot hands it to the members that join (``snapshot_before_join``)."""
+        self._applied_ts = self._last_ts = self._store_ts
+
+    async def remove_acked(self, seqs: list[int]) -> None:
+        """What a work-queue consumer acknowledged, removed through the stream's log (its group
+        takes the proposal to its leader), every replica at the same point. One that fails
+        leaves the messages stored (an operator can delete them), never removes one not
+        acknowledged."""
+        g = self.group
+        if g is None:
+            return
+        try:
+            await g.propose_many([_encode(DeleteOp(seq, False)) for seq in seqs])
+        except ProposalError as exc:
+            log.warning(
+                "stream '%s': %d acknowledged messages not removed: %s", self.stream.name, len(seqs), exc
+            )
+
+    @property
     def replaying(self) -> bool:
         """Whether the store holds a message from a later entry than the last one applied."""
         return self._applied_ts < self._store_ts

@@ -154,6 +154,12 @@ class RaftGroup:
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
         self._eager_until = 0.0  # campaign every tick until a leader is known, until then
+        # A group whose state machine held state before its log began (a stream's group founded
+        # over what its store holds) hands a joining member a snapshot, never its log from the
+        # start, which lacks that state: a join waits until the log was compacted once (a
+        # snapshot taken as soon as the leader applied an entry; the joiner asks again).
+        self.snapshot_before_join = False
+        self._seed_wanted = False
         self.lease = Lease(config.tick, config.election_timeout, time.monotonic())
         self._wake = asyncio.Event()
         self._stopping = False  # no longer taking part
@@ -241,6 +247,10 @@ class RaftGroup:
                 while not self._stopping:
                     if self.pending.queue:
                         self._pack()
+                    if self._seed_wanted and self.applied:
+                        self._seed_wanted = False
+                        if not self.store.snapshot_meta().index:
+                            await self._snapshot()
                     if not node.has_ready():
                         break
                     await self._process(node.ready())
@@ -720,6 +730,10 @@ class RaftGroup:
         self.names.setdefault(member, server_name)
         node = self.node
         if node.role is not _LEADER or member in node.membership.voters:
+            return
+        if self.snapshot_before_join and not self.store.snapshot_meta().index:
+            self._seed_wanted = True  # taken by the loop; the joiner asks again
+            self._wake.set()
             return
         self._promote.add(member)
         if member not in node.membership.learners:
