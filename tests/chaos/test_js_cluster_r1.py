@@ -146,6 +146,9 @@ async def test_r1_stream_runs_without_a_group_and_answers_as_a_leader(cluster: J
         )
         assert updated["config"]["max_msgs"] == 10 and updated["cluster"]["leader"] == home, updated
         assert updated["state"]["messages"] == 10
+        other = next(n for n in c.nodes if n != home)
+        not_member = await _req(nc, "$JS.API.STREAM.PEER.REMOVE.ONE", {"peer": other})
+        assert not_member["error"]["err_code"] == 10040, not_member
         stepdown = await _req(nc, "$JS.API.STREAM.LEADER.STEPDOWN.ONE")
         assert stepdown == {
             "type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
@@ -242,3 +245,49 @@ async def test_r1_scaled_up_from_its_store_and_down_again(cluster: JsCluster) ->
         assert info["cluster"] == {"name": "JSC", "leader": last}
         assert (info["state"]["messages"], info["state"]["last_seq"]) == (44, 45)
     assert not any(_group_dirs(c, n, group) for n in c.nodes)
+
+
+async def test_r1_stream_moved_by_peer_remove_keeps_its_messages(cluster: JsCluster) -> None:
+    """``STREAM.PEER.REMOVE`` of an R1 stream's server: as nats-server 2.15.1 it answers success
+    and places the stream on another server, but with its messages (nats-server's new server
+    starts empty and leaderless): the old one founds the stream's group over its store, the new
+    one joins and fetches them, takes the lead, removes the old one and holds it as R1."""
+    c = cluster
+    async with _connect(c.urls[0]) as nc:
+        js = nc.jetstream(timeout=5)
+        cfg: dict[str, Any] = {"name": "M", "subjects": ["m.>"], "num_replicas": 1}
+        home = (await _until(nc, "$JS.API.STREAM.CREATE.M", cfg))["cluster"]["leader"]
+        for i in range(25):
+            await js.publish(f"m.{i}", b"v%d" % i, headers={"Nats-Msg-Id": f"v{i}"})
+        not_member = await _req(nc, "$JS.API.STREAM.PEER.REMOVE.M", {"peer": "nX"})
+        assert not_member["error"]["err_code"] == 10040, not_member
+        moved = await _req(nc, "$JS.API.STREAM.PEER.REMOVE.M", {"peer": home})
+        assert moved == {"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": True}
+
+        def settled() -> list[str] | None:
+            holders = _holders(c, "M", 25)
+            if len(holders) != 1 or holders[0] == home:
+                return None
+            if any(g.startswith("S-R1F-") for n in c.nodes for g in _raft_groups(c, n)):
+                return None
+            return holders
+
+        [new] = await c.wait_for("the stream on another server alone, no group", settled, within=40)
+        assert c.nodes[home].stream_state("M") is None  # the old server's copy deleted
+        info = await _until(nc, "$JS.API.STREAM.INFO.M")
+        assert info["cluster"] == {"name": "JSC", "leader": new}
+        dup = await js.publish("m.0", b"again", headers={"Nats-Msg-Id": "v0"})
+        assert dup.duplicate and dup.seq == 1
+        ack = await js.publish("m.x", b"after")
+        assert ack.seq == 26
+        other = next(n for n in c.nodes if n not in (home, new))
+        assert c.nodes[other].stream_state("M") is None
+
+    c.kill(new)
+    c.start(new)
+    async with _connect(c.urls[0]) as nc:
+        info = await _until(nc, "$JS.API.STREAM.INFO.M")
+        assert info["cluster"] == {"name": "JSC", "leader": new}
+        assert (info["state"]["messages"], info["state"]["last_seq"]) == (26, 26)
+        got = await _req(nc, "$JS.API.STREAM.MSG.GET.M", {"seq": 13})
+        assert got["message"]["subject"] == "m.12"

@@ -402,7 +402,9 @@ class ClusterApi:
     def stream_peer_remove(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         """The meta leader takes the stream off a server (by name or member id) and places it
         on another one, which joins the stream's group and catches up; the removed server's
-        replica leaves once the group has removed it, and its files are deleted."""
+        replica leaves once the group has removed it, and its files are deleted. An R1 stream
+        moves so too, with its messages (nats-server 2.15.1 places it on the other server empty,
+        with no leader): see ``ClusteredJetStream._to_group``."""
         state = self.state
         if not state.is_meta_leader:
             raise Elsewhere

@@ -22,10 +22,11 @@ from jetpy.jetstream.models import ClusterInfo, StreamConfig, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry, ingest_handler
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
+from jetpy.server.jscluster.assignments import StreamAssignment
 from jetpy.server.jscluster.streams import DIRECT_QUEUE, ConfigOp, DeleteOp, PurgeOp, StreamReplica
 from jetpy.server.nrg import RaftGroup
 
-__all__ = ["LocalStream", "Replica"]
+__all__ = ["LocalStream", "Replica", "r1_here"]
 
 
 class LocalStream:
@@ -126,6 +127,17 @@ class LocalStream:
     def cluster_info(self) -> ClusterInfo:
         """nats-server's block for an R1 stream: the cluster and its leader, this server."""
         return ClusterInfo(name=self.cluster, leader=self.leader_name)
+
+
+def r1_here(sa: StreamAssignment, server: str, has_group: bool, has_store: bool) -> bool:
+    """Whether this server holds the stream ``sa`` (its newest assignment) as a local stream:
+    placed here alone, with no group directory of it left here (a group not yet settled: its
+    log goes on, see ``ClusteredJetStream._settle``), and, where this server was placed after
+    the stream's creation, its store here already (settled after a move here); without it the
+    move is still going on, and this server joins the stream's group to fetch the messages."""
+    if sa.peers != [server] or has_group:
+        return False
+    return server not in sa.joined or has_store
 
 
 Replica = StreamReplica | LocalStream

@@ -41,7 +41,7 @@ from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
-from jetpy.server.jscluster.local import LocalStream, Replica
+from jetpy.server.jscluster.local import LocalStream, Replica, r1_here
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
@@ -481,22 +481,27 @@ class ClusteredJetStream:
     async def _add(self, sa: StreamAssignment) -> None:
         if self.server_name not in sa.peers or sa.name in self.replicas:
             return
+        root = self.host.root
+        group_dir = root / sa.group if root is not None else None
+        has_group = group_dir is not None and group_dir.exists()
         now = self.meta.streams.get(sa.name)
-        if now is not None and now.group == sa.group and self.server_name not in now.peers:
+        latest = now if now is not None and now.group == sa.group else sa
+        if self.server_name not in latest.peers and not has_group:
             return  # placed elsewhere since (a restart replaying the meta log): nothing to hold
         js = self.js
         assert js is not None
-        cfg = msgspec.json.decode(sa.config, type=StreamConfig)
         registry = js.registry
         stream = registry.get(sa.name)
-        if stream is None:
-            stream = registry.create(cfg)  # its store; the cluster's ingest handler
-        root = self.host.root
-        latest = now if now is not None and now.group == sa.group else sa
-        if latest.peers == [self.server_name] and (root is None or not (root / sa.group).exists()):
+        if r1_here(latest, self.server_name, has_group, stream is not None):
+            if stream is None:
+                stream = registry.create(msgspec.json.decode(sa.config, type=StreamConfig))
             self._hold_local(stream, msgspec.structs.replace(latest, reply=sa.reply))
             log.info("JetStream cluster: stream '%s' held here (R1, no group)", sa.name)
             return
+        if group_dir is not None and not has_group:
+            group_dir.mkdir(parents=True)  # before the store: a replica of a group, not R1
+        if stream is None:  # its store; the cluster's ingest handler
+            stream = registry.create(msgspec.json.decode(sa.config, type=StreamConfig))
         rep = self._new_replica(stream, sa)
         # a server placed after the stream's creation joins its group as a new member
         founders = () if self.server_name in sa.joined else sa.peers
@@ -607,10 +612,18 @@ class ClusteredJetStream:
         return self._hold_local(rep.stream, msgspec.structs.replace(sa, reply=""))
 
     async def _reconcile(self, rep: StreamReplica) -> None:
+        """The leader removes the members no longer placed, then maybe settles as R1; not while
+        it still fetches messages (a member leaving may be the one it fetches them from: an R1
+        stream moved to this server), asked again a while later."""
         g = rep.group
-        if g is not None:
-            await reconcile(g, rep.assigned_peers)
-            await self._settle(rep)
+        if g is None or self.replicas.get(rep.stream.name) is not rep:
+            return
+        if rep.behind:
+            retry = lambda: self._spawn(self._reconcile(rep))  # noqa: E731
+            asyncio.get_running_loop().call_later(self.config.election_timeout, retry)
+            return
+        await reconcile(g, rep.assigned_peers)
+        await self._settle(rep)
 
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         rep = self.replicas.get(sa.name)
@@ -627,13 +640,11 @@ class ClusteredJetStream:
                     assert js is not None
                     js.bus.publish(reply, None, encode(StreamUpdateResponse.of(rep.info())))
                 return
-            if self.server_name not in sa.peers:
-                self._actions.put_nowait(sa.name)
-                return
-            if len(sa.peers) > 1:
-                rep = await self._to_group(rep, sa)
-        elif self.server_name not in sa.peers:  # taken off this server
-            self._spawn(self._leave(rep, sa))
+            if len(sa.peers) > 1 or self.server_name not in sa.peers:
+                rep = await self._to_group(rep, sa)  # moved: the new server joins, then this leaves
+        if self.server_name not in sa.peers:  # taken off this server
+            if isinstance(rep, StreamReplica):
+                self._spawn(self._leave(rep, sa))
             return
         if rep.is_leader:
             await self._push_config(rep, reply)
