@@ -49,7 +49,6 @@ INFO_SUBJECT = "$JSC.CI.{}.{}"
 GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
 
 Key = tuple[str, str]  # (stream, consumer)
-_encode = msgspec.msgpack.Encoder().encode
 
 
 class ConsumerGroups:
