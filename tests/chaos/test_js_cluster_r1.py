@@ -291,3 +291,56 @@ async def test_r1_stream_moved_by_peer_remove_keeps_its_messages(cluster: JsClus
         assert (info["state"]["messages"], info["state"]["last_seq"]) == (26, 26)
         got = await _req(nc, "$JS.API.STREAM.MSG.GET.M", {"seq": 13})
         assert got["message"]["subject"] == "m.12"
+
+
+SYS_ACCOUNTS = """
+authorization { users: [{user: app, password: app}] }
+accounts { SYS: { users: [{user: sys, password: sys}] } }
+system_account: SYS
+no_auth_user: app
+"""
+
+
+async def test_server_removed_moves_its_r1_stream_with_its_messages(tmp_path: Path) -> None:
+    """``SERVER.REMOVE`` of a server holding an R1 stream: the stream goes to another server
+    with its messages, and its durable follows it with its acknowledgements."""
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(SYS_ACCOUNTS)
+    c = JsCluster(tmp_path, extra=("-c", str(conf)))
+    try:
+        c.start()
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream(timeout=5)
+            homes = {}
+            for name in ("A", "B", "C"):  # the least loaded server each: one on every server
+                cfg = {"name": name, "subjects": [f"{name.lower()}.>"], "num_replicas": 1}
+                homes[name] = (await _until(nc, f"$JS.API.STREAM.CREATE.{name}", cfg))["cluster"]["leader"]
+            assert sorted(homes.values()) == sorted(c.nodes)
+            meta = (await asyncio.to_thread(c.nodes["n1"].jsz))["meta_cluster"]["leader"]
+            name, gone = next((s, h) for s, h in homes.items() if h != meta)
+            subject = f"{name.lower()}.x"
+            for i in range(20):
+                await js.publish(subject, b"%d" % i)
+            sub = await js.pull_subscribe(subject, "D", stream=name)
+            for m in await sub.fetch(5, timeout=5):
+                await m.ack_sync()
+            sys_url = c.nodes[meta].url.replace("nats://", "nats://sys:sys@")
+            async with _connect(sys_url) as sys_nc:
+                got = await _req(sys_nc, "$JS.API.SERVER.REMOVE", {"peer": gone})
+            assert got == {"type": "io.nats.jetstream.api.v1.meta_server_remove_response", "success": True}
+
+            def moved() -> list[str] | None:
+                holders = _holders(c, name, 20)
+                return holders if len(holders) == 1 and holders[0] != gone else None
+
+            [new] = await c.wait_for("the stream on another server with its messages", moved, within=40)
+            await c.wait_for("the old copy deleted", lambda: c.nodes[gone].stream_state(name) is None)
+            info = await _until(nc, f"$JS.API.STREAM.INFO.{name}")
+            assert info["cluster"] == {"name": "JSC", "leader": new}
+            assert (await js.publish(subject, b"after")).seq == 21
+            cinfo = await _until(nc, f"$JS.API.CONSUMER.INFO.{name}.D")
+            assert cinfo["cluster"]["leader"] == new and cinfo["ack_floor"]["stream_seq"] == 5, cinfo
+            msgs = await sub.fetch(16, timeout=10)
+            assert [m.metadata.sequence.stream for m in msgs] == list(range(6, 22))
+    finally:
+        c.stop()
