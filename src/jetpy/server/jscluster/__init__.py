@@ -54,7 +54,10 @@ The design (decisions the following slices keep):
   Scaled down to one server, the remaining leader removes the others from the group as for any
   scale-down, and once the group is itself alone and its log applied the R1 config it stops
   the group, syncs the store (the log was its write-ahead log), deletes the group's files and
-  holds the stream as a local one (``ClusteredJetStream._settle``).
+  holds the stream as a local one (:mod:`.placements`). Moved to another server
+  (``STREAM.PEER.REMOVE``, ``SERVER.REMOVE``), the old server founds the group the same way and
+  leaves it once the new one (which joins, as its store is not there yet) leads it; the new one
+  removes it only once it fetched every message, then settles as R1.
 * **A replicated stream is a Raft group of its replicas**. The group's leader alone
   subscribes the stream's subjects (``StreamRegistry.listening``, told again on every change of
   leader), so a publish elsewhere is routed to it only; it gathers those of

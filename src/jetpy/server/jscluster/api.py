@@ -404,7 +404,7 @@ class ClusterApi:
         on another one, which joins the stream's group and catches up; the removed server's
         replica leaves once the group has removed it, and its files are deleted. An R1 stream
         moves so too, with its messages (nats-server 2.15.1 places it on the other server empty,
-        with no leader): see ``ClusteredJetStream._to_group``."""
+        with no leader): see :mod:`.placements`."""
         state = self.state
         if not state.is_meta_leader:
             raise Elsewhere

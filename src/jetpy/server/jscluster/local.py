@@ -132,7 +132,7 @@ class LocalStream:
 def r1_here(sa: StreamAssignment, server: str, has_group: bool, has_store: bool) -> bool:
     """Whether this server holds the stream ``sa`` (its newest assignment) as a local stream:
     placed here alone, with no group directory of it left here (a group not yet settled: its
-    log goes on, see ``ClusteredJetStream._settle``), and, where this server was placed after
+    log goes on, see :mod:`.placements`), and, where this server was placed after
     the stream's creation, its store here already (settled after a move here); without it the
     move is still going on, and this server joins the stream's group to fetch the messages."""
     if sa.peers != [server] or has_group:

@@ -45,6 +45,7 @@ from jetpy.server.jscluster.local import LocalStream, Replica, r1_here
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
+from jetpy.server.jscluster.placements import Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
@@ -75,7 +76,7 @@ snapshots its state and compacts its log, unless the Raft config says otherwise.
 SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
 
 
-class ClusteredJetStream:
+class ClusteredJetStream(Placements):
     def __init__(
         self,
         server_name: str,
@@ -127,6 +128,7 @@ class ClusteredJetStream:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
+        self._settling: set[str] = set()  # groups of streams scaled down to R1, being dropped
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
@@ -479,11 +481,13 @@ class ClusteredJetStream:
                 log.exception("JetStream cluster: stream '%s' could not be changed here", name)
 
     async def _add(self, sa: StreamAssignment) -> None:
-        if self.server_name not in sa.peers or sa.name in self.replicas:
+        if sa.name in self.replicas:
             return
         root = self.host.root
         group_dir = root / sa.group if root is not None else None
         has_group = group_dir is not None and group_dir.exists()
+        if self.server_name not in sa.peers and not has_group:
+            return
         now = self.meta.streams.get(sa.name)
         latest = now if now is not None and now.group == sa.group else sa
         if self.server_name not in latest.peers and not has_group:
@@ -507,123 +511,8 @@ class ClusteredJetStream:
         founders = () if self.server_name in sa.joined else sa.peers
         await self._start_group(rep, sa, founders)
         log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
-
-    def _new_replica(self, stream: Stream, sa: StreamAssignment) -> StreamReplica:
-        js = self.js
-        assert js is not None
-        rep = StreamReplica(stream, js.registry, js.bus, self._cluster_name(), self._fetch_catchup)
-        rep.assigned_config = sa.config
-        rep.assigned_peers = sa.peers
-        rep.traffic_account = self.traffic_account
-        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
-        rep.domain = js.config.domain
-        self.replicas[sa.name] = rep
-        return rep
-
-    async def _start_group(self, rep: StreamReplica, sa: StreamAssignment, founders: Sequence[str]) -> None:
-        group = await self.host.start_group(sa.group, rep, founders, self.config)
-        group.snapshot_before_join = True  # a joiner is handed the store's state (founded_from_store)
-        rep.group = group
-        rep.direct_when_current()
-        group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
-        if group.is_leader:
-            self._leader_changed(rep, sa, True)
-
-    def _hold_local(self, stream: Stream, sa: StreamAssignment) -> LocalStream:
-        """This server holds the R1 stream as a plain local stream (:mod:`.local`); a create
-        is answered at once."""
-        js = self.js
-        assert js is not None
-        rep = LocalStream(stream, js.registry, js.bus, self._cluster_name())
-        rep.assigned_config = sa.config
-        rep.assigned_peers = sa.peers
-        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
-        rep.domain = js.config.domain
-        rep.leader_name = self.server_name
-        rep.group_name = sa.group
-        self.replicas[sa.name] = rep
-        js.registry.listen(stream)
-        rep.direct_when_current()
-        if sa.reply:
-            rep.answered_create = True
-            js.bus.publish(sa.reply, None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))
-        if rep.assigned_config != msgspec.json.encode(stream.config):  # an update made meanwhile
-            self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
-        return rep
-
-    async def _to_group(self, local: LocalStream, sa: StreamAssignment) -> StreamReplica:
-        """An R1 stream scaled up: this server founds its group alone over what the store
-        holds (its first snapshot, taken before anyone joins, hands that state to the servers
-        newly placed, which fetch the messages: :mod:`.catchup`), and leads it."""
-        js = self.js
-        assert js is not None
-        local.close()
-        stream = local.stream
-        await js.registry.committer.sync_off_loop(stream)
-        rep = self._new_replica(stream, sa)  # publishes meanwhile find no leader: not taken
-        rep.founded_from_store()
-        js.registry.listen(stream)
-        await self._start_group(rep, sa, [self.server_name])
-        g = rep.group
-        if g is not None and not g.is_leader:  # elected alone, at once (its first founder)
-            leading, told = asyncio.Event(), g.on_leader
-
-            def on_leader(lead: bool) -> None:
-                if told is not None:
-                    told(lead)
-                if lead:
-                    leading.set()
-
-            g.on_leader = on_leader
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(leading.wait(), self.config.timeout)
-            g.on_leader = told
-        log.info("JetStream cluster: stream '%s' scaled up: group %s founded here", sa.name, sa.group)
-        return rep
-
-    async def _settle(self, rep: Replica) -> Replica:
-        """A stream scaled down to R1 on this server: once its group is this member alone and
-        its log has applied the R1 config, the group goes (its files deleted, the store synced
-        first: the log was its write-ahead log) and the stream is held as a local one."""
-        g = rep.group
-        if not isinstance(rep, StreamReplica) or g is None or not g.is_leader or rep.behind:
-            return rep
-        if rep.assigned_peers != [self.server_name] or self.replicas.get(rep.stream.name) is not rep:
-            return rep
-        if rep.assigned_config != msgspec.json.encode(rep.stream.config):
-            return rep
-        if any(p.name != self.server_name for p in g.status().peers):
-            return rep
-        js = self.js
-        assert js is not None
-        name = rep.stream.name
-        rep.close()
-        await self.host.stop_group(g.name)  # what it committed is applied (stop waits for it)
-        await js.registry.committer.sync_off_loop(rep.stream)
-        root = self.host.root
-        if root is not None:
-            await asyncio.to_thread(shutil.rmtree, root / g.name, True)
-        if self.replicas.get(name) is not rep:
-            return rep
-        sa = self.meta.streams.get(name)
-        if sa is None:
-            return rep
-        log.info("JetStream cluster: stream '%s' scaled down to R1: group %s dropped", name, g.name)
-        return self._hold_local(rep.stream, msgspec.structs.replace(sa, reply=""))
-
-    async def _reconcile(self, rep: StreamReplica) -> None:
-        """The leader removes the members no longer placed, then maybe settles as R1; not while
-        it still fetches messages (a member leaving may be the one it fetches them from: an R1
-        stream moved to this server), asked again a while later."""
-        g = rep.group
-        if g is None or self.replicas.get(rep.stream.name) is not rep:
-            return
-        if rep.behind:
-            retry = lambda: self._spawn(self._reconcile(rep))  # noqa: E731
-            asyncio.get_running_loop().call_later(self.config.election_timeout, retry)
-            return
-        await reconcile(g, rep.assigned_peers)
-        await self._settle(rep)
+        if self.server_name not in sa.peers:  # restored from a meta snapshot that placed it
+            self._spawn(self._leave(rep, sa))  # elsewhere meanwhile: its group still has it
 
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         rep = self.replicas.get(sa.name)
