@@ -344,3 +344,38 @@ async def test_server_removed_moves_its_r1_stream_with_its_messages(tmp_path: Pa
             assert [m.metadata.sequence.stream for m in msgs] == list(range(6, 22))
     finally:
         c.stop()
+
+
+async def test_r1_kv_bucket_and_object_store_on_a_cluster(cluster: JsCluster) -> None:
+    """A KV bucket and an object store of one replica (R1 streams held locally): puts, gets,
+    history, a watcher, from a client of another server."""
+    async with _connect(cluster.urls[0]) as nc:
+        js = nc.jetstream(timeout=5)
+        for _ in range(100):  # the meta group forming
+            try:
+                kv = await js.create_key_value(bucket="K", replicas=1, history=3)
+                break
+            except (TimeoutError, nats.errors.TimeoutError, nats.js.errors.APIError):
+                await asyncio.sleep(0.2)
+        else:
+            raise AssertionError("no meta leader")
+        info = await _until(nc, "$JS.API.STREAM.INFO.KV_K")
+        assert set(info["cluster"]) == {"name", "leader"}
+    async with _connect(cluster.urls[1]) as nc:
+        js = nc.jetstream(timeout=5)
+        kv = await js.key_value("K")
+        await kv.put("a", b"1")
+        await kv.put("a", b"2")
+        watcher = await kv.watchall()
+        first = await watcher.updates(timeout=3)
+        assert first is not None and (first.key, first.value) == ("a", b"2")
+        assert await watcher.updates(timeout=3) is None
+        await kv.put("b", b"3")
+        update = await watcher.updates(timeout=3)
+        assert update is not None and (update.key, update.value) == ("b", b"3")
+        await watcher.stop()
+        assert (await kv.get("a")).value == b"2"
+        assert [e.value for e in await kv.history("a")] == [b"1", b"2"]
+        obj = await js.create_object_store("O", replicas=1)
+        await obj.put("f", b"x" * 300_000)
+        assert (await obj.get("f")).data == b"x" * 300_000
