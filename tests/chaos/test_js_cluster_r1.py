@@ -366,7 +366,7 @@ async def test_r1_kv_bucket_and_object_store_on_a_cluster(cluster: JsCluster) ->
         kv = await js.key_value("K")
         await kv.put("a", b"1")
         await kv.put("a", b"2")
-        watcher = await kv.watchall()
+        watcher: Any = await kv.watchall()  # nats-py leaves its methods untyped
         first = await watcher.updates(timeout=3)
         assert first is not None and (first.key, first.value) == ("a", b"2")
         assert await watcher.updates(timeout=3) is None
