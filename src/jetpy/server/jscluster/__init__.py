@@ -126,7 +126,8 @@ The design (decisions the following slices keep):
   members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
   by an update too.
 
-Not yet: consumers of interest streams (what every consumer
+Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
+group of one, its state through its log), consumers of interest streams (what every consumer
 acknowledged is not known in one place), mirrors and sources, backups,
 moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
