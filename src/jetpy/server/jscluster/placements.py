@@ -134,6 +134,8 @@ class Placements:
         js.registry.listen(stream)
         await self._start_group(rep, sa, [self.server_name])
         g = rep.group
+        if g is not None:  # the founding state in the group's files at once: a restart knows it
+            g.snapshot_soon()
         if g is not None and not g.is_leader:  # elected alone, at once (its first founder)
             leading, told = asyncio.Event(), g.on_leader
 

@@ -183,6 +183,13 @@ class RaftGroup:
         self._ticker = loop.call_later(self.cfg.tick, self._on_tick)
         self._wake.set()
 
+    def snapshot_soon(self) -> None:
+        """Snapshot (and compact the log) once an entry is applied, if the log never was: the
+        state machine's state at founding is then in the group's files, not only in the
+        machine's (see ``snapshot_before_join``)."""
+        self._seed_wanted = True
+        self._wake.set()
+
     def campaign_soon(self, within: float) -> None:
         """Campaign at every tick until the group has a leader, for ``within`` seconds: a new
         group's first founder does not wait for an election timeout (seconds with nats-server's
