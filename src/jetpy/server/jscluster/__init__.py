@@ -84,7 +84,9 @@ The design (decisions the following slices keep):
   applied. So a confirmed ack is never delivered again, no delivery is skipped, and what was in
   flight is delivered again after the ack wait. What a work-queue stream's consumer acknowledged
   is removed through the stream's log (a proposal to the stream's group from the consumer's
-  leader, wherever the stream's leader is). A JetStream delivery to a client on another
+  leader, wherever the stream's leader is); a removal lost on the way (an election, a kill) is
+  made again by the consumer's leader, which looks every second for messages at or below its
+  replicated ack floor that the stream still holds. A JetStream delivery to a client on another
   server crosses the route on its inbox with the message's subject after an ``@`` in the ack
   reply, as nats-server sends it.
 * **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects

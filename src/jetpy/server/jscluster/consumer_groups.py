@@ -242,8 +242,9 @@ class ConsumerGroups:
     def remove_messages(self, stream: str, seqs: list[int]) -> None:
         """The messages a work-queue consumer acknowledged, removed through the stream's log
         (its group takes the proposal to its leader), every replica at the same point; one
-        proposal for the acks of one loop turn. One that fails leaves the messages stored (an
-        operator can delete them), never removes one not acknowledged."""
+        proposal for the acks of one loop turn. One that fails leaves the messages stored until
+        the consumer's leader sweeps them (``ConsumerReplica._sweep``); none removes a message
+        not acknowledged."""
         rep = self._stream_replica(stream)
         if rep is None or rep.group is None:
             return
