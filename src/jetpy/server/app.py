@@ -348,8 +348,9 @@ class Server:
         return self.events.server_info()
 
     async def account_added(self, account: Account) -> None:
-        if isinstance(self.jetstream, AccountsJetStream):
-            await self.jetstream.add_account(account, self.accounts.system())
+        if isinstance(self.jetstream, AccountsJetStream):  # clustered: its engine hooked in too
+            prepare = self.js_cluster.prepare if self.js_cluster is not None else None
+            await self.jetstream.add_account(account, self.accounts.system(), prepare)
 
     def account_updated(self, account: Account) -> None:
         """An account JWT changed: its clients log in again (one revoked is closed), and the
