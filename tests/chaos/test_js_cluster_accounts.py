@@ -34,6 +34,8 @@ accounts {
     jetstream { max_mem: 1M, max_file: 3M, max_streams: 2, max_consumers: 2 }
     users: [{user: l, password: l}]
   }
+  M: { jetstream { max_file: 100K }, users: [{user: m, password: m}] }
+  N: { jetstream { max_file: 20K }, users: [{user: n, password: n}] }
 }
 system_account: SYS
 """
@@ -292,3 +294,63 @@ async def test_account_limits_refused_as_nats_server_refuses_them(
     assert ours == theirs
     codes = [r.get("err_code") for r in ours[: len(LIMIT_STEPS) + 3]]
     assert codes == [10026, None, 10047, 10028, None, 10027, None, None, 10026]
+
+
+async def _fill(url: str) -> tuple[int, Any, int]:
+    """Account M (max_file 100K) publishes 1000-byte messages to an R3 file stream, each once
+    acknowledged, until one is refused: how many were stored, the refusal, and the stream's
+    bytes then."""
+    async with _connect(url, "m") as nc:
+        got = await _until(
+            nc, "$JS.API.STREAM.CREATE.FILL", {"name": "FILL", "subjects": ["m.x"], "num_replicas": 3}
+        )
+        assert "error" not in got, got
+        for i in range(100):
+            reply = await _req(nc, "m.x", "x" * 1000)
+            if "error" in reply:
+                info = await _until(nc, "$JS.API.STREAM.INFO.FILL")
+                return i, reply, info["state"]["bytes"]
+            assert reply["seq"] == i + 1, reply
+    raise AssertionError("never refused")
+
+
+async def test_account_storage_limit_refuses_publishes_as_nats_server(
+    jetpy_cluster: JsCluster, reference_urls: list[str]
+) -> None:
+    """An account's max_file on a cluster (nats-server 2.15.1's rule): the account's streams'
+    bytes counted once, the new message once per replica; account M's R3 stream is refused
+    with 10002 once 1033-byte messages (1000 of payload, as a file store counts them) would
+    pass 100K: the 95th (94 x 1033 + 3 x 1033 > 100K). nats-server's count also depends on
+    when its servers' usage reports arrive (92 to 94 accepted here): jetpy's is the rule's."""
+    ours = await _fill(jetpy_cluster.urls[1])
+    theirs = await _fill(reference_urls[1])
+    assert ours[1] == theirs[1]
+    assert ours[1]["error"]["err_code"] == 10002
+    assert ours[0] == 94 and ours[2] == 94 * 1033
+    assert 88 <= theirs[0] <= 94
+
+
+async def test_account_storage_limit_counts_streams_led_on_other_servers(jetpy_cluster: JsCluster) -> None:
+    """Account N (max_file 20K): what its R1 stream on one server holds counts at the leader
+    of its R1 stream on another server (the servers report their replicas' bytes): 10 messages
+    there (10 x 1033), then the other stream takes 9 before the 10th would pass 20K (19
+    without the first stream counted)."""
+    async with _connect(jetpy_cluster.urls[0], "n") as nc:
+        leaders: dict[str, str] = {}
+        for name in ("N1", "N2", "N3"):
+            got = await _until(
+                nc, f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower()]}
+            )
+            assert "error" not in got, got
+            leaders[name] = got["cluster"]["leader"]
+        first = "N1"
+        second = next(n for n in ("N2", "N3") if leaders[n] != leaders[first])
+        for _ in range(10):
+            assert "error" not in await _req(nc, first.lower(), "x" * 1000)
+        await asyncio.sleep(2.5)  # the first one's server has reported it
+        taken = 0
+        while "error" not in (reply := await _req(nc, second.lower(), "x" * 1000)):
+            taken += 1
+            assert taken < 30, "never refused"
+        assert reply["error"]["err_code"] == 10002
+        assert taken == 9  # 10 x 1033 + 9 x 1033 + 1033 > 20000 >= 10 x 1033 + 8 x 1033 + 1033

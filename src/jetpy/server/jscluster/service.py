@@ -32,7 +32,7 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import Placement, StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
 from jetpy.jetstream.service import JetStream
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.stream import Stream, pub_error
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.account import AccountScope, qualified
 from jetpy.server.jscluster.advisories import leader_changed
@@ -48,6 +48,7 @@ from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
+from jetpy.server.jscluster.usage import ClusterUsage, limit_of
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
 __all__ = ["ClusteredJetStream"]
@@ -128,6 +129,7 @@ class ClusteredJetStream:
             StreamAssignment | tuple[StreamAssignment, str] | _Drop | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
         self.act: Callable[[Callable[[], Awaitable[None]]], None] = self._actions.put_nowait
+        self.usage = ClusterUsage(server_name, system, self.accounts)  # accounts' storage limits
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._subs: list[Subscription] = []
@@ -157,7 +159,7 @@ class ClusteredJetStream:
         scope = AccountScope(self, js)
         self.accounts[scope.account] = scope
         replicas = scope.replicas
-        js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(replicas, stream)
+        js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
         js.registry.listening = lambda stream: self._listening(replicas, stream)
         api = ClusterApi(
             scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
@@ -181,13 +183,37 @@ class ClusteredJetStream:
         rep = replicas.get(stream.name)
         return rep is not None and rep.stream is stream and rep.is_leader
 
-    def _ingest_factory(self, replicas: Mapping[str, StreamReplica], stream: Stream) -> MessageHandler:
+    def _ingest_factory(self, scope: AccountScope, stream: Stream) -> MessageHandler:
         name = stream.name
+        replicas = scope.replicas
+        if limit_of(scope, stream.config.storage):
+            return self._limited_ingest(scope, stream)
 
         def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             rep = replicas.get(name)
             if rep is not None and rep.stream is stream:
                 rep.ingest(subject, reply, hdr_len, data)
+
+        return ingest
+
+    def _limited_ingest(self, scope: AccountScope, stream: Stream) -> MessageHandler:
+        """The publish path of a stream whose account limits its storage: its leader refuses a
+        message that would take the account past the limit (10002) before proposing it
+        (:mod:`.usage`)."""
+        name = stream.name
+        replicas, usage, bus = scope.replicas, self.usage, scope.js.bus
+
+        def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            rep = replicas.get(name)
+            if rep is None or rep.stream is not stream:
+                return
+            if rep.is_leader and usage.would_exceed(scope, rep, len(subject), hdr_len, len(data) - hdr_len):
+                if reply is not None and not stream.config.no_ack:
+                    bus.publish(
+                        reply.decode(), None, pub_error(name, ApiError.of(E.ACCOUNT_RESOURCES_EXCEEDED))
+                    )
+                return
+            rep.ingest(subject, reply, hdr_len, data)
 
         return ingest
 
@@ -203,6 +229,7 @@ class ClusteredJetStream:
         ]
         for scope in self.accounts.values():
             scope.consumer_groups.start(scope.js)
+        self.usage.start()
         self._started = True
         self.system_api.start()
         self._tasks = [
@@ -217,6 +244,7 @@ class ClusteredJetStream:
             self.system.unsubscribe_internal(sub)
         self._subs = []
         self.system_api.stop()
+        self.usage.stop()
         for scope in self.accounts.values():
             scope.consumer_groups.stop()
             for rep in scope.replicas.values():
