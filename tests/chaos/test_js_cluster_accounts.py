@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from conftest import free_port
 from .jscluster import JsCluster, JsNode
 
 pytestmark = pytest.mark.timeout(180)
+
+SNAPSHOT_ENTRIES = 16  # the groups (the meta group's too) compact their logs this often
+DURING = 40  # messages published while a stream's leader is down
 
 CONF = """
 accounts {
@@ -56,7 +60,7 @@ def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def jetpy_cluster(module_tmp: Path) -> Iterator[JsCluster]:
     root = module_tmp / "jetpy"
     root.mkdir()
-    c = JsCluster(root, extra=("-c", _conf(root)))
+    c = JsCluster(root, snapshot_entries=SNAPSHOT_ENTRIES, extra=("-c", _conf(root)))
     try:
         c.start()
         asyncio.run(_ready(c.urls))
@@ -143,6 +147,15 @@ def _replica_state(node: JsNode, account: str, stream: str) -> dict[str, Any] | 
     return None
 
 
+def _wal_first(node: JsNode) -> dict[str, int]:
+    """Each Raft group's first index in the node's log, from /raftz (under the system account,
+    SYS here)."""
+    url = f"http://127.0.0.1:{node.http_port}/raftz"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        doc: dict[str, Any] = json.load(r)
+    return {name: g["wal"]["first_seq"] for groups in doc.values() for name, g in groups.items()}
+
+
 async def _publish(nc: Client, subject: str, n: int, prefix: str) -> None:
     js = nc.jetstream()
     for i in range(n):
@@ -212,40 +225,54 @@ async def test_two_accounts_each_have_their_own_orders(jetpy_cluster: JsCluster)
 
 
 async def test_an_accounts_stream_leader_killed_and_restarted(jetpy_cluster: JsCluster) -> None:
-    """Account A's stream goes on while its leader is down (a new leader, publishes acked),
-    and the restarted server's replica catches up; B's stream of the same name is untouched."""
+    """Account A's stream goes on while its leader is down (a new leader, publishes acked, its
+    log compacted past what the killed server had), and the restarted server's replica catches
+    up from a snapshot and the messages fetched on the account's own catch-up subject; B's
+    stream of the same name keeps its own messages on every server."""
     urls = jetpy_cluster.urls
-    async with _connect(urls[0], "a") as na:
-        got = await _until(
-            na, "$JS.API.STREAM.CREATE.KILLED", {"name": "KILLED", "subjects": ["k.>"], "num_replicas": 3}
-        )
-        assert "error" not in got, got
+    async with _connect(urls[0], "a") as na, _connect(urls[0], "b") as nb:
+        for nc in (na, nb):
+            got = await _until(
+                nc, "$JS.API.STREAM.CREATE.KILLED", {"name": "KILLED", "subjects": ["k.>"], "num_replicas": 3}
+            )
+            assert "error" not in got, got
         await _publish(na, "k.x", 5, "before")
-        leader = (await _until(na, "$JS.API.STREAM.INFO.KILLED"))["cluster"]["leader"]
+        await _publish(nb, "k.x", 2, "b")
+        info = await _until(na, "$JS.API.STREAM.INFO.KILLED")
+        leader, group = info["cluster"]["leader"], info["cluster"]["raft_group"]
     jetpy_cluster.kill(leader)
     alive = next(n for n in jetpy_cluster.nodes.values() if n.name != leader)
     try:
         async with _connect(alive.url, "a") as na:
-            await _publish(na, "k.x", 5, "during")
+            await _publish(na, "k.x", DURING, "during")
             info = await _until(na, "$JS.API.STREAM.INFO.KILLED")
-            assert info["state"]["messages"] == 10
+            assert info["state"]["messages"] == 5 + DURING
             assert info["cluster"]["leader"] != leader
+            now_leading = jetpy_cluster.nodes[info["cluster"]["leader"]]
+            await jetpy_cluster.wait_for(
+                "the new leader's log compacted",
+                lambda: _wal_first(now_leading).get(group, 0) > SNAPSHOT_ENTRIES,
+            )
     finally:
         jetpy_cluster.start(leader)
     node = jetpy_cluster.nodes[leader]
 
     def caught_up() -> bool:
         state = _replica_state(node, "A", "KILLED")
-        return state is not None and state["messages"] == 10
+        return state is not None and state["messages"] == 5 + DURING
 
     await jetpy_cluster.wait_for("the restarted replica to catch up", caught_up, within=30)
+    restarted = node.log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+    assert "stream 'KILLED': fetching messages" in restarted  # behind the leader's snapshot
+    for n in jetpy_cluster.nodes.values():
+        b_state = _replica_state(n, "B", "KILLED")
+        assert b_state is not None and b_state["messages"] == 2
     async with _connect(node.url, "a") as na:
         js = na.jetstream()
         sub = await js.pull_subscribe("k.>", durable="AFTER", stream="KILLED")
-        msgs = await sub.fetch(10, timeout=10)
-        assert [m.data.decode() for m in msgs] == [f"before{i}" for i in range(5)] + [
-            f"during{i}" for i in range(5)
-        ]
+        msgs = await sub.fetch(5 + DURING, timeout=10)
+        want = [f"before{i}" for i in range(5)] + [f"during{i}" for i in range(DURING)]
+        assert [m.data.decode() for m in msgs] == want
 
 
 # Each step: the request in account L and what it leaves (the stream made, or the refusal).
