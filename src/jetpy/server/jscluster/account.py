@@ -73,6 +73,14 @@ class AccountScope:
     def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
         return self.cjs.meta.consumers_of(self.account)
 
+    def every_consumer(self) -> list[ConsumerAssignment]:
+        return [
+            ca
+            for by_stream in self.cjs.meta.consumers.values()
+            for cs in by_stream.values()
+            for ca in cs.values()
+        ]
+
     @property
     def limits(self) -> AccountLimits:
         """The account's JetStream limits (its ``jetstream {}`` block, or its JWT's)."""

@@ -107,6 +107,10 @@ class ConsumerClusterState(Protocol):
     @property
     def consumer_groups(self) -> ConsumerGroups: ...
 
+    def every_consumer(self) -> list[ConsumerAssignment]:
+        """Every account's consumer assignments (placement balances the servers' load)."""
+        ...
+
     @property
     def leaderless(self) -> bool:
         """The meta group has lost its leader here (not just for an election)."""
@@ -248,12 +252,11 @@ class ConsumerClusterApi:
         return sorted(shuffled, key=lambda s: load.get(s, 0))[:replicas]
 
     def _load(self) -> dict[str, int]:
-        """How many consumers each server holds."""
+        """How many consumers each server holds (every account's)."""
         load: dict[str, int] = {}
-        for consumers in self.state.consumer_assignments.values():
-            for ca in consumers.values():
-                for p in ca.peers:
-                    load[p] = load.get(p, 0) + 1
+        for ca in self.state.every_consumer():
+            for p in ca.peers:
+                load[p] = load.get(p, 0) + 1
         return load
 
     async def _rescale(
