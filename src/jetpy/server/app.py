@@ -349,8 +349,10 @@ class Server:
 
     async def account_added(self, account: Account) -> None:
         if isinstance(self.jetstream, AccountsJetStream):  # clustered: its engine hooked in too
-            prepare = self.js_cluster.prepare if self.js_cluster is not None else None
-            await self.jetstream.add_account(account, self.accounts.system(), prepare)
+            cjs = self.js_cluster
+            await self.jetstream.add_account(account, self.accounts.system(), cjs.prepare if cjs else None)
+            if cjs is not None:
+                cjs.account_started(account.name)
 
     def account_updated(self, account: Account) -> None:
         """An account JWT changed: its clients log in again (one revoked is closed), and the

@@ -154,8 +154,8 @@ class ClusteredJetStream:
 
     def prepare(self, js: JetStream) -> None:
         """Give an account's engine the cluster's publish path and API routes (before
-        ``js.start``); an account given JetStream while the server runs has the assignments
-        the meta group holds for it acted on."""
+        ``js.start``; one given JetStream while the server runs is told to
+        :meth:`account_started` once started)."""
         scope = AccountScope(self, js)
         self.accounts[scope.account] = scope
         replicas = scope.replicas
@@ -169,13 +169,19 @@ class ClusteredJetStream:
         js.router.routes.update(consumer_api.routes())
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
-        if self._started:
-            scope.consumer_groups.start(js)
-            for sa in self.meta.streams_of(scope.account).values():
-                self._actions.put_nowait(sa)
-            for cs in self.meta.consumers_of(scope.account).values():
-                for ca in cs.values():
-                    self.consumer_assigned(ca)
+
+    def account_started(self, account: str) -> None:
+        """An account given JetStream while the server runs (its engine started): the
+        assignments the meta group holds for it are acted on."""
+        scope = self.accounts.get(account)
+        if scope is None or not self._started:
+            return
+        scope.consumer_groups.start(scope.js)
+        for sa in self.meta.streams_of(account).values():
+            self._actions.put_nowait(sa)
+        for cs in self.meta.consumers_of(account).values():
+            for ca in cs.values():
+                self.consumer_assigned(ca)
 
     def _listening(self, replicas: Mapping[str, StreamReplica], stream: Stream) -> bool:
         """A stream takes published messages on its leader's server only (nats-server's way:
