@@ -14,17 +14,16 @@ runs, Raft's rules, the wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 from jetpy.jetstream.models import AccountLimits, Placement, StreamInfo
 from jetpy.jetstream.service import JetStream
+from jetpy.server.broker import Broker
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
-from jetpy.server.jscluster.meta import ConsumerAssignment, StreamAssignment
+from jetpy.server.jscluster.meta import ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import StreamReplica
-
-if TYPE_CHECKING:  # the service holds its scopes (no import at run time: it imports this)
-    from jetpy.server.jscluster.service import ClusteredJetStream
+from jetpy.server.nrg import GroupConfig, RaftHost
 
 __all__ = ["AccountScope", "qualified"]
 
@@ -36,8 +35,43 @@ def qualified(subject: bytes, names: int) -> tuple[str, list[str]]:
     return ".".join(tokens[2:-names]), tokens[-names:]
 
 
+class Cluster(Protocol):
+    """What an account's scope asks of the server's clustered JetStream (the service, which
+    holds the scopes: an arrow up would be a loop)."""
+
+    server_name: str
+    host: RaftHost
+    system: Broker
+    config: GroupConfig
+    meta: MetaMachine
+    traffic_account: str
+    act: Callable[[Callable[[], Awaitable[None]]], None]
+
+    @property
+    def is_meta_leader(self) -> bool: ...
+
+    @property
+    def leaderless(self) -> bool: ...
+
+    def cluster_name(self) -> str: ...
+
+    def js_servers(self) -> list[str]: ...
+
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]: ...
+
+    async def propose_meta(self, op: bytes) -> bytes: ...
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]: ...
+
+    async def stream_infos(self, account: str, names: list[str]) -> dict[str, StreamInfo]: ...
+
+    def ask_leader_to_answer(self, account: str, name: str, reply: bytes) -> None: ...
+
+
 class AccountScope:
-    def __init__(self, cjs: ClusteredJetStream, js: JetStream) -> None:
+    def __init__(self, cjs: Cluster, js: JetStream) -> None:
         self.cjs = cjs
         self.js = js
         self.account = js.config.account
