@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -21,19 +22,28 @@ import msgspec
 
 from jetpy.jetstream.api.messages import StreamCreateResponse
 from jetpy.jetstream.models import encode
-from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
+from jetpy.server.jscluster.account import AccountScope
 from jetpy.server.jscluster.local import LocalStream, Replica
 from jetpy.server.jscluster.membership import reconcile
 from jetpy.server.jscluster.meta import MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import StreamReplica
 from jetpy.server.nrg import GroupConfig, RaftHost
 
-__all__ = ["Placements", "ServiceState"]
+__all__ = ["Drop", "Placements", "ServiceState"]
 
 log = logging.getLogger("jetpy.jetstream")
 
-Action = StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
+
+@dataclasses.dataclass(frozen=True)
+class Drop:
+    """An action: this server's replica of the account's stream goes."""
+
+    account: str
+    name: str
+
+
+Action = StreamAssignment | tuple[StreamAssignment, str] | Drop | Callable[[], Awaitable[None]]
 
 
 class ServiceState(Protocol):
@@ -43,74 +53,88 @@ class ServiceState(Protocol):
     host: RaftHost
     config: GroupConfig
     meta: MetaMachine
-    js: JetStream | None
-    replicas: dict[str, Replica]
     traffic_account: str
     _settling: set[str]
     _actions: asyncio.Queue[Action]
 
     def _cluster_name(self) -> str: ...
 
-    async def _fetch_catchup(self, name: str, payload: bytes) -> bytes | None: ...
+    async def _fetch_catchup(self, account: str, name: str, payload: bytes) -> bytes | None: ...
 
-    def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None: ...
+    def _leader_changed(
+        self, scope: AccountScope, rep: StreamReplica, sa: StreamAssignment, leading: bool
+    ) -> None: ...
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None: ...
 
-    def _new_replica(self, stream: Stream, sa: StreamAssignment) -> StreamReplica: ...
+    def _new_replica(self, scope: AccountScope, stream: Stream, sa: StreamAssignment) -> StreamReplica: ...
 
     async def _start_group(
-        self, rep: StreamReplica, sa: StreamAssignment, founders: Sequence[str]
+        self, scope: AccountScope, rep: StreamReplica, sa: StreamAssignment, founders: Sequence[str]
     ) -> None: ...
 
-    def _hold_local(self, stream: Stream, sa: StreamAssignment) -> LocalStream: ...
+    def _hold_local(self, scope: AccountScope, stream: Stream, sa: StreamAssignment) -> LocalStream: ...
 
-    async def _to_group(self, local: LocalStream, sa: StreamAssignment) -> StreamReplica: ...
+    async def _to_group(
+        self, scope: AccountScope, local: LocalStream, sa: StreamAssignment
+    ) -> StreamReplica: ...
 
-    async def _settle(self, rep: Replica) -> Replica: ...
+    async def _settle(self, scope: AccountScope, rep: Replica) -> Replica: ...
 
-    async def _reconcile(self, rep: StreamReplica) -> None: ...
+    async def _reconcile(self, scope: AccountScope, rep: StreamReplica) -> None: ...
 
 
 class Placements:
     """The transitions (a mixin: see the module doc)."""
 
-    def _new_replica(self: ServiceState, stream: Stream, sa: StreamAssignment) -> StreamReplica:
-        js = self.js
-        assert js is not None
-        rep = StreamReplica(stream, js.registry, js.bus, self._cluster_name(), self._fetch_catchup)
+    def _new_replica(
+        self: ServiceState, scope: AccountScope, stream: Stream, sa: StreamAssignment
+    ) -> StreamReplica:
+        js, account = scope.js, sa.account
+        rep = StreamReplica(
+            stream,
+            js.registry,
+            js.bus,
+            self._cluster_name(),
+            lambda name, payload: self._fetch_catchup(account, name, payload),
+        )
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
         rep.traffic_account = self.traffic_account
-        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
+        rep.consumer_count = lambda: len(self.meta.consumers_of(account).get(sa.name) or ())
         rep.domain = js.config.domain
-        self.replicas[sa.name] = rep
+        scope.replicas[sa.name] = rep
         return rep
 
     async def _start_group(
-        self: ServiceState, rep: StreamReplica, sa: StreamAssignment, founders: Sequence[str]
+        self: ServiceState,
+        scope: AccountScope,
+        rep: StreamReplica,
+        sa: StreamAssignment,
+        founders: Sequence[str],
     ) -> None:
         group = await self.host.start_group(sa.group, rep, founders, self.config)
         group.snapshot_before_join = True  # a joiner is handed the store's state (founded_from_store)
         rep.group = group
         rep.direct_when_current()
-        group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
+        group.on_leader = lambda leading: self._leader_changed(scope, rep, sa, leading)
         if group.is_leader:
-            self._leader_changed(rep, sa, True)
+            self._leader_changed(scope, rep, sa, True)
 
-    def _hold_local(self: ServiceState, stream: Stream, sa: StreamAssignment) -> LocalStream:
+    def _hold_local(
+        self: ServiceState, scope: AccountScope, stream: Stream, sa: StreamAssignment
+    ) -> LocalStream:
         """This server holds the R1 stream as a plain local stream (:mod:`.local`); a create
         is answered at once."""
-        js = self.js
-        assert js is not None
+        js, account = scope.js, sa.account
         rep = LocalStream(stream, js.registry, js.bus, self._cluster_name())
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
-        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
+        rep.consumer_count = lambda: len(self.meta.consumers_of(account).get(sa.name) or ())
         rep.domain = js.config.domain
         rep.leader_name = self.server_name
         rep.group_name = sa.group
-        self.replicas[sa.name] = rep
+        scope.replicas[sa.name] = rep
         js.registry.listen(stream)
         rep.direct_when_current()
         if sa.reply:
@@ -120,19 +144,20 @@ class Placements:
             self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
         return rep
 
-    async def _to_group(self: ServiceState, local: LocalStream, sa: StreamAssignment) -> StreamReplica:
+    async def _to_group(
+        self: ServiceState, scope: AccountScope, local: LocalStream, sa: StreamAssignment
+    ) -> StreamReplica:
         """An R1 stream scaled up: this server founds its group alone over what the store
         holds (its first snapshot, taken before anyone joins, hands that state to the servers
         newly placed, which fetch the messages: :mod:`.catchup`), and leads it."""
-        js = self.js
-        assert js is not None
+        js = scope.js
         local.close()
         stream = local.stream
         await js.registry.committer.sync_off_loop(stream)
-        rep = self._new_replica(stream, sa)  # publishes meanwhile find no leader: not taken
+        rep = self._new_replica(scope, stream, sa)  # publishes meanwhile find no leader: not taken
         rep.founded_from_store()
         js.registry.listen(stream)
-        await self._start_group(rep, sa, [self.server_name])
+        await self._start_group(scope, rep, sa, [self.server_name])
         g = rep.group
         if g is not None:  # the founding state in the group's files at once: a restart knows it
             g.snapshot_soon()
@@ -152,7 +177,7 @@ class Placements:
         log.info("JetStream cluster: stream '%s' scaled up: group %s founded here", sa.name, sa.group)
         return rep
 
-    async def _settle(self: ServiceState, rep: Replica) -> Replica:
+    async def _settle(self: ServiceState, scope: AccountScope, rep: Replica) -> Replica:
         """A stream scaled down to R1 on this server: once its group is this member alone and
         its log has applied the R1 config, the group goes (its files deleted, the store synced
         first: the log was its write-ahead log) and the stream is held as a local one."""
@@ -161,14 +186,13 @@ class Placements:
             return rep
         if g.name in self._settling:
             return rep
-        if rep.assigned_peers != [self.server_name] or self.replicas.get(rep.stream.name) is not rep:
+        if rep.assigned_peers != [self.server_name] or scope.replicas.get(rep.stream.name) is not rep:
             return rep
         if rep.assigned_config != msgspec.json.encode(rep.stream.config):
             return rep
         if any(p.name != self.server_name for p in g.status().peers):
             return rep
-        js = self.js
-        assert js is not None
+        js = scope.js
         name = rep.stream.name
         rep.close()
         self._settling.add(g.name)
@@ -180,24 +204,24 @@ class Placements:
                 await asyncio.to_thread(shutil.rmtree, root / g.name, True)
         finally:
             self._settling.discard(g.name)
-        if self.replicas.get(name) is not rep:
+        if scope.replicas.get(name) is not rep:
             return rep
-        sa = self.meta.streams.get(name)
+        sa = self.meta.streams_of(scope.account).get(name)
         if sa is None:
             return rep
         log.info("JetStream cluster: stream '%s' scaled down to R1: group %s dropped", name, g.name)
-        return self._hold_local(rep.stream, msgspec.structs.replace(sa, reply=""))
+        return self._hold_local(scope, rep.stream, msgspec.structs.replace(sa, reply=""))
 
-    async def _reconcile(self: ServiceState, rep: StreamReplica) -> None:
+    async def _reconcile(self: ServiceState, scope: AccountScope, rep: StreamReplica) -> None:
         """The leader removes the members no longer placed, then maybe settles as R1; not while
         it still fetches messages (a member leaving may be the one it fetches them from: an R1
         stream moved to this server), asked again a while later."""
         g = rep.group
-        if g is None or self.replicas.get(rep.stream.name) is not rep:
+        if g is None or scope.replicas.get(rep.stream.name) is not rep:
             return
         if rep.behind:
-            retry = lambda: self._spawn(self._reconcile(rep))  # noqa: E731
+            retry = lambda: self._spawn(self._reconcile(scope, rep))  # noqa: E731
             asyncio.get_running_loop().call_later(self.config.election_timeout, retry)
             return
         await reconcile(g, rep.assigned_peers)
-        await self._settle(rep)
+        await self._settle(scope, rep)
