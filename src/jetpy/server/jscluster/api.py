@@ -54,6 +54,7 @@ from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
+from jetpy.server.jscluster.copying import unbuilt_copying
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -235,7 +236,7 @@ class ClusterApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
         # more replicas than servers: no suitable peers (placement's 10005, as nats-server 2.15)
-        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=MAX_REPLICAS)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin, max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
@@ -259,10 +260,15 @@ class ClusterApi:
             self.state.ask_leader_to_answer(sa.name, sa.reply.encode())
         raise Elsewhere  # the stream's (first) leader answers
 
-    def _check_cluster_config(self, cfg: StreamConfig) -> None:
+    def _check_cluster_config(self, cfg: StreamConfig, old: StreamConfig | None = None) -> None:
         check_stream_built(cfg, clustered=True)
-        if cfg.mirror is not None or cfg.sources:
-            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+        unbuilt = unbuilt_copying(cfg, old)
+        if unbuilt:
+            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format(unbuilt))
+
+    def _origin(self, name: str) -> StreamConfig | None:
+        sa = self.state.assignments.get(name)
+        return _decode_config(sa) if sa is not None else None
 
     def _check_overlap(self, cfg: StreamConfig) -> None:
         for name, other in self.state.assignments.items():
@@ -286,8 +292,10 @@ class ClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         old = _decode_config(sa)
-        cfg = check_stream_update(old, cfg0, pedantic=pedantic_flag(req), max_replicas=MAX_REPLICAS)
-        self._check_cluster_config(cfg)
+        cfg = check_stream_update(
+            old, cfg0, pedantic=pedantic_flag(req), origins=self._origin, max_replicas=MAX_REPLICAS
+        )
+        self._check_cluster_config(cfg, old)
         if cfg.placement != old.placement:  # moving a stream is not built
             raise ApiError.of(
                 E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")

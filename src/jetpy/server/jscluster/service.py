@@ -40,6 +40,7 @@ from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.copiers import Copier
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
@@ -154,6 +155,7 @@ class ClusteredJetStream:
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(self, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
@@ -494,6 +496,7 @@ class ClusteredJetStream:
         rep.traffic_account = self.traffic_account
         rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
         rep.domain = js.config.domain
+        rep.copier = Copier(rep)  # its mirror or sources, run while it leads
         self.replicas[sa.name] = rep
         # a server placed after the stream's creation joins its group as a new member
         founders = () if self.server_name in sa.joined else sa.peers
@@ -578,6 +581,8 @@ class ClusteredJetStream:
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
         if rep.group is not None:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
+        if rep.copier is not None:
+            rep.copier.lead(leading)
         if not leading:
             return
         g = rep.group

@@ -1,0 +1,243 @@
+"""Mirrors and sources on a cluster, on three jetpy server processes: the stream's leader copies,
+every copy goes through the stream's group, and copying goes on where the group left off while
+its leader is killed -9 and restarted or steps down, with no gap and no duplicate: an R1 and an
+R3 mirror end with their origin's messages under its sequences, every replica the same; a
+stream with sources (a filter, subject transforms) holds each sourced message exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.client import JetStreamContext
+
+from .jscluster import JsCluster
+
+pytestmark = pytest.mark.timeout(240)
+
+STEPDOWN = "$JS.API.STREAM.LEADER.STEPDOWN.{}"
+TOTAL = 400  # messages published into the origins while the copying leaders are upset
+
+
+@contextlib.asynccontextmanager
+async def _connect(url: str) -> AsyncIterator[Client]:
+    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def _req(nc: Client, subject: str, body: dict[str, Any] | None = None, wait: float = 5.0) -> Any:
+    msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=wait)
+    return json.loads(msg.data)
+
+
+async def _until(nc: Client, subject: str, body: dict[str, Any] | None = None, within: float = 30.0) -> Any:
+    """The reply once there is one without error 10008 (a group forming, a leader missing)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            got = await _req(nc, subject, body, wait=1.0)
+            if got.get("error", {}).get("err_code") != 10008:
+                return got
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no answer to {subject}")
+        await asyncio.sleep(0.2)
+
+
+async def _create(nc: Client, cfg: dict[str, Any]) -> None:
+    got = await _until(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
+    assert got.get("did_create") is True, got
+
+
+async def _info(nc: Client, stream: str) -> dict[str, Any]:
+    info: dict[str, Any] = await _until(nc, f"$JS.API.STREAM.INFO.{stream}")
+    assert "error" not in info, info
+    return info
+
+
+async def _publish(js: JetStreamContext, subjects: list[str]) -> None:
+    """Publish one message on each subject, each retried until acknowledged (its Nats-Msg-Id
+    keeps a retry from being stored twice)."""
+    for i, subject in enumerate(subjects):
+        while True:
+            try:
+                await js.publish(subject, f"m{i}".encode(), timeout=2.0, headers={"Nats-Msg-Id": f"{subject}-{i}"})
+                break
+            except (nats.errors.Error, TimeoutError):
+                await asyncio.sleep(0.1)
+        if i % 20 == 0:
+            await asyncio.sleep(0.02)  # spread over the upsets
+
+
+async def _messages(nc: Client, stream: str) -> dict[int, tuple[str, bytes, dict[str, str]]]:
+    """Every message the stream holds (by its leader): sequence -> (subject, data, headers)."""
+    info = await _info(nc, stream)
+    st = info["state"]
+    out: dict[int, tuple[str, bytes, dict[str, str]]] = {}
+    for seq in range(st["first_seq"], st["last_seq"] + 1):
+        got = await _until(nc, f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": seq})
+        if "error" in got:
+            assert got["error"]["err_code"] == 10037, got  # a skipped sequence
+            continue
+        m = got["message"]
+        hdrs: dict[str, str] = {}
+        if m.get("hdrs"):
+            for line in base64.b64decode(m["hdrs"]).decode().split("\r\n")[1:]:
+                if ": " in line:
+                    k, v = line.split(": ", 1)
+                    hdrs[k] = v
+        out[seq] = (m["subject"], base64.b64decode(m.get("data") or ""), hdrs)
+    return out
+
+
+async def _upset(c: JsCluster, nc: Client, stream: str) -> None:
+    """Kill -9 the stream's leader, restart it, then make the new leader step down."""
+    leader = (await _info(nc, stream))["cluster"]["leader"]
+    c.kill(leader)
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(c.start, leader)
+    for _ in range(100):
+        info = await _info(nc, stream)
+        if info["cluster"].get("leader") and info["cluster"]["leader"] != leader:
+            break
+        await asyncio.sleep(0.1)
+    got = await _until(nc, STEPDOWN.format(stream))
+    assert got.get("success") is True, got
+
+
+async def _same_everywhere(c: JsCluster, stream: str, want: dict[str, Any], replicas: int) -> None:
+    """Every replica's own store holds what ``want`` (a state) says."""
+    keys = ("messages", "bytes", "first_seq", "last_seq")
+
+    def check() -> bool:
+        states = [n.stream_state(stream) for n in c.nodes.values()]
+        held = [s for s in states if s is not None]
+        return len(held) == replicas and all({k: s[k] for k in keys} == {k: want[k] for k in keys} for s in held)
+
+    await c.wait_for(f"every replica of {stream} to hold {want}", check, within=30)
+
+
+async def _caught_up(nc: Client, stream: str, origin_state: dict[str, Any], within: float = 60.0) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        info = await _info(nc, stream)
+        st = info["state"]
+        if st["last_seq"] == origin_state["last_seq"] and st["messages"] == origin_state["messages"]:
+            return info
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{stream} did not catch up: {st} vs {origin_state}")
+        await asyncio.sleep(0.2)
+
+
+async def _reported(nc: Client, stream: str, ok: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The stream's ``mirror`` block once ``ok`` says so (a new leader's consumer on the origin is
+    set up, and heard from, a moment after it is elected)."""
+    for _ in range(100):
+        mirror: dict[str, Any] = (await _info(nc, stream))["mirror"]
+        if ok(mirror):
+            return mirror
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{stream}'s mirror report: {mirror}")
+
+
+async def test_mirrors_copy_through_leader_kills_and_stepdowns(tmp_path: Path) -> None:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        async with _connect(c.nodes["n1"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "ORIGIN", "subjects": ["orig.>"], "num_replicas": 3})
+            await _create(nc, {"name": "M3", "mirror": {"name": "ORIGIN"}, "num_replicas": 3})
+            await _create(nc, {"name": "M1", "mirror": {"name": "ORIGIN"}, "num_replicas": 1})
+            subjects = [f"orig.{i % 7}" for i in range(TOTAL)]
+            publishing = asyncio.create_task(_publish(js, subjects))
+            await asyncio.sleep(1.0)
+            await _upset(c, nc, "M3")
+            await _upset(c, nc, "M3")
+            await publishing
+            # a message the origin no longer has when it is due reads as deleted in the mirror
+            origin = (await _info(nc, "ORIGIN"))["state"]
+            assert origin["messages"] == TOTAL, origin
+            m3 = await _caught_up(nc, "M3", origin)
+            m1 = await _caught_up(nc, "M1", origin)
+            for name in ("M3", "M1"):  # the leader's report, once its consumer is heard from
+                mirror = await _reported(nc, name, lambda r: 0 <= r["active"] < 5 * 10**9)
+                assert mirror["name"] == "ORIGIN" and mirror["lag"] == 0, mirror
+                assert "error" not in mirror, mirror
+            want = await _messages(nc, "ORIGIN")
+            for name in ("M3", "M1"):
+                got = await _messages(nc, name)
+                assert {s: (m[0], m[1]) for s, m in got.items()} == {s: (m[0], m[1]) for s, m in want.items()}
+            await _same_everywhere(c, "M3", m3["state"], 3)
+            await _same_everywhere(c, "M1", m1["state"], 1)
+    finally:
+        c.stop()
+
+
+async def test_sources_keep_their_positions_through_leader_changes(tmp_path: Path) -> None:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        async with _connect(c.nodes["n2"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "A", "subjects": ["a.>"], "num_replicas": 3})
+            await _create(nc, {"name": "B", "subjects": ["b.>"], "num_replicas": 1})
+            await _create(
+                nc,
+                {
+                    "name": "AGG",
+                    "num_replicas": 3,
+                    "sources": [
+                        {"name": "A", "filter_subject": "a.keep.>"},
+                        {"name": "B", "subject_transforms": [{"src": "b.>", "dest": "agg.b.>"}]},
+                    ],
+                },
+            )
+            a_subjects = [f"a.{'keep' if i % 3 else 'drop'}.{i}" for i in range(TOTAL)]
+            b_subjects = [f"b.{i}" for i in range(TOTAL // 2)]
+            publishing = asyncio.gather(_publish(js, a_subjects), _publish(js, b_subjects))
+            await asyncio.sleep(1.0)
+            await _upset(c, nc, "AGG")
+            await _upset(c, nc, "AGG")
+            await publishing
+            wanted = {("A", i + 1) for i, s in enumerate(a_subjects) if ".keep." in s}
+            wanted |= {("B", i + 1) for i in range(len(b_subjects))}
+            deadline = asyncio.get_running_loop().time() + 60
+            while (await _info(nc, "AGG"))["state"]["messages"] < len(wanted):
+                assert asyncio.get_running_loop().time() < deadline, "AGG did not get every message"
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0)  # nothing more arrives (a duplicate would)
+            info = await _info(nc, "AGG")
+            assert info["state"]["messages"] == len(wanted), info["state"]
+            got = await _messages(nc, "AGG")
+            copied = []
+            for subject, data, hdrs in got.values():
+                origin, seq = hdrs["Nats-Stream-Source"].split(" ")[:2]
+                copied.append((origin, int(seq)))
+                if origin == "A":
+                    assert subject == a_subjects[int(seq) - 1] and data == f"m{int(seq) - 1}".encode()
+                else:
+                    assert subject == "agg." + b_subjects[int(seq) - 1]
+            assert len(copied) == len(set(copied)), "a message was copied twice"
+            assert set(copied) == wanted
+            # in each origin's order
+            for name in ("A", "B"):
+                seqs = [s for o, s in copied if o == name]
+                assert seqs == sorted(seqs)
+            assert [s["name"] for s in info["sources"]] == ["A", "B"]
+            assert all(s["lag"] == 0 and "error" not in s for s in info["sources"]), info["sources"]
+            await _same_everywhere(c, "AGG", info["state"], 3)
+    finally:
+        c.stop()
