@@ -73,7 +73,9 @@ async def _publish(js: JetStreamContext, subjects: list[str]) -> None:
     for i, subject in enumerate(subjects):
         while True:
             try:
-                await js.publish(subject, f"m{i}".encode(), timeout=2.0, headers={"Nats-Msg-Id": f"{subject}-{i}"})
+                await js.publish(
+                    subject, f"m{i}".encode(), timeout=2.0, headers={"Nats-Msg-Id": f"{subject}-{i}"}
+                )
                 break
             except (nats.errors.Error, TimeoutError):
                 await asyncio.sleep(0.1)
@@ -124,12 +126,16 @@ async def _same_everywhere(c: JsCluster, stream: str, want: dict[str, Any], repl
     def check() -> bool:
         states = [n.stream_state(stream) for n in c.nodes.values()]
         held = [s for s in states if s is not None]
-        return len(held) == replicas and all({k: s[k] for k in keys} == {k: want[k] for k in keys} for s in held)
+        return len(held) == replicas and all(
+            {k: s[k] for k in keys} == {k: want[k] for k in keys} for s in held
+        )
 
     await c.wait_for(f"every replica of {stream} to hold {want}", check, within=30)
 
 
-async def _caught_up(nc: Client, stream: str, origin_state: dict[str, Any], within: float = 60.0) -> dict[str, Any]:
+async def _caught_up(
+    nc: Client, stream: str, origin_state: dict[str, Any], within: float = 60.0
+) -> dict[str, Any]:
     deadline = asyncio.get_running_loop().time() + within
     while True:
         info = await _info(nc, stream)
