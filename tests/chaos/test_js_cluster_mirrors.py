@@ -247,3 +247,77 @@ async def test_sources_keep_their_positions_through_leader_changes(tmp_path: Pat
             await _same_everywhere(c, "AGG", info["state"], 3)
     finally:
         c.stop()
+
+
+async def test_cluster_rules_refusals_and_sources_changed_by_update(tmp_path: Path) -> None:
+    """The origin's rules are checked against the cluster's streams (message size, cycles);
+    what a cluster does not carry out yet is refused by name; a source added by an update
+    starts, one removed stops."""
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        async with _connect(c.nodes["n3"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "O", "subjects": ["o.>"], "num_replicas": 3, "max_msg_size": 100})
+            await _create(nc, {"name": "D", "subjects": ["d.>"], "num_replicas": 1, "allow_direct": True})
+            small = {"name": "SMALL", "mirror": {"name": "O"}, "num_replicas": 3, "max_msg_size": 10}
+            got = await _until(nc, "$JS.API.STREAM.CREATE.SMALL", small)
+            assert got["error"]["err_code"] == 10030, got  # smaller messages than the origin's
+            cycle = {"name": "O2", "subjects": ["x.>"], "sources": [{"name": "O2"}], "num_replicas": 3}
+            got = await _until(nc, "$JS.API.STREAM.CREATE.O2", cycle)
+            assert "error" in got, got
+            for cfg, named in (
+                ({"name": "MD", "mirror": {"name": "D"}}, "mirror_direct"),  # taken from the origin
+                (
+                    {
+                        "name": "MD2",
+                        "mirror": {"name": "X", "external": {"api": "$JS.far.API"}},
+                        "mirror_direct": True,
+                    },
+                    "mirror_direct",
+                ),
+            ):
+                got = await _until(nc, f"$JS.API.STREAM.CREATE.{cfg['name']}", cfg)
+                assert got["error"]["err_code"] == 10052, got
+                assert named in got["error"]["description"], got
+                assert "is not supported by this server in a cluster yet" in got["error"]["description"]
+            await _create(nc, {"name": "M", "mirror": {"name": "O"}, "num_replicas": 3})
+            got = await _until(nc, "$JS.API.STREAM.UPDATE.M", {"name": "M", "num_replicas": 3})
+            assert got["error"]["err_code"] == 10052, got
+            assert "promoting a mirror" in got["error"]["description"], got
+            # sources changed by an update
+            await _create(nc, {"name": "S", "subjects": ["s.>"], "num_replicas": 3})
+            await _create(nc, {"name": "AGG", "num_replicas": 3, "sources": [{"name": "O"}]})
+            for i in range(5):
+                await js.publish(f"o.{i}", b"o")
+                await js.publish(f"s.{i}", b"s")
+            await _until_messages(nc, "AGG", 5)
+            both = {"name": "AGG", "num_replicas": 3, "sources": [{"name": "O"}, {"name": "S"}]}
+            got = await _until(nc, "$JS.API.STREAM.UPDATE.AGG", both)
+            assert "error" not in got, got
+            await _until_messages(nc, "AGG", 10)
+            only_s = {"name": "AGG", "num_replicas": 3, "sources": [{"name": "S"}]}
+            got = await _until(nc, "$JS.API.STREAM.UPDATE.AGG", only_s)
+            assert "error" not in got, got
+            await _until_messages(nc, "AGG", 10)
+            await js.publish("o.9", b"o")
+            await js.publish("s.9", b"s")
+            await _until_messages(nc, "AGG", 11)
+            await asyncio.sleep(1.0)
+            info = await _info(nc, "AGG")
+            assert info["state"]["messages"] == 11, info["state"]  # O is no longer copied
+            assert [s["name"] for s in info["sources"]] == ["S"]
+            got = await _messages(nc, "AGG")
+            copied = [tuple(h["Nats-Stream-Source"].split(" ")[:2]) for _s, _d, h in got.values()]
+            assert sorted(copied) == sorted(
+                [("O", str(i)) for i in range(1, 6)] + [("S", str(i)) for i in range(1, 7)]
+            )
+    finally:
+        c.stop()
+
+
+async def _until_messages(nc: Client, stream: str, count: int, within: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while (await _info(nc, stream))["state"]["messages"] < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{stream} never held {count} messages"
+        await asyncio.sleep(0.1)
