@@ -106,9 +106,16 @@ The design (decisions the following slices keep):
   members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
   by an update too.
 
+* **Mirrors and sources** are run by the stream's leader (:mod:`.copiers`: the single server's
+  mirror or sources, their copies proposed rather than stored) and every copy goes through the
+  stream's group (:mod:`.copying`), so what was copied is replicated state: a new leader opens
+  a copying epoch in the log, and once it applied copies on from what its store holds; copies
+  of an older epoch (a deposed leader's) are ignored, and a refused copy closes the epoch (the
+  leader starts over from the store), so there is no duplicate and no gap.
+
 Not yet: consumers of interest streams (what every consumer
-acknowledged is not known in one place), mirrors and sources, backups,
-moving a stream whose placement an update changes; the requests are
+acknowledged is not known in one place), a mirror's ``mirror_direct`` and its promotion,
+backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server
 with another account's JetStream is refused at start). A stream's
