@@ -2,7 +2,9 @@
 every copy goes through the stream's group, and copying goes on where the group left off while
 its leader is killed -9 and restarted or steps down, with no gap and no duplicate: an R1 and an
 R3 mirror end with their origin's messages under its sequences, every replica the same; a
-stream with sources (a filter, subject transforms) holds each sourced message exactly once."""
+stream with sources (a filter, subject transforms) holds each sourced message exactly once. The
+create answers and infos of a mirror and a stream with sources are those of a 3-node nats-server
+2.15.1 cluster."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
-from .jscluster import JsCluster
+from cluster_support import NEWEST, Member, start_member
+from conftest import free_port
+
+from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -321,3 +326,83 @@ async def _until_messages(nc: Client, stream: str, count: int, within: float = 3
     while (await _info(nc, stream))["state"]["messages"] < count:
         assert asyncio.get_running_loop().time() < deadline, f"{stream} never held {count} messages"
         await asyncio.sleep(0.1)
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """What of a create answer or stream info must be nats-server's: the config, the state's
+    counts, the mirror and sources blocks without their timing, the cluster block's shape."""
+    out: dict[str, Any] = {k: doc.get(k) for k in ("type", "error", "did_create")}
+    if "config" in doc:
+        cfg = dict(doc["config"])
+        cfg.pop("created", None)
+        cfg.pop("metadata", None)  # nats-server's own (versions)
+        out["config"] = cfg
+        st = doc["state"]
+        out["state"] = {k: st[k] for k in ("messages", "first_seq", "last_seq")}
+        for block in ("mirror", "sources"):
+            got = doc.get(block)
+            items = [got] if isinstance(got, dict) else got or []
+            out[block] = [{k: v for k, v in item.items() if k != "active"} for item in items]
+        cl = doc.get("cluster") or {}
+        out["cluster"] = (bool(cl.get("leader")), len(cl.get("replicas") or []))
+    return out
+
+
+async def _copy_steps(url: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        js = nc.jetstream(timeout=5.0)
+        await _create(nc, {"name": "ORIGIN", "subjects": ["o.>"], "num_replicas": 3})
+        for i in range(6):
+            await js.publish(f"o.{'a' if i % 2 else 'b'}", f"{i}".encode())
+        mirror = {"name": "M", "mirror": {"name": "ORIGIN"}, "num_replicas": 3}
+        out["mirror created"] = await _until(nc, "$JS.API.STREAM.CREATE.M", mirror)
+        sources = {"name": "AGG", "sources": [{"name": "ORIGIN", "filter_subject": "o.a"}], "num_replicas": 3}
+        out["sources created"] = await _until(nc, "$JS.API.STREAM.CREATE.AGG", sources)
+        await _until_messages(nc, "M", 6)
+        await _until_messages(nc, "AGG", 3)
+        for name in ("M", "AGG"):  # the leader's report, once its consumer is heard from
+            for _ in range(100):
+                info = await _info(nc, name)
+                blocks = [info["mirror"]] if "mirror" in info else info["sources"]
+                if all(b["active"] >= 0 and b["lag"] == 0 for b in blocks):
+                    break
+                await asyncio.sleep(0.1)
+            out[f"{name} info"] = info
+    return {k: _comparable(v) for k, v in out.items()}
+
+
+async def test_mirror_and_sources_info_as_nats_server_gives_them(tmp_path: Path) -> None:
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(ACCOUNTS)
+    ports = [free_port() for _ in range(3)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+    members: list[Member] = []
+    try:
+        for i, port in enumerate(ports):
+            name = f"n{i + 1}"
+            members.append(
+                start_member(
+                    tmp_path,
+                    NEWEST,
+                    name,
+                    routes,
+                    "-c",
+                    str(conf),
+                    "-js",
+                    "-sd",
+                    str(tmp_path / name),
+                    cluster_port=port,
+                )
+            )
+        want = await _copy_steps(members[0].url.replace("nats://", "nats://app:app@"))
+    finally:
+        for m in members:
+            m.kill()
+    c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
+    try:
+        c.start()
+        got = await _copy_steps(c.nodes["n1"].url.replace("nats://", "nats://app:app@"))
+    finally:
+        c.stop()
+    assert got == want

@@ -194,9 +194,19 @@ class Copier:
             self._owner = None
             self.rep.stream.origins = None
             return
-        self._task = asyncio.get_running_loop().create_task(self._open(delay))
+        # reported from now on (the create's answer and infos show the mirror or sources at
+        # once, as nats-server's), started once the epoch is open
+        owner: ClusterMirror | ClusterSources = (
+            ClusterMirror(self) if cfg.mirror is not None else ClusterSources(self)
+        )
+        if self._err is not None:
+            for link in _links(owner):
+                link.err = self._err  # until its consumer is set up again
+        self._owner = owner
+        self.rep.stream.origins = owner
+        self._task = asyncio.get_running_loop().create_task(self._open(owner, delay))
 
-    async def _open(self, delay: float) -> None:
+    async def _open(self, owner: ClusterMirror | ClusterSources, delay: float) -> None:
         """Open this leader's epoch, then start copying from what the store holds."""
         rep = self.rep
         if delay:
@@ -217,15 +227,6 @@ class Copier:
             await asyncio.sleep(EPOCH_RETRY)  # held (the replica still catching up): again later
         self._task = None
         self.epoch = epoch
-        cfg = rep.stream.config
-        owner: ClusterMirror | ClusterSources = (
-            ClusterMirror(self) if cfg.mirror is not None else ClusterSources(self)
-        )
-        if self._err is not None:
-            for link in _links(owner):
-                link.err = self._err  # until its consumer is set up again
-        self._owner = owner
-        rep.stream.origins = owner
         owner.start()
 
     # -- copies ----------------------------------------------------------------------------------------
