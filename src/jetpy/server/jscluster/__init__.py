@@ -111,10 +111,11 @@ The design (decisions the following slices keep):
   stream's group (:mod:`.copying`), so what was copied is replicated state: a new leader opens
   a copying epoch in the log, and once it applied copies on from what its store holds; copies
   of an older epoch (a deposed leader's) are ignored, and a refused copy closes the epoch (the
-  leader starts over from the store), so there is no duplicate and no gap.
+  leader starts over from the store), so there is no duplicate and no gap. A mirror with
+  ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
 Not yet: consumers of interest streams (what every consumer
-acknowledged is not known in one place), a mirror's ``mirror_direct`` and its promotion,
+acknowledged is not known in one place), promoting a mirror,
 backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server

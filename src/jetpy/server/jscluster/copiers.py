@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from jetpy.jetstream.api.direct import DirectGet
 from jetpy.jetstream.consumers.acks import AckReply
 from jetpy.jetstream.mirror import Mirror
 from jetpy.jetstream.models import ApiErrorBody, PubAckError, StreamSource
@@ -32,7 +33,7 @@ from jetpy.jetstream.origin import OriginLink, retry_backoff, strip_expected
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.sources import Source, Sources, source_header, with_source_header
 from jetpy.server.jscluster.copying import STALE, CopyBatch, CopyEpoch
-from jetpy.server.jscluster.streams import BATCH_BYTES, BATCH_MSGS, StreamReplica
+from jetpy.server.jscluster.streams import BATCH_BYTES, BATCH_MSGS, DIRECT_QUEUE, StreamReplica
 from jetpy.server.nrg import ProposalError
 
 __all__ = ["Copier"]
@@ -59,11 +60,12 @@ class ClusterLink(OriginLink):
 
 
 class ClusterMirror(Mirror):
-    """The single server's mirror, its copies proposed (:meth:`Copier.add`)."""
+    """The single server's mirror, its copies proposed (:meth:`Copier.add`); with
+    ``mirror_direct``, the leader answers its origin's direct gets once caught up."""
 
     def __init__(self, copier: Copier) -> None:
         rep = copier.rep
-        super().__init__(rep.stream, rep.registry, rep.bus, lambda mirror, on: None)
+        super().__init__(rep.stream, rep.registry, rep.bus, copier.mirror_direct)
         cfg = self.config
         self.link = ClusterLink(rep.bus, self, "mirror", rep.stream.name, cfg.name, cfg.external)
         self.link.gate = copier.gate
@@ -144,6 +146,7 @@ class Copier:
         self._fails = 0  # batches refused or lost in a row (nats-server's back-off)
         self._err: ApiErrorBody | None = None  # the last refusal, shown until copying works again
         self._inflight: asyncio.Future[list[bytes]] | None = None  # the newest batch proposed
+        self._direct_subs: list[object] = []  # the origin's direct-get subjects (mirror_direct)
         # the batch being gathered in this turn of the loop
         self._subjects: list[str] = []
         self._hdrs: list[bytes] = []
@@ -180,6 +183,7 @@ class Copier:
         owner = self._owner
         if owner is not None:
             owner.stop()
+        self.mirror_direct(None, False)
         self._drop_batch()
         self._inflight = None
         if not self._leading and owner is not None:
@@ -304,6 +308,30 @@ class Copier:
         log.info("stream '%s': copying starts over: %s", self.rep.stream.name, why)
         self._fails += 1
         self._restart(min(2.0 + retry_backoff(self._fails - 1), 30.0))
+
+    def mirror_direct(self, mirror: Mirror | None, on: bool) -> None:
+        """Answer direct gets for the origin's name (``on``), in the queue group of its
+        replicas' (nats-server's ``mirror_direct``: the mirror's leader, while it is fewer than
+        ``DIRECT_CAUGHT_UP`` messages behind), or stop."""
+        subs = self._direct_subs
+        if not on:
+            self._direct_subs = []
+            for sub in subs:
+                self.rep.bus.unsubscribe(sub)
+            return
+        cfg = self.rep.stream.config.mirror
+        if subs or cfg is None:
+            return
+        origin, stream, bus = cfg.name, self.rep.stream, self.rep.bus
+        direct = DirectGet({}, bus, lambda name: stream if name == origin else None)
+        subjects = [(f"$JS.API.DIRECT.GET.{origin}", direct.handle)]
+        if self.rep.domain:
+            subjects.append((f"$JS.{self.rep.domain}.API.DIRECT.GET.{origin}", direct.handle_domain))
+        for subject, handle in subjects:
+            subs += [
+                bus.subscribe(subject, handle, DIRECT_QUEUE),
+                bus.subscribe(f"{subject}.>", handle, DIRECT_QUEUE),
+            ]
 
     def gate(self, then: Callable[[], None]) -> None:
         """Run ``then`` once the copies gathered so far applied here (a flow-control answer)."""

@@ -59,8 +59,6 @@ STALE: Final = b"-"  # a batch of an epoch that is not (or no longer) the open o
 def unbuilt_copying(cfg: StreamConfig, old: StreamConfig | None) -> str:
     """What of a stream's ``mirror`` or ``sources`` (``old``: its config before an update) a
     cluster does not carry out yet, "" when it carries out all of it."""
-    if cfg.mirror_direct:
-        return "a mirror answering direct gets for its origin (mirror_direct)"
     if old is not None and old.mirror is not None and cfg.mirror is None:
         return "promoting a mirror to a normal stream"
     return ""
