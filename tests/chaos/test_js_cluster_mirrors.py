@@ -254,10 +254,10 @@ async def test_sources_keep_their_positions_through_leader_changes(tmp_path: Pat
         c.stop()
 
 
-async def test_cluster_rules_direct_refusals_and_sources_changed_by_update(tmp_path: Path) -> None:
+async def test_origin_rules_direct_gets_and_sources_changed_by_update(tmp_path: Path) -> None:
     """The origin's rules are checked against the cluster's streams (message size, cycles);
-    ``mirror_direct``; what a cluster does not carry out yet is refused by name; a source added
-    by an update starts, one removed stops."""
+    a mirror's leader answers its origin's direct gets (``mirror_direct``); a source added by an
+    update starts, one removed stops."""
     c = JsCluster(tmp_path)
     try:
         c.start()
@@ -286,10 +286,6 @@ async def test_cluster_rules_direct_refusals_and_sources_changed_by_update(tmp_p
                 if answered == {"D", "MD"}:
                     break
             assert answered == {"D", "MD"}, answered
-            await _create(nc, {"name": "M", "mirror": {"name": "O"}, "num_replicas": 3})
-            got = await _until(nc, "$JS.API.STREAM.UPDATE.M", {"name": "M", "num_replicas": 3})
-            assert got["error"]["err_code"] == 10052, got
-            assert "promoting a mirror" in got["error"]["description"], got
             # sources changed by an update
             await _create(nc, {"name": "S", "subjects": ["s.>"], "num_replicas": 3})
             await _create(nc, {"name": "AGG", "num_replicas": 3, "sources": [{"name": "O"}]})
@@ -406,3 +402,43 @@ async def test_mirror_and_sources_info_as_nats_server_gives_them(tmp_path: Path)
     finally:
         c.stop()
     assert got == want
+
+
+async def test_mirror_promoted_takes_publishes_and_replays_after_restarts(tmp_path: Path) -> None:
+    """An update removing ``mirror`` makes it a stream of its own: copying stops, publishes on
+    its new subjects are stored after the copies, and every replica, restarted, holds the same."""
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        async with _connect(c.nodes["n1"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "O", "subjects": ["o.>"], "num_replicas": 3})
+            await _create(nc, {"name": "M", "mirror": {"name": "O"}, "num_replicas": 3})
+            for i in range(5):
+                await js.publish(f"o.{i}", b"o")
+            await _until_messages(nc, "M", 5)
+            await _until(nc, "$JS.API.STREAM.PURGE.M", {"keep": 2})  # in the log before the publishes
+            promoted = {"name": "M", "subjects": ["m.>"], "num_replicas": 3}
+            got = await _until(nc, "$JS.API.STREAM.UPDATE.M", promoted)
+            assert "error" not in got and "mirror" not in got["config"], got
+            for i in range(3):
+                ack = await js.publish(f"m.{i}", b"m")
+                assert ack.stream == "M" and ack.seq == 6 + i, ack
+            await js.publish("o.9", b"o")
+            await asyncio.sleep(1.0)
+            info = await _info(nc, "M")
+            assert (info["state"]["messages"], info["state"]["last_seq"]) == (5, 8), info["state"]
+            assert "mirror" not in info
+            for name in list(c.nodes):  # each replica replays its log against its store
+                c.kill(name)
+                await asyncio.to_thread(c.start, name)
+                await asyncio.sleep(0.5)
+            for i in range(3, 5):
+                await _until(nc, "$JS.API.STREAM.INFO.M")
+                ack = await js.publish(f"m.{i}", b"m")
+                assert ack.seq == 6 + i, ack
+            info = await _info(nc, "M")
+            assert (info["state"]["messages"], info["state"]["last_seq"]) == (7, 10), info["state"]
+            await _same_everywhere(c, "M", info["state"], 3)
+    finally:
+        c.stop()

@@ -115,7 +115,7 @@ The design (decisions the following slices keep):
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
 Not yet: consumers of interest streams (what every consumer
-acknowledged is not known in one place), promoting a mirror,
+acknowledged is not known in one place),
 backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 Accounts other than the global one (assignments do not name an account yet: a clustered server

@@ -54,7 +54,6 @@ from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
-from jetpy.server.jscluster.copying import unbuilt_copying
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -260,13 +259,11 @@ class ClusterApi:
             self.state.ask_leader_to_answer(sa.name, sa.reply.encode())
         raise Elsewhere  # the stream's (first) leader answers
 
-    def _check_cluster_config(self, cfg: StreamConfig, old: StreamConfig | None = None) -> None:
+    def _check_cluster_config(self, cfg: StreamConfig) -> None:
         check_stream_built(cfg, clustered=True)
-        unbuilt = unbuilt_copying(cfg, old)
-        if unbuilt:
-            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format(unbuilt))
 
     def _origin(self, name: str) -> StreamConfig | None:
+        """Another stream's config, for the rules of mirrors and sources that look at it."""
         sa = self.state.assignments.get(name)
         return _decode_config(sa) if sa is not None else None
 
@@ -295,7 +292,7 @@ class ClusterApi:
         cfg = check_stream_update(
             old, cfg0, pedantic=pedantic_flag(req), origins=self._origin, max_replicas=MAX_REPLICAS
         )
-        self._check_cluster_config(cfg, old)
+        self._check_cluster_config(cfg)
         if cfg.placement != old.placement:  # moving a stream is not built
             raise ApiError.of(
                 E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")

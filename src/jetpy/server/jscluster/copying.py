@@ -31,9 +31,10 @@ Two entries (tags after :mod:`.streams`'s):
 Replaying a mirror's log after a restart: a mirror's time stamps are its origin's, so which
 entries its store holds already is told by sequence, not time stamp (:attr:`CopyMachine.replaying`).
 
-Also: which mirror and source settings a cluster does not carry out yet
-(:func:`unbuilt_copying`, refused by the API). Must not know: the origin consumers
-(:mod:`.copiers`), Raft, the API's routes.
+A mirror promoted by an update (``mirror`` removed) keeps its copies: the publishes after
+them are stamped by its leader as any, and replayed by the time-stamp rule.
+
+Must not know: the origin consumers (:mod:`.copiers`), Raft, the API.
 """
 
 from __future__ import annotations
@@ -43,25 +44,16 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import msgspec
 
-from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.stream import PublishResult, SkipEntry
 
 if TYPE_CHECKING:
     from jetpy.server.jscluster.streams import StreamReplica
 
-__all__ = ["STALE", "CopyBatch", "CopyEpoch", "CopyMachine", "Copying", "unbuilt_copying"]
+__all__ = ["STALE", "CopyBatch", "CopyEpoch", "CopyMachine", "Copying"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 STALE: Final = b"-"  # a batch of an epoch that is not (or no longer) the open one: ignored
-
-
-def unbuilt_copying(cfg: StreamConfig, old: StreamConfig | None) -> str:
-    """What of a stream's ``mirror`` or ``sources`` (``old``: its config before an update) a
-    cluster does not carry out yet, "" when it carries out all of it."""
-    if old is not None and old.mirror is not None and cfg.mirror is None:
-        return "promoting a mirror to a normal stream"
-    return ""
 
 
 class Copying(Protocol):
