@@ -442,3 +442,73 @@ async def test_mirror_promoted_takes_publishes_and_replays_after_restarts(tmp_pa
             await _same_everywhere(c, "M", info["state"], 3)
     finally:
         c.stop()
+
+
+async def test_compacted_logs_gaps_and_a_full_stream(tmp_path: Path) -> None:
+    """With logs compacted every few entries: a mirror's follower down while its origin is
+    published into catches up from its leader's snapshot and holds the same as the others, with
+    the origin's deleted messages skipped in the mirror's sequences; a source into a full stream
+    (discard new) shows the refusal and, once room is made, copies on with no gap."""
+    c = JsCluster(tmp_path, snapshot_entries=16)
+    try:
+        c.start()
+        async with _connect(c.nodes["n1"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "O", "subjects": ["o.>"], "num_replicas": 3})
+            for i in range(10):
+                await js.publish(f"o.{i}", f"{i}".encode())
+            for seq in (3, 4, 10):
+                got = await _until(nc, "$JS.API.STREAM.MSG.DELETE.O", {"seq": seq})
+                assert got.get("success") is True, got
+            await _create(nc, {"name": "M", "mirror": {"name": "O"}, "num_replicas": 3})
+            await _until_messages(nc, "M", 7)
+            info = await _info(nc, "M")
+            follower = next(r["name"] for r in info["cluster"]["replicas"])
+            c.kill(follower)
+            subjects = [f"o.{i}" for i in range(10, 10 + TOTAL)]
+            await _publish(js, subjects)
+            origin = (await _info(nc, "O"))["state"]
+            await _caught_up(nc, "M", origin)
+            await asyncio.to_thread(c.start, follower)
+            info = await _caught_up(nc, "M", origin)
+            assert info["state"]["num_deleted"] == 3, info["state"]
+            await _same_everywhere(c, "M", info["state"], 3)
+            want = await _messages(nc, "O")
+            got = await _messages(nc, "M")
+            assert {s: m[:2] for s, m in got.items()} == {s: m[:2] for s, m in want.items()}
+            # a full stream
+            await _create(
+                nc,
+                {
+                    "name": "FULL",
+                    "num_replicas": 3,
+                    "max_msgs": 5,
+                    "discard": "new",
+                    "sources": [{"name": "O", "filter_subject": "o.1"}],
+                },
+            )
+            for _ in range(7):
+                await js.publish("o.1", b"again")
+            await _until_messages(nc, "FULL", 5)
+            for _ in range(100):
+                src = (await _info(nc, "FULL"))["sources"][0]
+                if "error" in src:
+                    break
+                await asyncio.sleep(0.1)
+            assert src["error"]["description"] == "maximum messages exceeded", src
+            got = await _until(nc, "$JS.API.STREAM.PURGE.FULL")
+            assert got.get("purged") == 5, got
+            await _until_messages(nc, "FULL", 3, within=60)
+            await asyncio.sleep(1.0)
+            st = (await _info(nc, "FULL"))["state"]
+            assert (st["messages"], st["first_seq"], st["last_seq"]) == (3, 6, 8), st
+            copied = [
+                int(h["Nats-Stream-Source"].split(" ")[1])
+                for _s, _d, h in (await _messages(nc, "FULL")).values()
+            ]
+            o_now = await _messages(nc, "O")
+            ones = [s for s, m in o_now.items() if m[0] == "o.1"]
+            assert copied == ones[5:], (copied, ones)
+            await _same_everywhere(c, "FULL", st, 3)
+    finally:
+        c.stop()

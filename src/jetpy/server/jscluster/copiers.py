@@ -117,8 +117,8 @@ class ClusterSource(Source):
         value = source_header(self.iname, meta.stream_seq, subject, self.identity)
         if self._transforms:
             subject = self._transforms.map(subject)
-        self._copier.add(subject, with_source_header(hdr, value), data, 0, 0)
         self.sseq = meta.stream_seq
+        self._copier.add(subject, with_source_header(hdr, value), data, 0, 0, self)
         return True
 
 
@@ -132,6 +132,17 @@ class ClusterSources(Sources):
         self.sources = {
             iname: ClusterSource(self, src.config, iname, rep.bus) for iname, src in self.sources.items()
         }
+
+    def start(self) -> None:
+        """Each source from its newest copy in the stream, or from the newest this leader saw
+        stored (the stream may have been purged since: a full stream made room)."""
+        self._recover(list(self.sources.values()))
+        stored = self.copier.stored
+        for src in self.sources.values():
+            got = stored.get(src.iname)
+            if got is not None and got[0] > src.sseq:
+                src.sseq, src.identity = got
+            src.link.start()
 
 
 class Copier:
@@ -147,7 +158,10 @@ class Copier:
         self._err: ApiErrorBody | None = None  # the last refusal, shown until copying works again
         self._inflight: asyncio.Future[list[bytes]] | None = None  # the newest batch proposed
         self._direct_subs: list[object] = []  # the origin's direct-get subjects (mirror_direct)
-        # the batch being gathered in this turn of the loop
+        # each source's newest copy known stored while leading (index name -> seq, identity)
+        self.stored: dict[str, tuple[int, str]] = {}
+        # the batch being gathered in this turn of the loop (sources: each copy's position)
+        self._positions: list[tuple[str, int, str]] = []
         self._subjects: list[str] = []
         self._hdrs: list[bytes] = []
         self._datas: list[bytes] = []
@@ -159,6 +173,7 @@ class Copier:
 
     def lead(self, leading: bool) -> None:
         self._leading = leading
+        self.stored = {}
         if leading:
             self._restart(0.0)
         else:
@@ -235,13 +250,17 @@ class Copier:
 
     # -- copies ----------------------------------------------------------------------------------------
 
-    def add(self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int) -> None:
-        """A copy (a mirror's: ``seq``, ``ts`` its origin's; a source's: 0, 0), proposed at the
-        end of this turn of the loop with the others of it."""
+    def add(
+        self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, source: Source | None = None
+    ) -> None:
+        """A copy (a mirror's: ``seq``, ``ts`` its origin's; a source's: 0, 0, and the source at
+        its position), proposed at the end of this turn of the loop with the others of it."""
         if not self.epoch:
             return
         if not self._subjects:
             asyncio.get_running_loop().call_soon(self._propose)
+        if source is not None:
+            self._positions.append((source.iname, source.sseq, source.identity))
         self._subjects.append(subject)
         self._hdrs.append(hdr)
         self._datas.append(data)
@@ -254,6 +273,7 @@ class Copier:
 
     def _drop_batch(self) -> None:
         self._subjects, self._hdrs, self._datas, self._seqs, self._tss = [], [], [], [], []
+        self._positions = []
         self._bytes = 0
 
     def _propose(self) -> None:
@@ -265,6 +285,7 @@ class Copier:
         item = _encode(
             CopyBatch(self.epoch, self._subjects, self._hdrs, self._datas, self._seqs, self._tss, ts)
         )
+        positions = self._positions
         self._drop_batch()
         epoch = self.epoch
         try:
@@ -275,9 +296,11 @@ class Copier:
             self._lost(epoch, str(exc))
             return
         self._inflight = fut
-        fut.add_done_callback(lambda f: self._applied(f, epoch))
+        fut.add_done_callback(lambda f: self._applied(f, epoch, positions))
 
-    def _applied(self, fut: asyncio.Future[list[bytes]], epoch: int) -> None:
+    def _applied(
+        self, fut: asyncio.Future[list[bytes]], epoch: int, positions: list[tuple[str, int, str]]
+    ) -> None:
         if epoch != self.epoch:
             return  # copying started over meanwhile
         if fut.cancelled() or fut.exception() is not None:
@@ -285,12 +308,15 @@ class Copier:
             return
         result = fut.result()[0]
         if not result:
+            self._note(positions)
             if self._fails or self._err is not None:
                 self._fails, self._err = 0, None
             return
         if result == STALE:
             self._lost(epoch, "its copying epoch was closed")
             return
+        count, _, result = result.partition(b"\n")
+        self._note(positions[: int(count)] if count.isdigit() else [])
         try:
             self._err = msgspec.json.decode(result, type=PubAckError).error
         except (msgspec.DecodeError, ValueError):
@@ -299,6 +325,10 @@ class Copier:
             for link in _links(self._owner):
                 link.err = self._err
         self._lost(epoch, self._err.description)
+
+    def _note(self, positions: list[tuple[str, int, str]]) -> None:
+        for iname, seq, identity in positions:
+            self.stored[iname] = (seq, identity)
 
     def _lost(self, epoch: int, why: str) -> None:
         """Copies of ``epoch`` were refused or may not have been stored: start over (a new

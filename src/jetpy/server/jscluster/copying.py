@@ -121,7 +121,8 @@ class CopyMachine:
 
     def apply(self, e: CopyEpoch | CopyBatch) -> bytes:
         """Apply one entry: b"" when every copy was stored (or held already), :data:`STALE`
-        when the batch's epoch is not the open one, else the refusal (a PubAck error)."""
+        when the batch's epoch is not the open one, else ``<n>\n<refusal>``: the first ``n``
+        copies were stored, the next one refused (the refusal a PubAck error)."""
         if isinstance(e, CopyEpoch):
             self.epoch = e.epoch
             return b""
@@ -138,7 +139,9 @@ class CopyMachine:
     def _mirror(self, b: CopyBatch) -> bytes:
         rep = self.rep
         stream, registry = rep.stream, rep.registry
-        for seq, subject, hdr, data, ts in zip(b.seqs, b.subjects, b.hdrs, b.datas, b.tss, strict=True):
+        for i, (seq, subject, hdr, data, ts) in enumerate(
+            zip(b.seqs, b.subjects, b.hdrs, b.datas, b.tss, strict=True)
+        ):
             if seq > self._applied_seq:
                 self._applied_seq = seq
             last = stream.store.state().last_seq
@@ -166,22 +169,22 @@ class CopyMachine:
                     seq,
                     res.ack.decode(errors="replace"),
                 )
-                return res.ack or b"refused"
+                return b"%d\n" % i + (res.ack or b"refused")
             if res.stored.seq != seq:  # cannot be while sequences are used up as above
                 log.error("JetStream mirror '%s' stored %d for %d", stream.name, res.stored.seq, seq)
-                return b"stored out of sequence"
+                return b"%d\nstored out of sequence" % i
         return b""
 
     def _sources(self, b: CopyBatch) -> bytes:
         rep = self.rep
         stream, registry = rep.stream, rep.registry
         refused = b""
-        for subject, hdr, data in zip(b.subjects, b.hdrs, b.datas, strict=True):
+        for i, (subject, hdr, data) in enumerate(zip(b.subjects, b.hdrs, b.datas, strict=True)):
             ts = rep.next_stamp(b.ts)
             if ts is None or refused:
                 continue  # decided before the restart; or after a refusal: ignored
             decided = stream.decide_copy(subject, hdr, data, ts)
             res = decided if isinstance(decided, PublishResult) else registry.apply_copy(stream, decided)
             if res.stored is None:
-                refused = res.ack or b"refused"
+                refused = b"%d\n" % i + (res.ack or b"refused")
         return refused
