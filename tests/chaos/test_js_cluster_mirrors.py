@@ -23,6 +23,7 @@ from nats.js.client import JetStreamContext
 
 from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
+from jetpy.jetstream.sources import api_hash
 
 from .jscluster import ACCOUNTS, JsCluster
 
@@ -319,8 +320,8 @@ async def test_origin_rules_direct_gets_and_sources_changed_by_update(tmp_path: 
 
 async def _until_messages(nc: Client, stream: str, count: int, within: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + within
-    while (await _info(nc, stream))["state"]["messages"] < count:
-        assert asyncio.get_running_loop().time() < deadline, f"{stream} never held {count} messages"
+    while (info := await _info(nc, stream))["state"]["messages"] < count:
+        assert asyncio.get_running_loop().time() < deadline, f"{stream} never held {count} messages: {info}"
         await asyncio.sleep(0.1)
 
 
@@ -510,5 +511,44 @@ async def test_compacted_logs_gaps_and_a_full_stream(tmp_path: Path) -> None:
             ones = [s for s, m in o_now.items() if m[0] == "o.1"]
             assert copied == ones[5:], (copied, ones)
             await _same_everywhere(c, "FULL", st, 3)
+    finally:
+        c.stop()
+
+
+async def test_external_mirror_and_source_through_a_domain_prefix(tmp_path: Path) -> None:
+    """A mirror and a source whose origin is named by an ``external`` API prefix (the cluster's
+    own JetStream domain, ``$JS.hub.API``) copy through it, with deliveries under the prefix
+    given; the source's copies name the prefix's hash in their ``Nats-Stream-Source``."""
+    conf = tmp_path / "domain.conf"
+    conf.write_text("jetstream { domain: hub }\n")
+    c = JsCluster(tmp_path, extra=("-c", str(conf)))
+    try:
+        c.start()
+        async with _connect(c.nodes["n2"].url) as nc:
+            js = nc.jetstream(timeout=5.0)
+            await _create(nc, {"name": "O", "subjects": ["o.>"], "num_replicas": 3})
+            for i in range(20):
+                await js.publish(f"o.{i % 3}", f"{i}".encode())
+            external = {"api": "$JS.hub.API", "deliver": "hub.deliver"}
+            await _create(
+                nc, {"name": "XM", "num_replicas": 3, "mirror": {"name": "O", "external": external}}
+            )
+            await _create(
+                nc, {"name": "XS", "num_replicas": 3, "sources": [{"name": "O", "external": external}]}
+            )
+            await _until_messages(nc, "XM", 20)
+            await _until_messages(nc, "XS", 20)
+            await _upset(c, nc, "XS")
+            await _publish(js, [f"o.{i % 3}" for i in range(20, 30)])
+            await _until_messages(nc, "XM", 30)
+            await _until_messages(nc, "XS", 30)
+            await asyncio.sleep(1.0)
+            info = await _info(nc, "XS")
+            assert info["state"]["messages"] == 30, info["state"]
+            assert info["sources"][0]["external"] == external, info["sources"]
+            got = await _messages(nc, "XS")
+            origins = {h["Nats-Stream-Source"].split(" ")[0] for _s, _d, h in got.values()}
+            assert origins == {"O:" + api_hash("$JS.hub.API")}, origins
+            await _same_everywhere(c, "XM", (await _info(nc, "XM"))["state"], 3)
     finally:
         c.stop()
