@@ -232,8 +232,8 @@ async def test_sources_keep_their_positions_through_leader_changes(tmp_path: Pat
                 await asyncio.sleep(0.2)
             await asyncio.sleep(1.0)  # nothing more arrives (a duplicate would)
             info = await _info(nc, "AGG")
-            assert info["state"]["messages"] == len(wanted), info["state"]
             got = await _messages(nc, "AGG")
+            assert info["state"]["messages"] == len(wanted), info["state"]
             copied = []
             for subject, data, hdrs in got.values():
                 origin, seq = hdrs["Nats-Stream-Source"].split(" ")[:2]
@@ -328,14 +328,14 @@ async def _until_messages(nc: Client, stream: str, count: int, within: float = 3
 def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
     """What of a create answer or stream info must be nats-server's: the config, the state's
     counts, the mirror and sources blocks without their timing, the cluster block's shape."""
-    out: dict[str, Any] = {k: doc.get(k) for k in ("type", "error", "did_create")}
+    out: dict[str, Any] = {k: doc.get(k) for k in ("type", "error", "did_create", "names")}
     if "config" in doc:
         cfg = dict(doc["config"])
         cfg.pop("created", None)
         cfg.pop("metadata", None)  # nats-server's own (versions)
         out["config"] = cfg
         st = doc["state"]
-        out["state"] = {k: st[k] for k in ("messages", "first_seq", "last_seq")}
+        out["state"] = {k: st[k] for k in ("messages", "first_seq", "last_seq", "consumer_count")}
         for block in ("mirror", "sources"):
             got = doc.get(block)
             items = [got] if isinstance(got, dict) else got or []
@@ -366,6 +366,8 @@ async def _copy_steps(url: str) -> dict[str, Any]:
                     break
                 await asyncio.sleep(0.1)
             out[f"{name} info"] = info
+        out["ORIGIN info"] = await _info(nc, "ORIGIN")
+        out["ORIGIN consumers"] = {"names": (await _until(nc, "$JS.API.CONSUMER.NAMES.ORIGIN"))["consumers"]}
     return {k: _comparable(v) for k, v in out.items()}
 
 

@@ -44,6 +44,7 @@ from jetpy.server.jscluster.copiers import Copier
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.origin_api import origin_consumer_route
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
@@ -149,12 +150,20 @@ class ClusteredJetStream:
         self.js = js
         js.registry.ingest_factory = self._ingest_factory
         js.registry.listening = self._listening
+        single_create = js.router.routes["CONSUMER.CREATE"]
         api = ClusterApi(
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(self, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
+        js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
+            single_create,
+            js.router.routes["CONSUMER.CREATE"],
+            self.replicas.get,
+            self.meta.streams.__contains__,
+        )
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
@@ -490,6 +499,9 @@ class ClusteredJetStream:
         stream = registry.get(sa.name)
         if stream is None:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
+        # every replica names the same incarnation (Nats-Stream-Identity, which its sources
+        # check): the random part of its group's name
+        registry.set_identity(stream, sa.group.rsplit("-", 1)[-1])
         rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
