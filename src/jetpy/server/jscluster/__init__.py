@@ -111,7 +111,9 @@ The design (decisions the following slices keep):
   stream's group (:mod:`.copying`), so what was copied is replicated state: a new leader opens
   a copying epoch in the log, and once it applied copies on from what its store holds; copies
   of an older epoch (a deposed leader's) are ignored, and a refused copy closes the epoch (the
-  leader starts over from the store), so there is no duplicate and no gap. A mirror with
+  leader starts over from the store), so there is no duplicate and no gap. Their consumers
+  on an origin are the origin leader's own, outside the meta group (:mod:`.origin_api`), and
+  a stream's replicas share its identity (its group's random part). A mirror with
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
 Not yet: consumers of interest streams (what every consumer
