@@ -40,20 +40,33 @@ Must not know: the origin consumers (:mod:`.copiers`), Raft, the API.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol
 
 import msgspec
 
-from jetpy.jetstream.stream import PublishResult, SkipEntry
-
-if TYPE_CHECKING:
-    from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.jetstream.registry import StreamRegistry
+from jetpy.jetstream.stream import PublishResult, SkipEntry, Stream
 
 __all__ = ["STALE", "CopyBatch", "CopyEpoch", "CopyMachine", "Copying"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 STALE: Final = b"-"  # a batch of an epoch that is not (or no longer) the open one: ignored
+
+
+class Replica(Protocol):
+    """What the copies need of the replica applying them (``streams.StreamReplica``)."""
+
+    @property
+    def stream(self) -> Stream: ...
+
+    @property
+    def registry(self) -> StreamRegistry: ...
+
+    def next_stamp(self, ts: int) -> int | None:
+        """The time stamp the next message of an entry stamped ``ts`` applies at; None when
+        the store holds it already (decided before a restart)."""
+        ...
 
 
 class Copying(Protocol):
@@ -96,7 +109,7 @@ class CopyBatch(msgspec.Struct, array_like=True, frozen=True, gc=False, tag=6):
 class CopyMachine:
     """What one replica applies of its stream's copying entries."""
 
-    def __init__(self, rep: StreamReplica) -> None:
+    def __init__(self, rep: Replica) -> None:
         self.rep = rep
         self.epoch = 0  # the open copying epoch (0: none)
         # a mirror's store, when the replica started, held sequences through this one; the
