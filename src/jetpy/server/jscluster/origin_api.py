@@ -7,7 +7,9 @@ creates it in its own engine, on its replica, and answers the create, as nats-se
 leader does (``CONSUMER.CREATE`` with ``direct`` is answered by no other server). It is not
 replicated, not listed, not counted in the stream's ``consumer_count``; it goes when nothing
 listens on its deliver subject for its inactivity threshold (its mirror or source stopped, or
-set up a new one), and with its server. Every other ``CONSUMER.CREATE`` is the cluster's
+set up a new one), with its server, or by ``CONSUMER.DELETE``, which the stream's leader
+answers for a consumer the meta group does not hold (deleting it if it is its own direct one,
+else "consumer not found"). Every other ``CONSUMER.CREATE`` and ``DELETE`` is the cluster's
 (:mod:`.consumer_api`).
 
 Must not know: the meta group, what a mirror or source does with the deliveries.
@@ -20,10 +22,13 @@ from typing import Any
 
 import msgspec
 
+from jetpy.jetstream import errors as E
+from jetpy.jetstream.api.requests import expect_empty
 from jetpy.jetstream.api.router import Elsewhere, Route
+from jetpy.jetstream.errors import ApiError
 from jetpy.server.jscluster.streams import StreamReplica
 
-__all__ = ["origin_consumer_route"]
+__all__ = ["origin_consumer_delete_route", "origin_consumer_route"]
 
 
 class _Direct(msgspec.Struct):
@@ -60,6 +65,31 @@ def origin_consumer_route(
             rep = replica(args[0])
             if rep is None or not rep.is_leader or rep.behind:
                 raise Elsewhere
+            return single.handler(args, hdr, body)
+        return cluster.handler(args, hdr, body)
+
+    return Route(cluster.response, answer, cluster.args, cluster.counts_success)
+
+
+def origin_consumer_delete_route(
+    single: Route[Any],
+    cluster: Route[Any],
+    replica: Callable[[str], StreamReplica | None],
+    assigned: Callable[[str, str], bool | None],
+    holds_direct: Callable[[str, str], bool],
+) -> Route[Any]:
+    """``CONSUMER.DELETE``: of a consumer the meta group does not hold on a stream it holds
+    (``assigned`` False; None: no such stream), by the stream's leader (its own direct one with
+    the single server's handler, else "consumer not found"); any other by the cluster's."""
+
+    def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
+        if len(args) == 2 and assigned(args[0], args[1]) is False:
+            rep = replica(args[0])
+            if rep is None or not rep.is_leader:
+                raise Elsewhere
+            if not holds_direct(args[0], args[1]):
+                expect_empty(body)
+                raise ApiError.of(E.CONSUMER_NOT_FOUND)
             return single.handler(args, hdr, body)
         return cluster.handler(args, hdr, body)
 

@@ -44,7 +44,7 @@ from jetpy.server.jscluster.copiers import Copier
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
-from jetpy.server.jscluster.origin_api import origin_consumer_route
+from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, origin_consumer_route
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
@@ -151,6 +151,7 @@ class ClusteredJetStream:
         js.registry.ingest_factory = self._ingest_factory
         js.registry.listening = self._listening
         single_create = js.router.routes["CONSUMER.CREATE"]
+        single_delete = js.router.routes["CONSUMER.DELETE"]
         api = ClusterApi(
             self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
@@ -164,9 +165,29 @@ class ClusteredJetStream:
             self.replicas.get,
             self.meta.streams.__contains__,
         )
+        js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
+            single_delete,
+            js.router.routes["CONSUMER.DELETE"],
+            self.replicas.get,
+            self._consumer_assigned,
+            self._holds_direct,
+        )
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
+
+    def _consumer_assigned(self, stream: str, name: str) -> bool | None:
+        """Whether the meta group holds consumer ``name`` of ``stream`` (None: nor the stream)."""
+        if stream not in self.meta.streams:
+            return None
+        return name in (self.meta.consumers.get(stream) or {})
+
+    def _holds_direct(self, stream: str, name: str) -> bool:
+        """Whether this server's engine runs ``name``, a mirror's or source's consumer on
+        ``stream`` (``origin_api``)."""
+        rep, js = self.replicas.get(stream), self.js
+        c = js.consumers.get(rep.stream, name) if rep is not None and js is not None else None
+        return c is not None and c.config.direct
 
     def _listening(self, stream: Stream) -> bool:
         """A stream takes published messages on its leader's server only (nats-server's way:
