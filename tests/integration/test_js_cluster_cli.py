@@ -23,7 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 from nats.js.errors import APIError
 
 from conftest import JETPY_SERVER, REPO, free_port
-from jwt_issuer import world
+from jwt_issuer import user_jwt, user_key, world, write_creds
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -222,31 +222,132 @@ async def _publish_until_acked(js: Any, subject: str, payload: bytes, msg_id: st
     raise AssertionError(f"{msg_id} never acknowledged")
 
 
-def test_an_operator_account_with_jetstream_on_a_cluster_is_refused(tmp_path: Path) -> None:
-    """An account an operator's JWT gives JetStream is known only as the server starts: it is
-    refused then, with the reason and exit status 1, as the config file's accounts are when it
-    loads (clustered JetStream serves the global account only)."""
+async def _create_once_formed(js: Any, cfg: StreamConfig) -> Any:
+    """The stream created once the meta group has formed (nats-server's timers: some seconds)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await js.add_stream(cfg)
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            pass
+        except APIError as e:
+            if e.err_code != 10008:  # the meta group forming
+                raise
+        assert time.monotonic() < deadline, "no meta leader"
+        await asyncio.sleep(0.5)
+
+
+def _spawn(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as f:
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=str(REPO))
+
+
+async def test_an_operator_account_with_jetstream_on_a_cluster(tmp_path: Path) -> None:
+    """Two ``jetpy-server`` processes with an operator's accounts (the MEMORY resolver's
+    preloaded JWTs) form one meta group; account B, whose JWT gives it JetStream and its limits,
+    creates a replicated stream there and publishes to it, and its ``streams`` limit (2) is
+    refused with nats-server's 10027."""
     w = world()
     op_file = tmp_path / "op.jwt"
     op_file.write_text(w.operator_jwt)
-    conf = tmp_path / "c.conf"
-    port = free_port()
-    conf.write_text(
-        w.config(
-            op_file,
-            tmp_path / "js",
-            f'server_name: n1\ncluster {{ listen: 127.0.0.1:{port}, routes: ["nats-route://127.0.0.1:{port}"] }}\n',
+    ports = [free_port(), free_port()]
+    client_ports = [free_port(), free_port()]
+    routes = ", ".join(f'"nats-route://127.0.0.1:{p}"' for p in ports)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, port in enumerate(ports):
+            conf = tmp_path / f"n{i}.conf"
+            conf.write_text(
+                w.config(
+                    op_file,
+                    tmp_path / f"js{i}",
+                    f"server_name: n{i}\ncluster {{ name: OP, listen: 127.0.0.1:{port}, routes: [{routes}] }}\n",
+                )
+            )
+            cmd = [*JETPY_SERVER, "-c", str(conf), "-a", "127.0.0.1", "-p", str(client_ports[i])]
+            procs.append(_spawn(cmd, tmp_path / f"n{i}.log"))
+        user = user_key()
+        creds = write_creds(tmp_path / "b.creds", user_jwt(user, w.b, name="b"), user)
+        nc = await nats.connect(
+            f"nats://127.0.0.1:{client_ports[0]}", user_credentials=creds, max_reconnect_attempts=-1
         )
+        try:
+            js = nc.jetstream(timeout=2)
+            created = await _create_once_formed(js, StreamConfig(name="S1", subjects=["s1"], num_replicas=2))
+            assert created.cluster is not None and created.cluster.leader in ("n0", "n1")
+            ack = await js.publish("s1", b"hello")
+            assert ack.stream == "S1" and ack.seq == 1
+            await js.add_stream(StreamConfig(name="S2", subjects=["s2"], num_replicas=2))
+            with pytest.raises(APIError) as refused:
+                await js.add_stream(StreamConfig(name="S3", subjects=["s3"]))
+            assert refused.value.err_code == 10027
+            info = await js.stream_info("S1")
+            assert info.state.messages == 1 and info.cluster is not None
+            assert info.cluster.replicas is not None and len(info.cluster.replicas) == 1
+        finally:
+            await nc.close()
+        store = tmp_path / "js0" / "jetstream" / w.b.public / "streams" / "S1"
+        assert store.is_dir()  # the account's replica, in the account's own directory
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+async def test_config_file_accounts_with_jetstream_on_a_cluster(tmp_path: Path) -> None:
+    """``jetpy-server -js -c accounts.conf`` on two servers of a cluster starts (an account with
+    JetStream was refused at start before): account A's user creates a replicated stream,
+    publishes to it, and its replicas are in A's own store directory on both servers."""
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(
+        "accounts {\n"
+        "  SYS: { users: [{user: sys, password: sys}] }\n"
+        "  A: { jetstream: enabled, users: [{user: a, password: a}] }\n"
+        "}\nsystem_account: SYS\n"
     )
-    done = subprocess.run(
-        [*JETPY_SERVER, "-c", str(conf), "-p", "-1"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=str(REPO),
-    )
-    assert done.returncode == 1
-    assert (
-        f"clustered JetStream serves the global account only for now: account '{w.b.public}'" in done.stderr
-    )
-    assert "Traceback" not in done.stderr
+    ports = [free_port(), free_port()]
+    client_ports = [free_port(), free_port()]
+    routes = ",".join(f"nats-route://127.0.0.1:{p}" for p in ports)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for i, port in enumerate(ports):
+            cmd = [
+                *JETPY_SERVER,
+                "-js",
+                "-c",
+                str(conf),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(client_ports[i]),
+                "--server_name",
+                f"n{i}",
+                "-sd",
+                str(tmp_path / f"js{i}"),
+                "--cluster_name",
+                "ACC",
+                "--cluster",
+                f"nats://127.0.0.1:{port}",
+                "--routes",
+                routes,
+            ]
+            procs.append(_spawn(cmd, tmp_path / f"n{i}.log"))
+        nc = await nats.connect(f"nats://a:a@127.0.0.1:{client_ports[1]}", max_reconnect_attempts=-1)
+        try:
+            js = nc.jetstream(timeout=2)
+            created = await _create_once_formed(
+                js, StreamConfig(name="ORDERS", subjects=["o.>"], num_replicas=2)
+            )
+            assert created.cluster is not None and created.cluster.leader in ("n0", "n1")
+            for i in range(3):
+                assert (await js.publish("o.new", b"%d" % i)).seq == i + 1
+            info = await js.stream_info("ORDERS")
+            assert info.state.messages == 3
+        finally:
+            await nc.close()
+        for i in range(2):
+            assert (tmp_path / f"js{i}" / "jetstream" / "A" / "streams" / "ORDERS").is_dir()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

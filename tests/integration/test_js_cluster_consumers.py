@@ -7,6 +7,7 @@ after kill -9 of its leader (and the stream's) a new leader goes on: nothing ack
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -334,6 +335,48 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
                 f"{node.name} dropped the consumers' groups",
                 lambda n=node: not any(g.startswith("C-") for g in n.wal_first()),
             )
+
+
+async def test_work_queue_removals_lost_in_a_stream_leader_change_are_made_again(
+    cluster: JsCluster,
+) -> None:
+    """A work-queue stream's leader steps down again and again while its consumer takes acks:
+    the consumer's group commits them, but removals proposed while the stream's group has no
+    leader cannot be taken. The consumer's leader removes what was acknowledged anyway, once
+    the stream has a leader (such messages were left on every replica before)."""
+    nc = await nats.connect(servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    try:
+        js = nc.jetstream(timeout=2)
+        await _stream(js, name="WQ", subjects=["wq.>"], num_replicas=3, retention="workqueue")
+        n = 300
+        for i in range(n):
+            await _publish(js, f"wq.{i}", b"%d" % i, f"wq{i}")
+        cfg = ConsumerConfig(durable_name="W", ack_policy=AckPolicy.EXPLICIT, ack_wait=30)
+        await _retry("consumer create", lambda: js.add_consumer("WQ", cfg))
+        sub = await js.pull_subscribe_bind("W", "WQ")
+        msgs: list[Any] = []
+        while len(msgs) < n:
+            msgs += await _retry("fetch", lambda k=n - len(msgs): sub.fetch(k, timeout=3))
+
+        async def step_downs() -> None:
+            for _ in range(4):
+                with contextlib.suppress(Exception):
+                    await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.WQ", b"", timeout=2)
+                await asyncio.sleep(0.3)
+
+        downs = asyncio.create_task(step_downs())
+        for m in msgs:
+            await _retry("ack", m.ack_sync)
+            await asyncio.sleep(0.004)
+        await downs
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} removed the acked work",
+                lambda n=node: (n.stream_state("WQ") or {}).get("messages") == 0,
+                within=30,
+            )
+    finally:
+        await nc.close()
 
 
 @pytest.fixture

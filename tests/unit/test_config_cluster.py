@@ -142,11 +142,6 @@ def test_the_cluster_block(tmp_path: Path) -> None:
         ("cluster { port: -1, ping_interval: 1s }", 'field "ping_interval" is not supported by jetpy yet'),
         ("jetstream: true\ncluster { port: -1 }", "jetstream cluster requires `server_name` to be set"),
         (
-            "server_name: a\njetstream: true\ncluster { port: -1 }\n"
-            "accounts { A: { jetstream: enabled, users: [ {user: a, password: a} ] } }",
-            "clustered JetStream serves the global account only for now: account 'A' has JetStream",
-        ),
-        (
             "server_name: a\njetstream: true\ncluster { port: -1 }",
             "JetStream cluster requires configured routes or solicited leafnode for the system account",
         ),
@@ -180,6 +175,27 @@ def test_jetstream_with_a_cluster_is_clustered_jetstream(tmp_path: Path) -> None
     )
     o, _ = load_config(str(path))
     assert o.jetstream and o.cluster.routes == ["nats-route://127.0.0.1:4248"]
+
+
+def test_accounts_with_jetstream_and_limits_on_a_cluster_load(tmp_path: Path) -> None:
+    """A cluster serves every account's JetStream: an account with JetStream, and its limits,
+    load as a single server's do."""
+    path = tmp_path / "c.conf"
+    path.write_text(
+        "server_name: n1\njetstream: enabled\n"
+        'cluster { name: C, port: -1, routes: [ "nats-route://127.0.0.1:4248" ] }\n'
+        "accounts {\n"
+        "  A: { jetstream: enabled, users: [ {user: a, password: a} ] }\n"
+        "  B: { jetstream { max_mem: 1M, max_file: 2M, max_streams: 2, max_consumers: 3 },"
+        " users: [ {user: b, password: b} ] }\n"
+        "}\n"
+    )
+    o, _ = load_config(str(path))
+    limits = {a.name: a.jetstream for a in o.accounts}
+    assert limits["A"] is not None
+    b = limits["B"]
+    assert b is not None
+    assert (b.max_memory, b.max_storage, b.max_streams, b.max_consumers) == (1_000_000, 2_000_000, 2, 3)
 
 
 def test_a_duplicate_route_is_a_warning(tmp_path: Path) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import msgspec
+
 from jetpy.server.jscluster.meta import (
+    GLOBAL_ACCOUNT,
     RESULT_CONFLICT,
     RESULT_EXISTS,
     RESULT_MISSING,
@@ -22,6 +25,8 @@ from jetpy.server.jscluster.meta import (
     encode_op,
 )
 
+G = GLOBAL_ACCOUNT
+
 
 class Recorder:
     def __init__(self) -> None:
@@ -36,8 +41,8 @@ class Recorder:
     def updated(self, sa: StreamAssignment, reply: str) -> None:
         self.events.append(("update", f"{sa.name} {sa.config.decode()} {reply}"))
 
-    def restored(self, streams: dict[str, StreamAssignment]) -> None:
-        self.events.append(("restored", ",".join(sorted(streams))))
+    def restored(self, streams: list[StreamAssignment]) -> None:
+        self.events.append(("restored", ",".join(sorted(sa.name for sa in streams))))
 
     def consumer_assigned(self, ca: ConsumerAssignment) -> None:
         self.events.append(("add consumer", f"{ca.stream} > {ca.name}"))
@@ -74,7 +79,7 @@ def test_apply_is_deterministic_and_tells_the_listener() -> None:
         m = MetaMachine(rec)
         results.append(list(m.apply(1, ops)))
         assert rec.events == [("add", "A"), ("add", "B"), ("remove", "A")]
-        assert sorted(m.streams) == ["B"]
+        assert sorted(m.streams_of(G)) == ["B"]
     assert results[0] == results[1]
     assert results[0][:6] == [RESULT_OK, RESULT_EXISTS, RESULT_CONFLICT, RESULT_OK, RESULT_OK, RESULT_MISSING]
     assert results[0][6] == b"malformed"
@@ -104,8 +109,12 @@ def test_update_keeps_the_placement_and_names_where_to_answer() -> None:
         ],
     )
     assert list(results) == [RESULT_OK, RESULT_OK, RESULT_MISSING]
-    assert m.streams["A"].config == b'{"name":"A2"}' and m.streams["A"].peers == ["n1", "n2", "n3"]
-    assert m.streams["A"].reply == ""  # a restarted server's replay answers nobody's create again
+    assert m.streams_of(G)["A"].config == b'{"name":"A2"}' and m.streams_of(G)["A"].peers == [
+        "n1",
+        "n2",
+        "n3",
+    ]
+    assert m.streams_of(G)["A"].reply == ""  # a restarted server's replay answers nobody's create again
     assert rec.events[-1] == ("update", 'A {"name":"A2"} _INBOX.u')
 
 
@@ -137,10 +146,10 @@ def test_consumer_assignments_follow_their_stream() -> None:
         RESULT_OK,
         RESULT_MISSING,
     ]
-    assert sorted(m.consumers["A"]) == ["C"]
+    assert sorted(m.consumers_of(G)["A"]) == ["C"]
 
     assert list(m.apply(2, [encode_op(UpdateConsumer("A", "C", b"{}", "_INBOX.u"))])) == [RESULT_OK]
-    assert m.consumers["A"]["C"].config == b"{}" and m.consumers["A"]["C"].reply == ""
+    assert m.consumers_of(G)["A"]["C"].config == b"{}" and m.consumers_of(G)["A"]["C"].reply == ""
     assert rec.events[-1] == ("update consumer", "A > C {} _INBOX.u")
     assert list(m.apply(3, [encode_op(UpdateConsumer("A", "D", b"{}"))])) == [RESULT_MISSING]
 
@@ -153,16 +162,14 @@ def test_consumer_assignments_follow_their_stream() -> None:
 
     m.apply(2, [encode_op(RemoveStream("A"))])  # a deleted stream takes its consumers first
     assert rec.events[-2:] == [("remove consumer", "A > C"), ("remove", "A")]
-    assert m.consumers == {}
+    assert m.consumers_of(G) == {}
 
 
 def test_a_snapshot_of_streams_alone_still_restores() -> None:
-    import msgspec
-
     rec = Recorder()
     m = MetaMachine(rec)
     m.restore(msgspec.msgpack.encode({"A": _sa("A")}))
-    assert sorted(m.streams) == ["A"] and m.consumers == {}
+    assert sorted(m.streams_of(G)) == ["A"] and m.consumers_of(G) == {}
 
 
 def _placed_ca(stream: str, name: str, config: str, peers: list[str]) -> ConsumerAssignment:
@@ -173,7 +180,7 @@ def _placements(m: MetaMachine, stream: str) -> dict[str, tuple[list[str], list[
     """Each consumer's servers, those that joined, and its config's num_replicas."""
     return {
         n: (ca.peers, ca.joined, json.loads(ca.config).get("num_replicas", 0))
-        for n, ca in m.consumers[stream].items()
+        for n, ca in m.consumers_of(G)[stream].items()
     }
 
 
@@ -245,3 +252,78 @@ def test_consumers_follow_their_stream_placement() -> None:
     one = b'{"durable_name":"ONE","num_replicas":1}'
     m.apply(9, [encode_op(UpdateConsumer("S", "ONE", one, "", ["n1", "n3"]))])
     assert _placements(m, "S")["ONE"] == (["n3"], ["n3"], 1)
+
+
+def test_two_accounts_each_have_a_stream_of_the_same_name() -> None:
+    """Assignments are the account's: the same name in two accounts is two streams, each
+    updated, given consumers and removed in its own account only."""
+    rec = Recorder()
+    m = MetaMachine(rec)
+    a = msgspec.structs.replace(_sa("ORDERS"), account="A", group="S-R3F-a")
+    b = msgspec.structs.replace(_sa("ORDERS", b'{"name":"other"}'), account="B", group="S-R3F-b")
+    ca = msgspec.structs.replace(_ca("ORDERS", "C"), account="A")
+    results = m.apply(
+        1,
+        [
+            encode_op(AddStream(a)),
+            encode_op(AddStream(b)),  # another config: no conflict, another account
+            encode_op(AddConsumer(ca)),
+            encode_op(UpdateStream("ORDERS", b"{}", "", account="B")),
+            encode_op(RemoveConsumer("ORDERS", "C", account="B")),  # B's stream has no C
+            encode_op(RemoveStream("ORDERS")),  # the global account has none
+        ],
+    )
+    assert list(results) == [RESULT_OK, RESULT_OK, RESULT_OK, RESULT_OK, RESULT_MISSING, RESULT_MISSING]
+    assert m.streams_of("A")["ORDERS"].config == b'{"name":"x"}'
+    assert m.streams_of("B")["ORDERS"].config == b"{}"
+    assert list(m.consumers_of("A")["ORDERS"]) == ["C"] and m.consumers_of("B") == {}
+    assert sorted(sa.account for sa in m.all_streams()) == ["A", "B"]
+
+    other = MetaMachine(Recorder())
+    other.restore(m.snapshot())
+    assert other.streams == m.streams and other.consumers == m.consumers
+
+    m.apply(2, [encode_op(RemoveStream("ORDERS", "A"))])  # takes A's consumer, leaves B's stream
+    assert rec.events[-2:] == [("remove consumer", "ORDERS > C"), ("remove", "ORDERS")]
+    assert m.streams_of("A") == {} and list(m.streams_of("B")) == ["ORDERS"]
+
+
+class _OldStreamAssignment(msgspec.Struct, frozen=True):
+    name: str
+    config: bytes
+    group: str
+    peers: list[str]
+    created: int
+    reply: str = ""
+    joined: list[str] = []
+
+
+class _OldAddStream(msgspec.Struct, frozen=True, tag="add_stream"):
+    assignment: _OldStreamAssignment
+
+
+class _OldRemoveStream(msgspec.Struct, frozen=True, tag="remove_stream"):
+    name: str
+
+
+class _OldState(msgspec.Struct, frozen=True, array_like=True):
+    streams: dict[str, _OldStreamAssignment]
+    consumers: dict[str, dict[str, ConsumerAssignment]]
+
+
+def test_entries_and_snapshots_from_before_accounts_are_the_global_accounts() -> None:
+    """A meta log written before assignments named their account still reads: its entries
+    and snapshots are the global account's."""
+    old = _OldStreamAssignment("A", b'{"name":"A"}', "S-R3F-A", ["n1"], 1)
+    m = MetaMachine(Recorder())
+    enc = msgspec.msgpack.Encoder()
+    assert list(m.apply(1, [enc.encode(_OldAddStream(old))])) == [RESULT_OK]
+    assert m.streams_of(G)["A"].account == G
+    assert list(m.apply(2, [enc.encode(_OldRemoveStream("A"))])) == [RESULT_OK]
+    assert m.streams_of(G) == {}
+
+    rec = Recorder()
+    other = MetaMachine(rec)
+    other.restore(enc.encode(_OldState({"A": old}, {"A": {"C": _ca("A", "C")}})))
+    assert other.streams_of(G)["A"].account == G and other.consumers_of(G)["A"]["C"].account == G
+    assert rec.events == [("restored", "A"), ("consumers restored", "A>C")]

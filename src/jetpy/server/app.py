@@ -348,8 +348,11 @@ class Server:
         return self.events.server_info()
 
     async def account_added(self, account: Account) -> None:
-        if isinstance(self.jetstream, AccountsJetStream):
-            await self.jetstream.add_account(account, self.accounts.system())
+        if isinstance(self.jetstream, AccountsJetStream):  # clustered: its engine hooked in too
+            cjs = self.js_cluster
+            await self.jetstream.add_account(account, self.accounts.system(), cjs.prepare if cjs else None)
+            if cjs is not None:
+                cjs.account_started(account.name)
 
     def account_updated(self, account: Account) -> None:
         """An account JWT changed: its clients log in again (one revoked is closed), and the

@@ -36,7 +36,7 @@ from jetpy.server.config_values import (
     to_map,
     to_str,
 )
-from jetpy.server.options import GLOBAL_ACCOUNT, ClusterOptions, ServerOptions, TlsOptions
+from jetpy.server.options import ClusterOptions, ServerOptions, TlsOptions
 
 __all__ = [
     "RouteURLError",
@@ -226,14 +226,6 @@ def check_cluster_options(opts: ServerOptions) -> None:
         raise ConfigError("cluster name cannot contain spaces")
     if opts.jetstream and not opts.server_name:
         raise ConfigError("jetstream cluster requires `server_name` to be set")
-    if opts.jetstream:  # the assignments do not name an account yet (js_wiring says it again
-        # for the accounts an operator's JWTs give JetStream)
-        for a in opts.accounts:
-            if a.jetstream is not None and a.name != GLOBAL_ACCOUNT:
-                raise ConfigError(
-                    f"clustered JetStream serves the global account only for now: account "
-                    f"{a.name!r} has JetStream"
-                )
     if opts.jetstream and opts.no_system_account and not opts.system_account:
         raise ConfigError(
             "clustered JetStream needs the system account (no_system_account is set): "

@@ -35,7 +35,6 @@ from jetpy.jetstream.service import JetStream, JetStreamNotEnabled
 from jetpy.meters import FSYNC_BUCKETS, Histogram
 from jetpy.server.accounts import Account, Accounts
 from jetpy.server.broker import Broker, Subscription
-from jetpy.server.conf_format import ConfigError
 from jetpy.server.options import GLOBAL_ACCOUNT, ServerOptions
 from jetpy.store.base import StoreConfig, StoredMsg, StoreError, StreamStore
 from jetpy.store.crypto import CIPHER_NAMES, Cipher, StoreKeys
@@ -273,8 +272,8 @@ async def start_jetstream(
 ) -> AccountsJetStream:
     """JetStream for every account that has it (streams recovered), and the 10039 answer for
     those that do not, on a server with these options. ``prepare`` (a cluster's hooks) is shown
-    the global account's engine before it starts: clustered JetStream serves that account only
-    for now, and a server with another account's JetStream is refused with it."""
+    each account's engine before it starts (clustered JetStream serves every account: its
+    assignments name theirs)."""
     store_dir = opts.store_dir or os.path.join(os.getcwd(), "jetstream-data")
     cfg = JetStreamConfig(
         store_dir=store_dir,
@@ -291,13 +290,6 @@ async def start_jetstream(
     keys = store_keys(opts)
     if keys is not None:
         log.info("  Encryption:      %s", CIPHER_NAMES[keys.cipher])
-    if prepare is not None:
-        for account in accounts:
-            if account.js_limits is not None and account.name != GLOBAL_ACCOUNT:
-                raise ConfigError(
-                    f"clustered JetStream serves the global account only for now: account "
-                    f"{account.name!r} has JetStream"
-                )
     migrate_layout(store_dir)
     service = AccountsJetStream(cfg, keys)
     system = accounts.system()

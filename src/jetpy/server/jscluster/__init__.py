@@ -21,8 +21,21 @@ The design (decisions the following slices keep):
   deleting them. Consumer assignments are in the same state machine (a stream, a name, a
   config, the servers, a group ``C-R<n>F-<random>``), decided by the meta leader
   (:mod:`.consumer_api`); a removed stream takes its consumers.
-* **API requests reach every server** (each subscribes ``$JS.API.>``, and the routes carry a
-  request to all of them); exactly one answers each: the meta leader those about assignments
+* **Accounts.** One meta group serves every account, as nats-server's does: each assignment
+  names its account (:mod:`.assignments`; one written before accounts names none and is the
+  global account's, ``$G``, so existing meta logs and snapshots read as they were), the meta
+  state holds them by account then name (two accounts may each have a stream ORDERS), and
+  every account with JetStream on a server has an :class:`~.account.AccountScope` there: its
+  engine holds the account's replicas (stores under the account's directory, subjects in its
+  broker), its consumer groups the account's consumers, and its ``$JS.API.>`` is decided
+  against the account's assignments alone, its JetStream limits checked by the meta leader
+  against them before proposing (:mod:`.limits`, nats-server's rules: a stream's
+  ``max_bytes`` reserved once per replica), and its ``max_memory``/``max_storage`` by a
+  stream's leader before it proposes a published message (:mod:`.usage`: the servers report
+  what their replicas hold). The servers' internal requests about a stream or
+  a consumer name its account (``$JSC.SI.<account>.<stream>``...).
+* **API requests reach every server** (each subscribes ``$JS.API.>`` in every account with
+  JetStream, and the routes carry a request to all of them); exactly one answers each: the meta leader those about assignments
   (``STREAM.CREATE``, ``UPDATE``, ``DELETE``, ``NAMES``, ``LIST`` with each stream's info
   gathered from its leader, ``$JS.API.INFO`` with the usage gathered so, errors for unknown
   streams), a stream's leader those about its
@@ -84,7 +97,9 @@ The design (decisions the following slices keep):
   applied. So a confirmed ack is never delivered again, no delivery is skipped, and what was in
   flight is delivered again after the ack wait. What a work-queue stream's consumer acknowledged
   is removed through the stream's log (a proposal to the stream's group from the consumer's
-  leader, wherever the stream's leader is). A JetStream delivery to a client on another
+  leader, wherever the stream's leader is); a removal lost on the way (an election, a kill) is
+  made again by the consumer's leader, which looks every second for messages at or below its
+  replicated ack floor that the stream still holds. A JetStream delivery to a client on another
   server crosses the route on its inbox with the message's subject after an ``@`` in the ack
   reply, as nats-server sends it.
 * **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
@@ -120,8 +135,7 @@ Not yet: consumers of interest streams (what every consumer
 acknowledged is not known in one place),
 backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
-Accounts other than the global one (assignments do not name an account yet: a clustered server
-with another account's JetStream is refused at start). A stream's
+A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
 members that joined under a new id is learnt from their join requests and the servers'

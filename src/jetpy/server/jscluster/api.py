@@ -54,6 +54,7 @@ from jetpy.jetstream.registry import new_identity
 from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
+from jetpy.server.jscluster.limits import check_create, check_update
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -98,7 +99,16 @@ STREAM_LEADER_ROUTES = frozenset(
 
 
 class ClusterState(Protocol):
-    """What the API asks of the clustered JetStream (``service``)."""
+    """What the API asks of the clustered JetStream, for the account whose ``$JS.API`` the
+    request arrived on (``account.AccountScope``: its assignments alone, its limits)."""
+
+    @property
+    def account(self) -> str: ...
+
+    @property
+    def limits(self) -> AccountLimits:
+        """The account's JetStream limits."""
+        ...
 
     @property
     def is_meta_leader(self) -> bool: ...
@@ -218,7 +228,7 @@ class ClusterApi:
                 storage=usage["file"],
                 streams=len(assigned),
                 consumers=sum(map(len, self.state.consumer_assignments.values())),
-                limits=AccountLimits(),
+                limits=self.state.limits,
                 api=JetStreamApiStats(level=API_LEVEL, total=self.stats.total, errors=self.stats.errors),
             )
         )
@@ -241,12 +251,13 @@ class ClusterApi:
         have = state.assignments.get(cfg.name)
         if have is None:
             self._check_overlap(cfg)
+            check_create(state.limits, state.assignments, cfg)
         elif have.config != raw:
             raise ApiError.of(E.STREAM_NAME_EXIST)
         replicas = cfg.num_replicas or 1
         group = f"S-R{replicas}F-{new_identity()}"
         reply = self._replying_to().decode()
-        sa = StreamAssignment(cfg.name, raw, group, [], time.time_ns(), reply)
+        sa = StreamAssignment(cfg.name, raw, group, [], time.time_ns(), reply, account=state.account)
         return self._create(sa, cfg)
 
     async def _create(self, sa: StreamAssignment, cfg: StreamConfig) -> StreamCreateResponse:
@@ -298,7 +309,10 @@ class ClusterApi:
                 E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")
             )
         self._check_overlap(cfg)
-        op = UpdateStream(cfg.name, msgspec.json.encode(cfg), self._replying_to().decode())
+        check_update(state.limits, state.assignments, cfg)
+        op = UpdateStream(
+            cfg.name, msgspec.json.encode(cfg), self._replying_to().decode(), account=state.account
+        )
         replicas = cfg.num_replicas or 1
         if replicas != (old.num_replicas or 1):
             return self._rescale(op, sa, replicas)
@@ -333,7 +347,7 @@ class ClusterApi:
         return self._delete(args[0])
 
     async def _delete(self, name: str) -> StreamDeleteResponse:
-        await self.state.propose_meta(encode_op(RemoveStream(name)))
+        await self.state.propose_meta(encode_op(RemoveStream(name, self.state.account)))
         return StreamDeleteResponse(success=True)
 
     def _leader(self, args: list[str]) -> StreamReplica:
@@ -428,7 +442,7 @@ class ClusterApi:
             [new] = await self.state.place(1, _decode_config(sa).placement, sa.peers)
         except ApiError:
             raise ApiError.of(E.PEER_REMAP) from None
-        op = UpdateStream(sa.name, sa.config, "", [new if p == peer else p for p in sa.peers])
+        op = UpdateStream(sa.name, sa.config, "", [new if p == peer else p for p in sa.peers], sa.account)
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         return StreamRemovePeerResponse(success=True)

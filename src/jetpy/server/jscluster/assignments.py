@@ -1,15 +1,22 @@
 """The meta group's records of where streams and consumers are: what the meta group's entries
 carry and its state holds, and what placement rules (:mod:`.consumer_placement`) rewrite.
 
-Owns: :class:`StreamAssignment` and :class:`ConsumerAssignment` (msgpack in the meta log).
-Must not know: how they change (:mod:`.meta`), Raft, the API.
+Owns: :class:`StreamAssignment` and :class:`ConsumerAssignment` (msgpack in the meta log),
+each naming the account whose stream or consumer it is (as nats-server's assignments carry their
+client's account: one meta group serves every account; a record without one, written before
+accounts, is the global account's, :data:`GLOBAL_ACCOUNT`). Must not know: how they change
+(:mod:`.meta`), Raft, the API.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
-__all__ = ["ConsumerAssignment", "StreamAssignment"]
+__all__ = ["GLOBAL_ACCOUNT", "ConsumerAssignment", "StreamAssignment"]
+
+GLOBAL_ACCOUNT: Final = "$G"  # the account of a record that names none
 
 
 class StreamAssignment(msgspec.Struct, frozen=True):
@@ -17,7 +24,8 @@ class StreamAssignment(msgspec.Struct, frozen=True):
     leader before proposing), ``peers`` the servers holding a replica (server names), ``group``
     the Raft group they form, ``reply`` where its create is answered by its first leader,
     ``joined`` the peers placed after its creation (scaled up, or replacing a removed peer):
-    those join its group as new members rather than found it. A change of ``peers`` moves its
+    those join its group as new members rather than found it, ``account`` the account whose
+    stream it is (its name is unique in that account only). A change of ``peers`` moves its
     consumers with it (:func:`.consumer_placement.follow`), in the same entry."""
 
     name: str
@@ -27,13 +35,15 @@ class StreamAssignment(msgspec.Struct, frozen=True):
     created: int
     reply: str = ""
     joined: list[str] = []
+    account: str = GLOBAL_ACCOUNT
 
 
 class ConsumerAssignment(msgspec.Struct, frozen=True):
     """A consumer of an assigned stream placed on some of the stream's servers: ``config`` its
     ConsumerConfig as JSON (checked by the meta leader), ``group`` the Raft group its replicas
     form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader,
-    ``joined`` (as a stream's) the peers placed after its creation, which join its group."""
+    ``joined`` (as a stream's) the peers placed after its creation, which join its group,
+    ``account`` its stream's account."""
 
     stream: str
     name: str
@@ -43,3 +53,4 @@ class ConsumerAssignment(msgspec.Struct, frozen=True):
     created: int
     reply: str = ""
     joined: list[str] = []
+    account: str = GLOBAL_ACCOUNT

@@ -89,7 +89,11 @@ CONSUMER_LEADER_ROUTES = frozenset({"CONSUMER.INFO", "CONSUMER.LEADER.STEPDOWN"}
 
 
 class ConsumerClusterState(Protocol):
-    """What the consumer API asks of the clustered JetStream (``service``)."""
+    """What the consumer API asks of the clustered JetStream, for the account whose
+    ``$JS.API`` the request arrived on (``account.AccountScope``)."""
+
+    @property
+    def account(self) -> str: ...
 
     @property
     def is_meta_leader(self) -> bool: ...
@@ -102,6 +106,10 @@ class ConsumerClusterState(Protocol):
 
     @property
     def consumer_groups(self) -> ConsumerGroups: ...
+
+    def every_consumer(self) -> list[ConsumerAssignment]:
+        """Every account's consumer assignments (placement balances the servers' load)."""
+        ...
 
     @property
     def leaderless(self) -> bool:
@@ -205,7 +213,7 @@ class ConsumerClusterApi:
             if action == "create":
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             new = check_consumer_update(old, cfg)
-            op = UpdateConsumer(stream, cname, msgspec.json.encode(new), reply)
+            op = UpdateConsumer(stream, cname, msgspec.json.encode(new), reply, account=self.state.account)
             replicas = wanted_replicas(new, len(sa.peers))
             if replicas != len(existing.peers):
                 return self._rescale(op, existing, sa, replicas)
@@ -223,7 +231,16 @@ class ConsumerClusterApi:
         replicas = wanted_replicas(cfg, len(sa.peers))
         peers = self._place(sa, replicas)
         group = f"C-R{replicas}F-{new_identity()}"
-        ca = ConsumerAssignment(stream, cname, msgspec.json.encode(cfg), group, peers, time.time_ns(), reply)
+        ca = ConsumerAssignment(
+            stream,
+            cname,
+            msgspec.json.encode(cfg),
+            group,
+            peers,
+            time.time_ns(),
+            reply,
+            account=self.state.account,
+        )
         return self._assign(ca)
 
     def _place(self, sa: StreamAssignment, replicas: int) -> list[str]:
@@ -235,12 +252,11 @@ class ConsumerClusterApi:
         return sorted(shuffled, key=lambda s: load.get(s, 0))[:replicas]
 
     def _load(self) -> dict[str, int]:
-        """How many consumers each server holds."""
+        """How many consumers each server holds (every account's)."""
         load: dict[str, int] = {}
-        for consumers in self.state.consumer_assignments.values():
-            for ca in consumers.values():
-                for p in ca.peers:
-                    load[p] = load.get(p, 0) + 1
+        for ca in self.state.every_consumer():
+            for p in ca.peers:
+                load[p] = load.get(p, 0) + 1
         return load
 
     async def _rescale(
@@ -361,7 +377,8 @@ class ConsumerClusterApi:
         if ca is None:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         cfg = msgspec.structs.replace(_config(ca), pause_until=pause_until)
-        return self._pause(UpdateConsumer(ca.stream, ca.name, msgspec.json.encode(cfg)), pause_until)
+        op = UpdateConsumer(ca.stream, ca.name, msgspec.json.encode(cfg), account=ca.account)
+        return self._pause(op, pause_until)
 
     async def _pause(self, op: UpdateConsumer, pause_until: str | None) -> ConsumerPauseResponse:
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
@@ -383,7 +400,7 @@ class ConsumerClusterApi:
         # a consumer with a leader is answered by it once removed there (else that leader could
         # still answer its info after the reply); one without, by the meta leader
         led = name in await self.state.consumer_groups.infos(stream, [name])
-        op = RemoveConsumer(stream, name, reply if led else "")
+        op = RemoveConsumer(stream, name, reply if led else "", self.state.account)
         if await self.state.propose_meta(encode_op(op)) == RESULT_MISSING:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         if led:

@@ -9,7 +9,7 @@ time, the members whose servers are no longer named; a server left out hands ove
 if it has it, waits until the group removed it, so that the group never loses its quorum, then
 drops its replica and its files, as a stream's replicas do: :mod:`.membership`), the internal requests between servers about
 consumers (the meta leader asking a consumer's leader to answer a create, and to give its info
-for ``CONSUMER.LIST``), and what a replica needs of its server (:class:`ReplicaContext`). Must
+for ``CONSUMER.LIST``; each account's in subjects of its own), and what a replica needs of its server (:class:`ReplicaContext`). Must
 not know: the API's checks, Raft's rules, the wire.
 """
 
@@ -33,7 +33,7 @@ from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.membership import leave, reconcile
-from jetpy.server.jscluster.meta import ConsumerAssignment, RemoveConsumer, encode_op
+from jetpy.server.jscluster.meta import GLOBAL_ACCOUNT, ConsumerAssignment, RemoveConsumer, encode_op
 from jetpy.server.jscluster.streams import DeleteOp, StreamReplica
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
 
@@ -41,10 +41,10 @@ __all__ = ["ConsumerGroups"]
 
 log = logging.getLogger("jetpy.jetstream")
 
-CREATED_SUBJECT = "$JSC.CC.{}.{}"
+CREATED_SUBJECT = "$JSC.CC.{}.{}.{}"
 """In the system account: the meta leader asks a consumer's leader to answer a create of it
-(payload: the requester's reply subject)."""
-INFO_SUBJECT = "$JSC.CI.{}.{}"
+(account, stream, consumer; payload: the requester's reply subject)."""
+INFO_SUBJECT = "$JSC.CI.{}.{}.{}"
 """In the system account: a consumer's leader answers with its info (ConsumerInfo JSON)."""
 GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
 
@@ -64,6 +64,7 @@ class ConsumerGroups:
         propose_meta: Callable[[bytes], Awaitable[bytes]],
         act: Callable[[Callable[[], Awaitable[None]]], None],
         traffic_account: str = "",
+        account: str = GLOBAL_ACCOUNT,
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -74,6 +75,7 @@ class ConsumerGroups:
         self._propose_meta = propose_meta
         self._act = act  # queued after the meta group's other changes, in order
         self._traffic_account = traffic_account
+        self.account = account  # the account whose consumers these are
         self.js: JetStream | None = None
         self.replicas: dict[Key, ConsumerReplica] = {}
         self._subs: list[Subscription] = []
@@ -83,8 +85,8 @@ class ConsumerGroups:
     def start(self, js: JetStream) -> None:
         self.js = js
         self._subs = [
-            self.system.subscribe_internal(CREATED_SUBJECT.format("*", "*"), self._on_created),
-            self.system.subscribe_internal(INFO_SUBJECT.format("*", "*"), self._on_info),
+            self.system.subscribe_internal(CREATED_SUBJECT.format(self.account, "*", "*"), self._on_created),
+            self.system.subscribe_internal(INFO_SUBJECT.format(self.account, "*", "*"), self._on_info),
         ]
 
     def stop(self) -> None:
@@ -233,7 +235,7 @@ class ConsumerGroups:
     def remove_consumer(self, ca: ConsumerAssignment) -> None:
         async def remove() -> None:
             with contextlib.suppress(Exception):  # the meta group's refusal is logged there
-                await self._propose_meta(encode_op(RemoveConsumer(ca.stream, ca.name)))
+                await self._propose_meta(encode_op(RemoveConsumer(ca.stream, ca.name, account=ca.account)))
 
         task = asyncio.get_running_loop().create_task(remove())
         self._tasks.add(task)
@@ -242,8 +244,9 @@ class ConsumerGroups:
     def remove_messages(self, stream: str, seqs: list[int]) -> None:
         """The messages a work-queue consumer acknowledged, removed through the stream's log
         (its group takes the proposal to its leader), every replica at the same point; one
-        proposal for the acks of one loop turn. One that fails leaves the messages stored (an
-        operator can delete them), never removes one not acknowledged."""
+        proposal for the acks of one loop turn. One that fails leaves the messages stored until
+        the consumer's leader sweeps them (``ConsumerReplica._sweep``); none removes a message
+        not acknowledged."""
         rep = self._stream_replica(stream)
         if rep is None or rep.group is None:
             return
@@ -267,7 +270,7 @@ class ConsumerGroups:
     # -- between servers -----------------------------------------------------------------------------
 
     def ask_leader_to_answer(self, stream: str, name: str, reply: bytes) -> None:
-        self.system.publish_internal(CREATED_SUBJECT.format(stream, name), None, reply)
+        self.system.publish_internal(CREATED_SUBJECT.format(self.account, stream, name), None, reply)
 
     def _key(self, subject: bytes) -> Key:
         parts = subject.decode().split(".")
@@ -305,7 +308,7 @@ class ConsumerGroups:
         sub = self.system.subscribe_internal(inbox, on_reply)
         try:
             for name in names:
-                self.system.publish_internal(INFO_SUBJECT.format(stream, name), inbox, b"")
+                self.system.publish_internal(INFO_SUBJECT.format(self.account, stream, name), inbox, b"")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), GATHER_WAIT)
         finally:

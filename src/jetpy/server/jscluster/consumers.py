@@ -48,6 +48,8 @@ log = logging.getLogger("jetpy.jetstream")
 
 READY_POLL: Final = 0.05  # seconds between looks at the stream's replica before leading
 LEAD_RETRY: Final = 0.1
+SWEEP_EVERY: Final = 1.0  # seconds between a work-queue consumer's looks for acked messages left
+SWEEP_MAX: Final = 1024  # messages one look asks the stream to remove
 OK: Final = b"ok"
 STALE: Final = b"stale"
 
@@ -130,6 +132,7 @@ class ConsumerReplica:
         # the leader's
         self._my_epoch = ""
         self._lead_task: asyncio.Task[None] | None = None
+        self._sweep_task: asyncio.Task[None] | None = None
         self._flush_scheduled = False
         self._confirms: list[str] = []
         self._resync = False
@@ -251,6 +254,10 @@ class ConsumerReplica:
             replication=self,
         )
         self._lead_task = None
+        if stream.config.retention == "workqueue":
+            self._sweep_task = asyncio.get_running_loop().create_task(
+                self._sweep(), name=f"consumer-sweep-{self.ca.group}"
+            )
         if fresh:
             self._resync = True
             self.changed(self.consumer)  # where it starts (its deliver policy), in the log first
@@ -264,6 +271,9 @@ class ConsumerReplica:
         task, self._lead_task = self._lead_task, None
         if task is not None:
             task.cancel()
+        sweep, self._sweep_task = self._sweep_task, None
+        if sweep is not None:
+            sweep.cancel()
         c, self.consumer = self.consumer, None
         self._my_epoch = ""
         self._confirms = []  # not replicated by this leader: not confirmed
@@ -317,6 +327,30 @@ class ConsumerReplica:
     def acked(self, c: Consumer, seqs: list[int]) -> None:
         self._removals.extend(seqs)  # removed from the stream with this turn's changes
         self.changed(c)
+
+    async def _sweep(self) -> None:
+        """The leader of a work-queue stream's consumer has the stream remove what this consumer
+        acknowledged and the stream still holds: a removal is proposed when the ack is taken,
+        but one can be lost (this server's stream replica not running yet after a restart, its
+        proposal cut off by a kill or an election) and no other replica would propose it again.
+        Every message at or below the replicated ack floor on this consumer's subjects was
+        acknowledged (or terminated) unless ``max_deliver`` let it be given up on, which keeps
+        it stored as on a single server, or a deliver policy other than ``all`` started it past
+        messages it never had: those consumers are not swept."""
+        while True:
+            await asyncio.sleep(SWEEP_EVERY)
+            c = self.consumer
+            if c is None or c.closed:
+                return
+            seqs = acked_left(c.stream, self.config, self.counters[3])
+            if seqs:
+                log.info(
+                    "consumer '%s > %s': %d acknowledged messages still stored, removed again",
+                    self.ca.stream,
+                    self.ca.name,
+                    len(seqs),
+                )
+                self.ctx.remove_messages(self.ca.stream, seqs)
 
     def may_deliver(self) -> bool:
         """The engine hands messages out only while the group's lease holds: a leader paused or
@@ -418,3 +452,28 @@ class ConsumerReplica:
         if g is None:
             raise ProposalError("the consumer's group is not started")
         await g.transfer_leadership()
+
+
+def acked_left(stream: Stream, config: ConsumerConfig, floor: int) -> list[int]:
+    """The sequences (up to ``SWEEP_MAX``) a work-queue ``stream`` still holds at or below a
+    consumer's ack ``floor`` on its subjects, when every one of them was acknowledged (see
+    ``ConsumerReplica._sweep``)."""
+    if stream.config.retention != "workqueue" or config.max_deliver > 0 or config.deliver_policy != "all":
+        return []  # (another deliver policy's floor starts past messages it was never given)
+    store = stream.store
+    start = store.state().first_seq
+    if start == 0 or start > floor:
+        return []
+    found: list[int] = []
+    for subject in config.filter_subjects or [config.filter_subject or ">"]:
+        seq = start
+        while seq <= floor and len(found) < SWEEP_MAX:
+            batch = store.load_next_batch(subject, seq, min(256, SWEEP_MAX - len(found)))
+            if not batch:
+                break
+            for m in batch:
+                if m.seq > floor:
+                    break
+                found.append(m.seq)
+            seq = batch[-1].seq + 1
+    return sorted(set(found))

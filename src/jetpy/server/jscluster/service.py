@@ -6,8 +6,9 @@ store and its member of the stream's group, joining or leaving a group as its pl
 changes, and deleting it when the stream goes), placement (gathering the servers' tags), the
 first leader's answer to a create, its stream advisories, what it tells /jsz and /healthz,
 consumer assignments handed in the same order to this server's consumer groups
-(:mod:`.consumer_groups`), and hooking the cluster's API routes and publish path into the
-JetStream engine before it starts. Must not know: Raft's rules, the wire, a stream's rules.
+(:mod:`.consumer_groups`), and hooking the cluster's API routes and publish path into each
+account's JetStream engine before it starts (an assignment goes to its account's
+:class:`~.account.AccountScope`). Must not know: Raft's rules, the wire, a stream's rules.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.api.messages import StreamCreateResponse, StreamUpdateResponse
 from jetpy.jetstream.api.streams import StreamApi
 from jetpy.jetstream.errors import ApiError
-from jetpy.jetstream.models import ClusterInfo, Placement, StreamConfig, StreamInfo, encode
+from jetpy.jetstream.models import Placement, StreamConfig, StreamInfo, encode
 from jetpy.jetstream.ports import MessageHandler
-from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.service import JetStream
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.stream import Stream, pub_error
 from jetpy.server.broker import Broker, Subscription
+from jetpy.server.jscluster.account import AccountScope, qualified
 from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
 from jetpy.server.jscluster.catchup import decode_request, read_batch
@@ -49,22 +50,23 @@ from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
+from jetpy.server.jscluster.usage import ClusterUsage, limit_of
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
 
 __all__ = ["ClusteredJetStream"]
 
 log = logging.getLogger("jetpy.jetstream")
 
-CREATED_SUBJECT = "$JSC.CR.{}"
+CREATED_SUBJECT = "$JSC.CR.{}.{}"
 """In the system account: the meta leader asks a stream's leader to answer a create of it
-(payload: the requester's reply subject)."""
+(account, stream; payload: the requester's reply subject)."""
 
-INFO_SUBJECT = "$JSC.SI.{}"
+INFO_SUBJECT = "$JSC.SI.{}.{}"
 """In the system account: a stream's leader answers with the stream's info (StreamInfo JSON), for
 the meta leader's ``STREAM.LIST``."""
 GATHER_WAIT = 2.0  # seconds the meta leader waits for streams' leaders to give their info
 
-CATCHUP_SUBJECT = "$JSC.CU.{}"
+CATCHUP_SUBJECT = "$JSC.CU.{}.{}"
 """In the system account: a replica behind its leader's snapshot asks the stream's other replicas
 for stored messages (``catchup.CatchupRequest``, answered with a ``CatchupBatch`` by each that
 is not behind itself: the first answer is taken)."""
@@ -74,6 +76,19 @@ SNAPSHOT_ENTRIES = 8192
 """Applied entries after which a group of this cluster's JetStream (the meta group, each stream's)
 snapshots its state and compacts its log, unless the Raft config says otherwise..."""
 SNAPSHOT_BYTES = 64 << 20  # ...or this much applied entry data
+
+
+def _every(subject: str) -> str:
+    """The subscription to one of those subjects for every account and stream."""
+    return subject.split("{", 1)[0] + ">"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Drop:
+    """An action: this server's replica of the account's stream goes."""
+
+    account: str
+    name: str
 
 
 class ClusteredJetStream:
@@ -108,24 +123,15 @@ class ClusteredJetStream:
         self.meta = MetaMachine(self)
         self.meta_group: RaftGroup | None = None
         self._meta_started = 0.0  # monotonic time this server's member of it started
-        self.replicas: dict[str, StreamReplica] = {}
-        self.js: JetStream | None = None
+        self.accounts: dict[str, AccountScope] = {}  # each account with JetStream here
+        self._started = False
         # assignments to act on in log order: a stream to hold a replica of, a new config for
-        # one (and where to answer), a name to drop, or a consumer's change (ConsumerGroups')
+        # one (and where to answer), a replica to drop, or a consumer's change (ConsumerGroups')
         self._actions: asyncio.Queue[
-            StreamAssignment | tuple[StreamAssignment, str] | str | Callable[[], Awaitable[None]]
+            StreamAssignment | tuple[StreamAssignment, str] | _Drop | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
-        self.consumer_groups = ConsumerGroups(
-            server_name,
-            cluster_name,
-            host,
-            system,
-            config,
-            self.replicas.get,
-            self.propose_meta,
-            self._actions.put_nowait,
-            traffic_account,
-        )
+        self.act: Callable[[Callable[[], Awaitable[None]]], None] = self._actions.put_nowait
+        self.usage = ClusterUsage(server_name, system, self.accounts)  # accounts' storage limits
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._subs: list[Subscription] = []
@@ -145,59 +151,68 @@ class ClusteredJetStream:
 
     # -- hooked into the engine before it starts ---------------------------------------------------
 
+    def cluster_name(self) -> str:
+        return self._cluster_name()
+
     def prepare(self, js: JetStream) -> None:
-        """Give the engine the cluster's publish path and API routes (before ``js.start``)."""
-        self.js = js
-        js.registry.ingest_factory = self._ingest_factory
-        js.registry.listening = self._listening
+        """Give an account's engine the cluster's publish path and API routes (before
+        ``js.start``; one given JetStream while the server runs is told to
+        :meth:`account_started` once started)."""
+        scope = AccountScope(self, js)
+        self.accounts[scope.account] = scope
+        replicas = scope.replicas
+        js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
+        js.registry.listening = lambda stream: self._listening(replicas, stream)
         single_create = js.router.routes["CONSUMER.CREATE"]
         single_delete = js.router.routes["CONSUMER.DELETE"]
         api = ClusterApi(
-            self, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
+            scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
-        consumer_api = ConsumerClusterApi(self, js.registry.resources, lambda: js.router.replying_to)
+        consumer_api = ConsumerClusterApi(scope, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
         # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
         js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
             single_create,
             js.router.routes["CONSUMER.CREATE"],
-            self.replicas.get,
-            self.meta.streams.__contains__,
+            scope.replica,
+            lambda stream: stream in scope.assignments,
         )
         js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
             single_delete,
             js.router.routes["CONSUMER.DELETE"],
-            self.replicas.get,
-            self._consumer_assigned,
-            self._holds_direct,
+            scope.replica,
+            lambda stream, name: _consumer_assigned(scope, stream, name),
+            lambda stream, name: _holds_direct(scope, stream, name),
         )
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
-    def _consumer_assigned(self, stream: str, name: str) -> bool | None:
-        """Whether the meta group holds consumer ``name`` of ``stream`` (None: nor the stream)."""
-        if stream not in self.meta.streams:
-            return None
-        return name in (self.meta.consumers.get(stream) or {})
+    def account_started(self, account: str) -> None:
+        """An account given JetStream while the server runs (its engine started): the
+        assignments the meta group holds for it are acted on."""
+        scope = self.accounts.get(account)
+        if scope is None or not self._started:
+            return
+        scope.consumer_groups.start(scope.js)
+        for sa in self.meta.streams_of(account).values():
+            self._actions.put_nowait(sa)
+        for cs in self.meta.consumers_of(account).values():
+            for ca in cs.values():
+                self.consumer_assigned(ca)
 
-    def _holds_direct(self, stream: str, name: str) -> bool:
-        """Whether this server's engine runs ``name``, a mirror's or source's consumer on
-        ``stream`` (``origin_api``)."""
-        rep, js = self.replicas.get(stream), self.js
-        c = js.consumers.get(rep.stream, name) if rep is not None and js is not None else None
-        return c is not None and c.config.direct
-
-    def _listening(self, stream: Stream) -> bool:
+    def _listening(self, replicas: Mapping[str, StreamReplica], stream: Stream) -> bool:
         """A stream takes published messages on its leader's server only (nats-server's way:
         a publish on another server is routed there, not to every replica)."""
-        rep = self.replicas.get(stream.name)
+        rep = replicas.get(stream.name)
         return rep is not None and rep.stream is stream and rep.is_leader
 
-    def _ingest_factory(self, stream: Stream, registry: StreamRegistry) -> MessageHandler:
+    def _ingest_factory(self, scope: AccountScope, stream: Stream) -> MessageHandler:
         name = stream.name
-        replicas = self.replicas
+        replicas = scope.replicas
+        if limit_of(scope, stream.config.storage):
+            return self._limited_ingest(scope, stream)
 
         def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
             rep = replicas.get(name)
@@ -206,18 +221,41 @@ class ClusteredJetStream:
 
         return ingest
 
+    def _limited_ingest(self, scope: AccountScope, stream: Stream) -> MessageHandler:
+        """The publish path of a stream whose account limits its storage: its leader refuses a
+        message that would take the account past the limit (10002) before proposing it
+        (:mod:`.usage`)."""
+        name = stream.name
+        replicas, usage, bus = scope.replicas, self.usage, scope.js.bus
+
+        def ingest(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            rep = replicas.get(name)
+            if rep is None or rep.stream is not stream:
+                return
+            if rep.is_leader and usage.would_exceed(scope, rep, len(subject), hdr_len, len(data) - hdr_len):
+                if reply is not None and not stream.config.no_ack:
+                    bus.publish(
+                        reply.decode(), None, pub_error(name, ApiError.of(E.ACCOUNT_RESOURCES_EXCEEDED))
+                    )
+                return
+            rep.ingest(subject, reply, hdr_len, data)
+
+        return ingest
+
     # -- life cycle ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._subs = [
-            self.system.subscribe_internal(CREATED_SUBJECT.format("*"), self._on_created),
-            self.system.subscribe_internal(INFO_SUBJECT.format("*"), self._on_info),
-            self.system.subscribe_internal(CATCHUP_SUBJECT.format("*"), self._on_catchup),
+            self.system.subscribe_internal(_every(CREATED_SUBJECT), self._on_created),
+            self.system.subscribe_internal(_every(INFO_SUBJECT), self._on_info),
+            self.system.subscribe_internal(_every(CATCHUP_SUBJECT), self._on_catchup),
             self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
             self.system.subscribe_internal(STATE_SUBJECT, self.forming.on_question),
         ]
-        assert self.js is not None
-        self.consumer_groups.start(self.js)
+        for scope in self.accounts.values():
+            scope.consumer_groups.start(scope.js)
+        self.usage.start()
+        self._started = True
         self.system_api.start()
         self._tasks = [
             asyncio.create_task(self._form_meta(), name="jetstream-meta"),
@@ -230,10 +268,12 @@ class ClusteredJetStream:
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
-        self.consumer_groups.stop()
         self.system_api.stop()
-        for rep in self.replicas.values():
-            rep.close()
+        self.usage.stop()
+        for scope in self.accounts.values():
+            scope.consumer_groups.stop()
+            for rep in scope.replicas.values():
+                rep.close()
         # the groups are stopped with the Raft host (their logs synced)
 
     async def _form_meta(self) -> None:
@@ -286,15 +326,9 @@ class ClusteredJetStream:
         return time.monotonic() - self._meta_started > grace
 
     @property
-    def assignments(self) -> Mapping[str, StreamAssignment]:
-        return self.meta.streams
-
-    @property
-    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
-        return self.meta.consumers
-
-    def replica(self, name: str) -> StreamReplica | None:
-        return self.replicas.get(name)
+    def assignments(self) -> list[StreamAssignment]:
+        """Every account's stream assignments."""
+        return self.meta.all_streams()
 
     def health_problem(self) -> str:
         """Why this server is not healthy for /healthz ("" when it is), in nats-server's words:
@@ -306,30 +340,28 @@ class ClusteredJetStream:
             return "JetStream has not established contact with a meta leader"
         if not g.status().current:
             return "JetStream is not current with the meta leader"
-        js = self.js
-        account = js.config.account if js is not None else ""
-        for name, rep in sorted(self.replicas.items()):
-            rg = rep.group
-            if rg is None or rep.behind or not rg.status().current:
-                return f"JetStream stream '{account} > {name}' is not current"
+        for account, scope in sorted(self.accounts.items()):
+            for name, rep in sorted(scope.replicas.items()):
+                rg = rep.group
+                if rg is None or rep.behind or not rg.status().current:
+                    return f"JetStream stream '{account} > {name}' is not current"
         return ""
 
     def jsz_overlay(self, doc: dict[str, Any], raft: bool) -> None:
         """/jsz's document with the cluster's view (``report.jsz_overlay``)."""
-        js, g = self.js, self.meta_group
-        if js is None:
-            return
+        g = self.meta_group
         meta = meta_cluster(
             self._cluster_name(), g.status() if g is not None else None, self.host.known_names()
         )
+        for account, scope in self.accounts.items():
 
-        def replica(name: str) -> tuple[ClusterInfo, str] | None:
-            rep = self.replicas.get(name)
-            if rep is None:
-                return None
-            return rep.cluster_info(), rep.group.name if rep.group is not None else ""
+            def replica(name: str, replicas: Mapping[str, StreamReplica] = scope.replicas) -> Any:
+                rep = replicas.get(name)
+                if rep is None:
+                    return None
+                return rep.cluster_info(), rep.group.name if rep.group is not None else ""
 
-        jsz_overlay(doc, meta, js.config.account, replica, raft)
+            jsz_overlay(doc, meta, account, replica, raft)
 
     def js_servers(self) -> list[str]:
         g = self.meta_group
@@ -348,7 +380,7 @@ class ClusteredJetStream:
         ``exclude``; servers' tags are asked for when the placement names some."""
         servers = [s for s in self.js_servers() if s not in exclude]
         load = {s: 0 for s in servers}
-        for sa in self.meta.streams.values():
+        for sa in self.meta.all_streams():
             for p in sa.peers:
                 if p in load:
                     load[p] += 1
@@ -397,7 +429,7 @@ class ClusteredJetStream:
             log.warning("JetStream cluster: a meta change was not made: %s", exc)
             raise ApiError.of(E.CLUSTER_NOT_AVAIL) from None
 
-    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+    async def stream_infos(self, account: str, names: list[str]) -> dict[str, StreamInfo]:
         """The named streams' infos from their leaders (those that answer within
         :data:`GATHER_WAIT`)."""
         got: dict[str, StreamInfo] = {}
@@ -418,20 +450,26 @@ class ClusteredJetStream:
         sub = self.system.subscribe_internal(inbox, on_reply)
         try:
             for name in names:
-                self.system.publish_internal(INFO_SUBJECT.format(name), inbox, b"")
+                self.system.publish_internal(INFO_SUBJECT.format(account, name), inbox, b"")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), GATHER_WAIT)
         finally:
             self.system.unsubscribe_internal(sub)
         return got
 
+    def _replica_named(self, subject: bytes) -> StreamReplica | None:
+        """This server's replica of the stream an internal subject names (account, stream)."""
+        account, [name] = qualified(subject, 1)
+        scope = self.accounts.get(account)
+        return scope.replicas.get(name) if scope is not None else None
+
     def _on_info(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        rep = self._replica_named(subject)
         if reply is not None and rep is not None and rep.is_leader:
             self.system.publish_internal(reply.decode(), None, encode(rep.info()))
 
     def _on_catchup(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        rep = self.replicas.get(subject.decode().rsplit(".", 1)[-1])
+        rep = self._replica_named(subject)
         if reply is None or rep is None or rep.group is None or rep.behind:
             return
         try:
@@ -440,7 +478,7 @@ class ClusteredJetStream:
             return
         self.system.publish_internal(reply.decode(), None, encode_catchup(read_batch(rep.stream.store, req)))
 
-    async def _fetch_catchup(self, name: str, payload: bytes) -> bytes | None:
+    async def _fetch_catchup(self, account: str, name: str, payload: bytes) -> bytes | None:
         """A batch of the stream's stored messages from its leader (None: no answer in time)."""
         got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         inbox = f"$JSC.RC.{member_id(self.server_name)}.{next(self._inboxes)}"
@@ -451,15 +489,15 @@ class ClusteredJetStream:
 
         sub = self.system.subscribe_internal(inbox, on_reply)
         try:
-            self.system.publish_internal(CATCHUP_SUBJECT.format(name), inbox, payload)
+            self.system.publish_internal(CATCHUP_SUBJECT.format(account, name), inbox, payload)
             return await asyncio.wait_for(got, CATCHUP_WAIT)
         except TimeoutError:
             return None
         finally:
             self.system.unsubscribe_internal(sub)
 
-    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
-        self.system.publish_internal(CREATED_SUBJECT.format(name), None, reply)
+    def ask_leader_to_answer(self, account: str, name: str, reply: bytes) -> None:
+        self.system.publish_internal(CREATED_SUBJECT.format(account, name), None, reply)
 
     # -- the meta group's listener (every server, in log order) ------------------------------------
 
@@ -467,30 +505,46 @@ class ClusteredJetStream:
         self._actions.put_nowait(sa)
 
     def unassigned(self, sa: StreamAssignment) -> None:
-        self._actions.put_nowait(sa.name)
+        self._actions.put_nowait(_Drop(sa.account, sa.name))
 
     def updated(self, sa: StreamAssignment, reply: str) -> None:
         self._actions.put_nowait((sa, reply))
 
-    def restored(self, streams: dict[str, StreamAssignment]) -> None:
-        for name in self.replicas:
-            if name not in streams:
-                self._actions.put_nowait(name)
-        for sa in streams.values():  # a replica held already follows its (maybe new) placement
-            self._actions.put_nowait((sa, "") if sa.name in self.replicas else sa)
+    def restored(self, streams: list[StreamAssignment]) -> None:
+        keep = {(sa.account, sa.name) for sa in streams}
+        for account, scope in self.accounts.items():
+            for name in scope.replicas:
+                if (account, name) not in keep:
+                    self._actions.put_nowait(_Drop(account, name))
+        for sa in streams:  # a replica held already follows its (maybe new) placement
+            held = self.accounts.get(sa.account)
+            self._actions.put_nowait((sa, "") if held is not None and sa.name in held.replicas else sa)
+
+    def _consumers(self, ca: ConsumerAssignment, work: Callable[[ConsumerGroups], Awaitable[None]]) -> None:
+        """A consumer's change, for its account's consumer groups (none: no JetStream for that
+        account here, said once its stream's replica is placed here)."""
+
+        async def act() -> None:
+            scope = self.accounts.get(ca.account)
+            if scope is not None:
+                await work(scope.consumer_groups)
+
+        self._actions.put_nowait(act)
 
     def consumer_assigned(self, ca: ConsumerAssignment) -> None:
-        self._actions.put_nowait(lambda: self.consumer_groups.add(ca))
+        self._consumers(ca, lambda groups: groups.add(ca))
 
     def consumer_unassigned(self, ca: ConsumerAssignment, reply: str = "") -> None:
-        self._actions.put_nowait(lambda: self.consumer_groups.remove(ca, reply))
+        self._consumers(ca, lambda groups: groups.remove(ca, reply))
 
     def consumer_updated(self, ca: ConsumerAssignment, reply: str) -> None:
-        self._actions.put_nowait(lambda: self.consumer_groups.update(ca, reply))
+        self._consumers(ca, lambda groups: groups.update(ca, reply))
 
     def consumers_restored(self, consumers: list[ConsumerAssignment]) -> None:
-        for gone in self.consumer_groups.gone_after_restore(consumers):
-            self.consumer_unassigned(gone)
+        for account, scope in self.accounts.items():
+            theirs = [ca for ca in consumers if ca.account == account]
+            for gone in scope.consumer_groups.gone_after_restore(theirs):
+                self.consumer_unassigned(gone)
         for ca in consumers:
             self.consumer_assigned(ca)
 
@@ -499,8 +553,8 @@ class ClusteredJetStream:
             action = await self._actions.get()
             if callable(action):
                 name, work = "(a consumer's)", action()
-            elif isinstance(action, str):
-                name, work = action, self._remove(action)
+            elif isinstance(action, _Drop):
+                name, work = action.name, self._remove(action.account, action.name)
             elif isinstance(action, tuple):
                 name, work = action[0].name, self._update(*action)
             else:
@@ -511,63 +565,83 @@ class ClusteredJetStream:
                 log.exception("JetStream cluster: stream '%s' could not be changed here", name)
 
     async def _add(self, sa: StreamAssignment) -> None:
-        if self.server_name not in sa.peers or sa.name in self.replicas:
+        scope = self.accounts.get(sa.account)
+        if self.server_name not in sa.peers or (scope is not None and sa.name in scope.replicas):
             return
-        js = self.js
-        assert js is not None
+        if scope is None:  # the servers' configs differ: said, the other replicas go on
+            log.error(
+                "JetStream cluster: stream '%s > %s' is placed on this server, but account %r has "
+                "no JetStream here: its replica is not started",
+                sa.account,
+                sa.name,
+                sa.account,
+            )
+            return
+        js = scope.js
         cfg = msgspec.json.decode(sa.config, type=StreamConfig)
         registry = js.registry
         stream = registry.get(sa.name)
         if stream is None:
             stream = registry.create(cfg)  # its store; the cluster's ingest handler
+        account = sa.account
         # every replica names the same incarnation (Nats-Stream-Identity, which its sources
         # check): the random part of its group's name
         registry.set_identity(stream, sa.group.rsplit("-", 1)[-1])
-        rep = StreamReplica(stream, registry, js.bus, self._cluster_name(), self._fetch_catchup)
+        rep = StreamReplica(
+            stream,
+            registry,
+            js.bus,
+            self._cluster_name(),
+            lambda name, payload: self._fetch_catchup(account, name, payload),
+        )
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
         rep.traffic_account = self.traffic_account
-        rep.consumer_count = lambda: len(self.meta.consumers.get(sa.name) or ())
+        rep.consumer_count = lambda: len(self.meta.consumers_of(account).get(sa.name) or ())
         rep.domain = js.config.domain
         rep.copier = Copier(rep)  # its mirror or sources, run while it leads
-        self.replicas[sa.name] = rep
+        scope.replicas[sa.name] = rep
         # a server placed after the stream's creation joins its group as a new member
         founders = () if self.server_name in sa.joined else sa.peers
         group = await self.host.start_group(sa.group, rep, founders, self.config)
         rep.group = group
         rep.direct_when_current()
-        group.on_leader = lambda leading: self._leader_changed(rep, sa, leading)
+        group.on_leader = lambda leading: self._leader_changed(scope, rep, sa, leading)
         if group.is_leader:
-            self._leader_changed(rep, sa, True)
-        log.info("JetStream cluster: stream '%s' replica started (group %s)", sa.name, sa.group)
+            self._leader_changed(scope, rep, sa, True)
+        log.info("JetStream cluster: stream '%s > %s' replica started (group %s)", account, sa.name, sa.group)
 
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
-        rep = self.replicas.get(sa.name)
-        if rep is None:
+        scope = self.accounts.get(sa.account)
+        rep = scope.replicas.get(sa.name) if scope is not None else None
+        if scope is None or rep is None:
             if self.server_name in sa.peers:  # placed here by scaling up or a peer's removal
                 await self._add(sa)
             return
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
         if self.server_name not in sa.peers:  # taken off this server
-            self._spawn(self._leave(rep, sa))
+            self._spawn(self._leave(scope, rep, sa))
             return
         if rep.is_leader:
-            await self._push_config(rep, reply)
+            await self._push_config(scope, rep, reply)
 
-    async def _leave(self, rep: StreamReplica, sa: StreamAssignment) -> None:
+    async def _leave(self, scope: AccountScope, rep: StreamReplica, sa: StreamAssignment) -> None:
         """Once the stream's group has removed this server's member, its replica goes. Placed
         here again meanwhile (scaled down, then up): a member still in the group stays, one
         removed already is replaced by a new one that joins."""
         g = rep.group
         if g is not None:
             await leave(g, sa.peers, self.config.tick, lambda: self.server_name in rep.assigned_peers)
-        if self.replicas.get(sa.name) is not rep:
+        if scope.replicas.get(sa.name) is not rep:
             return
+        drop = _Drop(sa.account, sa.name)
         if self.server_name not in rep.assigned_peers:
-            self._actions.put_nowait(sa.name)
-        elif g is not None and g.removed and (now := self.meta.streams.get(sa.name)) is not None:
-            self._actions.put_nowait(sa.name)
+            self._actions.put_nowait(drop)
+        elif (
+            g is not None and g.removed and (now := self.meta.streams_of(sa.account).get(sa.name)) is not None
+        ):
+            self._actions.put_nowait(drop)
             self._actions.put_nowait(now)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -575,7 +649,7 @@ class ClusteredJetStream:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _push_config(self, rep: StreamReplica, reply: str) -> None:
+    async def _push_config(self, scope: AccountScope, rep: StreamReplica, reply: str) -> None:
         """The stream's leader puts the assigned config into the stream's own log (every
         replica switches at the same message), then answers the update."""
         try:
@@ -586,17 +660,15 @@ class ClusteredJetStream:
         except ApiError as e:
             resp = StreamUpdateResponse.failure(e)
         if reply:
-            js = self.js
-            assert js is not None
-            js.bus.publish(reply, None, encode(resp))
+            scope.js.bus.publish(reply, None, encode(resp))
 
-    async def _remove(self, name: str) -> None:
-        rep = self.replicas.pop(name, None)
-        if rep is None:
+    async def _remove(self, account: str, name: str) -> None:
+        scope = self.accounts.get(account)
+        rep = scope.replicas.pop(name, None) if scope is not None else None
+        if scope is None or rep is None:
             return
         rep.close()
-        js = self.js
-        assert js is not None
+        js = scope.js
         if rep.group is not None:
             await self.host.stop_group(rep.group.name)
             root = self.host.root
@@ -604,13 +676,14 @@ class ClusteredJetStream:
                 await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
         if js.registry.get(name) is rep.stream:
             js.registry.delete(rep.stream)
-        log.info("JetStream cluster: stream '%s' replica deleted", name)
+        log.info("JetStream cluster: stream '%s > %s' replica deleted", account, name)
 
     # -- answers from a stream's leader -------------------------------------------------------------
 
-    def _leader_changed(self, rep: StreamReplica, sa: StreamAssignment, leading: bool) -> None:
-        js = self.js
-        assert js is not None
+    def _leader_changed(
+        self, scope: AccountScope, rep: StreamReplica, sa: StreamAssignment, leading: bool
+    ) -> None:
+        js = scope.js
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
         if rep.group is not None:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
@@ -623,19 +696,36 @@ class ClusteredJetStream:
             self._spawn(reconcile(g, rep.assigned_peers))  # a removal the last leader left undone
         if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
-            self._answer_create(rep, sa.reply.encode())
+            self._answer_create(scope, rep, sa.reply.encode())
         if rep.assigned_config and rep.assigned_config != msgspec.json.encode(rep.stream.config):
             # an update the previous leader did not put in the stream's log (or not yet applied
             # here): the stream's log gets it now (the same config twice applies once)
             self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
 
     def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
-        name = subject.decode().rsplit(".", 1)[-1]
-        rep = self.replicas.get(name)
-        if rep is not None and rep.is_leader:
-            self._answer_create(rep, data[hdr_len:])
+        account, [name] = qualified(subject, 1)
+        scope = self.accounts.get(account)
+        rep = scope.replicas.get(name) if scope is not None else None
+        if scope is not None and rep is not None and rep.is_leader:
+            self._answer_create(scope, rep, data[hdr_len:])
 
-    def _answer_create(self, rep: StreamReplica, reply: bytes) -> None:
-        js = self.js
-        assert js is not None
-        js.bus.publish(reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True)))
+    def _answer_create(self, scope: AccountScope, rep: StreamReplica, reply: bytes) -> None:
+        scope.js.bus.publish(
+            reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True))
+        )
+
+
+def _consumer_assigned(scope: AccountScope, stream: str, name: str) -> bool | None:
+    """Whether the meta group holds the account's consumer ``name`` of ``stream`` (None: nor
+    the stream)."""
+    if stream not in scope.assignments:
+        return None
+    return name in (scope.consumer_assignments.get(stream) or {})
+
+
+def _holds_direct(scope: AccountScope, stream: str, name: str) -> bool:
+    """Whether this server's engine of the account runs ``name``, a mirror's or source's
+    consumer on ``stream`` (``origin_api``)."""
+    rep = scope.replica(stream)
+    c = scope.js.consumers.get(rep.stream, name) if rep is not None else None
+    return c is not None and c.config.direct

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -51,7 +51,9 @@ class MetaState(Protocol):
     def meta_group(self) -> RaftGroup | None: ...
 
     @property
-    def assignments(self) -> Mapping[str, StreamAssignment]: ...
+    def assignments(self) -> list[StreamAssignment]:
+        """Every account's stream assignments."""
+        ...
 
     async def place(
         self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
@@ -136,7 +138,7 @@ class SystemApi:
             p.voter and p.name == target.name and p.id != target.id for p in members
         )
         state = self.state
-        for sa in list(state.assignments.values()):
+        for sa in state.assignments:
             if still_here or target.name not in sa.peers:
                 continue
             peers = [p for p in sa.peers if p != target.name]
@@ -145,9 +147,13 @@ class SystemApi:
                 peers += await state.place(1, placement, sa.peers)
             except ApiError:
                 if not peers:  # nowhere else to go: it stays (lost with the server)
-                    log.warning("JetStream cluster: stream '%s' has no other server to go to", sa.name)
+                    log.warning(
+                        "JetStream cluster: stream '%s > %s' has no other server to go to",
+                        sa.account,
+                        sa.name,
+                    )
                     continue
-            await state.propose_meta(encode_op(UpdateStream(sa.name, sa.config, "", peers)))
+            await state.propose_meta(encode_op(UpdateStream(sa.name, sa.config, "", peers, sa.account)))
         try:
             await g.remove_member(target.id)
         except ProposalError as exc:

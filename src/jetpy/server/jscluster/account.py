@@ -1,0 +1,110 @@
+"""One account's clustered JetStream on a server: the account's engine, this server's replicas
+of its streams and consumers, and what the API asks about the account.
+
+One meta group serves every account (its assignments name theirs, :mod:`.assignments`); each
+account with JetStream on a server has an :class:`AccountScope` there: its streams' replicas live
+in its engine (their stores under its directory, their subjects subscribed in its broker), its
+consumers' in its consumer groups, and the ``$JS.API`` requests arriving on its broker are
+decided against its assignments alone (names, lists, overlaps, its JetStream limits:
+:mod:`.limits`). Owns: that view (the ``ClusterState`` of :mod:`.api` and the
+``ConsumerClusterState`` of :mod:`.consumer_api`, the account's part put in by
+:class:`~jetpy.server.jscluster.service.ClusteredJetStream`). Must not know: how the meta group
+runs, Raft's rules, the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from jetpy.jetstream.models import AccountLimits, Placement, StreamInfo
+from jetpy.jetstream.service import JetStream
+from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.meta import ConsumerAssignment, StreamAssignment
+from jetpy.server.jscluster.streams import StreamReplica
+
+if TYPE_CHECKING:  # the service holds its scopes (no import at run time: it imports this)
+    from jetpy.server.jscluster.service import ClusteredJetStream
+
+__all__ = ["AccountScope", "qualified"]
+
+
+def qualified(subject: bytes, names: int) -> tuple[str, list[str]]:
+    """An internal subject ``$JSC.<kind>.<account>.<name>...`` read back: the account (which may
+    hold dots) and the last ``names`` tokens."""
+    tokens = subject.decode().split(".")
+    return ".".join(tokens[2:-names]), tokens[-names:]
+
+
+class AccountScope:
+    def __init__(self, cjs: ClusteredJetStream, js: JetStream) -> None:
+        self.cjs = cjs
+        self.js = js
+        self.account = js.config.account
+        self.replicas: dict[str, StreamReplica] = {}  # this server's, by stream name
+        self.consumer_groups = ConsumerGroups(
+            cjs.server_name,
+            cjs.cluster_name,
+            cjs.host,
+            cjs.system,
+            cjs.config,
+            self.replicas.get,
+            cjs.propose_meta,
+            cjs.act,
+            cjs.traffic_account,
+            self.account,
+        )
+
+    # -- what the API asks (ClusterState, ConsumerClusterState) -----------------------------------
+
+    @property
+    def is_meta_leader(self) -> bool:
+        return self.cjs.is_meta_leader
+
+    @property
+    def leaderless(self) -> bool:
+        return self.cjs.leaderless
+
+    @property
+    def assignments(self) -> Mapping[str, StreamAssignment]:
+        return self.cjs.meta.streams_of(self.account)
+
+    @property
+    def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]:
+        return self.cjs.meta.consumers_of(self.account)
+
+    def every_consumer(self) -> list[ConsumerAssignment]:
+        return [
+            ca
+            for by_stream in self.cjs.meta.consumers.values()
+            for cs in by_stream.values()
+            for ca in cs.values()
+        ]
+
+    @property
+    def limits(self) -> AccountLimits:
+        """The account's JetStream limits (its ``jetstream {}`` block, or its JWT's)."""
+        return self.js.registry.resources.limits
+
+    def replica(self, name: str) -> StreamReplica | None:
+        return self.replicas.get(name)
+
+    def js_servers(self) -> list[str]:
+        return self.cjs.js_servers()
+
+    async def place(
+        self, replicas: int, placement: Placement | None = None, exclude: Sequence[str] = ()
+    ) -> list[str]:
+        return await self.cjs.place(replicas, placement, exclude)
+
+    async def propose_meta(self, op: bytes) -> bytes:
+        return await self.cjs.propose_meta(op)
+
+    async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
+        return await self.cjs.server_tags(servers)
+
+    async def stream_infos(self, names: list[str]) -> dict[str, StreamInfo]:
+        return await self.cjs.stream_infos(self.account, names)
+
+    def ask_leader_to_answer(self, name: str, reply: bytes) -> None:
+        self.cjs.ask_leader_to_answer(self.account, name, reply)

@@ -1,0 +1,383 @@
+"""Clustered JetStream for accounts other than the global one, on three jetpy server processes
+(a config file with accounts A and B with JetStream, L with JetStream limits): each account's
+streams and consumers are its own (the same name in two accounts, nothing of one seen from the
+other), replicated as the global account's are (a stream's leader killed and restarted loses
+nothing), and the account's limits refused as three nats-server 2.15.1 refuse them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.errors import NoStreamResponseError
+
+from cluster_support import NEWEST, Member, start_member
+from conftest import free_port
+
+from .jscluster import JsCluster, JsNode
+
+pytestmark = pytest.mark.timeout(180)
+
+SNAPSHOT_ENTRIES = 16  # the groups (the meta group's too) compact their logs this often
+DURING = 40  # messages published while a stream's leader is down
+
+CONF = """
+accounts {
+  SYS: { users: [{user: sys, password: sys}] }
+  A: { jetstream: enabled, users: [{user: a, password: a}] }
+  B: { jetstream: enabled, users: [{user: b, password: b}] }
+  L: {
+    jetstream { max_mem: 1M, max_file: 3M, max_streams: 2, max_consumers: 2 }
+    users: [{user: l, password: l}]
+  }
+  M: { jetstream { max_file: 100K }, users: [{user: m, password: m}] }
+  N: { jetstream { max_file: 20K }, users: [{user: n, password: n}] }
+}
+system_account: SYS
+"""
+
+
+def _conf(root: Path) -> str:
+    path = root / "accounts.conf"
+    path.write_text(CONF)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("js-accounts")
+
+
+@pytest.fixture(scope="module")
+def jetpy_cluster(module_tmp: Path) -> Iterator[JsCluster]:
+    root = module_tmp / "jetpy"
+    root.mkdir()
+    c = JsCluster(root, snapshot_entries=SNAPSHOT_ENTRIES, extra=("-c", _conf(root)))
+    try:
+        c.start()
+        asyncio.run(_ready(c.urls))
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def reference_urls(module_tmp: Path) -> Iterator[list[str]]:
+    """Three nats-server 2.15.1 with JetStream and the same accounts, routed to each other."""
+    root = module_tmp / "ref"
+    root.mkdir()
+    conf = _conf(root)
+    ports = [free_port() for _ in range(3)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+    members: list[Member] = []
+    try:
+        for i, port in enumerate(ports):
+            name = f"n{i + 1}"
+            extra = ("-c", conf, "-js", "-sd", str(root / name))
+            members.append(start_member(root, NEWEST, name, routes, *extra, cluster_port=port))
+        urls = [m.url for m in members]
+        asyncio.run(_ready(urls))
+        yield urls
+    finally:
+        for m in members:
+            m.kill()
+
+
+@contextlib.asynccontextmanager
+async def _connect(url: str, user: str) -> AsyncIterator[Client]:
+    host = url.removeprefix("nats://")
+    nc = await nats.connect(f"nats://{user}:{user}@{host}", max_reconnect_attempts=-1)
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def _req(nc: Client, subject: str, body: str | dict[str, Any] = "", wait: float = 5.0) -> Any:
+    data = body if isinstance(body, str) else json.dumps(body)
+    msg = await nc.request(subject, data.encode(), timeout=wait)
+    return json.loads(msg.data)
+
+
+async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 30.0) -> Any:
+    """The reply once there is one without error 10008 (the meta group forming, a new leader)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            got = await _req(nc, subject, body, wait=1.0)
+            if got.get("error", {}).get("err_code") != 10008:
+                return got
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no answer to {subject}")
+        await asyncio.sleep(0.2)
+
+
+async def _ready(urls: list[str]) -> None:
+    """Every server answers each account's API (the meta group has a leader)."""
+    for url in urls:
+        for user in ("a", "b", "l"):
+            async with _connect(url, user) as nc:
+                got = await _until(nc, "$JS.API.INFO")
+                assert "error" not in got, got
+
+
+def _orders(subjects: list[str], replicas: int = 3) -> dict[str, Any]:
+    return {"name": "ORDERS", "subjects": subjects, "num_replicas": replicas, "storage": "file"}
+
+
+def _replica_state(node: JsNode, account: str, stream: str) -> dict[str, Any] | None:
+    """The stream's state in the node's own replica, from its /jsz (the account's)."""
+    for acc in node.jsz().get("account_details", []):
+        if acc.get("name") != account:
+            continue
+        for s in acc.get("stream_detail", []):
+            if s["name"] == stream:
+                state: dict[str, Any] = s["state"]
+                return state
+    return None
+
+
+def _wal_first(node: JsNode) -> dict[str, int]:
+    """Each Raft group's first index in the node's log, from /raftz (under the system account,
+    SYS here)."""
+    url = f"http://127.0.0.1:{node.http_port}/raftz"
+    with urllib.request.urlopen(url, timeout=5) as r:
+        doc: dict[str, Any] = json.load(r)
+    return {name: g["wal"]["first_seq"] for groups in doc.values() for name, g in groups.items()}
+
+
+async def _publish(nc: Client, subject: str, n: int, prefix: str) -> None:
+    js = nc.jetstream()
+    for i in range(n):
+        for _ in range(100):
+            try:
+                await js.publish(subject, f"{prefix}{i}".encode(), headers={"Nats-Msg-Id": f"{prefix}{i}"})
+                break
+            except (TimeoutError, nats.errors.TimeoutError, NoStreamResponseError):
+                await asyncio.sleep(0.1)  # no leader yet: the retry is de-duplicated
+        else:
+            raise AssertionError(f"{prefix}{i} never acknowledged")
+
+
+async def test_two_accounts_each_have_their_own_orders(jetpy_cluster: JsCluster) -> None:
+    """ORDERS in A and ORDERS in B (the same subjects): R3 each, published and consumed in its
+    account, each account's API seeing its own streams only."""
+    urls = jetpy_cluster.urls
+    async with _connect(urls[0], "a") as na, _connect(urls[1], "b") as nb:
+        for nc in (na, nb):
+            got = await _until(nc, "$JS.API.STREAM.CREATE.ORDERS", _orders(["orders.>"]))
+            assert "error" not in got, got
+            assert len(got["cluster"]["replicas"]) == 2
+        got = await _until(nb, "$JS.API.STREAM.CREATE.ONLYB", {"name": "ONLYB", "subjects": ["b.only"]})
+        assert "error" not in got, got
+        await _publish(na, "orders.new", 7, "a")
+        await _publish(nb, "orders.new", 3, "b")
+
+        a_info = await _until(na, "$JS.API.STREAM.INFO.ORDERS")
+        b_info = await _until(nb, "$JS.API.STREAM.INFO.ORDERS")
+        assert a_info["state"]["messages"] == 7 and b_info["state"]["messages"] == 3
+        assert a_info["cluster"]["leader"] and b_info["cluster"]["leader"]
+
+        # isolation: A's API knows nothing of B's streams
+        names = await _until(na, "$JS.API.STREAM.NAMES")
+        assert names["streams"] == ["ORDERS"] and names["total"] == 1
+        names = await _until(nb, "$JS.API.STREAM.NAMES")
+        assert names["streams"] == ["ONLYB", "ORDERS"]
+        missing = await _until(na, "$JS.API.STREAM.INFO.ONLYB")
+        assert missing["error"]["err_code"] == 10059
+        listed = await _until(na, "$JS.API.STREAM.LIST")
+        assert [s["config"]["name"] for s in listed["streams"]] == ["ORDERS"]
+        assert listed["streams"][0]["state"]["messages"] == 7
+        a_acct = await _until(na, "$JS.API.INFO")
+        assert a_acct["streams"] == 1
+
+        # consumers of each account's ORDERS: R3 durables, each delivering its account's messages
+        for nc, prefix, count in ((na, "a", 7), (nb, "b", 3)):
+            js = nc.jetstream()
+            sub = await js.pull_subscribe("orders.>", durable="WORK", stream="ORDERS")
+            msgs = await sub.fetch(count, timeout=10)
+            assert [m.data.decode() for m in msgs] == [f"{prefix}{i}" for i in range(count)]
+            for m in msgs:
+                await m.ack_sync()
+            info = await _until(nc, "$JS.API.CONSUMER.INFO.ORDERS.WORK")
+            assert info["ack_floor"]["stream_seq"] == count and len(info["cluster"]["replicas"]) == 2
+        b_consumers = await _until(nb, "$JS.API.CONSUMER.NAMES.ORDERS")
+        assert b_consumers["consumers"] == ["WORK"]
+
+        # each server holds each account's replica in the account's own store
+        for node in jetpy_cluster.nodes.values():
+            assert (node.store / "jetstream" / "A" / "streams" / "ORDERS").is_dir()
+            assert (node.store / "jetstream" / "B" / "streams" / "ORDERS").is_dir()
+            a_state, b_state = _replica_state(node, "A", "ORDERS"), _replica_state(node, "B", "ORDERS")
+            assert a_state is not None and b_state is not None
+        await _until(nb, "$JS.API.STREAM.DELETE.ONLYB")
+        assert (await _until(na, "$JS.API.STREAM.INFO.ORDERS"))["state"]["messages"] == 7
+
+
+async def test_an_accounts_stream_leader_killed_and_restarted(jetpy_cluster: JsCluster) -> None:
+    """Account A's stream goes on while its leader is down (a new leader, publishes acked, its
+    log compacted past what the killed server had), and the restarted server's replica catches
+    up from a snapshot and the messages fetched on the account's own catch-up subject; B's
+    stream of the same name keeps its own messages on every server."""
+    urls = jetpy_cluster.urls
+    async with _connect(urls[0], "a") as na, _connect(urls[0], "b") as nb:
+        for nc in (na, nb):
+            got = await _until(
+                nc, "$JS.API.STREAM.CREATE.KILLED", {"name": "KILLED", "subjects": ["k.>"], "num_replicas": 3}
+            )
+            assert "error" not in got, got
+        await _publish(na, "k.x", 5, "before")
+        await _publish(nb, "k.x", 2, "b")
+        info = await _until(na, "$JS.API.STREAM.INFO.KILLED")
+        leader, group = info["cluster"]["leader"], info["cluster"]["raft_group"]
+    jetpy_cluster.kill(leader)
+    alive = next(n for n in jetpy_cluster.nodes.values() if n.name != leader)
+    try:
+        async with _connect(alive.url, "a") as na:
+            await _publish(na, "k.x", DURING, "during")
+            info = await _until(na, "$JS.API.STREAM.INFO.KILLED")
+            assert info["state"]["messages"] == 5 + DURING
+            assert info["cluster"]["leader"] != leader
+            now_leading = jetpy_cluster.nodes[info["cluster"]["leader"]]
+            await jetpy_cluster.wait_for(
+                "the new leader's log compacted",
+                lambda: _wal_first(now_leading).get(group, 0) > SNAPSHOT_ENTRIES,
+            )
+    finally:
+        jetpy_cluster.start(leader)
+    node = jetpy_cluster.nodes[leader]
+
+    def caught_up() -> bool:
+        state = _replica_state(node, "A", "KILLED")
+        return state is not None and state["messages"] == 5 + DURING
+
+    await jetpy_cluster.wait_for("the restarted replica to catch up", caught_up, within=30)
+    restarted = node.log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+    assert "stream 'KILLED': fetching messages" in restarted  # behind the leader's snapshot
+    for n in jetpy_cluster.nodes.values():
+        b_state = _replica_state(n, "B", "KILLED")
+        assert b_state is not None and b_state["messages"] == 2
+    async with _connect(node.url, "a") as na:
+        js = na.jetstream()
+        sub = await js.pull_subscribe("k.>", durable="AFTER", stream="KILLED")
+        msgs = await sub.fetch(5 + DURING, timeout=10)
+        want = [f"before{i}" for i in range(5)] + [f"during{i}" for i in range(DURING)]
+        assert [m.data.decode() for m in msgs] == want
+
+
+# Each step: the request in account L and what it leaves (the stream made, or the refusal).
+LIMIT_STEPS: list[tuple[str, dict[str, Any]]] = [
+    # max_consumers of a stream above the account's: 10026
+    ("L1", {"name": "L1", "subjects": ["l1"], "max_consumers": 5}),
+    # max_bytes reserved once per replica: 3 x 1M fits max_file 3M
+    ("L1", {"name": "L1", "subjects": ["l1"], "num_replicas": 3, "max_bytes": 1_000_000}),
+    # nothing left of max_file: 10047
+    ("L2", {"name": "L2", "subjects": ["l2"], "num_replicas": 1, "max_bytes": 1000}),
+    # max_mem 1M: an R3 memory stream of 400k reserves 1.2M: 10028
+    ("L2", {"name": "L2", "subjects": ["l2"], "num_replicas": 3, "storage": "memory", "max_bytes": 400_000}),
+    ("L2", {"name": "L2", "subjects": ["l2"], "num_replicas": 1, "storage": "memory"}),
+    # max_streams 2: 10027
+    ("L3", {"name": "L3", "subjects": ["l3"]}),
+]
+
+
+async def _limit_replies(url: str) -> list[Any]:
+    """Account L's replies to :data:`LIMIT_STEPS`, then to a third consumer of L2 (its
+    max_consumers is the account's 2)."""
+    got: list[Any] = []
+    async with _connect(url, "l") as nc:
+        for name, cfg in LIMIT_STEPS:
+            reply = await _until(nc, f"$JS.API.STREAM.CREATE.{name}", cfg)
+            got.append(reply.get("error") or {"created": reply["config"]["name"]})
+        for durable in ("C1", "C2", "C3"):
+            reply = await _until(
+                nc,
+                f"$JS.API.CONSUMER.CREATE.L2.{durable}",
+                {"stream_name": "L2", "config": {"durable_name": durable}},
+            )
+            got.append(reply.get("error") or {"created": reply["name"]})
+        acct = await _until(nc, "$JS.API.INFO")
+        got.append(
+            {k: acct["limits"][k] for k in ("max_memory", "max_storage", "max_streams", "max_consumers")}
+        )
+    return got
+
+
+async def test_account_limits_refused_as_nats_server_refuses_them(
+    jetpy_cluster: JsCluster, reference_urls: list[str]
+) -> None:
+    ours = await _limit_replies(jetpy_cluster.urls[2])
+    theirs = await _limit_replies(reference_urls[2])
+    assert ours == theirs
+    codes = [r.get("err_code") for r in ours[: len(LIMIT_STEPS) + 3]]
+    assert codes == [10026, None, 10047, 10028, None, 10027, None, None, 10026]
+
+
+async def _fill(url: str) -> tuple[int, Any, int]:
+    """Account M (max_file 100K) publishes 1000-byte messages to an R3 file stream, each once
+    acknowledged, until one is refused: how many were stored, the refusal, and the stream's
+    bytes then."""
+    async with _connect(url, "m") as nc:
+        got = await _until(
+            nc, "$JS.API.STREAM.CREATE.FILL", {"name": "FILL", "subjects": ["m.x"], "num_replicas": 3}
+        )
+        assert "error" not in got, got
+        for i in range(100):
+            reply = await _req(nc, "m.x", "x" * 1000)
+            if "error" in reply:
+                info = await _until(nc, "$JS.API.STREAM.INFO.FILL")
+                return i, reply, info["state"]["bytes"]
+            assert reply["seq"] == i + 1, reply
+    raise AssertionError("never refused")
+
+
+async def test_account_storage_limit_refuses_publishes_as_nats_server(
+    jetpy_cluster: JsCluster, reference_urls: list[str]
+) -> None:
+    """An account's max_file on a cluster (nats-server 2.15.1's rule): the account's streams'
+    bytes counted once, the new message once per replica; account M's R3 stream is refused
+    with 10002 once 1033-byte messages (1000 of payload, as a file store counts them) would
+    pass 100K: the 95th (94 x 1033 + 3 x 1033 > 100K). nats-server's count also depends on
+    when its servers' usage reports arrive (92 to 94 accepted here): jetpy's is the rule's."""
+    ours = await _fill(jetpy_cluster.urls[1])
+    theirs = await _fill(reference_urls[1])
+    assert ours[1] == theirs[1]
+    assert ours[1]["error"]["err_code"] == 10002
+    assert ours[0] == 94 and ours[2] == 94 * 1033
+    assert 88 <= theirs[0] <= 94
+
+
+async def test_account_storage_limit_counts_streams_led_on_other_servers(jetpy_cluster: JsCluster) -> None:
+    """Account N (max_file 20K): what its R1 stream on one server holds counts at the leader
+    of its R1 stream on another server (the servers report their replicas' bytes): 10 messages
+    there (10 x 1033), then the other stream takes 9 before the 10th would pass 20K (19
+    without the first stream counted)."""
+    async with _connect(jetpy_cluster.urls[0], "n") as nc:
+        leaders: dict[str, str] = {}
+        for name in ("N1", "N2", "N3"):
+            got = await _until(
+                nc, f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower()]}
+            )
+            assert "error" not in got, got
+            leaders[name] = got["cluster"]["leader"]
+        first = "N1"
+        second = next(n for n in ("N2", "N3") if leaders[n] != leaders[first])
+        for _ in range(10):
+            assert "error" not in await _req(nc, first.lower(), "x" * 1000)
+        await asyncio.sleep(2.5)  # the first one's server has reported it
+        taken = 0
+        while "error" not in (reply := await _req(nc, second.lower(), "x" * 1000)):
+            taken += 1
+            assert taken < 30, "never refused"
+        assert reply["error"]["err_code"] == 10002
+        assert taken == 9  # 10 x 1033 + 9 x 1033 + 1033 > 20000 >= 10 x 1033 + 8 x 1033 + 1033
