@@ -7,10 +7,9 @@ creates it in its own engine, on its replica, and answers the create, as nats-se
 leader does (``CONSUMER.CREATE`` with ``direct`` is answered by no other server). It is not
 replicated, not listed, not counted in the stream's ``consumer_count``; it goes when nothing
 listens on its deliver subject for its inactivity threshold (its mirror or source stopped, or
-set up a new one), with its server, or by ``CONSUMER.DELETE``, which the stream's leader
-answers for a consumer the meta group does not hold (deleting it if it is its own direct one,
-else "consumer not found"). Every other ``CONSUMER.CREATE`` and ``DELETE`` is the cluster's
-(:mod:`.consumer_api`).
+set up a new one), with its server, or by ``CONSUMER.DELETE`` (which the meta leader answers as
+for any consumer it does not hold: nats-server's stream leader answers it). Every other
+``CONSUMER.CREATE`` is the cluster's (:mod:`.consumer_api`).
 
 Must not know: the meta group, what a mirror or source does with the deliveries.
 """
@@ -22,10 +21,7 @@ from typing import Any
 
 import msgspec
 
-from jetpy.jetstream import errors as E
-from jetpy.jetstream.api.requests import expect_empty
 from jetpy.jetstream.api.router import Elsewhere, Route
-from jetpy.jetstream.errors import ApiError
 from jetpy.server.jscluster.streams import StreamReplica
 
 __all__ = ["origin_consumer_delete_route", "origin_consumer_route"]
@@ -71,26 +67,14 @@ def origin_consumer_route(
     return Route(cluster.response, answer, cluster.args, cluster.counts_success)
 
 
-def origin_consumer_delete_route(
-    single: Route[Any],
-    cluster: Route[Any],
-    replica: Callable[[str], StreamReplica | None],
-    assigned: Callable[[str, str], bool | None],
-    holds_direct: Callable[[str, str], bool],
-) -> Route[Any]:
-    """``CONSUMER.DELETE``: of a consumer the meta group does not hold on a stream it holds
-    (``assigned`` False; None: no such stream), by the stream's leader (its own direct one with
-    the single server's handler, else "consumer not found"); any other by the cluster's."""
+def origin_consumer_delete_route(cluster: Route[Any], drop_direct: Callable[[str, str], bool]) -> Route[Any]:
+    """``CONSUMER.DELETE``: a server whose engine runs the named mirror's or source's consumer
+    deletes it (``drop_direct``) without answering; the cluster's route answers as for any
+    consumer (the meta group does not hold it: "consumer not found")."""
 
     def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
-        if len(args) == 2 and assigned(args[0], args[1]) is False:
-            rep = replica(args[0])
-            if rep is None or not rep.is_leader:
-                raise Elsewhere
-            if not holds_direct(args[0], args[1]):
-                expect_empty(body)
-                raise ApiError.of(E.CONSUMER_NOT_FOUND)
-            return single.handler(args, hdr, body)
+        if len(args) == 2:
+            drop_direct(args[0], args[1])
         return cluster.handler(args, hdr, body)
 
     return Route(cluster.response, answer, cluster.args, cluster.counts_success)

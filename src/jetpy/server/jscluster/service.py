@@ -164,7 +164,6 @@ class ClusteredJetStream:
         js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
         js.registry.listening = lambda stream: self._listening(replicas, stream)
         single_create = js.router.routes["CONSUMER.CREATE"]
-        single_delete = js.router.routes["CONSUMER.DELETE"]
         api = ClusterApi(
             scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
@@ -179,11 +178,7 @@ class ClusteredJetStream:
             lambda stream: stream in scope.assignments,
         )
         js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
-            single_delete,
-            js.router.routes["CONSUMER.DELETE"],
-            scope.replica,
-            lambda stream, name: _consumer_assigned(scope, stream, name),
-            lambda stream, name: _holds_direct(scope, stream, name),
+            js.router.routes["CONSUMER.DELETE"], lambda stream, name: _drop_direct(scope, stream, name)
         )
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
@@ -715,17 +710,12 @@ class ClusteredJetStream:
         )
 
 
-def _consumer_assigned(scope: AccountScope, stream: str, name: str) -> bool | None:
-    """Whether the meta group holds the account's consumer ``name`` of ``stream`` (None: nor
-    the stream)."""
-    if stream not in scope.assignments:
-        return None
-    return name in (scope.consumer_assignments.get(stream) or {})
-
-
-def _holds_direct(scope: AccountScope, stream: str, name: str) -> bool:
-    """Whether this server's engine of the account runs ``name``, a mirror's or source's
-    consumer on ``stream`` (``origin_api``)."""
+def _drop_direct(scope: AccountScope, stream: str, name: str) -> bool:
+    """Delete ``name`` if this server's engine of the account runs it as a mirror's or
+    source's consumer on ``stream`` (``origin_api``); whether it did."""
     rep = scope.replica(stream)
     c = scope.js.consumers.get(rep.stream, name) if rep is not None else None
-    return c is not None and c.config.direct
+    if c is None or not c.config.direct:
+        return False
+    scope.js.consumers.delete(c, advisory=False)
+    return True
