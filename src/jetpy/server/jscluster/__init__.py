@@ -141,10 +141,20 @@ The design (decisions the following slices keep):
   members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
   by an update too.
 
+* **Mirrors and sources** are run by the stream's leader (:mod:`.copiers`: the single server's
+  mirror or sources, their copies proposed rather than stored) and every copy goes through the
+  stream's group (:mod:`.copying`), so what was copied is replicated state: a new leader opens
+  a copying epoch in the log, and once it applied copies on from what its store holds; copies
+  of an older epoch (a deposed leader's) are ignored, and a refused copy closes the epoch (the
+  leader starts over from the store), so there is no duplicate and no gap. Their consumers
+  on an origin are the origin leader's own, outside the meta group (:mod:`.origin_api`), and
+  a stream's replicas share its identity (its group's random part). A mirror with
+  ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
+
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log), consumers of interest streams (what every consumer
-acknowledged is not known in one place), mirrors and sources, backups,
-moving a stream whose placement an update changes; the requests are
+acknowledged is not known in one place),
+backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the

@@ -246,7 +246,7 @@ class ClusterApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
         # more replicas than servers: no suitable peers (placement's 10005, as nats-server 2.15)
-        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=MAX_REPLICAS)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin, max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
@@ -273,8 +273,11 @@ class ClusterApi:
 
     def _check_cluster_config(self, cfg: StreamConfig) -> None:
         check_stream_built(cfg, clustered=True)
-        if cfg.mirror is not None or cfg.sources:
-            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+
+    def _origin(self, name: str) -> StreamConfig | None:
+        """Another stream's config, for the rules of mirrors and sources that look at it."""
+        sa = self.state.assignments.get(name)
+        return _decode_config(sa) if sa is not None else None
 
     def _check_overlap(self, cfg: StreamConfig) -> None:
         for name, other in self.state.assignments.items():
@@ -298,7 +301,9 @@ class ClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         old = _decode_config(sa)
-        cfg = check_stream_update(old, cfg0, pedantic=pedantic_flag(req), max_replicas=MAX_REPLICAS)
+        cfg = check_stream_update(
+            old, cfg0, pedantic=pedantic_flag(req), origins=self._origin, max_replicas=MAX_REPLICAS
+        )
         self._check_cluster_config(cfg)
         if cfg.placement != old.placement:  # moving a stream is not built
             raise ApiError.of(

@@ -26,7 +26,7 @@ from jetpy.server.jscluster.assignments import StreamAssignment
 from jetpy.server.jscluster.streams import DIRECT_QUEUE, ConfigOp, DeleteOp, PurgeOp, StreamReplica
 from jetpy.server.nrg import RaftGroup
 
-__all__ = ["LocalStream", "Replica", "r1_here"]
+__all__ = ["LocalStream", "Replica", "copies", "r1_here"]
 
 
 class LocalStream:
@@ -129,13 +129,21 @@ class LocalStream:
         return ClusterInfo(name=self.cluster, leader=self.leader_name)
 
 
+def copies(cfg: StreamConfig) -> bool:
+    """A mirror or a stream with sources: its copies go through a Raft group even as R1 (the
+    leader's copier proposes them, :mod:`.copiers`), so it is never held locally."""
+    return cfg.mirror is not None or bool(cfg.sources)
+
+
 def r1_here(sa: StreamAssignment, server: str, has_group: bool, has_store: bool) -> bool:
     """Whether this server holds the stream ``sa`` (its newest assignment) as a local stream:
-    placed here alone, with no group directory of it left here (a group not yet settled: its
+    placed here alone, not a mirror or a stream with sources (:func:`copies`), with no group directory of it left here (a group not yet settled: its
     log goes on, see :mod:`.placements`), and, where this server was placed after
     the stream's creation, its store here already (settled after a move here); without it the
     move is still going on, and this server joins the stream's group to fetch the messages."""
     if sa.peers != [server] or has_group:
+        return False
+    if copies(msgspec.json.decode(sa.config, type=StreamConfig)):
         return False
     return server not in sa.joined or has_store
 

@@ -22,9 +22,11 @@ import msgspec
 
 from jetpy.jetstream.api.messages import StreamCreateResponse
 from jetpy.jetstream.models import encode
+from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.jscluster.account import AccountScope
-from jetpy.server.jscluster.local import LocalStream, Replica
+from jetpy.server.jscluster.copiers import Copier
+from jetpy.server.jscluster.local import LocalStream, Replica, copies
 from jetpy.server.jscluster.membership import reconcile
 from jetpy.server.jscluster.meta import MetaMachine, StreamAssignment
 from jetpy.server.jscluster.streams import StreamReplica
@@ -84,6 +86,12 @@ class ServiceState(Protocol):
     async def _reconcile(self, scope: AccountScope, rep: StreamReplica) -> None: ...
 
 
+def set_identity(js: JetStream, stream: Stream, sa: StreamAssignment) -> None:
+    """Every replica names the same incarnation (Nats-Stream-Identity, which its sources
+    check): the random part of its group's name, kept when it is held locally as R1."""
+    js.registry.set_identity(stream, sa.group.rsplit("-", 1)[-1])
+
+
 class Placements:
     """The transitions (a mixin: see the module doc)."""
 
@@ -91,6 +99,7 @@ class Placements:
         self: ServiceState, scope: AccountScope, stream: Stream, sa: StreamAssignment
     ) -> StreamReplica:
         js, account = scope.js, sa.account
+        set_identity(js, stream, sa)
         rep = StreamReplica(
             stream,
             js.registry,
@@ -103,6 +112,7 @@ class Placements:
         rep.traffic_account = self.traffic_account
         rep.consumer_count = lambda: len(self.meta.consumers_of(account).get(sa.name) or ())
         rep.domain = js.config.domain
+        rep.copier = Copier(rep)  # its mirror or sources, run while it leads
         scope.replicas[sa.name] = rep
         return rep
 
@@ -127,6 +137,7 @@ class Placements:
         """This server holds the R1 stream as a plain local stream (:mod:`.local`); a create
         is answered at once."""
         js, account = scope.js, sa.account
+        set_identity(js, stream, sa)
         rep = LocalStream(stream, js.registry, js.bus, self._cluster_name())
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
@@ -188,8 +199,8 @@ class Placements:
             return rep
         if rep.assigned_peers != [self.server_name] or scope.replicas.get(rep.stream.name) is not rep:
             return rep
-        if rep.assigned_config != msgspec.json.encode(rep.stream.config):
-            return rep
+        if rep.assigned_config != msgspec.json.encode(rep.stream.config) or copies(rep.stream.config):
+            return rep  # (a mirror's or sources' copies go through a group: .copiers)
         if any(p.name != self.server_name for p in g.status().peers):
             return rep
         js = scope.js

@@ -42,9 +42,10 @@ from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
-from jetpy.server.jscluster.local import LocalStream, Replica, r1_here
+from jetpy.server.jscluster.local import LocalStream, Replica, copies, r1_here
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, origin_consumer_route
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
@@ -156,12 +157,24 @@ class ClusteredJetStream(Placements):
         replicas = scope.replicas
         js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
         js.registry.listening = lambda stream: self._listening(replicas, stream)
+        single_create = js.router.routes["CONSUMER.CREATE"]
         api = ClusterApi(
             scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(scope, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
+        js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
+            single_create,
+            js.router.routes["CONSUMER.CREATE"],
+            scope.replica,
+            lambda stream: stream in scope.assignments,
+        )
+        js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
+            js.router.routes["CONSUMER.DELETE"], lambda stream, name: _drop_direct(scope, stream, name)
+        )
+        js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
@@ -597,7 +610,8 @@ class ClusteredJetStream(Placements):
                 if reply:  # restart replaying the meta log, or two updates at once): the later one does it
                     scope.js.bus.publish(reply, None, encode(StreamUpdateResponse.of(rep.info())))
                 return
-            if len(sa.peers) > 1 or self.server_name not in sa.peers:
+            moved = len(sa.peers) > 1 or self.server_name not in sa.peers
+            if moved or copies(msgspec.json.decode(sa.config, type=StreamConfig)):
                 rep = await self._to_group(scope, rep, sa)  # moved: the new server joins, then this leaves
         if self.server_name not in sa.peers:  # taken off this server
             if isinstance(rep, StreamReplica):
@@ -668,6 +682,8 @@ class ClusteredJetStream(Placements):
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
         if rep.group is not None:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
+        if rep.copier is not None:
+            rep.copier.lead(leading)
         if not leading:
             return
         g = rep.group
@@ -695,3 +711,14 @@ class ClusteredJetStream(Placements):
         scope.js.bus.publish(
             reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True))
         )
+
+
+def _drop_direct(scope: AccountScope, stream: str, name: str) -> bool:
+    """Delete ``name`` if this server's engine of the account runs it as a mirror's or
+    source's consumer on ``stream`` (``origin_api``); whether it did."""
+    rep = scope.replica(stream)
+    c = scope.js.consumers.get(rep.stream, name) if rep is not None else None
+    if c is None or not c.config.direct:
+        return False
+    scope.js.consumers.delete(c, advisory=False)
+    return True
