@@ -398,7 +398,9 @@ class RaftGroup:
             elif node.role is not _LEADER:
                 node.campaign()
                 self._wake.set()
-        if self.joining and now - self._last_join >= self.cfg.election_timeout:
+        # a joiner asks once per heartbeat interval: a group founded just after it started (an
+        # R1 stream scaled up founds its group as the new replicas start) takes it in at once
+        if self.joining and now - self._last_join >= self.cfg.tick * self.cfg.heartbeat_ticks:
             if self.member in node.membership.voters or self.removed:
                 self.joining = False
             else:
@@ -738,28 +740,41 @@ class RaftGroup:
         node = self.node
         if node.role is not _LEADER or member in node.membership.voters:
             return
-        if self.snapshot_before_join and not self.store.snapshot_meta().index:
-            self._seed_wanted = True  # taken by the loop; the joiner asks again
-            self._wake.set()
-            return
-        self._promote.add(member)
+        self._promote.add(member)  # taken in by a later tick if not now
         if member not in node.membership.learners:
-            try:
-                index, _ = node.propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, member))
-            except RaftError as exc:
-                log.debug("raft %s: %s asks to join, not now: %s", self.name, member, exc)
-                return
-            log.info("raft %s: adding %s (%s) as a learner (entry %d)", self.name, member, server_name, index)
+            self._admit(member)
+
+    def _admit(self, member: str) -> bool:
+        """Propose adding a member that asked to join as a learner; whether it was proposed
+        (one membership change at a time; not before the log was compacted once, for a group
+        that hands joiners a snapshot: ``snapshot_before_join``)."""
+        if self.snapshot_before_join and not self.store.snapshot_meta().index:
+            self._seed_wanted = True  # taken by the loop
             self._wake.set()
+            return False
+        try:
+            index, _ = self.node.propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, member))
+        except RaftError as exc:
+            log.debug("raft %s: %s asks to join, not now: %s", self.name, member, exc)
+            return False
+        name = self.names.get(member, member)
+        log.info("raft %s: adding %s (%s) as a learner (entry %d)", self.name, member, name, index)
+        self._wake.set()
+        return True
 
     def _maybe_promote(self) -> None:
         node = self.node
         membership = node.membership
         status = node.status()
         for member in list(self._promote):
-            if member in membership.voters or member not in membership.members():
-                if member in membership.voters:
+            if member in membership.voters:
+                self._promote.discard(member)
+                continue
+            if member not in membership.members():  # asked while another change was going on
+                if member in self._applied_gone:
                     self._promote.discard(member)
+                elif self._admit(member):
+                    return
                 continue
             peer = status.peers.get(member)
             if peer is None or peer.match < status.commit:
