@@ -202,6 +202,27 @@ async def test_a_new_member_joins_and_a_founder_is_removed(tmp_path: Path) -> No
             await leader.propose(b"stalls", within=1.0)
 
 
+async def test_a_group_founded_over_existing_state_hands_a_joiner_a_snapshot(tmp_path: Path) -> None:
+    """``snapshot_before_join``: a group founded by one server over state its machine held
+    before the log began (an R1 stream scaled up) takes a snapshot before taking anyone in, so
+    the joiner starts from that state, never from a log that lacks it."""
+    async with embedded_cluster(2, store_root=tmp_path) as servers:
+        members = Members(servers)
+        founder = await members.start(servers[0], founders=["E0"])
+        founder.snapshot_before_join = True
+        members.machines["E0"].items = [b"held-before"]  # what the store held at the founding
+        await members.leader()
+        await founder.propose(b"first")
+        joiner = await members.start(servers[1], founders=["E0"])  # no founder: it asks to join
+        await settle(lambda: joiner.member in founder.node.membership.voters, within=15)
+        assert founder.store.snapshot_meta().index >= 1  # compacted before the joiner came in
+        machine = members.machines["E1"]
+        assert machine.restores == 1
+        assert machine.items == [b"held-before", b"first"]
+        await founder.propose(b"second")
+        await settle(lambda: machine.items == [b"held-before", b"first", b"second"])
+
+
 async def test_several_groups_per_server_each_in_its_own_directory(cluster: Members, tmp_path: Path) -> None:
     other: dict[str, RaftGroup] = {}
     logs: dict[str, AppendLog] = {}

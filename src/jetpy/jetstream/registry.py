@@ -276,6 +276,13 @@ class StreamRegistry:
         self.expiry.schedule()
         return stream
 
+    def set_identity(self, stream: Stream, identity: str) -> None:
+        """Give ``stream`` the identity of its incarnation decided elsewhere (a cluster's
+        replicas share their stream's), kept in its metadata."""
+        if identity != stream.identity:
+            stream.identity = identity
+            stream.store.write_meta(_meta_json(stream.config, stream.created_ns, identity))
+
     def update(self, stream: Stream, cfg: StreamConfig) -> None:
         run_steps(self.update_steps(stream, cfg))
 

@@ -31,11 +31,14 @@ class Sourcing:
         self.bus = bus
         self.copies: dict[str, Mirror | Sources] = {}  # by the name of the stream that copies
         self._direct: dict[str, list[Stream]] = {}  # origin name -> mirrors answering its direct gets
+        self.enabled = True  # False: streams' copies are run elsewhere (a cluster's stream leaders)
 
     # -- the StreamApi's watcher ----------------------------------------------------------------
 
     def started(self, stream: Stream) -> None:
         """A stream was created or recovered: its copies start."""
+        if not self.enabled:
+            return
         cfg = stream.config
         copy: Mirror | Sources
         if cfg.mirror is not None:

@@ -50,8 +50,28 @@ The design (decisions the following slices keep):
   assignment, so every server applies the same one): the servers holding the fewest
   assignments among those the stream's ``placement {cluster, tags}`` allows, ties broken at
   random (:mod:`.placement`; the servers' ``server_tags`` are asked of them when needed).
-* **A stream is a Raft group of its replicas** (a single server's stream is the same stream
-  without one: a group of one that commits as it decides). The group's leader alone
+* **An R1 stream has no Raft group** (nats-server's way): the server it is placed on holds it
+  as a plain local stream (:class:`.local.LocalStream`), through the single server's path (the
+  engine's ingest: decided, stored, PubAck once the store is synced; purges, deletes and config
+  changes applied at once, durable before the answer). It has the interface of a replica
+  (:class:`.streams.StreamReplica`) the service, the API and the consumer groups use (it always
+  leads; its info names its server as leader with no replicas; its direct gets are answered;
+  its work-queue consumers' acks remove at once), so they do not tell the two apart (the type
+  ``local.Replica``); only the service's changes of placement do. A server holds it so when the
+  stream's newest assignment places it there alone and no group directory of it is left (a
+  restart replaying the meta log goes straight to the newest placement). Scaled up, the holder
+  founds the stream's group alone over its store (``founded_from_store``: the store's state is
+  the state before the log's first entry) and leads it; the group takes no one in before it
+  compacted its log once (``RaftGroup.snapshot_before_join``), so the servers newly placed
+  join, are handed that snapshot and fetch the messages as any replica behind a snapshot does.
+  Scaled down to one server, the remaining leader removes the others from the group as for any
+  scale-down, and once the group is itself alone and its log applied the R1 config it stops
+  the group, syncs the store (the log was its write-ahead log), deletes the group's files and
+  holds the stream as a local one (:mod:`.placements`). Moved to another server
+  (``STREAM.PEER.REMOVE``, ``SERVER.REMOVE``), the old server founds the group the same way and
+  leaves it once the new one (which joins, as its store is not there yet) leads it; the new one
+  removes it only once it fetched every message, then settles as R1.
+* **A replicated stream is a Raft group of its replicas**. The group's leader alone
   subscribes the stream's subjects (``StreamRegistry.listening``, told again on every change of
   leader), so a publish elsewhere is routed to it only; it gathers those of
   one turn of its loop into one proposal (``PubBatch``, up to 512 messages or 256 KiB), stamps
@@ -121,9 +141,20 @@ The design (decisions the following slices keep):
   members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
   by an update too.
 
-Not yet: consumers of interest streams (what every consumer
-acknowledged is not known in one place), mirrors and sources, backups,
-moving a stream whose placement an update changes; the requests are
+* **Mirrors and sources** are run by the stream's leader (:mod:`.copiers`: the single server's
+  mirror or sources, their copies proposed rather than stored) and every copy goes through the
+  stream's group (:mod:`.copying`), so what was copied is replicated state: a new leader opens
+  a copying epoch in the log, and once it applied copies on from what its store holds; copies
+  of an older epoch (a deposed leader's) are ignored, and a refused copy closes the epoch (the
+  leader starts over from the store), so there is no duplicate and no gap. Their consumers
+  on an origin are the origin leader's own, outside the meta group (:mod:`.origin_api`), and
+  a stream's replicas share its identity (its group's random part). A mirror with
+  ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
+
+Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
+group of one, its state through its log), consumers of interest streams (what every consumer
+acknowledged is not known in one place),
+backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the

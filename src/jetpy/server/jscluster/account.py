@@ -21,8 +21,8 @@ from jetpy.jetstream.models import AccountLimits, Placement, StreamInfo
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.meta import ConsumerAssignment, MetaMachine, StreamAssignment
-from jetpy.server.jscluster.streams import StreamReplica
 from jetpy.server.nrg import GroupConfig, RaftHost
 
 __all__ = ["AccountScope", "qualified"]
@@ -75,7 +75,7 @@ class AccountScope:
         self.cjs = cjs
         self.js = js
         self.account = js.config.account
-        self.replicas: dict[str, StreamReplica] = {}  # this server's, by stream name
+        self.replicas: dict[str, Replica] = {}  # this server's, by stream name
         self.consumer_groups = ConsumerGroups(
             cjs.server_name,
             cjs.cluster_name,
@@ -120,7 +120,7 @@ class AccountScope:
         """The account's JetStream limits (its ``jetstream {}`` block, or its JWT's)."""
         return self.js.registry.resources.limits
 
-    def replica(self, name: str) -> StreamReplica | None:
+    def replica(self, name: str) -> Replica | None:
         return self.replicas.get(name)
 
     def js_servers(self) -> list[str]:

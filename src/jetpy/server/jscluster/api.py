@@ -55,6 +55,7 @@ from jetpy.jetstream.report import API_LEVEL
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import MAX_REPLICAS, check_stream_create, check_stream_update
 from jetpy.server.jscluster.limits import check_create, check_update
+from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -67,7 +68,7 @@ from jetpy.server.jscluster.meta import (
     encode_op,
 )
 from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
-from jetpy.server.jscluster.streams import DeleteOp, PurgeOp, StreamReplica
+from jetpy.server.jscluster.streams import DeleteOp, PurgeOp
 from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
 
@@ -124,7 +125,7 @@ class ClusterState(Protocol):
     @property
     def consumer_assignments(self) -> Mapping[str, Mapping[str, ConsumerAssignment]]: ...
 
-    def replica(self, name: str) -> StreamReplica | None: ...
+    def replica(self, name: str) -> Replica | None: ...
 
     def js_servers(self) -> list[str]: ...
 
@@ -245,7 +246,7 @@ class ClusterApi:
             raise ApiError.of(E.STREAM_MISMATCH)
         pedantic = pedantic_flag(req)
         # more replicas than servers: no suitable peers (placement's 10005, as nats-server 2.15)
-        cfg = check_stream_create(cfg0, pedantic=pedantic, max_replicas=MAX_REPLICAS)
+        cfg = check_stream_create(cfg0, pedantic=pedantic, origins=self._origin, max_replicas=MAX_REPLICAS)
         self._check_cluster_config(cfg)
         raw = msgspec.json.encode(cfg)
         have = state.assignments.get(cfg.name)
@@ -272,8 +273,11 @@ class ClusterApi:
 
     def _check_cluster_config(self, cfg: StreamConfig) -> None:
         check_stream_built(cfg, clustered=True)
-        if cfg.mirror is not None or cfg.sources:
-            raise ApiError.of(E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("a mirror or sources"))
+
+    def _origin(self, name: str) -> StreamConfig | None:
+        """Another stream's config, for the rules of mirrors and sources that look at it."""
+        sa = self.state.assignments.get(name)
+        return _decode_config(sa) if sa is not None else None
 
     def _check_overlap(self, cfg: StreamConfig) -> None:
         for name, other in self.state.assignments.items():
@@ -297,7 +301,9 @@ class ClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         old = _decode_config(sa)
-        cfg = check_stream_update(old, cfg0, pedantic=pedantic_flag(req), max_replicas=MAX_REPLICAS)
+        cfg = check_stream_update(
+            old, cfg0, pedantic=pedantic_flag(req), origins=self._origin, max_replicas=MAX_REPLICAS
+        )
         self._check_cluster_config(cfg)
         if cfg.placement != old.placement:  # moving a stream is not built
             raise ApiError.of(
@@ -345,7 +351,7 @@ class ClusterApi:
         await self.state.propose_meta(encode_op(RemoveStream(name, self.state.account)))
         return StreamDeleteResponse(success=True)
 
-    def _leader(self, args: list[str]) -> StreamReplica:
+    def _leader(self, args: list[str]) -> Replica:
         """This server's replica of the request's stream if it leads it; else the meta leader
         answers 10059 for a stream that does not exist, and the others leave it."""
         state = self.state
@@ -379,7 +385,7 @@ class ClusterApi:
         _, e = self.streams.purge_request(args, body)
         return self._purge(rep, PurgeOp(e.subject, e.seq, e.keep))
 
-    async def _purge(self, rep: StreamReplica, op: PurgeOp) -> StreamPurgeResponse:
+    async def _purge(self, rep: Replica, op: PurgeOp) -> StreamPurgeResponse:
         return StreamPurgeResponse(success=True, purged=int(await rep.propose_change(op)))
 
     def stream_msg_delete(self, args: list[str], hdr: bytes, body: bytes) -> Any:
@@ -387,7 +393,7 @@ class ClusterApi:
         _, e = self.streams.msg_delete_request(args, body)
         return self._msg_delete(rep, DeleteOp(e.seq, e.erase))
 
-    async def _msg_delete(self, rep: StreamReplica, op: DeleteOp) -> StreamMsgDeleteResponse:
+    async def _msg_delete(self, rep: Replica, op: DeleteOp) -> StreamMsgDeleteResponse:
         if not int(await rep.propose_change(op)):
             raise delete_miss(rep.stream, op.seq)
         return StreamMsgDeleteResponse(success=True)
@@ -415,7 +421,9 @@ class ClusterApi:
     def stream_peer_remove(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         """The meta leader takes the stream off a server (by name or member id) and places it
         on another one, which joins the stream's group and catches up; the removed server's
-        replica leaves once the group has removed it, and its files are deleted."""
+        replica leaves once the group has removed it, and its files are deleted. An R1 stream
+        moves so too, with its messages (nats-server 2.15.1 places it on the other server empty,
+        with no leader): see :mod:`.placements`."""
         state = self.state
         if not state.is_meta_leader:
             raise Elsewhere

@@ -61,7 +61,8 @@ class StreamSnapshot(msgspec.Struct, array_like=True, frozen=True):
     """A replica's state at an applied entry: its store held ``first_seq .. last_seq`` but
     ``deleted`` (synced), ``ts`` the last applied time stamp, ``config`` the stream's config
     (JSON), ``held`` entries applied after it while the replica was still catching up (applied
-    again once caught up)."""
+    again once caught up), ``copy_epoch`` the open copying epoch of a mirror's or sources'
+    (:mod:`.copying`; 0: none)."""
 
     first_seq: int
     last_seq: int
@@ -69,6 +70,7 @@ class StreamSnapshot(msgspec.Struct, array_like=True, frozen=True):
     deleted: list[int]
     config: bytes
     held: list[bytes] = []
+    copy_epoch: int = 0
 
 
 class CatchupRequest(msgspec.Struct, array_like=True, frozen=True):

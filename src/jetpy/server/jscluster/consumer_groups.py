@@ -32,10 +32,10 @@ from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.consumers import ConsumerReplica
+from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import GLOBAL_ACCOUNT, ConsumerAssignment, RemoveConsumer, encode_op
-from jetpy.server.jscluster.streams import DeleteOp, StreamReplica
-from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, member_id
+from jetpy.server.nrg import GroupConfig, RaftGroup, RaftHost, member_id
 
 __all__ = ["ConsumerGroups"]
 
@@ -49,7 +49,6 @@ INFO_SUBJECT = "$JSC.CI.{}.{}.{}"
 GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
 
 Key = tuple[str, str]  # (stream, consumer)
-_encode = msgspec.msgpack.Encoder().encode
 
 
 class ConsumerGroups:
@@ -60,7 +59,7 @@ class ConsumerGroups:
         host: RaftHost,
         system: Broker,
         config: GroupConfig,
-        stream_replica: Callable[[str], StreamReplica | None],
+        stream_replica: Callable[[str], Replica | None],
         propose_meta: Callable[[bytes], Awaitable[bytes]],
         act: Callable[[Callable[[], Awaitable[None]]], None],
         traffic_account: str = "",
@@ -222,7 +221,7 @@ class ConsumerGroups:
 
     def stream_holding(self, stream: str, seq: int) -> Stream | None:
         rep = self._stream_replica(stream)
-        if rep is None or rep.group is None or rep.behind:
+        if rep is None or not rep.serving:
             return None
         if rep.stream.store.state().last_seq < seq:
             return None
@@ -242,23 +241,14 @@ class ConsumerGroups:
         task.add_done_callback(self._tasks.discard)
 
     def remove_messages(self, stream: str, seqs: list[int]) -> None:
-        """The messages a work-queue consumer acknowledged, removed through the stream's log
-        (its group takes the proposal to its leader), every replica at the same point; one
-        proposal for the acks of one loop turn. One that fails leaves the messages stored until
-        the consumer's leader sweeps them (``ConsumerReplica._sweep``); none removes a message
-        not acknowledged."""
+        """The messages a work-queue consumer acknowledged (those of one loop turn), removed by
+        this server's replica of the stream (``remove_acked``: through its log, or at once for
+        an R1 stream); one lost on the way is swept again by the consumer's leader
+        (``ConsumerReplica._sweep``)."""
         rep = self._stream_replica(stream)
-        if rep is None or rep.group is None:
+        if rep is None:
             return
-        group = rep.group
-
-        async def remove() -> None:
-            try:
-                await group.propose_many([_encode(DeleteOp(seq, False)) for seq in seqs])
-            except ProposalError as exc:
-                log.warning("stream '%s': %d acknowledged messages not removed: %s", stream, len(seqs), exc)
-
-        task = asyncio.get_running_loop().create_task(remove())
+        task = asyncio.get_running_loop().create_task(rep.remove_acked(seqs))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -42,9 +42,12 @@ from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
+from jetpy.server.jscluster.local import LocalStream, Replica, copies, r1_here
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
+from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, origin_consumer_route
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
+from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
@@ -81,15 +84,7 @@ def _every(subject: str) -> str:
     return subject.split("{", 1)[0] + ">"
 
 
-@dataclasses.dataclass(frozen=True)
-class _Drop:
-    """An action: this server's replica of the account's stream goes."""
-
-    account: str
-    name: str
-
-
-class ClusteredJetStream:
+class ClusteredJetStream(Placements):
     def __init__(
         self,
         server_name: str,
@@ -126,12 +121,13 @@ class ClusteredJetStream:
         # assignments to act on in log order: a stream to hold a replica of, a new config for
         # one (and where to answer), a replica to drop, or a consumer's change (ConsumerGroups')
         self._actions: asyncio.Queue[
-            StreamAssignment | tuple[StreamAssignment, str] | _Drop | Callable[[], Awaitable[None]]
+            StreamAssignment | tuple[StreamAssignment, str] | Drop | Callable[[], Awaitable[None]]
         ] = asyncio.Queue()
         self.act: Callable[[Callable[[], Awaitable[None]]], None] = self._actions.put_nowait
         self.usage = ClusterUsage(server_name, system, self.accounts)  # accounts' storage limits
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
+        self._settling: set[str] = set()  # groups of streams scaled down to R1, being dropped
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
@@ -161,12 +157,24 @@ class ClusteredJetStream:
         replicas = scope.replicas
         js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
         js.registry.listening = lambda stream: self._listening(replicas, stream)
+        single_create = js.router.routes["CONSUMER.CREATE"]
         api = ClusterApi(
             scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
         )
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(scope, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
+        js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
+            single_create,
+            js.router.routes["CONSUMER.CREATE"],
+            scope.replica,
+            lambda stream: stream in scope.assignments,
+        )
+        js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
+            js.router.routes["CONSUMER.DELETE"], lambda stream, name: _drop_direct(scope, stream, name)
+        )
+        js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
 
@@ -183,7 +191,7 @@ class ClusteredJetStream:
             for ca in cs.values():
                 self.consumer_assigned(ca)
 
-    def _listening(self, replicas: Mapping[str, StreamReplica], stream: Stream) -> bool:
+    def _listening(self, replicas: Mapping[str, Replica], stream: Stream) -> bool:
         """A stream takes published messages on its leader's server only (nats-server's way:
         a publish on another server is routed there, not to every replica)."""
         rep = replicas.get(stream.name)
@@ -323,8 +331,7 @@ class ClusteredJetStream:
             return "JetStream is not current with the meta leader"
         for account, scope in sorted(self.accounts.items()):
             for name, rep in sorted(scope.replicas.items()):
-                rg = rep.group
-                if rg is None or rep.behind or not rg.status().current:
+                if not rep.current:
                     return f"JetStream stream '{account} > {name}' is not current"
         return ""
 
@@ -336,11 +343,11 @@ class ClusteredJetStream:
         )
         for account, scope in self.accounts.items():
 
-            def replica(name: str, replicas: Mapping[str, StreamReplica] = scope.replicas) -> Any:
+            def replica(name: str, replicas: Mapping[str, Replica] = scope.replicas) -> Any:
                 rep = replicas.get(name)
                 if rep is None:
                     return None
-                return rep.cluster_info(), rep.group.name if rep.group is not None else ""
+                return rep.cluster_info(), rep.group_name
 
             jsz_overlay(doc, meta, account, replica, raft)
 
@@ -438,7 +445,7 @@ class ClusteredJetStream:
             self.system.unsubscribe_internal(sub)
         return got
 
-    def _replica_named(self, subject: bytes) -> StreamReplica | None:
+    def _replica_named(self, subject: bytes) -> Replica | None:
         """This server's replica of the stream an internal subject names (account, stream)."""
         account, [name] = qualified(subject, 1)
         scope = self.accounts.get(account)
@@ -486,7 +493,7 @@ class ClusteredJetStream:
         self._actions.put_nowait(sa)
 
     def unassigned(self, sa: StreamAssignment) -> None:
-        self._actions.put_nowait(_Drop(sa.account, sa.name))
+        self._actions.put_nowait(Drop(sa.account, sa.name))
 
     def updated(self, sa: StreamAssignment, reply: str) -> None:
         self._actions.put_nowait((sa, reply))
@@ -496,7 +503,7 @@ class ClusteredJetStream:
         for account, scope in self.accounts.items():
             for name in scope.replicas:
                 if (account, name) not in keep:
-                    self._actions.put_nowait(_Drop(account, name))
+                    self._actions.put_nowait(Drop(account, name))
         for sa in streams:  # a replica held already follows its (maybe new) placement
             held = self.accounts.get(sa.account)
             self._actions.put_nowait((sa, "") if held is not None and sa.name in held.replicas else sa)
@@ -534,7 +541,7 @@ class ClusteredJetStream:
             action = await self._actions.get()
             if callable(action):
                 name, work = "(a consumer's)", action()
-            elif isinstance(action, _Drop):
+            elif isinstance(action, Drop):
                 name, work = action.name, self._remove(action.account, action.name)
             elif isinstance(action, tuple):
                 name, work = action[0].name, self._update(*action)
@@ -547,8 +554,17 @@ class ClusteredJetStream:
 
     async def _add(self, sa: StreamAssignment) -> None:
         scope = self.accounts.get(sa.account)
-        if self.server_name not in sa.peers or (scope is not None and sa.name in scope.replicas):
+        if scope is not None and sa.name in scope.replicas:
             return
+        root = self.host.root
+        group_dir = root / sa.group if root is not None else None
+        has_group = group_dir is not None and group_dir.exists()
+        if self.server_name not in sa.peers and not has_group:
+            return
+        now = self.meta.streams_of(sa.account).get(sa.name)
+        latest = now if now is not None and now.group == sa.group else sa
+        if self.server_name not in latest.peers and not has_group:
+            return  # placed elsewhere since (a restart replaying the meta log): nothing to hold
         if scope is None:  # the servers' configs differ: said, the other replicas go on
             log.error(
                 "JetStream cluster: stream '%s > %s' is placed on this server, but account %r has "
@@ -558,35 +574,27 @@ class ClusteredJetStream:
                 sa.account,
             )
             return
-        js = scope.js
-        cfg = msgspec.json.decode(sa.config, type=StreamConfig)
-        registry = js.registry
+        registry = scope.js.registry
         stream = registry.get(sa.name)
-        if stream is None:
-            stream = registry.create(cfg)  # its store; the cluster's ingest handler
-        account = sa.account
-        rep = StreamReplica(
-            stream,
-            registry,
-            js.bus,
-            self._cluster_name(),
-            lambda name, payload: self._fetch_catchup(account, name, payload),
-        )
-        rep.assigned_config = sa.config
-        rep.assigned_peers = sa.peers
-        rep.traffic_account = self.traffic_account
-        rep.consumer_count = lambda: len(self.meta.consumers_of(account).get(sa.name) or ())
-        rep.domain = js.config.domain
-        scope.replicas[sa.name] = rep
+        if r1_here(latest, self.server_name, has_group, stream is not None):
+            if stream is None:
+                stream = registry.create(msgspec.json.decode(sa.config, type=StreamConfig))
+            self._hold_local(scope, stream, msgspec.structs.replace(latest, reply=sa.reply))
+            log.info("JetStream cluster: stream '%s > %s' held here (R1, no group)", sa.account, sa.name)
+            return
+        if group_dir is not None and not has_group:
+            group_dir.mkdir(parents=True)  # before the store: a replica of a group, not R1
+        if stream is None:  # its store; the cluster's ingest handler
+            stream = registry.create(msgspec.json.decode(sa.config, type=StreamConfig))
+        rep = self._new_replica(scope, stream, sa)
         # a server placed after the stream's creation joins its group as a new member
         founders = () if self.server_name in sa.joined else sa.peers
-        group = await self.host.start_group(sa.group, rep, founders, self.config)
-        rep.group = group
-        rep.direct_when_current()
-        group.on_leader = lambda leading: self._leader_changed(scope, rep, sa, leading)
-        if group.is_leader:
-            self._leader_changed(scope, rep, sa, True)
-        log.info("JetStream cluster: stream '%s > %s' replica started (group %s)", account, sa.name, sa.group)
+        await self._start_group(scope, rep, sa, founders)
+        log.info(
+            "JetStream cluster: stream '%s > %s' replica started (group %s)", sa.account, sa.name, sa.group
+        )
+        if self.server_name not in sa.peers:  # restored from a meta snapshot that placed it
+            self._spawn(self._leave(scope, rep, sa))  # elsewhere meanwhile: its group still has it
 
     async def _update(self, sa: StreamAssignment, reply: str) -> None:
         scope = self.accounts.get(sa.account)
@@ -597,8 +605,17 @@ class ClusteredJetStream:
             return
         rep.assigned_config = sa.config
         rep.assigned_peers = sa.peers
+        if isinstance(rep, LocalStream):
+            if self.meta.streams_of(sa.account).get(sa.name) is not sa:  # changed again since (a
+                if reply:  # restart replaying the meta log, or two updates at once): the later one does it
+                    scope.js.bus.publish(reply, None, encode(StreamUpdateResponse.of(rep.info())))
+                return
+            moved = len(sa.peers) > 1 or self.server_name not in sa.peers
+            if moved or copies(msgspec.json.decode(sa.config, type=StreamConfig)):
+                rep = await self._to_group(scope, rep, sa)  # moved: the new server joins, then this leaves
         if self.server_name not in sa.peers:  # taken off this server
-            self._spawn(self._leave(scope, rep, sa))
+            if isinstance(rep, StreamReplica):
+                self._spawn(self._leave(scope, rep, sa))
             return
         if rep.is_leader:
             await self._push_config(scope, rep, reply)
@@ -612,7 +629,7 @@ class ClusteredJetStream:
             await leave(g, sa.peers, self.config.tick, lambda: self.server_name in rep.assigned_peers)
         if scope.replicas.get(sa.name) is not rep:
             return
-        drop = _Drop(sa.account, sa.name)
+        drop = Drop(sa.account, sa.name)
         if self.server_name not in rep.assigned_peers:
             self._actions.put_nowait(drop)
         elif (
@@ -626,13 +643,14 @@ class ClusteredJetStream:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _push_config(self, scope: AccountScope, rep: StreamReplica, reply: str) -> None:
+    async def _push_config(self, scope: AccountScope, rep: Replica, reply: str) -> None:
         """The stream's leader puts the assigned config into the stream's own log (every
         replica switches at the same message), then answers the update."""
         try:
             await rep.propose_change(ConfigOp(rep.assigned_config))
             if rep.group is not None:  # members whose servers are no longer named leave
                 await reconcile(rep.group, rep.assigned_peers)
+                rep = await self._settle(scope, rep)
             resp = StreamUpdateResponse.of(rep.info())
         except ApiError as e:
             resp = StreamUpdateResponse.failure(e)
@@ -664,11 +682,16 @@ class ClusteredJetStream:
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
         if rep.group is not None:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
+        if rep.copier is not None:
+            rep.copier.lead(leading)
         if not leading:
             return
         g = rep.group
-        if g is not None and any(p.name not in rep.assigned_peers for p in g.status().peers):
-            self._spawn(reconcile(g, rep.assigned_peers))  # a removal the last leader left undone
+        if g is not None and (
+            any(p.name not in rep.assigned_peers for p in g.status().peers)
+            or rep.assigned_peers == [self.server_name]
+        ):
+            self._spawn(self._reconcile(scope, rep))  # a removal the last leader left undone
         if sa.reply and rep.group is not None and not rep.answered_create:
             rep.answered_create = True
             self._answer_create(scope, rep, sa.reply.encode())
@@ -684,7 +707,18 @@ class ClusteredJetStream:
         if scope is not None and rep is not None and rep.is_leader:
             self._answer_create(scope, rep, data[hdr_len:])
 
-    def _answer_create(self, scope: AccountScope, rep: StreamReplica, reply: bytes) -> None:
+    def _answer_create(self, scope: AccountScope, rep: Replica, reply: bytes) -> None:
         scope.js.bus.publish(
             reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True))
         )
+
+
+def _drop_direct(scope: AccountScope, stream: str, name: str) -> bool:
+    """Delete ``name`` if this server's engine of the account runs it as a mirror's or
+    source's consumer on ``stream`` (``origin_api``); whether it did."""
+    rep = scope.replica(stream)
+    c = scope.js.consumers.get(rep.stream, name) if rep is not None else None
+    if c is None or not c.config.direct:
+        return False
+    scope.js.consumers.delete(c, advisory=False)
+    return True

@@ -36,6 +36,7 @@ from jetpy.server.jscluster.catchup import (
     encode,
     write_batch,
 )
+from jetpy.server.jscluster.copying import CopyBatch, CopyEpoch, Copying, CopyMachine
 from jetpy.server.jscluster.report import cluster_block
 from jetpy.server.nrg import ProposalError, RaftGroup
 
@@ -87,7 +88,7 @@ class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(PubBatch | PurgeOp | DeleteOp | ConfigOp).decode
+_decode = msgspec.msgpack.Decoder(PubBatch | PurgeOp | DeleteOp | ConfigOp | CopyEpoch | CopyBatch).decode
 
 BATCH_MSGS = 512  # messages in one proposal at most (nats-server's 512 per entry)...
 BATCH_BYTES = 256 << 10  # ...and bytes of them (its 256 KiB)
@@ -138,6 +139,9 @@ class StreamReplica:
         self._direct = DirectGet({}, bus, self._direct_answerer)
         self._direct_subs: list[object] = []
         self._direct_timer: asyncio.TimerHandle | None = None
+        # a mirror's or sources' copies (:mod:`.copying`): applied here, made by the leader
+        self.copies = CopyMachine(self)
+        self.copier: Copying | None = None
 
     # -- the publish path (the leader) ------------------------------------------------------------
 
@@ -176,10 +180,7 @@ class StreamReplica:
         replies = self._replies
         if self.stream.config.no_ack:
             replies = [None] * len(replies)
-        now = time.time_ns()
-        ts = now if now > self._last_ts else self._last_ts + 1
-        self._last_ts = ts + len(subjects) - 1
-        item = _encode(PubBatch(subjects, self._hdr_lens, self._datas, ts))
+        item = _encode(PubBatch(subjects, self._hdr_lens, self._datas, self.stamp(len(subjects))))
         self._subjects, self._hdr_lens, self._datas, self._replies = [], [], [], []
         self._batch_bytes = 0
         group = self.group
@@ -191,6 +192,13 @@ class StreamReplica:
             self._fail(replies, exc)
             return
         fut.add_done_callback(lambda f: self._answer(f, replies))
+
+    def stamp(self, count: int) -> int:
+        """The leader's time stamp for an entry of ``count`` messages (later than any before)."""
+        now = time.time_ns()
+        ts = now if now > self._last_ts else self._last_ts + 1
+        self._last_ts = ts + count - 1
+        return ts
 
     def _answer(self, fut: asyncio.Future[list[bytes]], replies: list[bytes | None]) -> None:
         exc = fut.exception() if not fut.cancelled() else None
@@ -239,8 +247,47 @@ class StreamReplica:
         return self._behind is not None
 
     @property
+    def group_name(self) -> str:
+        g = self.group
+        return g.name if g is not None else ""
+
+    @property
+    def serving(self) -> bool:
+        """Its member started and its store holds what the group applied: consumers read it."""
+        return self.group is not None and self._behind is None
+
+    @property
+    def current(self) -> bool:
+        """Serving, and applied all it knows is committed (/healthz)."""
+        g = self.group
+        return g is not None and self._behind is None and g.status().current
+
+    def founded_from_store(self) -> None:
+        """This replica founds its stream's group over what its store holds (an R1 stream scaled
+        up): that is the state before the log's first entry, not a replay's to skip; the
+        group's first snapshot hands it to the members that join (``snapshot_before_join``)."""
+        self._applied_ts = self._last_ts = self._store_ts
+
+    async def remove_acked(self, seqs: list[int]) -> None:
+        """What a work-queue consumer acknowledged, removed through the stream's log (its group
+        takes the proposal to its leader), every replica at the same point. One that fails
+        leaves the messages stored (an operator can delete them), never removes one not
+        acknowledged."""
+        g = self.group
+        if g is None:
+            return
+        try:
+            await g.propose_many([_encode(DeleteOp(seq, False)) for seq in seqs])
+        except ProposalError as exc:
+            log.warning(
+                "stream '%s': %d acknowledged messages not removed: %s", self.stream.name, len(seqs), exc
+            )
+
+    @property
     def replaying(self) -> bool:
         """Whether the store holds a message from a later entry than the last one applied."""
+        if self.copies.is_mirror:  # its time stamps are its origin's
+            return self.copies.replaying
         return self._applied_ts < self._store_ts
 
     def apply(self, index: int, items: Sequence[bytes]) -> Sequence[bytes]:
@@ -259,6 +306,9 @@ class StreamReplica:
                     out.append(b"")
                 else:
                     out.append(self._set_config(e.config))
+                continue
+            if isinstance(e, CopyEpoch | CopyBatch):
+                out.append(self.copies.apply(e))
                 continue
             if not isinstance(e, PubBatch):
                 out.append(self._change(e))
@@ -283,13 +333,25 @@ class StreamReplica:
             self._last_ts = applied
         return ACK_SEP.join(acks)
 
+    def next_stamp(self, ts: int) -> int | None:
+        """The time stamp the next message of an entry stamped ``ts`` applies at (as in
+        :meth:`_apply_batch`); None when the store holds it already (decided before a restart)."""
+        applied = ts if ts > self._applied_ts else self._applied_ts + 1
+        self._applied_ts = applied
+        if applied > self._last_ts:
+            self._last_ts = applied
+        return None if applied <= self._store_ts else applied
+
     def _set_config(self, raw: bytes) -> bytes:
         cfg = msgspec.json.decode(raw, type=StreamConfig)
         if cfg != self.stream.config:
+            old = self.stream.config
             registry = self.registry
             registry.update(self.stream, cfg)  # lowered limits take effect at once
             registry.removed(self.stream)
             registry.committer.mark_dirty(self.stream)
+            if self.copier is not None and (cfg.mirror, cfg.sources) != (old.mirror, old.sources):
+                self.copier.config_changed()
         return b"1"
 
     def _change(self, op: PurgeOp | DeleteOp) -> bytes:
@@ -327,6 +389,7 @@ class StreamReplica:
                 self._applied_ts,
                 st.deleted or [],
                 msgspec.json.encode(self.stream.config),
+                copy_epoch=self.copies.epoch,
             )
         )
 
@@ -339,6 +402,7 @@ class StreamReplica:
             return
         snap = decode_snapshot(data)
         self._applied_ts = snap.ts
+        self.copies.restored(snap.copy_epoch, snap.last_seq)
         self._last_ts = max(self._last_ts, snap.ts)
         if snap.config and snap.config != msgspec.json.encode(self.stream.config):
             self._set_config(snap.config)
@@ -440,7 +504,9 @@ class StreamReplica:
             self.direct_when_current()
 
     def close(self) -> None:
-        """Stop fetching and answering direct gets (the replica stops or goes)."""
+        """Stop fetching, copying and answering direct gets (the replica stops or goes)."""
+        if self.copier is not None:
+            self.copier.stop()
         task, self._catchup = self._catchup, None
         if task is not None:
             task.cancel()

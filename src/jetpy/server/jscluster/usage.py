@@ -31,7 +31,7 @@ import msgspec
 from jetpy.jetstream.models import StreamConfig
 from jetpy.jetstream.resources import stored_size
 from jetpy.server.broker import Broker, Subscription
-from jetpy.server.jscluster.streams import StreamReplica
+from jetpy.server.jscluster.local import Replica
 
 if TYPE_CHECKING:
     from jetpy.server.jscluster.account import AccountScope
@@ -113,9 +113,7 @@ class ClusterUsage:
             total += held
         return total
 
-    def would_exceed(
-        self, scope: AccountScope, rep: StreamReplica, subject: int, hdr: int, data: int
-    ) -> bool:
+    def would_exceed(self, scope: AccountScope, rep: Replica, subject: int, hdr: int, data: int) -> bool:
         """Would this message take the account past its limit for the stream's storage? (A
         stream's leader asks before it proposes the message.)"""
         storage = rep.stream.config.storage

@@ -28,8 +28,6 @@ from typing import Final
 
 from jetpy.raft import (
     AppendResponse,
-    ConfChange,
-    ConfChangeOp,
     Config,
     EntryKind,
     HeartbeatResponse,
@@ -44,6 +42,7 @@ from jetpy.raft import (
     persist_ready,
 )
 from jetpy.server.broker import Broker
+from jetpy.server.nrg.changes import GroupChanges
 from jetpy.server.nrg.config import GroupConfig
 from jetpy.server.nrg.lease import Lease
 from jetpy.server.nrg.machine import (
@@ -55,7 +54,7 @@ from jetpy.server.nrg.machine import (
     ProposalUnknown,
     StateMachine,
 )
-from jetpy.server.nrg.proposals import Forwarded, Pending, Remote, Unit, error_for, fail, status_for
+from jetpy.server.nrg.proposals import Forwarded, Pending, Remote, Unit, error_for, fail
 from jetpy.server.nrg.status import GroupStatus, peer_states
 from jetpy.server.nrg.transport import Handlers, Transport
 from jetpy.server.nrg.wire import (
@@ -64,9 +63,6 @@ from jetpy.server.nrg.wire import (
     WireError,
     decode_answer,
     decode_batch,
-    decode_change,
-    decode_join,
-    encode_answer,
     encode_batch,
     encode_change,
     encode_join,
@@ -89,14 +85,9 @@ _STATE_NAMES = {
     Role.PRE_CANDIDATE: "CANDIDATE",
     Role.CANDIDATE: "CANDIDATE",
 }
-_CHANGE_OPS = {
-    ChangeOp.ADD_VOTER: ConfChangeOp.ADD_VOTER,
-    ChangeOp.ADD_LEARNER: ConfChangeOp.ADD_LEARNER,
-    ChangeOp.REMOVE: ConfChangeOp.REMOVE,
-}
 
 
-class RaftGroup:
+class RaftGroup(GroupChanges):
     def __init__(
         self,
         name: str,
@@ -154,6 +145,12 @@ class RaftGroup:
         self.joining = joining or member not in self.node.membership.voters
         self._last_join = float("-inf")
         self._eager_until = 0.0  # campaign every tick until a leader is known, until then
+        # A group whose state machine held state before its log began (a stream's group founded
+        # over what its store holds) hands a joining member a snapshot, never its log from the
+        # start, which lacks that state: a join waits until the log was compacted once (a
+        # snapshot taken as soon as the leader applied an entry; the joiner asks again).
+        self.snapshot_before_join = False
+        self._seed_wanted = False
         self.lease = Lease(config.tick, config.election_timeout, time.monotonic())
         self._wake = asyncio.Event()
         self._stopping = False  # no longer taking part
@@ -175,6 +172,13 @@ class RaftGroup:
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run(), name=f"raft-{self.name}")
         self._ticker = loop.call_later(self.cfg.tick, self._on_tick)
+        self._wake.set()
+
+    def snapshot_soon(self) -> None:
+        """Snapshot (and compact the log) once an entry is applied, if the log never was: the
+        state machine's state at founding is then in the group's files, not only in the
+        machine's (see ``snapshot_before_join``)."""
+        self._seed_wanted = True
         self._wake.set()
 
     def campaign_soon(self, within: float) -> None:
@@ -241,6 +245,10 @@ class RaftGroup:
                 while not self._stopping:
                     if self.pending.queue:
                         self._pack()
+                    if self._seed_wanted and self.applied:
+                        self._seed_wanted = False
+                        if not self.store.snapshot_meta().index:
+                            await self._snapshot()
                     if not node.has_ready():
                         break
                     await self._process(node.ready())
@@ -381,7 +389,9 @@ class RaftGroup:
             elif node.role is not _LEADER:
                 node.campaign()
                 self._wake.set()
-        if self.joining and now - self._last_join >= self.cfg.election_timeout:
+        # a joiner asks once per heartbeat interval: a group founded just after it started (an
+        # R1 stream scaled up founds its group as the new replicas start) takes it in at once
+        if self.joining and now - self._last_join >= self.cfg.tick * self.cfg.heartbeat_ticks:
             if self.member in node.membership.voters or self.removed:
                 self.joining = False
             else:
@@ -586,170 +596,6 @@ class RaftGroup:
             err = error_for(status, detail)
             for u in units:
                 fail(u.waiter, err)
-
-    # ================================================================== membership and leadership
-    async def add_member(self, member: str, voter: bool = True, within: float | None = None) -> None:
-        """Add ``member`` (a learner first: it catches up without counting towards a quorum)."""
-        if voter and member not in self.node.membership.learners:
-            await self._change(ChangeOp.ADD_LEARNER, member, within)
-            self._promote.add(member)
-            return
-        await self._change(ChangeOp.ADD_VOTER if voter else ChangeOp.ADD_LEARNER, member, within)
-
-    async def remove_member(self, member: str, within: float | None = None) -> None:
-        await self._change(ChangeOp.REMOVE, member, within)
-
-    async def transfer_leadership(self, target: str = "", within: float | None = None) -> str:
-        """Hand leadership to ``target`` (or the most caught-up voter); returns the new leader."""
-        old = self.node.leader
-        await self._change(ChangeOp.TRANSFER, target, within)
-        deadline = time.monotonic() + (within or self.cfg.timeout)
-        while time.monotonic() < deadline:
-            leader = self.node.leader
-            if leader and leader != old and (not target or leader == target):
-                return leader
-            await asyncio.sleep(self.cfg.tick / 4)
-        raise ProposalUnknown("leadership did not move in time")
-
-    async def _change(self, op: ChangeOp, peer: str, within: float | None) -> None:
-        limit = within if within is not None else self.cfg.timeout
-        deadline = time.monotonic() + limit
-        while True:
-            node = self.node
-            try:
-                if node.role is _LEADER:
-                    fut = self._change_here(op, peer)
-                elif node.leader:
-                    fut = self._forward_change(op, peer, node.leader)
-                else:
-                    raise NotLeader("")
-                await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
-                return
-            except (NotLeader, ProposalBusy) as exc:
-                if time.monotonic() >= deadline:
-                    if isinstance(exc, ProposalBusy):
-                        raise
-                    raise NoLeader(f"no leader of raft group {self.name} took the change") from None
-                await asyncio.sleep(self.cfg.tick)
-            except TimeoutError:
-                raise ProposalUnknown(f"no answer within {limit:g}s") from None
-
-    def _change_here(self, op: ChangeOp, peer: str) -> asyncio.Future[list[bytes]]:
-        """Make a change as the leader; the future is done once it applied (or refused)."""
-        fut: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
-        node = self.node
-        try:
-            if op is ChangeOp.TRANSFER:
-                node.transfer_leadership(peer or None)
-                fut.set_result([])
-            else:
-                index, term = node.propose_conf_change(ConfChange(_CHANGE_OPS[op], peer))
-                self.pending.proposed(index, term, [Unit([], fut)])
-        except NotLeader:
-            raise
-        except ProposalDropped as exc:  # a change still pending, a transfer under way
-            fut.set_exception(ProposalBusy(str(exc)))
-        except RaftError as exc:
-            fut.set_exception(ProposalRefused(str(exc)))
-        self._wake.set()
-        return fut
-
-    def _forward_change(self, op: ChangeOp, peer: str, leader: str) -> asyncio.Future[list[bytes]]:
-        fut: asyncio.Future[list[bytes]] = asyncio.get_running_loop().create_future()
-        rid = self.forwarded.next_id()
-        self._changes[rid] = fut
-        s = self.transport.subjects
-        self.transport.request(s.control(leader), s.reply(self.member, rid), encode_change(op, peer))
-        return fut
-
-    def _on_change(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
-        """A change another member asked of this one, as the leader."""
-        if self._stopping:
-            return
-        answer = self.transport.answer
-        try:
-            op, peer = decode_change(data)
-        except WireError as exc:
-            if reply:
-                answer(reply, encode_answer(Status.REFUSED, f"malformed change: {exc}"))
-            return
-        if not reply:  # the leader's notice that this member was removed
-            if op is ChangeOp.REMOVE and peer == self.member:  # ids are never reused: it is final
-                self._removed_notice()
-            return
-        if self.node.role is not _LEADER:
-            answer(reply, encode_answer(Status.NOT_LEADER, self.node.leader))
-            return
-        fut = self._change_here(op, peer)
-
-        def done(f: asyncio.Future[list[bytes]]) -> None:
-            exc = f.exception()
-            if exc is None:
-                answer(reply, encode_answer(Status.OK))
-            elif isinstance(exc, NotLeader):
-                answer(reply, encode_answer(Status.NOT_LEADER, exc.leader))
-            elif isinstance(exc, ProposalError):
-                if exc.definite:
-                    answer(reply, encode_answer(status_for(exc), str(exc)))
-            else:
-                answer(reply, encode_answer(Status.REFUSED, str(exc)))
-
-        fut.add_done_callback(done)
-
-    def _removed_notice(self) -> None:
-        if self._told_removed:
-            return
-        self._told_removed = True
-        log.info("raft %s: this member (%s) was removed from the group: it stops", self.name, self.member)
-        self._stopping = True
-        if self._ticker is not None:
-            self._ticker.cancel()
-        self.transport.close()
-        self._fail_waiting(ProposalUnknown(f"this member of raft group {self.name} was removed"))
-        self._wake.set()
-
-    def _on_join(self, subject: bytes, reply: bytes | None, data: bytes) -> None:
-        """A new member asks to join: the leader adds it as a learner, and makes it a voter
-        once it has caught up (``_maybe_promote``)."""
-        try:
-            member, server_name = decode_join(data)
-        except WireError:
-            return
-        if member == self.member:
-            return
-        self.names.setdefault(member, server_name)
-        node = self.node
-        if node.role is not _LEADER or member in node.membership.voters:
-            return
-        self._promote.add(member)
-        if member not in node.membership.learners:
-            try:
-                index, _ = node.propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, member))
-            except RaftError as exc:
-                log.debug("raft %s: %s asks to join, not now: %s", self.name, member, exc)
-                return
-            log.info("raft %s: adding %s (%s) as a learner (entry %d)", self.name, member, server_name, index)
-            self._wake.set()
-
-    def _maybe_promote(self) -> None:
-        node = self.node
-        membership = node.membership
-        status = node.status()
-        for member in list(self._promote):
-            if member in membership.voters or member not in membership.members():
-                if member in membership.voters:
-                    self._promote.discard(member)
-                continue
-            peer = status.peers.get(member)
-            if peer is None or peer.match < status.commit:
-                continue
-            try:
-                index, _ = node.propose_conf_change(ConfChange(ConfChangeOp.ADD_VOTER, member))
-            except RaftError:
-                return  # one change at a time: the next tick tries again
-            log.info("raft %s: %s caught up, made a voter (entry %d)", self.name, member, index)
-            self._wake.set()
-            return
 
     # ================================================================== state
     def status(self) -> GroupStatus:
