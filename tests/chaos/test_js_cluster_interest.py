@@ -1,0 +1,220 @@
+"""Interest retention on a cluster, on three jetpy server processes: an R3 interest stream's
+messages leave every replica only once each consumer whose filter matches them acknowledged them
+(the stream's leader decides, through the stream's log), while a consumer's leader is killed -9
+and restarted and the stream's leader steps down; the replicas end identical. The stream's
+state after the same operations is a 3-node nats-server 2.15.1 cluster's."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.client import JetStreamContext
+
+from cluster_support import NEWEST, Member, start_member
+from conftest import free_port
+
+from .jscluster import ACCOUNTS, JsCluster
+
+pytestmark = pytest.mark.timeout(240)
+
+
+async def _retry(call: Any, tries: int = 300) -> Any:
+    """``call()`` until it is answered (a leader is being elected meanwhile)."""
+    last: Exception | None = None
+    for _ in range(tries):
+        try:
+            return await call()
+        except Exception as exc:  # timeouts, no responders, 10008: an election
+            last = exc
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"never answered: {last!r}")
+
+
+async def _states(c: JsCluster, stream: str) -> dict[str, tuple[int, int, int]]:
+    """Each replica's (messages, first seq, last seq) in its own store."""
+    out = {}
+    for node in c.nodes.values():
+        st = node.stream_state(stream) or {}
+        out[node.name] = (st.get("messages", -1), st.get("first_seq", -1), st.get("last_seq", -1))
+    return out
+
+
+async def _every_replica(c: JsCluster, stream: str, want: tuple[int, int, int], within: float = 30) -> None:
+    await c.wait_for(
+        f"every replica of {stream} at {want}",
+        lambda: all(
+            (
+                (st := n.stream_state(stream) or {}).get("messages"),
+                st.get("first_seq"),
+                st.get("last_seq"),
+            )
+            == want
+            for n in c.nodes.values()
+        ),
+        within,
+    )
+
+
+async def _consume(js: JetStreamContext, name: str, count: int, halfway: Any = None) -> list[tuple[int, str]]:
+    """Fetch and AckSync ``count`` messages of durable ``name`` (``halfway()`` once half are
+    acknowledged); their (stream seq, subject)s, each once."""
+    sub = await _retry(lambda: js.pull_subscribe_bind(name, "I"))
+    acked: dict[int, str] = {}
+    called = False
+    while len(acked) < count:
+        try:
+            msgs = await sub.fetch(min(10, count - len(acked)), timeout=2)
+        except Exception:  # a new leader being elected: asked again
+            await asyncio.sleep(0.1)
+            continue
+        for m in msgs:
+            try:
+                await m.ack_sync(timeout=2)
+            except Exception:  # not confirmed: delivered again after its ack wait
+                continue
+            acked[m.metadata.sequence.stream] = m.subject
+            if halfway is not None and not called and len(acked) >= count // 2:
+                called = True
+                await halfway()
+    return sorted(acked.items())
+
+
+async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) -> None:
+    c = JsCluster(tmp_path)
+    c.start()
+    nc = await nats.connect(servers=c.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    try:
+        js = nc.jetstream(timeout=2)
+        await _retry(lambda: js.add_stream(name="I", subjects=["i.>"], num_replicas=3, retention="interest"))
+        for name, subject in (("A", "i.a"), ("B", "i.b")):
+            cfg = ConsumerConfig(
+                durable_name=name, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT, ack_wait=2
+            )
+            await _retry(lambda cfg=cfg: js.add_consumer("I", cfg))
+        n = 40
+        for i in range(n):  # i.a, i.b, i.a, i.b, ...; every fifth also an i.c nobody wants
+            await _retry(lambda i=i: js.publish("i.a" if i % 2 == 0 else "i.b", b"%d" % i))
+            if i % 5 == 0:
+                await _retry(lambda: js.publish("i.c", b"x"))
+        last = n + n // 5
+        # nobody wants i.c: gone from every replica; the others wait for their consumer
+        await _every_replica(c, "I", (n, 1, last))
+
+        async def kill_a_leader() -> None:
+            info = await _retry(lambda: js.consumer_info("I", "A"))
+            leader = info.cluster.leader
+            c.kill(leader)
+            await asyncio.sleep(1)
+            c.start(leader)
+
+        acked_a = await _consume(js, "A", n // 2, kill_a_leader)
+        assert [s for _, s in acked_a] == ["i.a"] * (n // 2)
+        # A's messages are gone everywhere; B's are all still there
+        a_seqs = [seq for seq, _ in acked_a]
+        await c.wait_for(
+            "the restarted server back in the stream",
+            lambda: all(
+                (node.stream_state("I") or {}).get("messages") == n // 2 for node in c.nodes.values()
+            ),
+            30,
+        )
+        states = await _states(c, "I")
+        assert len(set(states.values())) == 1, states
+        assert states["n1"][2] == last
+
+        async def step_down() -> None:
+            await _retry(lambda: nc.request("$JS.API.STREAM.LEADER.STEPDOWN.I", b"", timeout=2))
+
+        acked_b = await _consume(js, "B", n // 2, step_down)
+        assert [s for _, s in acked_b] == ["i.b"] * (n // 2)
+        assert not set(a_seqs) & {seq for seq, _ in acked_b}
+        await _every_replica(c, "I", (0, last + 1, last))
+        info = await _retry(lambda: js.stream_info("I"))
+        assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (0, last + 1, last)
+    finally:
+        await nc.close()
+        c.stop()
+
+
+async def _steps(url: str) -> list[Any]:
+    """The same operations on a cluster: the stream's state after each step (from its info)."""
+    nc: Client = await nats.connect(url)
+    js = nc.jetstream(timeout=3)
+    out: list[Any] = []
+
+    async def state(label: str) -> None:
+        """Once it settled (the same for a second: removals go through the stream's log)."""
+        seen: list[Any] = []
+        while len(seen) < 3 or seen[-3:].count(seen[-1]) < 3:
+            if len(seen) > 60:
+                raise AssertionError(f"{label}: never settled: {seen}")
+            s = (await _retry(lambda: js.stream_info("I"))).state
+            seen.append([label, s.messages, s.first_seq, s.last_seq, s.num_deleted or 0, s.consumer_count])
+            await asyncio.sleep(0.5)
+        out.append(seen[-1])
+
+    try:
+        await _retry(lambda: js.add_stream(name="I", subjects=["i.>"], num_replicas=3, retention="interest"))
+        for s in ("i.a", "i.b", "i.c"):
+            await _retry(lambda s=s: js.publish(s, b"x"))
+        await state("no consumer")
+        for name, f in (("A", "i.a"), ("B", "i.b")):
+            cfg = ConsumerConfig(durable_name=name, filter_subject=f, ack_policy=AckPolicy.EXPLICIT)
+            await _retry(lambda cfg=cfg: js.add_consumer("I", cfg))
+        for s in ("i.a", "i.a", "i.b", "i.b", "i.c", "i.x", "i.a"):
+            await _retry(lambda s=s: js.publish(s, b"x"))
+        await state("published")
+        for name in ("A", "B"):
+            sub = await js.pull_subscribe_bind(name, "I")
+            msgs = await sub.fetch(2, timeout=3)
+            for m in msgs:
+                await m.ack_sync()
+            await state(f"{name} acked {len(msgs)}")
+        await js.delete_consumer("I", "A")  # its last message is wanted by nobody now
+        await asyncio.sleep(1.5)
+        await state("A deleted")
+    finally:
+        await nc.close()
+    return out
+
+
+async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path) -> None:
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(ACCOUNTS)
+    ports = [free_port() for _ in range(3)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+    members: list[Member] = []
+    try:
+        for i, port in enumerate(ports):
+            name = f"n{i + 1}"
+            members.append(
+                start_member(
+                    tmp_path,
+                    NEWEST,
+                    name,
+                    routes,
+                    "-c",
+                    str(conf),
+                    "-js",
+                    "-sd",
+                    str(tmp_path / name),
+                    cluster_port=port,
+                )
+            )
+        want = await _steps(members[0].url.replace("nats://", "nats://app:app@"))
+    finally:
+        for m in members:
+            m.kill()
+    c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
+    try:
+        c.start()
+        got = await _steps(c.nodes["n1"].url.replace("nats://", "nats://app:app@"))
+    finally:
+        c.stop()
+    assert got == want
