@@ -2,7 +2,8 @@
 messages leave every replica only once each consumer whose filter matches them acknowledged them
 (the stream's leader decides, through the stream's log), while a consumer's leader is killed -9
 and restarted and the stream's leader steps down; the replicas end identical. The stream's
-state after the same operations is a 3-node nats-server 2.15.1 cluster's."""
+state after the same operations is a 3-node nats-server 2.15.1 cluster's, for an R3 stream and
+an R1 one (held locally by its server, its removals made at once)."""
 
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) 
         c.stop()
 
 
-async def _steps(url: str) -> list[Any]:
+async def _steps(url: str, replicas: int) -> list[Any]:
     """The same operations on a cluster: the stream's state after each step (from its info)."""
     nc: Client = await nats.connect(url)
     js = nc.jetstream(timeout=3)
@@ -160,7 +161,9 @@ async def _steps(url: str) -> list[Any]:
         out.append(seen[-1])
 
     try:
-        await _retry(lambda: js.add_stream(name="I", subjects=["i.>"], num_replicas=3, retention="interest"))
+        await _retry(
+            lambda: js.add_stream(name="I", subjects=["i.>"], num_replicas=replicas, retention="interest")
+        )
         for s in ("i.a", "i.b", "i.c"):
             await _retry(lambda s=s: js.publish(s, b"x"))
         await state("no consumer")
@@ -184,7 +187,10 @@ async def _steps(url: str) -> list[Any]:
     return out
 
 
-async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("replicas", [3, 1])
+async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path, replicas: int) -> None:
+    """R3: the stream's leader decides through its log; R1: the stream is held locally by its
+    server (no group), its consumers' states still replicated through theirs."""
     conf = tmp_path / "accounts.conf"
     conf.write_text(ACCOUNTS)
     ports = [free_port() for _ in range(3)]
@@ -207,14 +213,14 @@ async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path) -> 
                     cluster_port=port,
                 )
             )
-        want = await _steps(members[0].url.replace("nats://", "nats://app:app@"))
+        want = await _steps(members[0].url.replace("nats://", "nats://app:app@"), replicas)
     finally:
         for m in members:
             m.kill()
     c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
     try:
         c.start()
-        got = await _steps(c.nodes["n1"].url.replace("nats://", "nats://app:app@"))
+        got = await _steps(c.nodes["n1"].url.replace("nats://", "nats://app:app@"), replicas)
     finally:
         c.stop()
     assert got == want
