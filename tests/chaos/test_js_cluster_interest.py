@@ -138,6 +138,19 @@ async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) 
         await _every_replica(c, "I", (0, last + 1, last))
         info = await _retry(lambda: js.stream_info("I"))
         assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (0, last + 1, last)
+
+        # the whole cluster restarted (every log replayed over its store): what was removed
+        # stays removed, what is left is still waited for, and the rule goes on
+        for i in range(10):
+            await _retry(lambda i=i: js.publish("i.a" if i % 2 == 0 else "i.b", b"%d" % i))
+        await _every_replica(c, "I", (10, last + 1, last + 10))
+        await _consume(js, "A", 5)
+        await _every_replica(c, "I", (5, last + 2, last + 10))
+        c.stop()
+        c.start()
+        await _every_replica(c, "I", (5, last + 2, last + 10))
+        await _consume(js, "B", 5)
+        await _every_replica(c, "I", (0, last + 11, last + 10))
     finally:
         await nc.close()
         c.stop()

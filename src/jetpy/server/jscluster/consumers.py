@@ -17,7 +17,10 @@ is answered once the entry carrying the ack applied and every earlier one settle
 confirmed ack is on a quorum's disk and no leader delivers that message again. Entries of
 another epoch than the last applied :class:`LeadOp`'s (a deposed leader's, forwarded late)
 change nothing; a proposal that failed makes the next one carry the whole state, and until
-that one applied no AckSync is answered (a change may be missing from the log). Must not know: the wire, the API, Raft's rules.
+that one applied no AckSync is answered (a change may be missing from the log). Every replica
+tells its server what each applied change acknowledged, and its state says which messages the
+consumer still wants (:meth:`ConsumerReplica.wants`): an interest stream's leader decides from
+those (:mod:`.interest`). Must not know: the wire, the API, Raft's rules.
 """
 
 from __future__ import annotations
