@@ -134,7 +134,7 @@ class InterestRetention:
             return 0  # a consumer unknown here yet: everything is kept
         replicas, engines = consumers
         store = stream.store
-        removing = self._removing.setdefault(stream.name, set())
+        removing = self._removing.get(stream.name) or set()
         found: list[int] = []
         seq, read, done = max(lo, store.state().first_seq, 1), 0, False
         while not done and seq <= hi and read < most:
@@ -155,7 +155,7 @@ class InterestRetention:
                     continue
                 found.append(m.seq)
         if found:
-            removing.update(found)
+            self._removing.setdefault(stream.name, set()).update(found)
             task = asyncio.get_running_loop().create_task(self._remove(rep, found))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -178,6 +178,8 @@ class InterestRetention:
             removing = self._removing.get(rep.stream.name)
             if removing is not None:
                 removing.difference_update(seqs)
+                if not removing:
+                    del self._removing[rep.stream.name]
 
     async def _sweep(self) -> None:
         while True:
@@ -187,6 +189,9 @@ class InterestRetention:
                 if rep is None:
                     self._cursor.pop(name, None)
                     continue
-                last = rep.stream.store.state().last_seq
-                start = self._cursor.get(name, 0)
-                self._cursor[name] = self._check(rep, start, last, SWEEP_SLICE)
+                try:
+                    last = rep.stream.store.state().last_seq
+                    self._cursor[name] = self._check(rep, self._cursor.get(name, 0), last, SWEEP_SLICE)
+                except Exception:  # (its store closed by a delete meanwhile): the next look goes on
+                    log.exception("stream '%s': interest sweep failed", name)
+                    self._cursor.pop(name, None)
