@@ -121,7 +121,13 @@ class InterestRetention:
                 else:
                     merged.append([lo, hi])
             for lo, hi in merged:
-                self._check(rep, lo, hi, hi - lo + 1)
+                try:
+                    rest = self._check(rep, lo, hi, SWEEP_SLICE)
+                except Exception:  # (its store closed by a delete meanwhile)
+                    log.exception("stream '%s': interest check failed", name)
+                    break
+                if rest:  # a long range (an ack floor's jump): the rest in a later turn
+                    self._look(name, rest, hi)
 
     # -- the rule ---------------------------------------------------------------------------------
 
