@@ -1,7 +1,8 @@
 """Interest retention on a cluster, on three jetpy server processes: an R3 interest stream's
 messages leave every replica only once each consumer whose filter matches them acknowledged them
-(the stream's leader decides, through the stream's log), while a consumer's leader is killed -9
-and restarted and the stream's leader steps down; the replicas end identical. The stream's
+(two durables with overlapping filters; the stream's leader decides, through the stream's log),
+while a consumer's leader is killed -9 and restarted and the stream's leader steps down, and
+after the whole cluster restarted; the replicas end identical. The stream's
 state after the same operations is a 3-node nats-server 2.15.1 cluster's, for an R3 stream and
 an R1 one (held locally by its server, its removals made at once)."""
 
@@ -93,18 +94,20 @@ async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) 
     try:
         js = nc.jetstream(timeout=2)
         await _retry(lambda: js.add_stream(name="I", subjects=["i.>"], num_replicas=3, retention="interest"))
-        for name, subject in (("A", "i.a"), ("B", "i.b")):
+        # A wants i.a.*, B i.*.b: i.a.b is wanted by both, i.c.c by nobody
+        for name, subject in (("A", "i.a.*"), ("B", "i.*.b")):
             cfg = ConsumerConfig(
                 durable_name=name, filter_subject=subject, ack_policy=AckPolicy.EXPLICIT, ack_wait=2
             )
             await _retry(lambda cfg=cfg: js.add_consumer("I", cfg))
-        n = 40
-        for i in range(n):  # i.a, i.b, i.a, i.b, ...; every fifth also an i.c nobody wants
-            await _retry(lambda i=i: js.publish("i.a" if i % 2 == 0 else "i.b", b"%d" % i))
+        n = 45
+        subjects = ["i.a.x", "i.x.b", "i.a.b"]
+        for i in range(n):  # every fifth followed by an i.c.c
+            await _retry(lambda i=i: js.publish(subjects[i % 3], b"%d" % i))
             if i % 5 == 0:
-                await _retry(lambda: js.publish("i.c", b"x"))
+                await _retry(lambda: js.publish("i.c.c", b"x"))
         last = n + n // 5
-        # nobody wants i.c: gone from every replica; the others wait for their consumer
+        # nobody wants i.c.c: gone from every replica; the others wait for their consumers
         await _every_replica(c, "I", (n, 1, last))
 
         async def kill_a_leader() -> None:
@@ -114,27 +117,27 @@ async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) 
             await asyncio.sleep(1)
             c.start(leader)
 
-        acked_a = await _consume(js, "A", n // 2, kill_a_leader)
-        assert [s for _, s in acked_a] == ["i.a"] * (n // 2)
-        # A's messages are gone everywhere; B's are all still there
-        a_seqs = [seq for seq, _ in acked_a]
+        acked_a = await _consume(js, "A", 2 * n // 3, kill_a_leader)
+        assert sorted(s for _, s in acked_a) == ["i.a.b"] * (n // 3) + ["i.a.x"] * (n // 3)
+        # what A alone wanted is gone everywhere; what B wants too is all still there
         await c.wait_for(
             "the restarted server back in the stream",
             lambda: all(
-                (node.stream_state("I") or {}).get("messages") == n // 2 for node in c.nodes.values()
+                (node.stream_state("I") or {}).get("messages") == 2 * n // 3 for node in c.nodes.values()
             ),
             30,
         )
         states = await _states(c, "I")
         assert len(set(states.values())) == 1, states
-        assert states["n1"][2] == last
+        assert states["n1"][1:] == (3, last)  # i.a.x and i.c.c went, the first i.x.b is there
 
         async def step_down() -> None:
             await _retry(lambda: nc.request("$JS.API.STREAM.LEADER.STEPDOWN.I", b"", timeout=2))
 
-        acked_b = await _consume(js, "B", n // 2, step_down)
-        assert [s for _, s in acked_b] == ["i.b"] * (n // 2)
-        assert not set(a_seqs) & {seq for seq, _ in acked_b}
+        acked_b = await _consume(js, "B", 2 * n // 3, step_down)
+        assert sorted(s for _, s in acked_b) == ["i.a.b"] * (n // 3) + ["i.x.b"] * (n // 3)
+        both = {seq for seq, s in acked_a if s == "i.a.b"}
+        assert both == {seq for seq, s in acked_b if s == "i.a.b"}
         await _every_replica(c, "I", (0, last + 1, last))
         info = await _retry(lambda: js.stream_info("I"))
         assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (0, last + 1, last)
@@ -142,7 +145,7 @@ async def test_messages_go_once_every_interested_consumer_acked(tmp_path: Path) 
         # the whole cluster restarted (every log replayed over its store): what was removed
         # stays removed, what is left is still waited for, and the rule goes on
         for i in range(10):
-            await _retry(lambda i=i: js.publish("i.a" if i % 2 == 0 else "i.b", b"%d" % i))
+            await _retry(lambda i=i: js.publish(subjects[i % 2], b"%d" % i))
         await _every_replica(c, "I", (10, last + 1, last + 10))
         await _consume(js, "A", 5)
         await _every_replica(c, "I", (5, last + 2, last + 10))
