@@ -130,6 +130,11 @@ class ConsumerManager:
         if r is not None:  # the stream's replicas remove them, in the stream's log
             r.acked(consumer, seqs)
             return
+        decided = self.interest_decided
+        if decided is not None and retention == "interest":  # a cluster's mirror's or source's:
+            for seq in seqs:  # the stream's leader decides (it does not count, as in nats-server)
+                decided(stream, seq)
+            return
         store = stream.store
         removed = False
         recent = stream.recent

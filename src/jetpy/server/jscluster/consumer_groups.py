@@ -87,7 +87,7 @@ class ConsumerGroups:
         self._tasks: set[asyncio.Task[None]] = set()
         # interest streams' retention, decided by their leaders here (``streams``: this
         # server's replicas; ``consumers_of``: a stream's consumers as the meta group holds them)
-        self.interest = InterestRetention(streams, consumers_of, self.replica, lambda: self.manager)
+        self.interest = InterestRetention(streams, consumers_of, self.replica)
 
     def start(self, js: JetStream) -> None:
         self.js = js

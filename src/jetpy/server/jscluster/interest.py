@@ -7,8 +7,8 @@ leads, so no two would agree).
 Owns: the rule as the stream's leader applies it, from what its own server holds: each of the
 stream's consumers as the meta group names them, by its replica here and its replicated state
 (:meth:`.consumers.ConsumerReplica.wants`: on its subjects, neither at or below its ack floor
-nor delivered and no longer pending), and the engines running here outside the meta group (a
-mirror's or a source's consumer of this stream, which counts as on a single server). A message
+nor delivered and no longer pending); a mirror's or a source's consumer of this stream (run by
+the stream's leader outside the meta group) does not count, as with nats-server. A message
 nobody wants is removed as well: one published while the stream has no consumer, or none whose
 filter matches it (nats-server keeps neither). While one of the stream's consumers has no
 replica here yet (its assignment not applied here), the stream keeps everything. An R1 stream
@@ -29,8 +29,6 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Final
 
-from jetpy.jetstream.consumers.consumer import Consumer
-from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.stream import Stream
 from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
@@ -52,12 +50,10 @@ class InterestRetention:
         streams: Mapping[str, Replica],
         consumers_of: Callable[[str], Collection[str]],
         consumer: Callable[[str, str], ConsumerReplica | None],
-        manager: Callable[[], ConsumerManager],
     ) -> None:
         self._streams = streams  # this server's replicas, by stream name
         self._consumers_of = consumers_of  # the stream's consumers' names, as the meta group holds them
         self._consumer = consumer  # this server's replica of a consumer
-        self._manager = manager
         self._candidates: dict[str, list[tuple[int, int]]] = {}  # stream -> ranges to look at
         self._scheduled = False
         self._removing: dict[str, set[int]] = {}  # proposed, not yet settled
@@ -138,7 +134,7 @@ class InterestRetention:
         consumers = self._consumers(stream)
         if consumers is None:
             return 0  # a consumer unknown here yet: everything is kept
-        replicas, engines = consumers
+        replicas = consumers
         store = stream.store
         removing = self._removing.get(stream.name) or set()
         found: list[int] = []
@@ -157,8 +153,6 @@ class InterestRetention:
                 subject = m.subject
                 if any(r.wants(m.seq, subject) for r in replicas):
                     continue
-                if any(c.matches(subject) and not c.has_acked(m.seq) for c in engines):
-                    continue
                 found.append(m.seq)
         if found:
             self._removing.setdefault(stream.name, set()).update(found)
@@ -167,15 +161,14 @@ class InterestRetention:
             task.add_done_callback(self._tasks.discard)
         return 0 if done or seq > hi else seq
 
-    def _consumers(self, stream: Stream) -> tuple[list[ConsumerReplica], list[Consumer]] | None:
+    def _consumers(self, stream: Stream) -> list[ConsumerReplica] | None:
         replicas = []
         for name in self._consumers_of(stream.name):
             rep = self._consumer(stream.name, name)
             if rep is None:
                 return None
             replicas.append(rep)
-        engines = [c for c in self._manager().consumers(stream).values() if c.config.direct]
-        return replicas, engines
+        return replicas
 
     async def _remove(self, rep: Replica, seqs: list[int]) -> None:
         try:
