@@ -236,7 +236,7 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         await adv.unsubscribe()
 
         # the same create again is answered by its leader, a change too, more replicas too (the
-        # new ones join its group); interest streams: refused
+        # new ones join its group)
         again = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1))
         assert again.name == "ONE"
         changed = await js.add_consumer("S", ConsumerConfig(durable_name="ONE", num_replicas=1, ack_wait=9))
@@ -258,9 +258,11 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
             )
         assert e.value.err_code == 10012
         await _stream(js, name="I", subjects=["i.>"], num_replicas=3, retention="interest")
-        with pytest.raises(APIError) as e:
-            await js.add_consumer("I", ConsumerConfig(durable_name="X"))
-        assert "not supported by this server in a cluster yet" in (e.value.description or "")
+        with pytest.raises(APIError) as e:  # an interest stream's consumers have its replicas
+            await js.add_consumer("I", ConsumerConfig(durable_name="X", num_replicas=1))
+        assert e.value.err_code == 10134
+        every = await js.add_consumer("I", ConsumerConfig())  # an ephemeral one too
+        assert every.cluster is not None and len(every.cluster.replicas or []) == 2
         with pytest.raises(APIError) as e:
             await js.add_consumer("S", ConsumerConfig(durable_name="BIG", num_replicas=5))
         assert e.value.err_code == 10126  # more replicas than the stream's

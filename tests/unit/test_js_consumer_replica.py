@@ -1,7 +1,8 @@
 """A replicated consumer's state machine: changes applied in log order give the same state on
 every replica, a deposed leader's changes (another epoch) change nothing, a whole state replaces
-the pending acks, and a snapshot restores all of it; and the '@' form a JetStream delivery
-crosses a route in."""
+the pending acks, and a snapshot restores all of it; what each change acknowledged is told to
+the server and the state says which messages the consumer still wants (interest retention);
+and the '@' form a JetStream delivery crosses a route in."""
 
 from __future__ import annotations
 
@@ -14,9 +15,19 @@ from jetpy.server.jscluster.meta import ConsumerAssignment
 _enc = msgspec.msgpack.Encoder().encode
 
 
-def _replica() -> ConsumerReplica:
-    ca = ConsumerAssignment("S", "C", b'{"durable_name":"C"}', "C-R3F-x", ["n1", "n2", "n3"], 1)
-    return ConsumerReplica(ca, None)  # type: ignore[arg-type]  # the state machine needs no server
+class _Told:
+    """What the state machine tells its server: what each applied change acknowledged."""
+
+    def __init__(self) -> None:
+        self.acknowledged_: list[tuple[str, int, int, list[int]]] = []
+
+    def acknowledged(self, stream: str, old_floor: int, new_floor: int, gone: list[int]) -> None:
+        self.acknowledged_.append((stream, old_floor, new_floor, gone))
+
+
+def _replica(config: bytes = b'{"durable_name":"C"}', told: _Told | None = None) -> ConsumerReplica:
+    ca = ConsumerAssignment("S", "C", config, "C-R3F-x", ["n1", "n2", "n3"], 1)
+    return ConsumerReplica(ca, told or _Told())  # type: ignore[arg-type]  # no server needed
 
 
 def _ops() -> list[bytes]:
@@ -67,3 +78,22 @@ def test_a_routed_delivery_names_its_subject_after_the_ack_reply() -> None:
     assert split_shown(b"_INBOX.abc@x") is None  # only JetStream ack replies carry one
     assert split_shown(b"$JS.ACK.S.C.1.2.2.1700000000.0") is None
     assert split_shown(b"$JS.ACK.S.C.1.2.2.1700000000.0@") is None
+
+
+def test_what_a_change_acknowledged_is_told_and_what_the_consumer_still_wants() -> None:
+    told = _Told()
+    r = _replica(b'{"durable_name":"C","filter_subject":"i.a.*"}', told)
+    assert r.wants(1, "i.a.x")  # nothing applied yet: everything on its subjects is wanted
+    assert not r.wants(1, "i.b.x")  # not on its subjects
+    r.apply(1, _ops())
+    assert told.acknowledged_ == [("S", 0, 0, []), ("S", 0, 1, [1]), ("S", 1, 1, [])]
+    # floor 1, delivered 4, pending 2, 3, 4
+    assert not r.wants(1, "i.a.x")  # at the ack floor
+    assert r.wants(2, "i.a.x") and r.wants(4, "i.a.x")  # pending
+    assert r.wants(5, "i.a.x")  # not delivered yet
+    r.apply(2, [_enc(StateOp("e2", 5, 5, 1, 1, [], [3]))])
+    assert told.acknowledged_[-1] == ("S", 1, 1, [3])
+    assert not r.wants(3, "i.a.x") and not r.wants(5, "i.a.x")  # delivered, no longer pending
+    last = _replica(b'{"durable_name":"C","deliver_policy":"last_per_subject"}')
+    last.apply(1, _ops())
+    assert last.wants(3, "x") and not last.wants(1, "x")  # done only below its floor

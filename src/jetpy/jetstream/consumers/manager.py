@@ -19,6 +19,7 @@ import logging
 import secrets
 import string
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
@@ -94,6 +95,10 @@ class ConsumerManager:
         self._offline: dict[Stream, dict[str, str]] = {}
         self._sweeps: set[asyncio.Task[None]] = set()  # interest sweeps still running
         self._replicated: dict[Consumer, Replication] = {}  # consumers led here of a cluster
+        # On a cluster an interest stream's leader decides what goes, through the stream's log
+        # (this server runs only the consumers it leads): told of each message stored instead
+        # of removing one nobody here wants.
+        self.interest_decided: Callable[[Stream, int], None] | None = None
 
     # -- ConsumerHost ---------------------------------------------------------------------------
 
@@ -124,6 +129,11 @@ class ConsumerManager:
         r = self._replicated.get(consumer)
         if r is not None:  # the stream's replicas remove them, in the stream's log
             r.acked(consumer, seqs)
+            return
+        decided = self.interest_decided
+        if decided is not None and retention == "interest":  # a cluster's mirror's or source's:
+            for seq in seqs:  # the stream's leader decides (it does not count, as in nats-server)
+                decided(stream, seq)
             return
         store = stream.store
         removed = False
@@ -294,7 +304,12 @@ class ConsumerManager:
             cs.delete()
         if advisory:
             self.action_advisory(c, "delete")
-        if forget and stream.config.retention == "interest" and stream in self._by_stream:
+        if (
+            forget
+            and stream.config.retention == "interest"
+            and stream in self._by_stream
+            and self.interest_decided is None
+        ):
             task = asyncio.get_running_loop().create_task(paced(self._sweep_interest(stream)))
             self._sweeps.add(task)
             task.add_done_callback(self._swept)
@@ -475,11 +490,14 @@ class ConsumerManager:
             for c in consumers.values():
                 c.on_stored(seq, subject)
                 self._kick(c)
-        if (
-            stream.config.retention == "interest"
-            and not (consumers and any(c.matches(msg.subject) for c in consumers.values()))
-            and not self._offline.get(stream)
-        ):
+        if stream.config.retention != "interest":
+            return
+        decided = self.interest_decided
+        if decided is not None:
+            decided(stream, seq)
+        elif not (
+            consumers and any(c.matches(msg.subject) for c in consumers.values())
+        ) and not self._offline.get(stream):
             # nobody is interested: acknowledged, then not kept (as nats-server)
             stream.store.remove_msg(seq)
             recent.discard(seq)

@@ -122,6 +122,14 @@ The design (decisions the following slices keep):
   replicated ack floor that the stream still holds. A JetStream delivery to a client on another
   server crosses the route on its inbox with the message's subject after an ``@`` in the ack
   reply, as nats-server sends it.
+* **Interest retention** (:mod:`.interest`) is the stream's leader's decision, made through
+  the stream's log as a work-queue's removals are: an interest stream's consumers are on every
+  server of the stream (nats-server's rule, an ephemeral one too), so the leader's server holds
+  every consumer's replicated state, and a message goes once each consumer whose filters match
+  it acknowledged it as that state says. The leader looks when a message is stored, when a
+  consumer's state change applies on its server, and every second through the stream; no
+  replica removes anything on its own (each runs the engines only of the consumers it leads).
+  A message no consumer wants is stored, then removed so, as nats-server does not keep it.
 * **Direct gets** are answered by one replica: each subscribes its stream's direct-get subjects
   in one queue group (``_sys_``) once current, and the engine's own direct-get handler answers
   nothing on a cluster.
@@ -152,8 +160,7 @@ The design (decisions the following slices keep):
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
-group of one, its state through its log), consumers of interest streams (what every consumer
-acknowledged is not known in one place),
+group of one, its state through its log),
 backups, moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 A stream's

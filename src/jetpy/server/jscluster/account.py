@@ -87,6 +87,8 @@ class AccountScope:
             cjs.act,
             cjs.traffic_account,
             self.account,
+            streams=self.replicas,
+            consumers_of=lambda stream: cjs.meta.consumers_of(self.account).get(stream) or {},
         )
 
     # -- what the API asks (ClusterState, ConsumerClusterState) -----------------------------------

@@ -17,9 +17,10 @@ it is bound), recorded in the meta group and answered by the consumer's leader o
 it; one that changes its ``num_replicas`` is placed anew (its leader's server and the others
 it has first, then the stream's least loaded: :mod:`.consumer_placement`), the new ones
 joining its group. A
-work-queue stream's consumer removes what it acknowledged through the stream's log.
-Consumers of interest streams are refused ("... is not supported by this server in a cluster
-yet"). Must
+work-queue stream's consumer removes what it acknowledged through the stream's log; an interest
+stream's leader removes what all its consumers acknowledged (:mod:`.interest`), so an interest
+stream's consumers are on every server of the stream (nats-server's 10134 for another
+``num_replicas``; an ephemeral one too, as nats-server places it). Must
 not know: how a consumer group runs, the wire.
 """
 
@@ -184,10 +185,6 @@ class ConsumerClusterApi:
         if sa is None:
             raise ApiError.of(E.STREAM_NOT_FOUND)
         scfg = msgspec.json.decode(sa.config, type=StreamConfig)
-        if scfg.retention == "interest":  # what every consumer acked is not known in one place
-            raise ApiError.of(
-                E.CONSUMER_CREATE, err=NOT_IN_CLUSTER.format("a consumer of an interest stream")
-            )
         consumers = self.state.consumer_assignments.get(stream) or {}
         cname = cfg.durable_name or cfg.name
         others = [_config(ca) for n, ca in consumers.items() if n != cname]
@@ -214,7 +211,7 @@ class ConsumerClusterApi:
                 raise ApiError.of(E.CONSUMER_ALREADY_EXISTS)
             new = check_consumer_update(old, cfg)
             op = UpdateConsumer(stream, cname, msgspec.json.encode(new), reply, account=self.state.account)
-            replicas = wanted_replicas(new, len(sa.peers))
+            replicas = wanted_replicas(new, len(sa.peers), scfg.retention == "interest")
             if replicas != len(existing.peers):
                 return self._rescale(op, existing, sa, replicas)
             return self._update(op)
@@ -228,7 +225,7 @@ class ConsumerClusterApi:
             while cname in consumers:
                 cname = ephemeral_name()
             cfg = msgspec.structs.replace(cfg, name=cname)
-        replicas = wanted_replicas(cfg, len(sa.peers))
+        replicas = wanted_replicas(cfg, len(sa.peers), scfg.retention == "interest")
         peers = self._place(sa, replicas)
         group = f"C-R{replicas}F-{new_identity()}"
         ca = ConsumerAssignment(

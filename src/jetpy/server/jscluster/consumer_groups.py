@@ -9,7 +9,8 @@ time, the members whose servers are no longer named; a server left out hands ove
 if it has it, waits until the group removed it, so that the group never loses its quorum, then
 drops its replica and its files, as a stream's replicas do: :mod:`.membership`), the internal requests between servers about
 consumers (the meta leader asking a consumer's leader to answer a create, and to give its info
-for ``CONSUMER.LIST``; each account's in subjects of its own), and what a replica needs of its server (:class:`ReplicaContext`). Must
+for ``CONSUMER.LIST``; each account's in subjects of its own), what a replica needs of its server (:class:`ReplicaContext`)
+and its interest streams' retention (:mod:`.interest`, told of what the replicas here applied). Must
 not know: the API's checks, Raft's rules, the wire.
 """
 
@@ -20,7 +21,7 @@ import contextlib
 import itertools
 import logging
 import shutil
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from typing import Any
 
 import msgspec
@@ -32,6 +33,7 @@ from jetpy.jetstream.service import JetStream
 from jetpy.jetstream.stream import Stream
 from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.consumers import ConsumerReplica
+from jetpy.server.jscluster.interest import InterestRetention
 from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import GLOBAL_ACCOUNT, ConsumerAssignment, RemoveConsumer, encode_op
@@ -64,6 +66,9 @@ class ConsumerGroups:
         act: Callable[[Callable[[], Awaitable[None]]], None],
         traffic_account: str = "",
         account: str = GLOBAL_ACCOUNT,
+        *,
+        streams: Mapping[str, Replica],
+        consumers_of: Callable[[str], Collection[str]],
     ) -> None:
         self.server_name = server_name
         self._cluster_name = cluster_name
@@ -80,15 +85,21 @@ class ConsumerGroups:
         self._subs: list[Subscription] = []
         self._inboxes = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+        # interest streams' retention, decided by their leaders here (``streams``: this
+        # server's replicas; ``consumers_of``: a stream's consumers as the meta group holds them)
+        self.interest = InterestRetention(streams, consumers_of, self.replica)
 
     def start(self, js: JetStream) -> None:
         self.js = js
+        js.consumers.interest_decided = self.interest.stored  # no replica removes on its own
+        self.interest.start()
         self._subs = [
             self.system.subscribe_internal(CREATED_SUBJECT.format(self.account, "*", "*"), self._on_created),
             self.system.subscribe_internal(INFO_SUBJECT.format(self.account, "*", "*"), self._on_info),
         ]
 
     def stop(self) -> None:
+        self.interest.stop()
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
@@ -251,6 +262,9 @@ class ConsumerGroups:
         task = asyncio.get_running_loop().create_task(rep.remove_acked(seqs))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def acknowledged(self, stream: str, old_floor: int, new_floor: int, gone: list[int]) -> None:
+        self.interest.acknowledged(stream, old_floor, new_floor, gone)
 
     def answer_create(self, replica: ConsumerReplica, reply: str) -> None:
         info = replica.info()

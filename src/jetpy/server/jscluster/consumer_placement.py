@@ -28,12 +28,13 @@ from jetpy.server.jscluster.assignments import ConsumerAssignment
 __all__ = ["follow", "placed", "rescale", "wanted_replicas"]
 
 
-def wanted_replicas(cfg: ConsumerConfig, stream_replicas: int) -> int:
+def wanted_replicas(cfg: ConsumerConfig, stream_replicas: int, interest: bool = False) -> int:
     """How many replicas a consumer has on a stream of ``stream_replicas``: 0 is the stream's
-    for a durable, one for an ephemeral (as nats-server makes them)."""
+    for a durable, one for an ephemeral but the stream's on an ``interest`` stream (as
+    nats-server makes them: an interest stream's leader decides from every consumer's state)."""
     if cfg.num_replicas:
         return min(cfg.num_replicas, stream_replicas)
-    return stream_replicas if cfg.durable_name else 1
+    return stream_replicas if cfg.durable_name or interest else 1
 
 
 def placed(ca: ConsumerAssignment, peers: list[str]) -> ConsumerAssignment:

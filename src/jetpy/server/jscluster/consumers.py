@@ -17,7 +17,10 @@ is answered once the entry carrying the ack applied and every earlier one settle
 confirmed ack is on a quorum's disk and no leader delivers that message again. Entries of
 another epoch than the last applied :class:`LeadOp`'s (a deposed leader's, forwarded late)
 change nothing; a proposal that failed makes the next one carry the whole state, and until
-that one applied no AckSync is answered (a change may be missing from the log). Must not know: the wire, the API, Raft's rules.
+that one applied no AckSync is answered (a change may be missing from the log). Every replica
+tells its server what each applied change acknowledged, and its state says which messages the
+consumer still wants (:meth:`ConsumerReplica.wants`): an interest stream's leader decides from
+those (:mod:`.interest`). Must not know: the wire, the API, Raft's rules.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from jetpy.server.jscluster.meta import ConsumerAssignment
 from jetpy.server.jscluster.report import cluster_block
 from jetpy.server.nrg import ProposalError, RaftGroup
 from jetpy.store.base import ConsumerState
+from jetpy.subjects import subject_matches
 
 __all__ = ["ConsumerReplica", "ReplicaContext"]
 
@@ -115,6 +119,11 @@ class ReplicaContext(Protocol):
         """Have the stream's group remove these messages (a work-queue consumer acked them)."""
         ...
 
+    def acknowledged(self, stream: str, old_floor: int, new_floor: int, gone: list[int]) -> None:
+        """A state change applied here: its ack floor moved from ``old_floor`` to ``new_floor``
+        and ``gone`` left its pending acks (an interest stream's leader looks at them)."""
+        ...
+
 
 class ConsumerReplica:
     def __init__(self, ca: ConsumerAssignment, ctx: ReplicaContext) -> None:
@@ -166,6 +175,7 @@ class ConsumerReplica:
         return out
 
     def _apply_state(self, op: StateOp) -> None:
+        old_floor = self.counters[3]
         self.counters = (
             op.delivered_consumer_seq,
             op.delivered_stream_seq,
@@ -187,6 +197,25 @@ class ConsumerReplica:
         for seq in op.gone:
             pending.pop(seq, None)
             redelivered.pop(seq, None)
+        self.ctx.acknowledged(self.ca.stream, old_floor, op.floor_stream_seq, op.gone)
+
+    def wants(self, seq: int, subject: str) -> bool:
+        """Whether this consumer, as its replicated state says, still wants the stream's message
+        ``seq`` on ``subject`` (interest retention, :mod:`.interest`): on its subjects, and
+        neither at or below its ack floor nor delivered and no longer pending (acknowledged, or
+        given up on after ``max_deliver``, as a single server's ``Consumer.has_acked`` counts
+        it). One delivering the last message per subject is done only below its floor (the
+        starts it has yet to deliver are not in its state)."""
+        cfg = self.config
+        filters = cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else [])
+        if filters and not any(subject_matches(f, subject) for f in filters):
+            return False
+        _, delivered, _, floor = self.counters
+        if seq <= floor:
+            return False
+        if seq > delivered or cfg.deliver_policy == "last_per_subject":
+            return True
+        return seq in self.pending
 
     def state(self) -> ConsumerState:
         return ConsumerState(*self.counters, pending=dict(self.pending), redelivered=dict(self.redelivered))
@@ -325,7 +354,8 @@ class ConsumerReplica:
         self.ctx.remove_consumer(self.ca)
 
     def acked(self, c: Consumer, seqs: list[int]) -> None:
-        self._removals.extend(seqs)  # removed from the stream with this turn's changes
+        if c.stream.config.retention == "workqueue":  # (an interest stream's leader decides)
+            self._removals.extend(seqs)  # removed from the stream with this turn's changes
         self.changed(c)
 
     async def _sweep(self) -> None:
