@@ -117,8 +117,9 @@ def test_the_same_lines_as_nats_server(tmp_path: Path, conf: Path, jetpy: Proc) 
     )
     try:
         for p in (ref, jetpy):
-            for data, _ in CASES:
+            for i, (data, _) in enumerate(CASES):
                 converse(p.port, data)
+                wait_lines(p, i + 1)  # in order: a line written late would swap with the next
         assert wait_lines(jetpy, len(CASES)) == wait_lines(ref, len(CASES)) == [want for _, want in CASES]
     finally:
         ref.stop(signal.SIGKILL)
