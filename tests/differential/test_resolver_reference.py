@@ -290,7 +290,7 @@ def test_update_lowering_the_payload_limit_applies_to_connected_users(
 
 async def _conn_limit_lowered_while_connected(url: str, port: int, sys_creds: Path) -> list[list[bytes]]:
     """Three users of account A connected (raw protocol), then A pushed again with a
-    connection limit of 1: what each reads after a PING (the closed ones: up to the close)."""
+    connection limit of 1: what the first reads after a PING, the others up to their close."""
     await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", account_jwt(W.a, W.op, "A"))
     conns = []
     for _ in range(3):
@@ -311,7 +311,8 @@ async def _conn_limit_lowered_while_connected(url: str, port: int, sys_creds: Pa
     await _request(url, sys_creds, "$SYS.REQ.CLAIMS.UPDATE", lowered)
     out = []
     for i, (reader, writer) in enumerate(conns):
-        writer.write(b"PING\r\n")
+        if i == 0:  # (a PING written to one the server closed meanwhile may reset it: its -ERR lost)
+            writer.write(b"PING\r\n")
         got = await asyncio.wait_for(reader.readline() if i == 0 else reader.read(), 5)
         while i == 0 and got.startswith(b"INFO "):  # nats-server tells the account's clients anew
             got = await asyncio.wait_for(reader.readline(), 5)
