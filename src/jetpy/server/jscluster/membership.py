@@ -18,25 +18,52 @@ from collections.abc import Callable, Sequence
 
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["leave", "reconcile"]
+__all__ = ["leave", "moving", "reconcile"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 STAYING_TICKS = 10  # a member placed again looks less often whether it was removed after all
+WAITING_TICKS = 4  # a leader waiting for new members to be made voters looks again so often
 
 
-async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
-    """On the group's leader: remove the members whose servers are not in ``peers``."""
-    keep = set(peers)
-    for p in group.status().peers:
-        if p.name in keep or not group.is_leader:
-            continue
-        try:
-            await group.remove_member(p.id)
-            log.info("raft %s: %s (%s) removed: no longer placed there", group.name, p.id, p.name)
-        except ProposalError as exc:  # the next leader, or the next update, tries again
-            log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
+def moving(group: RaftGroup, peers: Sequence[str], me: str) -> bool:
+    """Whether some servers placed (``peers``) are not voters of the group yet while some of
+    its members (``me``: this server's) are to go."""
+    others = group.status().peers
+    voters = {me, *(p.name for p in others if p.voter)}
+    going = me not in peers or any(p.name not in peers for p in others)
+    return going and any(p not in voters for p in peers)
+
+
+async def reconcile(group: RaftGroup, peers: Callable[[], Sequence[str]]) -> None:
+    """On the group's leader: remove the members whose servers are not in ``peers()`` (the
+    assignment's, read again at each step). A voter goes only while as many voters as servers
+    placed remain (a moved group keeps its old members until the new ones, learners that
+    catch up, were made voters: it never has fewer voters than it should, as nats-server's
+    move keeps the old peers until the new ones are current); until then it waits here."""
+    while group.is_leader and not group.removed:
+        keep = set(peers())
+        st = group.status()
+        voters = 1 + sum(p.voter for p in st.peers)  # the leader's own member is one
+        waiting = False
+        for p in st.peers:
+            if p.name in keep:
+                continue
+            if p.voter and voters - 1 < len(keep):
+                waiting = True
+                continue
+            try:
+                await group.remove_member(p.id)
+                log.info("raft %s: %s (%s) removed: no longer placed there", group.name, p.id, p.name)
+            except ProposalError as exc:  # the next leader, or the next update, tries again
+                log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
+                return
+            voters -= p.voter
+            if not group.is_leader:
+                return
+        if not waiting:
             return
+        await asyncio.sleep(group.cfg.tick * WAITING_TICKS)
 
 
 async def leave(
