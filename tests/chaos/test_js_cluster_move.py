@@ -139,10 +139,15 @@ async def test_r3_stream_moved_by_tags_with_its_messages_and_consumer(cluster: J
         async def publishing() -> list[int]:
             return [await _publish(nc, "move.y", i) for i in range(100)]
 
+        c.kill("n4")  # placed, but not there yet: the move goes on until it is
         meanwhile = asyncio.create_task(publishing())
         await asyncio.sleep(0.2)
         moved = await _req(nc, "$JS.API.STREAM.UPDATE.MOVE", {**cfg, "placement": {"tags": ["b"]}})
         assert moved.get("error") is None and moved["config"]["placement"] == {"tags": ["b"]}, moved
+        again = await _req(nc, "$JS.API.STREAM.UPDATE.MOVE", cfg)  # moving back meanwhile
+        assert again["error"]["err_code"] == 10124, again  # nats-server 2.15.1's refusal
+        await asyncio.sleep(1)
+        c.start("n4")
         seqs = await meanwhile
         assert seqs == list(range(101, 201))  # none lost, none twice
 

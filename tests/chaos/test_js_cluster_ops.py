@@ -304,14 +304,17 @@ async def _placement_replies(url: str, cluster: str) -> dict[str, Any]:
         out["placement changed"] = (
             (await _req(nc, "$JS.API.STREAM.UPDATE.OPS", upd)).get("error", {}).get("err_code")
         )  # every server holding it has the tag: it stays
-        # a placement no server (or too few) satisfies: refused (each its stream's first move)
-        for case, (r, tags) in {
-            "placement unmatched": (1, ["nope"]),
-            "placement too few": (3, ["az:1"]),
-        }.items():
-            mv = {"name": f"MV{r}", "subjects": [f"mv{r}"], "num_replicas": r}
+        # a placement no server (or too few) satisfies, or changed with the replicas: refused
+        # (each its stream's first move)
+        refused = {
+            "placement unmatched": (1, ["nope"], 1),
+            "placement too few": (3, ["az:1"], 3),
+            "placement and replicas": (1, ["ssd"], 3),
+        }
+        for case, (r, tags, r2) in refused.items():
+            mv: dict[str, Any] = {"name": f"MV{r}", "subjects": [f"mv{r}"], "num_replicas": r}
             await _until(nc, f"$JS.API.STREAM.CREATE.MV{r}", mv)
-            mv["placement"] = {"tags": tags}
+            mv |= {"placement": {"tags": tags}, "num_replicas": r2}
             out[case] = _shape(await _req(nc, f"$JS.API.STREAM.UPDATE.MV{r}", mv))
             await _req(nc, f"$JS.API.STREAM.DELETE.MV{r}")
     return out

@@ -316,6 +316,8 @@ class ClusterApi:
         )
         replicas = cfg.num_replicas or 1
         if cfg.placement != old.placement:
+            if replicas != (old.num_replicas or 1):
+                raise ApiError.of(E.STREAM_MOVE_AND_SCALE)
             return self._move(op, sa, replicas, cfg.placement)
         if replicas != (old.num_replicas or 1):
             return self._rescale(op, sa, replicas)
@@ -326,7 +328,14 @@ class ClusterApi:
     ) -> StreamUpdateResponse:
         """A new placement: the servers that do not satisfy it replaced by others that do
         (10005 if too few), which join the stream's group and catch up before the replaced
-        ones leave (:mod:`.membership`); its consumers follow it."""
+        ones leave (:mod:`.membership`); its consumers follow it. Refused (10124) while its
+        group is not yet on the servers placed (a move, a scaling, a peer's removal going on),
+        as its leader reports it."""
+        info = (await self.state.stream_infos([sa.name])).get(sa.name)
+        if info is not None and info.cluster is not None:
+            members = {info.cluster.leader, *(r.name for r in info.cluster.replicas or ())}
+            if members != set(sa.peers):
+                raise ApiError.of(E.STREAM_MOVE_IN_PROGRESS)
         peers = await self.state.moved(sa.peers, replicas, placement)
         return await self._update(msgspec.structs.replace(op, peers=peers))
 
