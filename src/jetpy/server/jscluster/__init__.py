@@ -150,7 +150,8 @@ The design (decisions the following slices keep):
   by an update too. An update of the stream's ``placement`` moves it so: the servers it no
   longer allows are replaced by others it allows (``moved``), all in one entry; a leader
   removes a replaced voter only while as many voters as servers placed remain, so the new
-  members (learners until caught up) become voters before the old ones go.
+  members (learners until caught up) become voters before the old ones go. Another
+  placement update is refused until the group is on the servers placed (10124).
 
 * **Mirrors and sources** are run by the stream's leader (:mod:`.copiers`: the single server's
   mirror or sources, their copies proposed rather than stored) and every copy goes through the
@@ -165,7 +166,7 @@ The design (decisions the following slices keep):
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),
 backups (answered by the meta leader with "... is not supported by this server in a cluster
-yet"); a placement update during a move is not refused (nats-server's 10124).
+yet").
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
