@@ -135,6 +135,12 @@ async def test_r3_stream_moved_by_tags_with_its_messages_and_consumer(cluster: J
             "MOVE", ConsumerConfig(durable_name="D", ack_policy=AckPolicy.EXPLICIT)
         )
         await _acked(nc, "MOVE", "D", 30)
+        # led from a server it leaves: its leadership is handed to a new one during the move
+        if (await _req(nc, "$JS.API.STREAM.INFO.MOVE"))["cluster"]["leader"] != "n1":
+            body = {"placement": {"preferred": "n1"}}
+            down = await _req(nc, "$JS.API.STREAM.LEADER.STEPDOWN.MOVE", body)
+            assert down.get("success"), down
+        assert (await _req(nc, "$JS.API.STREAM.INFO.MOVE"))["cluster"]["leader"] == "n1"
 
         async def publishing() -> list[int]:
             return [await _publish(nc, "move.y", i) for i in range(100)]
