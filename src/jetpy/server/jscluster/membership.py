@@ -3,7 +3,9 @@ down by an update, a peer removed by ``STREAM.PEER.REMOVE``, a consumer followin
 
 Owns: the group leader's side (removing from the group, one change at a time, every member
 whose server the assignment no longer names; servers newly named join by themselves, as new
-members that the leader adds as learners and makes voters once caught up) and the side of a
+members that the leader adds as learners and makes voters once caught up; a voter removed
+only while as many voters as servers placed remain, so a moved group takes the new ones in
+before the old ones go) and the side of a
 server left out (handing leadership to a server that stays if it leads, then waiting until the
 group has removed it, so that the group never loses its quorum to a replica gone too soon; its
 files are deleted after). Must not know: the meta group, the API, what a stream or a consumer
