@@ -303,7 +303,20 @@ async def _placement_replies(url: str, cluster: str) -> dict[str, Any]:
         upd = {"name": "OPS", "subjects": ["ops.>"], "num_replicas": 3, "placement": {"tags": ["ssd"]}}
         out["placement changed"] = (
             (await _req(nc, "$JS.API.STREAM.UPDATE.OPS", upd)).get("error", {}).get("err_code")
-        )
+        )  # every server holding it has the tag: it stays
+        # a placement no server (or too few) satisfies, or changed with the replicas: refused
+        # (each its stream's first move)
+        refused = {
+            "placement unmatched": (1, ["nope"], 1),
+            "placement too few": (3, ["az:1"], 3),
+            "placement and replicas": (1, ["ssd"], 3),
+        }
+        for case, (r, tags, r2) in refused.items():
+            mv: dict[str, Any] = {"name": f"MV{r}", "subjects": [f"mv{r}"], "num_replicas": r}
+            await _until(nc, f"$JS.API.STREAM.CREATE.MV{r}", mv)
+            mv |= {"placement": {"tags": tags}, "num_replicas": r2}
+            out[case] = _shape(await _req(nc, f"$JS.API.STREAM.UPDATE.MV{r}", mv))
+            await _req(nc, f"$JS.API.STREAM.DELETE.MV{r}")
     return out
 
 
@@ -313,8 +326,8 @@ async def test_placement_by_tags_and_cluster_as_nats_server(
     ours = await _placement_replies(jetpy_cluster.urls[0], "JSC")
     theirs = await _placement_replies(reference_cluster.members[0].url, "C1")
     assert theirs["az2"] == ["n2"] and theirs["r4"]["error"]["err_code"] == 10005
-    # nats-server moves a stream whose placement changes; jetpy refuses (10052) until built
-    assert theirs.pop("placement changed") is None and ours.pop("placement changed") == 10052
+    assert theirs["placement changed"] is None
+    assert theirs["placement unmatched"]["error"]["err_code"] == 10005
     assert ours == theirs
 
 

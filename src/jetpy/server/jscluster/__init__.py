@@ -147,7 +147,11 @@ The design (decisions the following slices keep):
   consumers follow it in the same meta entry (:mod:`.consumer_placement`: nats-server's rules
   for which keep the stream's count and which are capped by it), their groups changing
   members the same way (:mod:`.consumer_groups`); a consumer's own ``num_replicas`` changed
-  by an update too.
+  by an update too. An update of the stream's ``placement`` moves it so: the servers it no
+  longer allows are replaced by others it allows (``moved``), all in one entry; a leader
+  removes a replaced voter only while as many voters as servers placed remain, so the new
+  members (learners until caught up) become voters before the old ones go. Another
+  placement update is refused until the group is on the servers placed (10124).
 
 * **Mirrors and sources** are run by the stream's leader (:mod:`.copiers`: the single server's
   mirror or sources, their copies proposed rather than stored) and every copy goes through the
@@ -161,8 +165,8 @@ The design (decisions the following slices keep):
 
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),
-backups, moving a stream whose placement an update changes; the requests are
-answered by the meta leader with "... is not supported by this server in a cluster yet".
+backups (answered by the meta leader with "... is not supported by this server in a cluster
+yet").
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of

@@ -63,6 +63,8 @@ class Cluster(Protocol):
 
     async def propose_meta(self, op: bytes) -> bytes: ...
 
+    async def moved(self, peers: Sequence[str], replicas: int, placement: Placement | None) -> list[str]: ...
+
     async def server_tags(self, servers: list[str]) -> dict[str, list[str]]: ...
 
     async def stream_infos(self, account: str, names: list[str]) -> dict[str, StreamInfo]: ...
@@ -135,6 +137,9 @@ class AccountScope:
 
     async def propose_meta(self, op: bytes) -> bytes:
         return await self.cjs.propose_meta(op)
+
+    async def moved(self, peers: Sequence[str], replicas: int, placement: Placement | None) -> list[str]:
+        return await self.cjs.moved(peers, replicas, placement)
 
     async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
         return await self.cjs.server_tags(servers)

@@ -138,6 +138,10 @@ class ClusterState(Protocol):
 
     async def propose_meta(self, op: bytes) -> bytes: ...
 
+    async def moved(self, peers: Sequence[str], replicas: int, placement: Placement | None) -> list[str]:
+        """A stream's servers on ``peers`` once its placement is ``placement``."""
+        ...
+
     async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
         """The servers' tags (those that answer)."""
         ...
@@ -305,19 +309,35 @@ class ClusterApi:
             old, cfg0, pedantic=pedantic_flag(req), origins=self._origin, max_replicas=MAX_REPLICAS
         )
         self._check_cluster_config(cfg)
-        if cfg.placement != old.placement:  # moving a stream is not built
-            raise ApiError.of(
-                E.STREAM_INVALID_CONFIG, err=NOT_IN_CLUSTER.format("changing a stream's placement")
-            )
         self._check_overlap(cfg)
         check_update(state.limits, state.assignments, cfg)
         op = UpdateStream(
             cfg.name, msgspec.json.encode(cfg), self._replying_to().decode(), account=state.account
         )
         replicas = cfg.num_replicas or 1
+        if cfg.placement != old.placement:
+            if replicas != (old.num_replicas or 1):
+                raise ApiError.of(E.STREAM_MOVE_AND_SCALE)
+            return self._move(op, sa, replicas, cfg.placement)
         if replicas != (old.num_replicas or 1):
             return self._rescale(op, sa, replicas)
         return self._update(op)
+
+    async def _move(
+        self, op: UpdateStream, sa: StreamAssignment, replicas: int, placement: Placement | None
+    ) -> StreamUpdateResponse:
+        """A new placement: the servers that do not satisfy it replaced by others that do
+        (10005 if too few), which join the stream's group and catch up before the replaced
+        ones leave (:mod:`.membership`); its consumers follow it. Refused (10124) while its
+        group is not yet on the servers placed (a move, a scaling, a peer's removal going on),
+        as its leader reports it."""
+        info = (await self.state.stream_infos([sa.name])).get(sa.name)
+        if info is not None and info.cluster is not None:
+            members = {info.cluster.leader, *(r.name for r in info.cluster.replicas or ())}
+            if members != set(sa.peers):
+                raise ApiError.of(E.STREAM_MOVE_IN_PROGRESS)
+        peers = await self.state.moved(sa.peers, replicas, placement)
+        return await self._update(msgspec.structs.replace(op, peers=peers))
 
     async def _rescale(self, op: UpdateStream, sa: StreamAssignment, replicas: int) -> StreamUpdateResponse:
         """A change of replicas: more servers placed (the fewest loaded ones not holding it), or

@@ -134,7 +134,7 @@ class ConsumerGroups:
         rep.leader_changed(leading)
         g = rep.group
         if leading and g is not None and any(p.name not in rep.ca.peers for p in g.status().peers):
-            self._spawn(reconcile(g, rep.ca.peers))  # a removal the last leader left undone
+            self._spawn(reconcile(g, lambda: rep.ca.peers))  # a removal the last leader left undone
 
     async def remove(self, ca: ConsumerAssignment, reply: str = "", deleted: bool = True) -> None:
         """Remove this server's replica; its leader answers a delete at ``reply`` once it no
@@ -180,7 +180,7 @@ class ConsumerGroups:
         if self.server_name not in ca.peers:  # taken off this server
             self._spawn(self._leave(rep, g))
         elif g.is_leader:
-            self._spawn(reconcile(g, ca.peers))
+            self._spawn(reconcile(g, lambda: rep.ca.peers))
 
     async def _leave(self, rep: ConsumerReplica, group: RaftGroup) -> None:
         """Once the consumer's group has removed this server's member, its replica goes (in

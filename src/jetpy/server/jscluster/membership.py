@@ -3,7 +3,9 @@ down by an update, a peer removed by ``STREAM.PEER.REMOVE``, a consumer followin
 
 Owns: the group leader's side (removing from the group, one change at a time, every member
 whose server the assignment no longer names; servers newly named join by themselves, as new
-members that the leader adds as learners and makes voters once caught up) and the side of a
+members that the leader adds as learners and makes voters once caught up; a voter removed
+only while as many voters as servers placed remain, so a moved group takes the new ones in
+before the old ones go) and the side of a
 server left out (handing leadership to a server that stays if it leads, then waiting until the
 group has removed it, so that the group never loses its quorum to a replica gone too soon; its
 files are deleted after). Must not know: the meta group, the API, what a stream or a consumer
@@ -18,25 +20,52 @@ from collections.abc import Callable, Sequence
 
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["leave", "reconcile"]
+__all__ = ["leave", "moving", "reconcile"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 STAYING_TICKS = 10  # a member placed again looks less often whether it was removed after all
+WAITING_TICKS = 4  # a leader waiting for new members to be made voters looks again so often
 
 
-async def reconcile(group: RaftGroup, peers: Sequence[str]) -> None:
-    """On the group's leader: remove the members whose servers are not in ``peers``."""
-    keep = set(peers)
-    for p in group.status().peers:
-        if p.name in keep or not group.is_leader:
-            continue
-        try:
-            await group.remove_member(p.id)
-            log.info("raft %s: %s (%s) removed: no longer placed there", group.name, p.id, p.name)
-        except ProposalError as exc:  # the next leader, or the next update, tries again
-            log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
+def moving(group: RaftGroup, peers: Sequence[str], me: str) -> bool:
+    """Whether some servers placed (``peers``) are not voters of the group yet while some of
+    its members (``me``: this server's) are to go."""
+    others = group.status().peers
+    voters = {me, *(p.name for p in others if p.voter)}
+    going = me not in peers or any(p.name not in peers for p in others)
+    return going and any(p not in voters for p in peers)
+
+
+async def reconcile(group: RaftGroup, peers: Callable[[], Sequence[str]]) -> None:
+    """On the group's leader: remove the members whose servers are not in ``peers()`` (the
+    assignment's, read again at each step). A voter goes only while as many voters as servers
+    placed remain (a moved group keeps its old members until the new ones, learners that
+    catch up, were made voters: it never has fewer voters than it should, as nats-server's
+    move keeps the old peers until the new ones are current); until then it waits here."""
+    while group.is_leader and not group.removed:
+        keep = set(peers())
+        st = group.status()
+        voters = 1 + sum(p.voter for p in st.peers)  # the leader's own member is one
+        waiting = False
+        for p in st.peers:
+            if p.name in keep:
+                continue
+            if p.voter and voters - 1 < len(keep):
+                waiting = True
+                continue
+            try:
+                await group.remove_member(p.id)
+                log.info("raft %s: %s (%s) removed: no longer placed there", group.name, p.id, p.name)
+            except ProposalError as exc:  # the next leader, or the next update, tries again
+                log.warning("raft %s: %s (%s) could not be removed yet: %s", group.name, p.id, p.name, exc)
+                return
+            voters -= p.voter
+            if not group.is_leader:
+                return
+        if not waiting:
             return
+        await asyncio.sleep(group.cfg.tick * WAITING_TICKS)
 
 
 async def leave(

@@ -19,7 +19,7 @@ from jetpy.jetstream import errors as E
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import Placement
 
-__all__ = ["TAGS_SUBJECT", "ServerTags", "choose"]
+__all__ = ["TAGS_SUBJECT", "ServerTags", "choose", "suits"]
 
 TAGS_SUBJECT = "$JSC.ST"
 """In the system account: every server answers with its :class:`ServerTags`."""
@@ -28,6 +28,17 @@ TAGS_SUBJECT = "$JSC.ST"
 class ServerTags(msgspec.Struct, frozen=True):
     name: str
     tags: list[str]
+
+
+def suits(
+    server: str, placement: Placement | None, cluster: str, tags_of: Mapping[str, Sequence[str]]
+) -> bool:
+    """Whether ``server`` (of this cluster) may hold a replica of a stream with ``placement``."""
+    if placement is None:
+        return True
+    if placement.cluster and placement.cluster != cluster:
+        return False
+    return all(t.lower() in tags_of.get(server, ()) for t in placement.tags)
 
 
 def choose(

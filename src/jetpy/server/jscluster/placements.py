@@ -234,5 +234,5 @@ class Placements:
             retry = lambda: self._spawn(self._reconcile(scope, rep))  # noqa: E731
             asyncio.get_running_loop().call_later(self.config.election_timeout, retry)
             return
-        await reconcile(g, rep.assigned_peers)
+        await reconcile(g, lambda: rep.assigned_peers)
         await self._settle(scope, rep)

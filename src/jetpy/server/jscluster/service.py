@@ -43,10 +43,10 @@ from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE_SUBJECT, MetaForming
 from jetpy.server.jscluster.local import LocalStream, Replica, copies, r1_here
-from jetpy.server.jscluster.membership import leave, reconcile
+from jetpy.server.jscluster.membership import leave, moving, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, origin_consumer_route
-from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
+from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose, suits
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
@@ -375,6 +375,20 @@ class ClusteredJetStream(Placements):
         tags = await self.server_tags(servers) if placement is not None and placement.tags else {}
         return choose(servers, load, replicas, placement, self._cluster_name(), tags)
 
+    async def moved(self, peers: Sequence[str], replicas: int, placement: Placement | None) -> list[str]:
+        """A stream's servers once its placement is ``placement``: those of ``peers`` it
+        allows, then others it allows for the rest (:meth:`place`; 10005 if too few, naming
+        the tags some server of the cluster lacks, as for a create)."""
+        tags = await self.server_tags(list(peers)) if placement is not None and placement.tags else {}
+        keep = [p for p in peers if suits(p, placement, self._cluster_name(), tags)][:replicas]
+        if len(keep) == replicas:
+            return keep
+        try:
+            return keep + await self.place(replicas - len(keep), placement, peers)
+        except ApiError:
+            await self.place(replicas, placement)  # the refusal a create would have
+            raise
+
     async def server_tags(self, servers: list[str]) -> dict[str, list[str]]:
         """Each server's tags, asked of those not known yet (those answering within
         :data:`GATHER_WAIT`; tags change only with a restart, which a reload refuses)."""
@@ -648,8 +662,15 @@ class ClusteredJetStream(Placements):
         replica switches at the same message), then answers the update."""
         try:
             await rep.propose_change(ConfigOp(rep.assigned_config))
-            if rep.group is not None:  # members whose servers are no longer named leave
-                await reconcile(rep.group, rep.assigned_peers)
+            g = rep.group
+            if (
+                g is not None
+                and isinstance(rep, StreamReplica)
+                and moving(g, rep.assigned_peers, self.server_name)
+            ):
+                self._spawn(self._reconcile(scope, rep))  # answered now: the move takes a while
+            elif g is not None:  # members whose servers are no longer named leave
+                await reconcile(g, lambda: rep.assigned_peers)
                 rep = await self._settle(scope, rep)
             resp = StreamUpdateResponse.of(rep.info())
         except ApiError as e:
@@ -697,8 +718,10 @@ class ClusteredJetStream(Placements):
             self._answer_create(scope, rep, sa.reply.encode())
         if rep.assigned_config and rep.assigned_config != msgspec.json.encode(rep.stream.config):
             # an update the previous leader did not put in the stream's log (or not yet applied
-            # here): the stream's log gets it now (the same config twice applies once)
-            self._actions.put_nowait((msgspec.structs.replace(sa, config=rep.assigned_config), ""))
+            # here): the stream's log gets it now (the same config twice applies once), on the
+            # servers assigned now (``sa`` is the assignment the replica started with)
+            now = msgspec.structs.replace(sa, config=rep.assigned_config, peers=rep.assigned_peers)
+            self._actions.put_nowait((now, ""))
 
     def _on_created(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
         account, [name] = qualified(subject, 1)
