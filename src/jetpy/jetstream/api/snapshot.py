@@ -18,6 +18,7 @@ Must not know: dispatch and the envelope (the router's), the archive's bytes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -40,13 +41,21 @@ from jetpy.jetstream.models import encode
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.restores import RestoreSession
-from jetpy.jetstream.snapshots import SnapshotSender, take
+from jetpy.jetstream.snapshots import SnapshotSender, Taken, take
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_config
 from jetpy.subjects import is_valid_literal_subject
 
-__all__ = ["SnapshotApi"]
+__all__ = ["SnapshotApi", "snapshot_request"]
+
+
+def snapshot_request(body: bytes) -> StreamSnapshotRequest:
+    """A snapshot request's body, decoded and checked (10025, 10015), once its stream is known."""
+    req = decode_request(body, StreamSnapshotRequest)
+    if not is_valid_literal_subject(req.deliver_subject):
+        raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
+    return req
 
 
 class SnapshotApi:
@@ -74,11 +83,16 @@ class SnapshotApi:
         if is_empty_request(body):
             raise ApiError.of(E.BAD_REQUEST)
         stream = self.registry.require(args[0])
-        req = decode_request(body, StreamSnapshotRequest)
-        if not is_valid_literal_subject(req.deliver_subject):
-            raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
+        req = snapshot_request(body)
+        return self.send(stream, req, lambda: take(stream, None if req.no_consumers else self.consumers))
+
+    def send(
+        self, stream: Stream, req: StreamSnapshotRequest, taking: Callable[[], Taken]
+    ) -> StreamSnapshotResponse:
+        """Take the snapshot (``taking``) now and send it to the request's deliver subject in
+        the background; the answer to the request."""
         try:
-            taken = take(stream, None if req.no_consumers else self.consumers)
+            taken = taking()
         except Exception as e:  # an export the store cannot take (an I/O error)
             raise ApiError.of(E.STREAM_SNAPSHOT, err=str(e)) from e
         sender = SnapshotSender(

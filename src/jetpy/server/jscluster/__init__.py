@@ -159,9 +159,13 @@ The design (decisions the following slices keep):
   a stream's replicas share its identity (its group's random part). A mirror with
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
+* **Backups** (:mod:`.backups`): a stream's snapshot is its leader's (the single server's
+  sender, its chunks and flow control), with the durable consumers that have a replica on the
+  leader's server and their replicated state, as nats-server's leader archives those it holds.
+
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),
-backups, moving a stream whose placement an update changes; the requests are
+restores (``STREAM.RESTORE``), moving a stream whose placement an update changes; the requests are
 answered by the meta leader with "... is not supported by this server in a cluster yet".
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the

@@ -37,6 +37,7 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.account import AccountScope, qualified
 from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
+from jetpy.server.jscluster.backups import snapshot_route
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
@@ -164,6 +165,9 @@ class ClusteredJetStream(Placements):
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(scope, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        js.router.routes["STREAM.SNAPSHOT"] = api.unless_leaderless(
+            "STREAM.SNAPSHOT", snapshot_route(scope, js.snapshots)
+        )
         # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
         js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
             single_create,
