@@ -1,7 +1,9 @@
 """Stream backups on a cluster of three jetpy server processes: ``$JS.API.STREAM.SNAPSHOT``
 asked of any server is answered by the stream's leader (R3 and R1), which sends the whole
 stream and the durable consumers it holds with their replicated state; each backup, restored on
-a single server, gives back every message, sequence, gap and consumer state the cluster had. The
+a single server, gives back every message, sequence, gap and consumer state the cluster had,
+R1 consumers placed on other servers than the leader too (nats-server 2.15.1 archives every
+durable consumer of the stream). The
 answers to bad requests are compared with a cluster of three nats-server 2.15.1."""
 
 from __future__ import annotations
@@ -134,6 +136,13 @@ async def _fill(nc: Client, name: str, replicas: int) -> None:
         if i < 7:
             await nc.request(m.reply, b"+ACK", timeout=5)  # an AckSync: applied once answered
     await inbox.unsubscribe()
+    for i in range(4):  # R1 consumers: each on one of the stream's servers, most likely not all on its leader
+        await js.add_consumer(
+            name, durable_name=f"ONE{i}", ack_policy="explicit", ack_wait=60, num_replicas=1
+        )
+        one = await js.pull_subscribe(f"{name.lower()}.>", durable=f"ONE{i}", stream=name)
+        for m in (await one.fetch(3 + i, timeout=5))[: i + 1]:
+            await m.ack_sync()
     eph = await _api(nc, f"CONSUMER.CREATE.{name}", {"stream_name": name, "config": {"ack_policy": "none"}})
     assert "error" not in eph, eph
 
@@ -147,7 +156,7 @@ async def _view(nc: Client, name: str) -> dict[str, Any]:
         r = await _api(nc, f"STREAM.MSG.GET.{name}", {"seq": seq})
         msgs.append(r.get("message") or r["error"]["err_code"])
     consumers = {}
-    for cname in ("PULL", "PUSH"):
+    for cname in ("PULL", "PUSH", *(f"ONE{i}" for i in range(4))):
         c = await _api(nc, f"CONSUMER.INFO.{name}.{cname}")
         consumers[cname] = {
             "delivered": {k: c["delivered"][k] for k in ("consumer_seq", "stream_seq")},
@@ -170,9 +179,14 @@ async def test_a_backup_asked_of_any_server_is_the_leaders_whole_stream(
     async with _connect(jetpy_cluster[0]) as nc:
         await _fill(nc, name, replicas)
         before = await _view(nc, name)
+        leader = (await _api(nc, f"STREAM.INFO.{name}"))["cluster"]["leader"]
+        ones = [(await _api(nc, f"CONSUMER.INFO.{name}.ONE{i}"))["cluster"]["leader"] for i in range(4)]
+        # an R3 stream: some held only by another server than the stream's leader
+        assert replicas == 1 or any(o != leader for o in ones)
     assert before["state"]["first_seq"] == 11 and before["state"]["num_deleted"] == 4
-    assert len(before["names"]) == 3  # PULL, PUSH and the ephemeral one
-    expected = {**before, "names": ["PULL", "PUSH"]}  # an ephemeral consumer is its client's
+    assert len(before["names"]) == 7  # PULL, PUSH, ONE0..3 and the ephemeral one
+    durables = ["ONE0", "ONE1", "ONE2", "ONE3", "PULL", "PUSH"]
+    expected = {**before, "names": durables}  # an ephemeral consumer is its client's
     for i, url in enumerate(jetpy_cluster):
         async with _connect(url) as nc:
             answers = await _answers(

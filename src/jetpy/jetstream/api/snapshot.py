@@ -93,6 +93,8 @@ class SnapshotApi:
         the background; the answer to the request."""
         try:
             taken = taking()
+        except ApiError:
+            raise
         except Exception as e:  # an export the store cannot take (an I/O error)
             raise ApiError.of(E.STREAM_SNAPSHOT, err=str(e)) from e
         sender = SnapshotSender(

@@ -160,8 +160,8 @@ The design (decisions the following slices keep):
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
 * **Backups** (:mod:`.backups`): a stream's snapshot is its leader's (the single server's
-  sender, its chunks and flow control), with the durable consumers that have a replica on the
-  leader's server and their replicated state, as nats-server's leader archives those it holds.
+  sender, its chunks and flow control), with every durable consumer of the stream and its
+  replicated state (this server's replica's, or its leader's for one placed elsewhere).
 
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),

@@ -25,6 +25,7 @@ from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.meta import ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.nrg import GroupConfig, RaftHost
+from jetpy.store.base import ConsumerState
 
 __all__ = ["AccountScope", "qualified"]
 
@@ -128,6 +129,9 @@ class AccountScope:
 
     def consumer_replica(self, stream: str, name: str) -> ConsumerReplica | None:
         return self.consumer_groups.replica(stream, name)
+
+    async def consumer_states(self, stream: str, names: list[str]) -> dict[str, ConsumerState]:
+        return await self.consumer_groups.states(stream, names)
 
     def js_servers(self) -> list[str]:
         return self.cjs.js_servers()
