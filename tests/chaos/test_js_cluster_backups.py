@@ -229,3 +229,57 @@ async def test_snapshot_refusals_are_answered_once_as_nats_server(
     # single server does, so a client hears why rather than timing out
     assert ref[0] == [] and ours[0] == [10059]
     assert ours[1:] == ref[1:] == [[10003], [10025], [10015]]
+
+
+async def _chunks(urls: list[str], name: str) -> list[Any]:
+    """What a snapshot asked of every server sends: one answer, then chunks each with a reply
+    subject but the last, and the final status (the shape nats-server and jetpy share)."""
+    async with _connect(urls[0]) as nc:
+        js = nc.jetstream()
+        await js.add_stream(name=name, subjects=[f"{name.lower()}.>"], num_replicas=3)
+        for i in range(300):
+            await js.publish(f"{name.lower()}.x", bytes(range(256)) * 2 + str(i).encode())
+    shapes = []
+    for url in urls:
+        async with _connect(url) as nc:
+            seen: list[tuple[bool, int, str]] = []
+            done = asyncio.Event()
+
+            async def cb(
+                m: Any, seen: list[tuple[bool, int, str]] = seen, done: asyncio.Event = done
+            ) -> None:
+                hdrs = m.headers or {}
+                seen.append((bool(m.reply), len(m.data), hdrs.get("Status", "")))
+                if m.reply:
+                    assert m.reply.startswith(f"$JS.SNAPSHOT.ACK.{name}.")
+                    await nc.publish(m.reply, b"")
+                if not m.data:
+                    done.set()
+
+            await nc.subscribe("snap.inbox", cb=cb)
+            body = json.dumps({"deliver_subject": "snap.inbox", "chunk_size": 1024, "window_size": 4096})
+            answers = await _answers(nc, f"STREAM.SNAPSHOT.{name}", body.encode())
+            await asyncio.wait_for(done.wait(), 15)
+            assert len(answers) == 1 and answers[0]["state"]["messages"] == 300
+            assert all(n > 0 for _, n, _ in seen[:-1]) and seen[-1][1] == 0
+            shapes.append([all(r for r, _, _ in seen[:-2]), seen[-2][0], seen[-1][2], len(seen) > 3])
+    async with _connect(urls[0]) as nc:
+        await _api(nc, f"STREAM.DELETE.{name}")
+    return shapes
+
+
+async def test_snapshot_chunks_from_every_server_as_nats_server(
+    jetpy_cluster: list[str], reference_cluster: list[str]
+) -> None:
+    ours, ref = await asyncio.gather(_chunks(jetpy_cluster, "CH"), _chunks(reference_cluster, "CH"))
+    assert ours == ref == [[True, False, "204", True]] * 3
+
+
+async def test_a_restore_onto_the_cluster_is_refused_once_and_clearly(jetpy_cluster: list[str]) -> None:
+    async with _connect(jetpy_cluster[2]) as nc:
+        body = json.dumps({"config": {"name": "RS", "subjects": ["rs.>"]}}).encode()
+        [got] = await _answers(nc, "STREAM.RESTORE.RS", body)
+        assert (
+            got["error"]["description"] == "STREAM.RESTORE is not supported by this server in a cluster yet"
+        )
+        assert "error" in await _api(nc, "STREAM.INFO.RS")
