@@ -98,15 +98,15 @@ async def _meta_ready(urls: list[str]) -> None:
                 await asyncio.sleep(0.2)
 
 
-async def _answers(nc: Client, subject: str, body: bytes) -> list[Any]:
-    """Every answer a request gets within a second (a cluster must answer exactly once)."""
+async def _answers(nc: Client, subject: str, body: bytes, wait: float = 1.0) -> list[Any]:
+    """Every answer a request gets until none comes for ``wait`` (a cluster answers once)."""
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     await nc.publish("$JS.API." + subject, body, reply=inbox)
     got = []
     with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
         while True:
-            got.append(json.loads((await sub.next_msg(timeout=1.0)).data))
+            got.append(json.loads((await sub.next_msg(timeout=wait)).data))
     await sub.unsubscribe()
     return got
 
@@ -283,3 +283,39 @@ async def test_a_restore_onto_the_cluster_is_refused_once_and_clearly(jetpy_clus
             got["error"]["description"] == "STREAM.RESTORE is not supported by this server in a cluster yet"
         )
         assert "error" in await _api(nc, "STREAM.INFO.RS")
+
+
+async def test_a_consumer_whose_leader_is_down_fails_the_backup_rather_than_missing_from_it(
+    tmp_path: Path,
+) -> None:
+    c = JsCluster(tmp_path)
+    try:
+        c.start()
+        await _meta_ready(c.urls)
+        async with _connect(c.urls[0]) as nc:
+            js = nc.jetstream()
+            await js.add_stream(name="DOWN", subjects=["down.>"], num_replicas=3)
+            await js.publish("down.a", b"x")
+            leader = (await _api(nc, "STREAM.INFO.DOWN"))["cluster"]["leader"]
+            away = ""
+            for i in range(12):  # an R1 consumer placed on another server than the stream's leader
+                await js.add_consumer("DOWN", durable_name=f"D{i}", num_replicas=1)
+                where = (await _api(nc, f"CONSUMER.INFO.DOWN.D{i}"))["cluster"]["leader"]
+                if where != leader:
+                    away = where
+                    break
+            assert away, "every R1 consumer was placed on the stream's leader"
+        c.kill(away)
+        url = c.nodes[leader].url
+        async with _connect(url) as nc:
+            body = {"deliver_subject": "nobody.listens"}
+            # its leader is asked for 2 s
+            [got] = await _answers(nc, "STREAM.SNAPSHOT.DOWN", json.dumps(body).encode(), wait=4.0)
+            assert got["error"]["err_code"] == 10064, got
+            assert got["error"]["description"].startswith(
+                "snapshot failed: no answer from the leader of consumer"
+            )
+            result = await backup_stream(nc, "DOWN", tmp_path / "bk", consumers=False)
+            assert result.state["messages"] == 1
+    finally:
+        c.stop()
