@@ -34,16 +34,21 @@ def module_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def jetpy_cluster(module_tmp: Path) -> Iterator[list[str]]:
+def jetpy_js(module_tmp: Path) -> Iterator[JsCluster]:
     root = module_tmp / "jetpy"
     root.mkdir()
     c = JsCluster(root)
     try:
         c.start()
         asyncio.run(_meta_ready(c.urls))
-        yield c.urls
+        yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def jetpy_cluster(jetpy_js: JsCluster) -> list[str]:
+    return jetpy_js.urls
 
 
 @pytest.fixture(scope="module")
@@ -215,12 +220,16 @@ async def _refusals(urls: list[str]) -> list[Any]:
             await _answers(nc, "STREAM.SNAPSHOT.REF", b""),
             await _answers(nc, "STREAM.SNAPSHOT.REF", b"{nope"),
             await _answers(nc, "STREAM.SNAPSHOT.REF", json.dumps({"deliver_subject": "x.*"}).encode()),
+            await _answers(nc, "STREAM.RESTORE.NEW", b""),
+            await _answers(nc, "STREAM.RESTORE.NEW", b"{nope"),
+            await _answers(nc, "STREAM.RESTORE.NEW", json.dumps({"config": {"name": "OTHER"}}).encode()),
+            await _answers(nc, "STREAM.RESTORE.REF", json.dumps({"config": {"name": "REF"}}).encode()),
         ]
         await _api(nc, "STREAM.DELETE.REF")
     return [[a.get("error", {}).get("err_code") for a in got] for got in out]
 
 
-async def test_snapshot_refusals_are_answered_once_as_nats_server(
+async def test_snapshot_and_restore_refusals_are_answered_once_as_nats_server(
     jetpy_cluster: list[str], reference_cluster: list[str]
 ) -> None:
     ours, ref = await asyncio.gather(_refusals(jetpy_cluster), _refusals(reference_cluster))
@@ -228,7 +237,7 @@ async def test_snapshot_refusals_are_answered_once_as_nats_server(
     # stream's leader answers, and there is none): jetpy's meta leader answers 10059, as a
     # single server does, so a client hears why rather than timing out
     assert ref[0] == [] and ours[0] == [10059]
-    assert ours[1:] == ref[1:] == [[10003], [10025], [10015]]
+    assert ours[1:] == ref[1:] == [[10003], [10025], [10015], [10003], [10025], [10056], [10130]]
 
 
 async def _chunks(urls: list[str], name: str) -> list[Any]:
@@ -275,14 +284,56 @@ async def test_snapshot_chunks_from_every_server_as_nats_server(
     assert ours == ref == [[True, False, "204", True]] * 3
 
 
-async def test_a_restore_onto_the_cluster_is_refused_once_and_clearly(jetpy_cluster: list[str]) -> None:
-    async with _connect(jetpy_cluster[2]) as nc:
-        body = json.dumps({"config": {"name": "RS", "subjects": ["rs.>"]}}).encode()
-        [got] = await _answers(nc, "STREAM.RESTORE.RS", body)
-        assert (
-            got["error"]["description"] == "STREAM.RESTORE is not supported by this server in a cluster yet"
+@pytest.mark.parametrize("replicas", [3, 1])
+async def test_a_backup_restored_onto_the_cluster_is_whole_on_every_replica(
+    jetpy_js: JsCluster, tmp_path: Path, replicas: int
+) -> None:
+    name = f"RS{replicas}"
+    urls = jetpy_js.urls
+    async with _connect(urls[0]) as nc:
+        await _fill(nc, name, replicas)
+        before = await _view(nc, name)
+        await backup_stream(nc, name, tmp_path / "bk", chunk_size=2048)
+        assert "error" not in await _api(nc, f"STREAM.DELETE.{name}")
+    await jetpy_js.wait_for(  # every replica's store removed
+        f"{name} gone", lambda: all(n.stream_state(name) is None for n in jetpy_js.nodes.values())
+    )
+    async with _connect(urls[1]) as nc:
+        restored = await restore_stream(nc, tmp_path / "bk", chunk_size=4096)
+        assert restored.info["type"] == "io.nats.jetstream.api.v1.stream_create_response"
+        assert restored.info["state"]["messages"] == 106
+        [again] = await _answers(
+            nc, f"STREAM.RESTORE.{name}", json.dumps({"config": {"name": name}}).encode()
         )
-        assert "error" in await _api(nc, "STREAM.INFO.RS")
+        assert again["error"]["err_code"] == 10130
+        info = await _api(nc, f"STREAM.INFO.{name}")
+        assert info["config"]["num_replicas"] == replicas
+
+        def holders() -> list[str]:
+            return sorted(
+                n.name
+                for n in jetpy_js.nodes.values()
+                if (n.stream_state(name) or {}).get("last_seq") == before["state"]["last_seq"]
+                and (n.stream_state(name) or {}).get("messages") == 106
+            )
+
+        await jetpy_js.wait_for(f"{replicas} replicas of {name}", lambda: len(holders()) == replicas, 30)
+        deadline = asyncio.get_running_loop().time() + 20
+        while True:  # the group's leader elected, the consumers' too
+            after = await _view(nc, name)
+            if after == {**before, "names": ["ONE0", "ONE1", "ONE2", "ONE3", "PULL", "PUSH"]}:
+                break
+            assert asyncio.get_running_loop().time() < deadline, (after, before)
+            await asyncio.sleep(0.5)
+        # the restored pull consumer goes on where it was (its unacked ones wait for their ack wait)
+        pull = await nc.jetstream().pull_subscribe(f"{name.lower()}.>", durable="PULL", stream=name)
+        more = await pull.fetch(3, timeout=5)
+        delivered = before["consumers"]["PULL"]["delivered"]["stream_seq"]
+        assert [m.metadata.sequence.stream for m in more] == [delivered + 1, delivered + 2, delivered + 3]
+        # the stream takes publishes on its restored sequence
+        ack = await nc.jetstream().publish(f"{name.lower()}.z", b"after")
+        assert ack.seq == before["state"]["last_seq"] + 1
+        assert "error" not in await _api(nc, f"STREAM.DELETE.{name}")
 
 
 async def test_a_consumer_whose_leader_is_down_fails_the_backup_rather_than_missing_from_it(

@@ -37,7 +37,7 @@ from jetpy.jetstream.api.streams import StreamWatcher
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info, stream_state
-from jetpy.jetstream.models import encode
+from jetpy.jetstream.models import StreamConfig, encode
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.restores import RestoreSession
@@ -120,12 +120,24 @@ class SnapshotApi:
         cfg = check_stream_config(cfg0)
         check_stream_built(cfg)
         self.registry.resources.check_create(cfg)
-        session = RestoreSession(
-            self.bus, self.registry, self.consumers, cfg, self._restored, self._restore_done
-        )
-        self._restores[name] = session
-        session.start()
+        session = self.start_restore(cfg, self._restored, self.consumers)
         return StreamRestoreResponse(deliver_subject=session.deliver)
+
+    def restoring(self, name: str) -> bool:
+        return name in self._restores
+
+    def start_restore(
+        self,
+        cfg: StreamConfig,
+        answer: Callable[[str, Stream | ApiError], None],
+        consumers: ConsumerManager | None,
+    ) -> RestoreSession:
+        """A restore into ``cfg`` listening on its deliver subject (abandoned if the server
+        stops); ``answer`` gives the final reply (see ``RestoreSession``)."""
+        session = RestoreSession(self.bus, self.registry, consumers, cfg, answer, self._restore_done)
+        self._restores[cfg.name] = session
+        session.start()
+        return session
 
     def _restored(self, reply: str, result: Stream | ApiError) -> None:
         """A restore's final reply: what STREAM.CREATE answers, or the error."""

@@ -50,6 +50,7 @@ from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, orig
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
+from jetpy.server.jscluster.restores import ClusterRestores
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
 from jetpy.server.jscluster.usage import ClusterUsage, limit_of
@@ -168,6 +169,8 @@ class ClusteredJetStream(Placements):
         js.router.routes["STREAM.SNAPSHOT"] = api.unless_leaderless(
             "STREAM.SNAPSHOT", snapshot_route(scope, js.snapshots)
         )
+        restores = ClusterRestores(scope, js.snapshots, js.registry, js.bus, self.server_name)
+        js.router.routes["STREAM.RESTORE"] = api.unless_leaderless("STREAM.RESTORE", restores.route())
         # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
         js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
             single_create,
