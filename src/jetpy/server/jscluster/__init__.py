@@ -161,12 +161,18 @@ The design (decisions the following slices keep):
 
 * **Backups** (:mod:`.backups`): a stream's snapshot is its leader's (the single server's
   sender, its chunks and flow control), with every durable consumer of the stream and its
-  replicated state (this server's replica's, or its leader's for one placed elsewhere).
+  replicated state (this server's replica's, or its leader's for one placed elsewhere). A
+  restore (:mod:`.restores`) is received by the meta leader as a single server receives it; the
+  restored store is then assigned to its server as an R1 stream (held as after a restart), the
+  archive's consumers assigned there with their state (``ConsumerAssignment.state``: where every
+  replica of the consumer starts), and a replicated stream scaled up from it as above.
 
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),
-restores (``STREAM.RESTORE``), moving a stream whose placement an update changes; the requests are
-answered by the meta leader with "... is not supported by this server in a cluster yet".
+moving a stream whose placement an update changes (answered by the meta leader with "... is
+not supported by this server in a cluster yet"); restoring a mirror or a stream with sources
+(refused so), or onto servers the meta leader is not one of (the chunks go to the meta leader,
+where nats-server sends them to the stream's server).
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of
