@@ -370,3 +370,71 @@ async def test_a_consumer_whose_leader_is_down_fails_the_backup_rather_than_miss
             assert result.state["messages"] == 1
     finally:
         c.stop()
+
+
+async def test_a_restored_stream_and_its_consumers_survive_a_restart_and_a_damaged_backup_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    c = JsCluster(tmp_path / "c")
+    try:
+        c.start()
+        await _meta_ready(c.urls)
+        async with _connect(c.urls[0]) as nc:
+            await _fill(nc, "RR", 3)
+            before = await _view(nc, "RR")
+            await backup_stream(nc, "RR", tmp_path / "bk", chunk_size=2048)
+            assert "error" not in await _api(nc, "STREAM.DELETE.RR")
+        await c.wait_for("RR gone", lambda: all(n.stream_state("RR") is None for n in c.nodes.values()))
+        # a damaged copy of the backup: refused at the end, nothing assigned, nothing on disk
+        damaged = tmp_path / "damaged"
+        damaged.mkdir()
+        for f in (tmp_path / "bk").iterdir():
+            data = bytearray(f.read_bytes())
+            if f.name != META_FILE:
+                data[len(data) // 2] ^= 0xFF
+            (damaged / f.name).write_bytes(bytes(data))
+        async with _connect(c.urls[2]) as nc:
+            with pytest.raises(Exception, match="restore failed"):
+                await restore_stream(nc, damaged, chunk_size=4096)
+            assert (await _api(nc, "STREAM.INFO.RR"))["error"]["err_code"] == 10059
+            assert all(n.stream_state("RR") is None for n in c.nodes.values())
+            await restore_stream(nc, tmp_path / "bk", chunk_size=4096)
+        await c.wait_for(
+            "3 replicas",
+            lambda: all((n.stream_state("RR") or {}).get("messages") == 106 for n in c.nodes.values()),
+        )
+        c.stop()
+        c.start()
+        await _meta_ready(c.urls)
+        # after a restart the stream's last_ts is its last remaining message's, not that of the
+        # deleted last message (the store's recovery, not the restore's): left out here
+        expected = {**before, "names": ["ONE0", "ONE1", "ONE2", "ONE3", "PULL", "PUSH"]}
+        expected["state"] = {k: v for k, v in before["state"].items() if k != "last_ts"}
+        async with _connect(c.urls[1]) as nc:
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                try:
+                    after: Any = await _view(nc, "RR")
+                    del after["state"]["last_ts"]
+                    if after == expected:
+                        break
+                except (KeyError, TimeoutError, nats.errors.TimeoutError) as e:
+                    after = repr(e)  # a request not answered yet (the groups electing)
+                assert asyncio.get_running_loop().time() < deadline, _diff(after, expected)
+                await asyncio.sleep(0.5)
+    finally:
+        c.stop()
+
+
+def _diff(got: Any, want: dict[str, Any]) -> Any:
+    if not isinstance(got, dict):
+        return got
+    return {
+        k: {x: (got[k].get(x), y) for x, y in want[k].items() if got[k].get(x) != y}
+        if k in ("state", "consumers")
+        else (got.get(k), want[k])
+        if k != "msgs"
+        else [(a, b) for a, b in zip(got[k], want[k], strict=False) if a != b][:3]
+        for k in want
+        if got.get(k) != want[k]
+    }

@@ -569,6 +569,10 @@ class ClusteredJetStream(Placements):
         if self.server_name not in sa.peers and not has_group:
             return
         now = self.meta.streams_of(sa.account).get(sa.name)
+        if (now is None or now.group != sa.group) and not has_group:
+            # removed since (a restart replaying the meta log): its store, if any, is a later
+            # stream's of the same name (a restored one holds messages no log has), left alone
+            return
         latest = now if now is not None and now.group == sa.group else sa
         if self.server_name not in latest.peers and not has_group:
             return  # placed elsewhere since (a restart replaying the meta log): nothing to hold
