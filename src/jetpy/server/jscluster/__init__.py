@@ -59,7 +59,8 @@ The design (decisions the following slices keep):
   its work-queue consumers' acks remove at once), so they do not tell the two apart (the type
   ``local.Replica``); only the service's changes of placement do. A server holds it so when the
   stream's newest assignment places it there alone and no group directory of it is left (a
-  restart replaying the meta log goes straight to the newest placement). Scaled up, the holder
+  restart replaying the meta log goes straight to the newest placement, and skips an
+  assignment removed since: a store of that name is a later stream's). Scaled up, the holder
   founds the stream's group alone over its store (``founded_from_store``: the store's state is
   the state before the log's first entry) and leads it; the group takes no one in before it
   compacted its log once (``RaftGroup.snapshot_before_join``), so the servers newly placed
