@@ -438,3 +438,17 @@ def _diff(got: Any, want: dict[str, Any]) -> Any:
         for k in want
         if got.get(k) != want[k]
     }
+
+
+async def test_restores_the_cluster_cannot_carry_out_are_refused_clearly(jetpy_cluster: list[str]) -> None:
+    async with _connect(jetpy_cluster[0]) as nc:
+        mirror = {"config": {"name": "MR", "mirror": {"name": "ORIGIN"}}}
+        [got] = await _answers(nc, "STREAM.RESTORE.MR", json.dumps(mirror).encode())
+        assert got["error"]["err_code"] == 10051
+        assert "restoring a mirror or a stream with sources is not supported" in got["error"]["description"]
+        placed = {"config": {"name": "PL", "subjects": ["pl.>"], "placement": {"cluster": "ELSEWHERE"}}}
+        [got] = await _answers(nc, "STREAM.RESTORE.PL", json.dumps(placed).encode(), wait=3.0)
+        assert got["error"]["err_code"] == 10005
+        assert got["error"]["description"].startswith("no suitable peers for placement")
+        for name in ("MR", "PL"):
+            assert (await _api(nc, f"STREAM.INFO.{name}"))["error"]["err_code"] == 10059
