@@ -91,7 +91,7 @@ async def _meta_ready(urls: list[str]) -> None:
     """Every server answers the API (its meta group has a leader)."""
     for url in urls:
         async with _connect(url) as nc:
-            deadline = asyncio.get_running_loop().time() + 30
+            deadline = asyncio.get_running_loop().time() + 60  # a loaded machine forms the meta group slowly
             while True:
                 try:
                     got = await _api(nc, "INFO", wait=1.0)
