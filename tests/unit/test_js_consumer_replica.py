@@ -10,7 +10,8 @@ import msgspec
 
 from jetpy.server.broker import split_shown
 from jetpy.server.jscluster.consumers import ConsumerReplica, LeadOp, StateOp
-from jetpy.server.jscluster.meta import ConsumerAssignment
+from jetpy.server.jscluster.meta import AddConsumer, ConsumerAssignment, encode_op
+from jetpy.store.base import ConsumerState
 
 _enc = msgspec.msgpack.Encoder().encode
 
@@ -97,3 +98,20 @@ def test_what_a_change_acknowledged_is_told_and_what_the_consumer_still_wants() 
     last = _replica(b'{"durable_name":"C","deliver_policy":"last_per_subject"}')
     last.apply(1, _ops())
     assert last.wants(3, "x") and not last.wants(1, "x")  # done only below its floor
+
+
+def test_a_restored_consumer_starts_from_its_assignments_state_on_every_replica() -> None:
+    """A consumer restored from a backup: every replica starts from the archive's state, which
+    goes through the meta log (msgpack) whole, and the log's changes apply on top of it."""
+
+    st = ConsumerState(7, 9, 5, 6, pending={8: (6, 100), 9: (7, 200)}, redelivered={8: 1})
+    ca = ConsumerAssignment("S", "C", b'{"durable_name":"C"}', "C-R3F-x", ["n1"], 1, state=st)
+    op = msgspec.msgpack.decode(encode_op(AddConsumer(ca)), type=AddConsumer)
+    assert op.assignment.state == st
+    replicas = [ConsumerReplica(op.assignment, _Told()) for _ in range(2)]  # type: ignore[arg-type]
+    for r in replicas:
+        assert r.state() == st
+        r.apply(1, [_enc(LeadOp("e1")), _enc(StateOp("e1", 7, 9, 6, 8, [], [8]))])
+    assert replicas[0].state() == replicas[1].state()
+    assert replicas[0].pending == {9: (7, 200)} and replicas[0].counters == (7, 9, 6, 8)
+    assert _replica().state() == ConsumerState(0, 0, 0, 0)  # a new one: nothing

@@ -74,13 +74,15 @@ def _restore_error(reason: str) -> _Failed:
 
 
 class RestoreSession:
-    """One restore into ``cfg`` (already validated as a create would be); see the module doc."""
+    """One restore into ``cfg`` (already validated as a create would be); see the module doc.
+    ``consumers`` None: the archive's consumers are not created but left in
+    :attr:`restored_consumers` for the caller (a cluster's, which assigns them)."""
 
     def __init__(
         self,
         bus: MessageBus,
         registry: StreamRegistry,
-        consumers: ConsumerManager,
+        consumers: ConsumerManager | None,
         cfg: StreamConfig,
         answer: Callable[[str, Stream | ApiError], None],
         done: Callable[[RestoreSession], None],
@@ -106,6 +108,7 @@ class RestoreSession:
         self._live = 0  # messages stored and not placeholders
         self._stored_bytes = 0
         self._consumers: list[ArchiveConsumer] = []
+        self.restored_consumers: list[ArchiveConsumer] = []
         self._msg_ids: list[tuple[str, int, int]] = []  # (Nats-Msg-Id, seq, ts): the dedup window
         self._start = time.monotonic()
 
@@ -327,6 +330,9 @@ class RestoreSession:
         stream = reg.adopt(cfg, store, meta.created, self._msg_ids)
         self._store = None  # the stream owns it now
         reg.resources.recount(cfg.storage)
+        if self.consumers is None:
+            self.restored_consumers = list(self._consumers)
+            return stream
         for c in self._consumers:
             self.consumers.create(stream, c.name, c.config, c.created, c.state)
         return stream

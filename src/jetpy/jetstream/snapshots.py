@@ -51,6 +51,7 @@ __all__ = [
     "friendly_bytes",
     "nuid",
     "take",
+    "take_with",
 ]
 
 log = logging.getLogger("jetpy.jetstream")
@@ -104,6 +105,17 @@ class Taken:
 def take(stream: Stream, consumers: ConsumerManager | None) -> Taken:
     """The stream's snapshot now (``consumers`` None: without them), on the loop: the export,
     the state and the consumers' state all describe the same instant."""
+    archived: list[ArchiveConsumer] = []
+    if consumers is not None:
+        for c in sorted(consumers.consumers(stream).values(), key=lambda c: c.name):
+            if c.config.durable_name:  # ephemeral consumers belong to their client's session
+                archived.append(ArchiveConsumer(c.name, c.config, c.created_ns, c.snapshot()))
+    return take_with(stream, archived)
+
+
+def take_with(stream: Stream, consumers: list[ArchiveConsumer]) -> Taken:
+    """The stream's snapshot now with ``consumers`` as they are now (their states taken by
+    the caller on the loop at the same instant: a cluster's from its consumers' replicas)."""
     store = stream.store
     export = store.export()
     st = store.state()
@@ -114,12 +126,7 @@ def take(stream: Stream, consumers: ConsumerManager | None) -> Taken:
         taken=time.time_ns(),
         server=VERSION,
     )
-    taken = Taken(meta, export)
-    if consumers is not None:
-        for c in sorted(consumers.consumers(stream).values(), key=lambda c: c.name):
-            if c.config.durable_name:  # ephemeral consumers belong to their client's session
-                taken.consumers.append(ArchiveConsumer(c.name, c.config, c.created_ns, c.snapshot()))
-    return taken
+    return Taken(meta, export, consumers)
 
 
 class _NoFlow(Exception):

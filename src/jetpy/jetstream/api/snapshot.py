@@ -18,6 +18,7 @@ Must not know: dispatch and the envelope (the router's), the archive's bytes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -36,17 +37,25 @@ from jetpy.jetstream.api.streams import StreamWatcher
 from jetpy.jetstream.consumers.manager import ConsumerManager
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import stream_info, stream_state
-from jetpy.jetstream.models import encode
+from jetpy.jetstream.models import StreamConfig, encode
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.restores import RestoreSession
-from jetpy.jetstream.snapshots import SnapshotSender, take
+from jetpy.jetstream.snapshots import SnapshotSender, Taken, take
 from jetpy.jetstream.stream import Stream
 from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_config
 from jetpy.subjects import is_valid_literal_subject
 
-__all__ = ["SnapshotApi"]
+__all__ = ["SnapshotApi", "snapshot_request"]
+
+
+def snapshot_request(body: bytes) -> StreamSnapshotRequest:
+    """A snapshot request's body, decoded and checked (10025, 10015), once its stream is known."""
+    req = decode_request(body, StreamSnapshotRequest)
+    if not is_valid_literal_subject(req.deliver_subject):
+        raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
+    return req
 
 
 class SnapshotApi:
@@ -74,11 +83,18 @@ class SnapshotApi:
         if is_empty_request(body):
             raise ApiError.of(E.BAD_REQUEST)
         stream = self.registry.require(args[0])
-        req = decode_request(body, StreamSnapshotRequest)
-        if not is_valid_literal_subject(req.deliver_subject):
-            raise ApiError.of(E.SNAPSHOT_DELIVER_SUBJECT_INVALID)
+        req = snapshot_request(body)
+        return self.send(stream, req, lambda: take(stream, None if req.no_consumers else self.consumers))
+
+    def send(
+        self, stream: Stream, req: StreamSnapshotRequest, taking: Callable[[], Taken]
+    ) -> StreamSnapshotResponse:
+        """Take the snapshot (``taking``) now and send it to the request's deliver subject in
+        the background; the answer to the request."""
         try:
-            taken = take(stream, None if req.no_consumers else self.consumers)
+            taken = taking()
+        except ApiError:
+            raise
         except Exception as e:  # an export the store cannot take (an I/O error)
             raise ApiError.of(E.STREAM_SNAPSHOT, err=str(e)) from e
         sender = SnapshotSender(
@@ -104,12 +120,24 @@ class SnapshotApi:
         cfg = check_stream_config(cfg0)
         check_stream_built(cfg)
         self.registry.resources.check_create(cfg)
-        session = RestoreSession(
-            self.bus, self.registry, self.consumers, cfg, self._restored, self._restore_done
-        )
-        self._restores[name] = session
-        session.start()
+        session = self.start_restore(cfg, self._restored, self.consumers)
         return StreamRestoreResponse(deliver_subject=session.deliver)
+
+    def restoring(self, name: str) -> bool:
+        return name in self._restores
+
+    def start_restore(
+        self,
+        cfg: StreamConfig,
+        answer: Callable[[str, Stream | ApiError], None],
+        consumers: ConsumerManager | None,
+    ) -> RestoreSession:
+        """A restore into ``cfg`` listening on its deliver subject (abandoned if the server
+        stops); ``answer`` gives the final reply (see ``RestoreSession``)."""
+        session = RestoreSession(self.bus, self.registry, consumers, cfg, answer, self._restore_done)
+        self._restores[cfg.name] = session
+        session.start()
+        return session
 
     def _restored(self, reply: str, result: Stream | ApiError) -> None:
         """A restore's final reply: what STREAM.CREATE answers, or the error."""

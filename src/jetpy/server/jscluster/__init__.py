@@ -59,7 +59,8 @@ The design (decisions the following slices keep):
   its work-queue consumers' acks remove at once), so they do not tell the two apart (the type
   ``local.Replica``); only the service's changes of placement do. A server holds it so when the
   stream's newest assignment places it there alone and no group directory of it is left (a
-  restart replaying the meta log goes straight to the newest placement). Scaled up, the holder
+  restart replaying the meta log goes straight to the newest placement, and skips an
+  assignment removed since: a store of that name is a later stream's). Scaled up, the holder
   founds the stream's group alone over its store (``founded_from_store``: the store's state is
   the state before the log's first entry) and leads it; the group takes no one in before it
   compacted its log once (``RaftGroup.snapshot_before_join``), so the servers newly placed
@@ -163,10 +164,19 @@ The design (decisions the following slices keep):
   a stream's replicas share its identity (its group's random part). A mirror with
   ``mirror_direct`` has its leader answer its origin's direct gets once caught up.
 
+* **Backups** (:mod:`.backups`): a stream's snapshot is its leader's (the single server's
+  sender, its chunks and flow control), with every durable consumer of the stream and its
+  replicated state (this server's replica's, or its leader's for one placed elsewhere). A
+  restore (:mod:`.restores`) is received by the meta leader as a single server receives it; the
+  restored store is then assigned to its server as an R1 stream (held as after a restart), the
+  archive's consumers assigned there with their state (``ConsumerAssignment.state``: where every
+  replica of the consumer starts), and a replicated stream scaled up from it as above.
+
 Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
 group of one, its state through its log),
-backups (answered by the meta leader with "... is not supported by this server in a cluster
-yet").
+restoring a mirror or a stream with sources
+(refused), or onto servers the meta leader is not one of (the chunks go to the meta leader,
+where nats-server sends them to the stream's server).
 A stream's
 snapshot syncs its store on the event loop (once per ``SNAPSHOT_ENTRIES`` entries: the
 ``StateMachine`` protocol has no asynchronous preparation step yet). The id-to-name map of

@@ -21,9 +21,11 @@ from jetpy.jetstream.models import AccountLimits, Placement, StreamInfo
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
+from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.meta import ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.nrg import GroupConfig, RaftHost
+from jetpy.store.base import ConsumerState
 
 __all__ = ["AccountScope", "qualified"]
 
@@ -126,6 +128,12 @@ class AccountScope:
 
     def replica(self, name: str) -> Replica | None:
         return self.replicas.get(name)
+
+    def consumer_replica(self, stream: str, name: str) -> ConsumerReplica | None:
+        return self.consumer_groups.replica(stream, name)
+
+    async def consumer_states(self, stream: str, names: list[str]) -> dict[str, ConsumerState]:
+        return await self.consumer_groups.states(stream, names)
 
     def js_servers(self) -> list[str]:
         return self.cjs.js_servers()

@@ -94,7 +94,14 @@ CLUSTER_ROUTES = (
 
 
 STREAM_LEADER_ROUTES = frozenset(
-    {"STREAM.INFO", "STREAM.MSG.GET", "STREAM.PURGE", "STREAM.MSG.DELETE", "STREAM.LEADER.STEPDOWN"}
+    {
+        "STREAM.INFO",
+        "STREAM.MSG.GET",
+        "STREAM.PURGE",
+        "STREAM.MSG.DELETE",
+        "STREAM.LEADER.STEPDOWN",
+        "STREAM.SNAPSHOT",
+    }
 )
 """The requests a stream's leader answers (about its contents, through its own group)."""
 
@@ -186,9 +193,9 @@ class ClusterApi:
         )
         routes["STREAM.LEADER.STEPDOWN"] = Route(StreamLeaderStepdownResponse, self.stream_stepdown, 1)
         routes["STREAM.PEER.REMOVE"] = Route(StreamRemovePeerResponse, self.stream_peer_remove, 1)
-        return {key: self._unless_leaderless(key, r) for key, r in routes.items()}
+        return {key: self.unless_leaderless(key, r) for key, r in routes.items()}
 
-    def _unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
+    def unless_leaderless(self, key: str, route: Route[Any]) -> Route[Any]:
         """A server whose meta group lost its leader answers every request 10008 (each such
         server does, as nats-server's: the client takes the first answer), but for those about
         a stream's contents on the stream's leader, whose own group still works."""

@@ -14,6 +14,8 @@ from typing import Final
 
 import msgspec
 
+from jetpy.store.base import ConsumerState
+
 __all__ = ["GLOBAL_ACCOUNT", "ConsumerAssignment", "StreamAssignment"]
 
 GLOBAL_ACCOUNT: Final = "$G"  # the account of a record that names none
@@ -43,7 +45,8 @@ class ConsumerAssignment(msgspec.Struct, frozen=True):
     ConsumerConfig as JSON (checked by the meta leader), ``group`` the Raft group its replicas
     form (``C-R<n>F-<random>``), ``reply`` where its create is answered by its first leader,
     ``joined`` (as a stream's) the peers placed after its creation, which join its group,
-    ``account`` its stream's account."""
+    ``account`` its stream's account, ``state`` the replicated state every replica starts from (a
+    restored backup's; none: a new consumer's)."""
 
     stream: str
     name: str
@@ -54,3 +57,4 @@ class ConsumerAssignment(msgspec.Struct, frozen=True):
     reply: str = ""
     joined: list[str] = []
     account: str = GLOBAL_ACCOUNT
+    state: ConsumerState | None = None

@@ -38,6 +38,7 @@ from jetpy.server.jscluster.local import Replica
 from jetpy.server.jscluster.membership import leave, reconcile
 from jetpy.server.jscluster.meta import GLOBAL_ACCOUNT, ConsumerAssignment, RemoveConsumer, encode_op
 from jetpy.server.nrg import GroupConfig, RaftGroup, RaftHost, member_id
+from jetpy.store.base import ConsumerState
 
 __all__ = ["ConsumerGroups"]
 
@@ -48,9 +49,17 @@ CREATED_SUBJECT = "$JSC.CC.{}.{}.{}"
 (account, stream, consumer; payload: the requester's reply subject)."""
 INFO_SUBJECT = "$JSC.CI.{}.{}.{}"
 """In the system account: a consumer's leader answers with its info (ConsumerInfo JSON)."""
+STATE_SUBJECT = "$JSC.CST.{}.{}.{}"
+"""In the system account: a consumer's leader answers with its replicated state (a backup of
+its stream taken on another server: :class:`StateReply` as msgpack)."""
 GATHER_WAIT = 2.0  # seconds the meta leader waits for consumers' leaders to give their info
 
 Key = tuple[str, str]  # (stream, consumer)
+
+
+class StateReply(msgspec.Struct, frozen=True, array_like=True):
+    name: str
+    state: ConsumerState
 
 
 class ConsumerGroups:
@@ -96,6 +105,7 @@ class ConsumerGroups:
         self._subs = [
             self.system.subscribe_internal(CREATED_SUBJECT.format(self.account, "*", "*"), self._on_created),
             self.system.subscribe_internal(INFO_SUBJECT.format(self.account, "*", "*"), self._on_info),
+            self.system.subscribe_internal(STATE_SUBJECT.format(self.account, "*", "*"), self._on_state),
         ]
 
     def stop(self) -> None:
@@ -290,6 +300,41 @@ class ConsumerGroups:
         info = rep.info() if rep is not None else None
         if reply is not None and info is not None:
             self.system.publish_internal(reply.decode(), None, encode(info))
+
+    def _on_state(self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+        rep = self.replicas.get(self._key(subject))
+        if reply is not None and rep is not None and rep.is_leader:
+            self.system.publish_internal(
+                reply.decode(), None, msgspec.msgpack.encode(StateReply(rep.ca.name, rep.state()))
+            )
+
+    async def states(self, stream: str, names: list[str]) -> dict[str, ConsumerState]:
+        """The named consumers' replicated states from their leaders (those that answer within
+        :data:`GATHER_WAIT`)."""
+        got: dict[str, ConsumerState] = {}
+        if not names:
+            return got
+        done = asyncio.Event()
+        inbox = f"$JSC.RCS.{member_id(self.server_name)}.{next(self._inboxes)}"
+
+        def on_reply(subject: bytes, reply: bytes | None, hdr_len: int, data: bytes) -> None:
+            try:
+                r = msgspec.msgpack.decode(data[hdr_len:], type=StateReply)
+            except (msgspec.DecodeError, ValueError):
+                return
+            got[r.name] = r.state
+            if len(got) >= len(names):
+                done.set()
+
+        sub = self.system.subscribe_internal(inbox, on_reply)
+        try:
+            for name in names:
+                self.system.publish_internal(STATE_SUBJECT.format(self.account, stream, name), inbox, b"")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), GATHER_WAIT)
+        finally:
+            self.system.unsubscribe_internal(sub)
+        return got
 
     async def infos(self, stream: str, names: list[str]) -> dict[str, ConsumerInfo]:
         """The named consumers' infos from their leaders (those that answer within

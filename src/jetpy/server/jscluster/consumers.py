@@ -153,6 +153,8 @@ class ConsumerReplica:
         self._clean = True
         self._closed = False
         self._telling = False  # its engine stopping: the waiting requests are told why
+        if ca.state is not None:  # restored from a backup: every replica starts from its state
+            self._set_state(ca.state)
 
     # -- the state machine (every replica) ---------------------------------------------------------
 
@@ -227,8 +229,10 @@ class ConsumerReplica:
         if not data:
             return
         snap = _decode_snapshot(data)
-        st = snap.state
         self.epoch = snap.epoch
+        self._set_state(snap.state)
+
+    def _set_state(self, st: ConsumerState) -> None:
         self.counters = (
             st.delivered_consumer_seq,
             st.delivered_stream_seq,

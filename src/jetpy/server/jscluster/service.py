@@ -37,6 +37,7 @@ from jetpy.server.broker import Broker, Subscription
 from jetpy.server.jscluster.account import AccountScope, qualified
 from jetpy.server.jscluster.advisories import leader_changed
 from jetpy.server.jscluster.api import ClusterApi
+from jetpy.server.jscluster.backups import snapshot_route
 from jetpy.server.jscluster.catchup import decode_request, read_batch
 from jetpy.server.jscluster.catchup import encode as encode_catchup
 from jetpy.server.jscluster.consumer_api import ConsumerClusterApi
@@ -49,6 +50,7 @@ from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, orig
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose, suits
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
+from jetpy.server.jscluster.restores import ClusterRestores
 from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
 from jetpy.server.jscluster.system_api import SystemApi
 from jetpy.server.jscluster.usage import ClusterUsage, limit_of
@@ -164,6 +166,11 @@ class ClusteredJetStream(Placements):
         js.router.routes = api.routes(js.router.routes)
         consumer_api = ConsumerClusterApi(scope, js.registry.resources, lambda: js.router.replying_to)
         js.router.routes.update(consumer_api.routes())
+        js.router.routes["STREAM.SNAPSHOT"] = api.unless_leaderless(
+            "STREAM.SNAPSHOT", snapshot_route(scope, js.snapshots)
+        )
+        restores = ClusterRestores(scope, js.snapshots, js.registry, js.bus, self.server_name)
+        js.router.routes["STREAM.RESTORE"] = api.unless_leaderless("STREAM.RESTORE", restores.route())
         # mirrors' and sources' consumers: the origin stream's leader's own (origin_api)
         js.router.routes["CONSUMER.CREATE"] = origin_consumer_route(
             single_create,
@@ -576,6 +583,10 @@ class ClusteredJetStream(Placements):
         if self.server_name not in sa.peers and not has_group:
             return
         now = self.meta.streams_of(sa.account).get(sa.name)
+        if (now is None or now.group != sa.group) and not has_group:
+            # removed since (a restart replaying the meta log): its store, if any, is a later
+            # stream's of the same name (a restored one holds messages no log has), left alone
+            return
         latest = now if now is not None and now.group == sa.group else sa
         if self.server_name not in latest.peers and not has_group:
             return  # placed elsewhere since (a restart replaying the meta log): nothing to hold
