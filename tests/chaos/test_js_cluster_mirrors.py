@@ -549,8 +549,10 @@ async def test_external_mirror_and_source_through_a_domain_prefix(tmp_path: Path
             await _until_messages(nc, "XS", 20)
             await _upset(c, nc, "XS")
             await _publish(js, [f"o.{i % 3}" for i in range(20, 30)])
-            await _until_messages(nc, "XM", 30)
-            await _until_messages(nc, "XS", 30)
+            # a consumer create lost with a killed server is asked again after the origin's
+            # RESPONSE_WAIT (30 s, as a single server's mirror waits): more than 30 s here
+            await _until_messages(nc, "XM", 30, within=75)
+            await _until_messages(nc, "XS", 30, within=75)
             await asyncio.sleep(1.0)
             info = await _info(nc, "XS")
             assert info["state"]["messages"] == 30, info["state"]
