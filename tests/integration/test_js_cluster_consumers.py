@@ -306,7 +306,8 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         ordered = await js.subscribe("$KV.B.>", ordered_consumer=True)
         assert [(await ordered.next_msg(timeout=3)).data for _ in range(3)] == [b"1", b"2", b"3"]
         await ordered.unsubscribe()
-        obj = await _retry("object store", lambda: js.create_object_store("O", replicas=3))
+        slow = nc.jetstream(timeout=15)  # each chunk's PubAck waits for a quorum's fsync (loaded runs)
+        obj = await _retry("object store", lambda: slow.create_object_store("O", replicas=3))
         await obj.put("f", b"x" * 300_000)
         assert (await obj.get("f")).data == b"x" * 300_000
 
