@@ -271,8 +271,8 @@ class StreamReplica:
     async def remove_acked(self, seqs: list[int]) -> None:
         """What a work-queue consumer acknowledged, removed through the stream's log (its group
         takes the proposal to its leader), every replica at the same point. One that fails
-        leaves the messages stored (an operator can delete them), never removes one not
-        acknowledged."""
+        leaves the messages stored until the consumer's leader sweeps them again
+        (``ConsumerReplica._sweep``); none removes a message not acknowledged."""
         g = self.group
         if g is None:
             return
