@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -466,3 +468,42 @@ async def test_stepdown_and_whole_cluster_restart_from_snapshots(compacting: JsC
         assert ci.ack_floor.stream_seq == 70 and ci.delivered.stream_seq == 70 and ci.num_ack_pending == 0
         await consume(js, 30)
         assert acked == set(range(1, 101))
+
+
+@pytest.fixture
+async def slow_ticks(tmp_path: Path) -> AsyncIterator[JsCluster]:
+    c = JsCluster(tmp_path, tick=0.2)  # a lease of 1 s, a leader cut off steps down after 2 s
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+async def test_a_read_while_the_leaders_lease_lapsed_is_answered_once_it_holds(
+    slow_ticks: JsCluster,
+) -> None:
+    """A stream's leader that has not heard a quorum within its lease (a leader just elected,
+    a loop that stalled) waits for it before it answers a read: such a read (an object put's
+    first MSG.GET, just after the bucket's create) went unanswered before."""
+    cluster = slow_ticks
+    async with await nats.connect(servers=cluster.urls) as nc:
+        js = nc.jetstream(timeout=3)
+        await _stream(js, name="S", subjects=["s.>"], num_replicas=3)
+        await _publish(js, "s.1", b"one", "one")
+        leader = (await _retry("info", lambda: js.stream_info("S"))).cluster.leader
+        followers = [n for n in cluster.nodes.values() if n.name != leader]
+        async with await nats.connect(cluster.nodes[leader].url) as near:
+            for node in followers:  # the leader hears nobody: its lease lapses after 1 s
+                assert node.popen is not None
+                os.kill(node.popen.pid, signal.SIGSTOP)
+            try:
+                await asyncio.sleep(1.3)
+                ask = asyncio.create_task(near.request("$JS.API.STREAM.MSG.GET.S", b'{"seq": 1}', timeout=5))
+                await asyncio.sleep(0.3)
+            finally:
+                for node in followers:
+                    assert node.popen is not None
+                    os.kill(node.popen.pid, signal.SIGCONT)
+            got = json.loads((await ask).data)
+        assert got["message"]["seq"] == 1 and got["message"]["subject"] == "s.1"

@@ -13,7 +13,7 @@ doc). Must not know: how the meta group or a stream group runs, placement's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -391,16 +391,26 @@ class ClusterApi:
 
     def _leader_reads(
         self, handler: Callable[[list[str], bytes, bytes], R]
-    ) -> Callable[[list[str], bytes, bytes], R]:
+    ) -> Callable[[list[str], bytes, bytes], R | Coroutine[Any, Any, R]]:
         """A read of a stream's contents: the single server's handler, on its leader while its
-        lease holds (``RaftGroup.in_lease``); a leader that may have been deposed without
-        knowing it (paused, cut off) leaves the read to the one that leads."""
+        lease holds (``RaftGroup.in_lease``), waiting up to an election timeout for it; a leader
+        that may have been deposed without knowing it (paused, cut off) leaves the read to the
+        one that leads."""
 
-        def read(args: list[str], hdr: bytes, body: bytes) -> R:
+        def read(args: list[str], hdr: bytes, body: bytes) -> R | Coroutine[Any, Any, R]:
             rep = self._leader(args)
-            if rep.group is not None and not rep.group.in_lease:
-                raise Elsewhere
-            return handler(args, hdr, body)
+            group = rep.group
+            if group is None or group.in_lease:
+                return handler(args, hdr, body)
+
+            async def once_leased() -> R:
+                # a leader just elected (or whose loop stalled) hears a quorum within a heartbeat
+                # or two: the read waits for that rather than go unanswered
+                if not await group.wait_lease(group.cfg.election_timeout):
+                    raise Elsewhere
+                return handler(args, hdr, body)
+
+            return once_leased()
 
         return read
 

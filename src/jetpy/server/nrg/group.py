@@ -458,6 +458,16 @@ class RaftGroup(GroupChanges):
         m = self.node.membership
         return self.is_leader and self.lease.holds(time.monotonic(), self.member, m.voters, m.quorum)
 
+    async def wait_lease(self, within: float) -> bool:
+        """:attr:`in_lease` within ``within`` seconds, while leading (a leader just elected, or
+        on a loop that stalled, has not heard a quorum in its term yet); False once it is not."""
+        deadline = time.monotonic() + within
+        while not self.in_lease:
+            if not self.is_leader or time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.cfg.tick / 2)
+        return True
+
     def propose_nowait(self, item: bytes) -> asyncio.Future[list[bytes]]:
         """:meth:`propose` without waiting (the publish path: no task per message): its result's
         future (no time limit: a forward expires, a wait for a leader times out)."""
