@@ -80,6 +80,25 @@ def cpu_wait(pid: int) -> float:
         return 0.0
 
 
+def cpu_waits(pid: int) -> dict[str, float]:
+    """:func:`cpu_wait` of each thread of process ``pid`` (by thread id)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def waited_since(pid: int, before: dict[str, float]) -> float:
+    """The longest a thread of ``pid`` waited for a CPU since ``before`` (:func:`cpu_waits`): a
+    server's loop can wait on a thread of its own (one holding the GIL) that waits for a CPU,
+    which the loop's own wait does not show."""
+    now = cpu_waits(pid)
+    return max((w - before.get(tid, 0.0) for tid, w in now.items()), default=0.0)
+
+
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
     """An embedded jetpy server with JetStream on a temporary file store."""

@@ -24,7 +24,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from conftest import JETPY_SERVER, Proc, cpu_wait, start_process
+from conftest import JETPY_SERVER, Proc, cpu_waits, start_process, waited_since
 from jetpy.cli.backup_protocol import backup_stream, restore_stream
 from jetpy.store import FileStore, StoreConfig
 
@@ -51,16 +51,16 @@ SIZES = [
 @asynccontextmanager
 async def round_trips(nc: Client, pid: int) -> AsyncIterator[list[float]]:
     """``nc``'s PING/PONG round trips with the server ``pid`` for as long as the block runs, each
-    less the time the server's loop waited meanwhile for a CPU other processes had (conftest's
-    cpu_wait: tests run beside others)."""
+    less the time the server's threads waited meanwhile for a CPU other processes had (conftest's
+    waited_since: tests run beside others)."""
     rtts: list[float] = []
     done = asyncio.Event()
 
     async def ping() -> None:
         while not done.is_set():
-            waited, start = cpu_wait(pid), time.perf_counter()
+            waited, start = cpu_waits(pid), time.perf_counter()
             await nc.flush(timeout=60)
-            rtts.append(time.perf_counter() - start - (cpu_wait(pid) - waited))
+            rtts.append(time.perf_counter() - start - waited_since(pid, waited))
             await asyncio.sleep(0.005)
 
     task = asyncio.create_task(ping())

@@ -7,7 +7,7 @@ Before subject checks used a trie and large configs were worked on in slices, th
 every other client for 20-25 s and the update for ~50 s (pairwise overlap checks). The streams
 here are memory streams, so what is measured is the work on subjects, not disk latency.
 
-A round trip is measured less the time the server's loop waited for a CPU that other processes
+A round trip is measured less the time the server's threads waited for a CPU that other processes
 had (round_trip): the tests run beside others, and what they check is the server's own work.
 """
 
@@ -31,7 +31,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from conftest import JETPY_SERVER, Proc, cpu_wait, free_port, start_process
+from conftest import JETPY_SERVER, Proc, cpu_waits, free_port, start_process, waited_since
 
 # one after another on one test worker (make pytest): each is heavy on the CPU (up to a million
 # messages published), and two at once would measure each other
@@ -43,16 +43,17 @@ PING_EVERY = 0.005
 
 async def round_trip(nc: Client, pid: int) -> float:
     """One PING/PONG of ``nc`` with the server ``pid``: its wall time less the time the server's
-    loop (or this test's, whichever is longer) waited meanwhile for a CPU taken by the machine's
-    other work (other tests run beside this one). What is left is the time the server's own work (its computing, a blocking call,
+    loop or one of its threads (or this test's, whichever is longer) waited meanwhile for a CPU
+    taken by the machine's other work (other tests run beside this one). What is left is the time the server's own work (its computing, a blocking call,
     the GIL held by its threads) kept the answer waiting."""
     me = os.getpid()
-    waited, waited_here = cpu_wait(pid), cpu_wait(me)
+    waited, waited_here = cpu_waits(pid), cpu_waits(me)
     start = time.perf_counter()
     await nc.flush(timeout=60)
     took = time.perf_counter() - start
-    # the longer of the two waits (the server's loop, this test's): they may overlap
-    return took - max(cpu_wait(pid) - waited, cpu_wait(me) - waited_here)
+    # the longest of the waits (the server's threads: its loop, or a worker holding the GIL
+    # the loop needs; this test's): they may overlap
+    return took - max(waited_since(pid, waited), waited_since(me, waited_here))
 
 
 @asynccontextmanager
