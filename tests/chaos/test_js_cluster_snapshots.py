@@ -378,3 +378,57 @@ async def test_a_paused_leader_resumed_answers_no_stale_kv_get(cluster: JsCluste
                 except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
                     continue  # nobody answered in time: not a stale read
                 assert entry.value == new, (round_, entry.value)
+
+
+async def test_a_catch_up_past_a_removed_last_message_applies_no_entry_twice(cluster: JsCluster) -> None:
+    """A follower down while its leader compacted gets the leader's snapshot, then the entries
+    after it: a message published and then deleted (the store's last one, as a work queue
+    removes what was acknowledged). It fetches through all the leader's store holds, whose last
+    sequence is that removed message's: the store must then know it decided the entry that
+    published it, so neither that entry nor, after a kill -9, its replay stores the message
+    again at a new sequence (the replica held it a second time, the others did not)."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="GONE", subjects=["gone.*"], num_replicas=3)
+        assert await _publish_until_acked(js, "gone.a", b"0", "id-0") == 1
+        si = await js.stream_info("GONE")
+        assert si.cluster is not None
+        leader = cluster.nodes[str(si.cluster.leader)]
+        follower = next(n for n in sorted(cluster.nodes) if n != leader.name)
+        cluster.kill(follower)
+        group = next(g for g in leader.wal_first() if g.startswith("S-"))
+        seq = 1
+        for i in range(1, 3 * SNAPSHOT_ENTRIES):
+            seq = await _publish_until_acked(js, "gone.a", b"%d" % i, f"id-{i}")
+        first = leader.wal_first()[group]
+        assert first > 1, "the leader's log was not compacted"
+        while leader.wal_first()[group] == first:  # on to a snapshot just taken: none follows
+            seq = await _publish_until_acked(js, "gone.a", b"%d" % seq, f"id-{seq}")
+        last = await _publish_until_acked(js, "gone.b", b"doomed", "doomed")
+        assert last == seq + 1
+        assert await js.delete_msg("GONE", last)
+        want = _summary(leader.stream_state("GONE"))
+        assert want == (seq, 1, last, 1)
+
+        cluster.start(follower)
+        node = cluster.nodes[follower]
+        await cluster.wait_for(f"{follower} caught up", lambda: _summary(node.stream_state("GONE"))[2])
+        await asyncio.sleep(1.0)  # what it applies after fetching (nothing was published since)
+        assert _summary(node.stream_state("GONE")) == want
+        log = node.log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+        assert "fetching messages" in log
+
+        cluster.kill(follower)  # its log replays the entries after the snapshot
+        cluster.start(follower)
+        await cluster.wait_for(f"{follower} restarted", lambda: _summary(node.stream_state("GONE"))[2])
+        await asyncio.sleep(1.0)
+        assert _summary(node.stream_state("GONE")) == want
+        assert _summary(leader.stream_state("GONE")) == want
+    cluster.stop()
+    store = _store(cluster.nodes[follower].store, "GONE")
+    try:
+        assert store.load_msg(last) is None and store.state().last_seq == last
+    finally:
+        store.stop()
