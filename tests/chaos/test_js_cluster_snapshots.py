@@ -432,3 +432,63 @@ async def test_a_catch_up_past_a_removed_last_message_applies_no_entry_twice(clu
         assert store.load_msg(last) is None and store.state().last_seq == last
     finally:
         store.stop()
+
+
+async def test_a_replica_given_a_snapshot_of_an_emptied_work_queue_takes_its_last_time_stamp(
+    cluster: JsCluster,
+) -> None:
+    """A work queue's every message acknowledged (so removed) while a follower was down, and the
+    leader's log compacted past it onto a snapshot of the emptied store: the follower moves its
+    store on to the snapshot's sequence with the time stamp of the leader's last message (not
+    its own last message's, older, which said it had not decided the entries in between), and
+    keeps it across a kill -9: every replica's state is the same, its last time stamp too."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="WQ", subjects=["wq.*"], num_replicas=3, retention="workqueue")
+        sub = await js.pull_subscribe("wq.*", durable="W", stream="WQ")
+        for i in range(5):
+            assert await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}") == i + 1
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has 5", lambda n=node: (n.stream_state("WQ") or {}).get("messages") == 5
+            )
+        si = await js.stream_info("WQ")
+        assert si.cluster is not None
+        leader = cluster.nodes[str(si.cluster.leader)]
+        follower = next(n for n in sorted(cluster.nodes) if n != leader.name)
+        cluster.kill(follower)
+        for i in range(5, 40):
+            await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}")
+        done: set[int] = set()
+        while len(done) < 40:
+            for m in await sub.fetch(40 - len(done), timeout=3):
+                await m.ack_sync()
+                done.add(m.metadata.sequence.stream)
+        await cluster.wait_for(
+            "the work done", lambda: (leader.stream_state("WQ") or {}).get("messages") == 0
+        )
+        for _ in range(3 * SNAPSHOT_ENTRIES):  # entries of the emptied store: snapshots of it
+            await js.purge_stream("WQ")
+        want = leader.stream_state("WQ")
+        assert want is not None and _summary(want) == (0, 41, 40, None)
+
+        def same(s: dict[str, Any] | None) -> bool:
+            return s is not None and (_summary(s), s["last_ts"]) == (_summary(want), want["last_ts"])
+
+        node = cluster.nodes[follower]
+        cluster.start(follower)
+        await cluster.wait_for(f"{follower} at the leader's state", lambda: same(node.stream_state("WQ")))
+        cluster.kill(follower)
+        cluster.start(follower)
+        await cluster.wait_for(
+            f"{follower} restarted", lambda: (node.stream_state("WQ") or {}).get("last_seq")
+        )
+        await asyncio.sleep(0.5)
+        assert same(node.stream_state("WQ"))
+        assert await _publish_until_acked(js, "wq.b", b"next", "next") == 41
+        for n in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{n.name} has the next", lambda n=n: _summary(n.stream_state("WQ")) == (1, 41, 41, None)
+            )
