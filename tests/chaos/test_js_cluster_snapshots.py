@@ -492,3 +492,41 @@ async def test_a_replica_given_a_snapshot_of_an_emptied_work_queue_takes_its_las
             await cluster.wait_for(
                 f"{n.name} has the next", lambda n=n: _summary(n.stream_state("WQ")) == (1, 41, 41, None)
             )
+
+
+async def test_an_emptied_work_queue_replayed_after_kill_9_stores_nothing_again(cluster: JsCluster) -> None:
+    """Every message of a work queue acknowledged, so removed, then every server killed -9:
+    each comes back from its snapshot and replays its log's tail over its emptied store (whose
+    last time stamp is its removed last message's), storing none of those messages again."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="WQ", subjects=["wq.*"], num_replicas=3, retention="workqueue")
+        sub = await js.pull_subscribe("wq.*", durable="W", stream="WQ")
+        for i in range(SNAPSHOT_ENTRIES + 5):
+            await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}")
+        done: set[int] = set()
+        while len(done) < SNAPSHOT_ENTRIES + 5:
+            for m in await sub.fetch(SNAPSHOT_ENTRIES + 5 - len(done), timeout=3):
+                await m.ack_sync()
+                done.add(m.metadata.sequence.stream)
+        want = (0, SNAPSHOT_ENTRIES + 6, SNAPSHOT_ENTRIES + 5, None)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} emptied", lambda n=node: _summary(n.stream_state("WQ")) == want
+            )
+        last_ts = {n.stream_state("WQ")["last_ts"] for n in cluster.nodes.values()}  # type: ignore[index]
+        assert len(last_ts) == 1
+        for name in cluster.nodes:
+            cluster.kill(name)
+        cluster.start()
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} back", lambda n=node: (n.stream_state("WQ") or {}).get("last_seq")
+            )
+        await asyncio.sleep(1.0)  # each replays its log
+        for node in cluster.nodes.values():
+            st = node.stream_state("WQ")
+            assert st is not None and (_summary(st), st["last_ts"]) == (want, *last_ts), node.name
+        assert await _publish_until_acked(js, "wq.b", b"next", "next") == SNAPSHOT_ENTRIES + 6
