@@ -412,24 +412,27 @@ async def test_a_catch_up_past_a_removed_last_message_applies_no_entry_twice(clu
         want = _summary(leader.stream_state("GONE"))
         assert want == (seq, 1, last, 1)
 
+        def everywhere(summary: tuple[object, ...]) -> bool:
+            return all(_summary(n.stream_state("GONE")) == summary for n in cluster.nodes.values())
+
         cluster.start(follower)
         node = cluster.nodes[follower]
-        await cluster.wait_for(f"{follower} caught up", lambda: _summary(node.stream_state("GONE"))[2])
-        await asyncio.sleep(1.0)  # what it applies after fetching (nothing was published since)
-        assert _summary(node.stream_state("GONE")) == want
+        await cluster.wait_for(f"{follower} caught up", lambda: _summary(node.stream_state("GONE")) == want)
         log = node.log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
         assert "fetching messages" in log
+        # the next message, at the next sequence on every replica (after what each applied)
+        assert await _publish_until_acked(js, "gone.a", b"after", "after") == last + 1
+        await cluster.wait_for("the next on every replica", lambda: everywhere((seq + 1, 1, last + 1, 1)))
 
         cluster.kill(follower)  # its log replays the entries after the snapshot
         cluster.start(follower)
-        await cluster.wait_for(f"{follower} restarted", lambda: _summary(node.stream_state("GONE"))[2])
-        await asyncio.sleep(1.0)
-        assert _summary(node.stream_state("GONE")) == want
-        assert _summary(leader.stream_state("GONE")) == want
+        assert await _publish_until_acked(js, "gone.a", b"again", "again") == last + 2
+        await cluster.wait_for("the next after the replay", lambda: everywhere((seq + 2, 1, last + 2, 1)))
     cluster.stop()
     store = _store(cluster.nodes[follower].store, "GONE")
     try:
-        assert store.load_msg(last) is None and store.state().last_seq == last
+        assert store.load_msg(last) is None and store.state().last_seq == last + 2
+        assert [store.load_msg(s).data for s in (last + 1, last + 2)] == [b"after", b"again"]  # type: ignore[union-attr]
     finally:
         store.stop()
 
@@ -482,11 +485,7 @@ async def test_a_replica_given_a_snapshot_of_an_emptied_work_queue_takes_its_las
         await cluster.wait_for(f"{follower} at the leader's state", lambda: same(node.stream_state("WQ")))
         cluster.kill(follower)
         cluster.start(follower)
-        await cluster.wait_for(
-            f"{follower} restarted", lambda: (node.stream_state("WQ") or {}).get("last_seq")
-        )
-        await asyncio.sleep(0.5)
-        assert same(node.stream_state("WQ"))
+        await cluster.wait_for(f"{follower} restarted", lambda: same(node.stream_state("WQ")))
         assert await _publish_until_acked(js, "wq.b", b"next", "next") == 41
         for n in cluster.nodes.values():
             await cluster.wait_for(
@@ -525,8 +524,13 @@ async def test_an_emptied_work_queue_replayed_after_kill_9_stores_nothing_again(
             await cluster.wait_for(
                 f"{node.name} back", lambda n=node: (n.stream_state("WQ") or {}).get("last_seq")
             )
-        await asyncio.sleep(1.0)  # each replays its log
         for node in cluster.nodes.values():
             st = node.stream_state("WQ")
             assert st is not None and (_summary(st), st["last_ts"]) == (want, *last_ts), node.name
+        # once each replayed its log (before the next entry), the next message is the only one
         assert await _publish_until_acked(js, "wq.b", b"next", "next") == SNAPSHOT_ENTRIES + 6
+        after = (1, SNAPSHOT_ENTRIES + 6, SNAPSHOT_ENTRIES + 6, None)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has the next only", lambda n=node: _summary(n.stream_state("WQ")) == after
+            )
