@@ -1,6 +1,6 @@
 """A replicated consumer under kill -9: ``make chaos``'s JetStream consumer run.
 
-    python -m chaos.js_consumers --duration 60 [--seed 7] [--out DIR]
+    python -m chaos.js_consumers --duration 60 [--seed 7] [--out DIR] [--snapshot-entries N]
 
 (from ``tests/``). Three clustered JetStream servers (``chaos.jsnode``), an R3 file work-queue
 stream and an R3 durable pull consumer (explicit acks, ``ack_wait`` 2 s). A publisher publishes unique ids
@@ -15,7 +15,11 @@ sequences went wrong, if any:
 * **never skipped**: every sequence the stream acknowledged was delivered, and the consumer ends
   with its ack floor at the stream's last sequence and nothing pending;
 * **the work is gone**: every replica of the stream ends empty (what was acknowledged was
-  removed through the stream's log).
+  removed through the stream's log), at one last sequence (a replica that applied an entry
+  twice held its messages again at sequences of its own).
+
+``--snapshot-entries`` has the groups compact their logs that often (the servers' default
+otherwise), so that servers coming back catch up from their leaders' snapshots.
 
 Writes ``report.json`` in the run's directory; the exit status is 0 only if every check passed.
 """
@@ -120,13 +124,14 @@ class Run:
             self.kills.append({"server": victim, "down_s": round(time.monotonic() - t0, 2)})
 
 
-async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
-    cluster = JsCluster(root)
+async def run(root: Path, duration: float, seed: int, snapshot_entries: int = 0) -> dict[str, Any]:
+    cluster = JsCluster(root, snapshot_entries=snapshot_entries)
     rng = random.Random(seed)
     r = Run(cluster, rng)
     started = time.monotonic()
     drained = False
     left: dict[str, Any] = {}
+    last_seqs: dict[str, Any] = {}
     try:
         cluster.start()
 
@@ -164,10 +169,10 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
                     break
                 await r.worker(js, lambda t=time.monotonic() + 3: time.monotonic() > t)
             for _ in range(100):  # the removals reach every replica
-                left = {
-                    n: (node.stream_state("JOBS") or {}).get("messages") for n, node in cluster.nodes.items()
-                }
-                if all(v == 0 for v in left.values()):
+                states = {n: node.stream_state("JOBS") or {} for n, node in cluster.nodes.items()}
+                left = {n: st.get("messages") for n, st in states.items()}
+                last_seqs = {n: st.get("last_seq") for n, st in states.items()}
+                if all(v == 0 for v in left.values()) and len(set(last_seqs.values())) == 1:
                     break
                 await asyncio.sleep(0.1)
     finally:
@@ -185,9 +190,16 @@ async def run(root: Path, duration: float, seed: int) -> dict[str, Any]:
         "skipped": skipped,
         "drained": drained,
         "left_on_replicas": left,
+        "last_seqs": last_seqs,
         "kills": r.kills,
     }
-    report["ok"] = not r.again and not skipped and drained and all(v == 0 for v in left.values())
+    report["ok"] = (
+        not r.again
+        and not skipped
+        and drained
+        and all(v == 0 for v in left.values())
+        and len(set(last_seqs.values())) == 1
+    )
     return report
 
 
@@ -196,17 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--out", default="", help="directory for the servers' files and the report")
+    p.add_argument("--snapshot-entries", type=int, default=0, help="compact the groups' logs this often")
     ns = p.parse_args(argv)
     seed = ns.seed if ns.seed is not None else random.randrange(1 << 30)
     root = Path(ns.out) if ns.out else Path(tempfile.mkdtemp(prefix="chaos-js-consumers-"))
-    report = asyncio.run(run(root, ns.duration, seed))
+    report = asyncio.run(run(root, ns.duration, seed, ns.snapshot_entries))
     (root / "report.json").write_text(json.dumps(report, indent=2))
     print(
         f"JetStream consumer under kill -9 (seed {seed}, {ns.duration:g}s, {len(report['kills'])} kills): "
         f"{report['published']} published, {report['deliveries']} deliveries, "
         f"{report['confirmed_acks']} confirmed acks; delivered again after a confirmed ack: "
         f"{report['delivered_after_confirmed_ack'] or 'none'}; skipped: {report['skipped'] or 'none'}; "
-        f"drained: {report['drained']}; left on the replicas: {report['left_on_replicas']} "
+        f"drained: {report['drained']}; left on the replicas: {report['left_on_replicas']}, "
+        f"last sequences: {report['last_seqs']} "
         f"-> {'PASS' if report['ok'] else 'FAIL'}"
     )
     print(f"  report: {root / 'report.json'}")

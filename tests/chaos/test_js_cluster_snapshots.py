@@ -378,3 +378,159 @@ async def test_a_paused_leader_resumed_answers_no_stale_kv_get(cluster: JsCluste
                 except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
                     continue  # nobody answered in time: not a stale read
                 assert entry.value == new, (round_, entry.value)
+
+
+async def test_a_catch_up_past_a_removed_last_message_applies_no_entry_twice(cluster: JsCluster) -> None:
+    """A follower down while its leader compacted gets the leader's snapshot, then the entries
+    after it: a message published and then deleted (the store's last one, as a work queue
+    removes what was acknowledged). It fetches through all the leader's store holds, whose last
+    sequence is that removed message's: the store must then know it decided the entry that
+    published it, so neither that entry nor, after a kill -9, its replay stores the message
+    again at a new sequence (the replica held it a second time, the others did not)."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="GONE", subjects=["gone.*"], num_replicas=3)
+        assert await _publish_until_acked(js, "gone.a", b"0", "id-0") == 1
+        si = await js.stream_info("GONE")
+        assert si.cluster is not None
+        leader = cluster.nodes[str(si.cluster.leader)]
+        follower = next(n for n in sorted(cluster.nodes) if n != leader.name)
+        cluster.kill(follower)
+        group = next(g for g in leader.wal_first() if g.startswith("S-"))
+        seq = 1
+        for i in range(1, 3 * SNAPSHOT_ENTRIES):
+            seq = await _publish_until_acked(js, "gone.a", b"%d" % i, f"id-{i}")
+        first = leader.wal_first()[group]
+        assert first > 1, "the leader's log was not compacted"
+        while leader.wal_first()[group] == first:  # on to a snapshot just taken: none follows
+            seq = await _publish_until_acked(js, "gone.a", b"%d" % seq, f"id-{seq}")
+        last = await _publish_until_acked(js, "gone.b", b"doomed", "doomed")
+        assert last == seq + 1
+        assert await js.delete_msg("GONE", last)
+        want = _summary(leader.stream_state("GONE"))
+        assert want == (seq, 1, last, 1)
+
+        def everywhere(summary: tuple[object, ...]) -> bool:
+            return all(_summary(n.stream_state("GONE")) == summary for n in cluster.nodes.values())
+
+        cluster.start(follower)
+        node = cluster.nodes[follower]
+        await cluster.wait_for(f"{follower} caught up", lambda: _summary(node.stream_state("GONE")) == want)
+        log = node.log.read_text(errors="replace").rsplit("==== start\n", 1)[-1]
+        assert "fetching messages" in log
+        # the next message, at the next sequence on every replica (after what each applied)
+        assert await _publish_until_acked(js, "gone.a", b"after", "after") == last + 1
+        await cluster.wait_for("the next on every replica", lambda: everywhere((seq + 1, 1, last + 1, 1)))
+
+        cluster.kill(follower)  # its log replays the entries after the snapshot
+        cluster.start(follower)
+        assert await _publish_until_acked(js, "gone.a", b"again", "again") == last + 2
+        await cluster.wait_for("the next after the replay", lambda: everywhere((seq + 2, 1, last + 2, 1)))
+    cluster.stop()
+    store = _store(cluster.nodes[follower].store, "GONE")
+    try:
+        assert store.load_msg(last) is None and store.state().last_seq == last + 2
+        assert [store.load_msg(s).data for s in (last + 1, last + 2)] == [b"after", b"again"]  # type: ignore[union-attr]
+    finally:
+        store.stop()
+
+
+async def test_a_replica_given_a_snapshot_of_an_emptied_work_queue_takes_its_last_time_stamp(
+    cluster: JsCluster,
+) -> None:
+    """A work queue's every message acknowledged (so removed) while a follower was down, and the
+    leader's log compacted past it onto a snapshot of the emptied store: the follower moves its
+    store on to the snapshot's sequence with the time stamp of the leader's last message (not
+    its own last message's, older, which said it had not decided the entries in between), and
+    keeps it across a kill -9: every replica's state is the same, its last time stamp too."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="WQ", subjects=["wq.*"], num_replicas=3, retention="workqueue")
+        sub = await js.pull_subscribe("wq.*", durable="W", stream="WQ")
+        for i in range(5):
+            assert await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}") == i + 1
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has 5", lambda n=node: (n.stream_state("WQ") or {}).get("messages") == 5
+            )
+        si = await js.stream_info("WQ")
+        assert si.cluster is not None
+        leader = cluster.nodes[str(si.cluster.leader)]
+        follower = next(n for n in sorted(cluster.nodes) if n != leader.name)
+        cluster.kill(follower)
+        for i in range(5, 40):
+            await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}")
+        done: set[int] = set()
+        while len(done) < 40:
+            for m in await sub.fetch(40 - len(done), timeout=3):
+                await m.ack_sync()
+                done.add(m.metadata.sequence.stream)
+        await cluster.wait_for(
+            "the work done", lambda: (leader.stream_state("WQ") or {}).get("messages") == 0
+        )
+        for _ in range(3 * SNAPSHOT_ENTRIES):  # entries of the emptied store: snapshots of it
+            await js.purge_stream("WQ")
+        want = leader.stream_state("WQ")
+        assert want is not None and _summary(want) == (0, 41, 40, None)
+
+        def same(s: dict[str, Any] | None) -> bool:
+            return s is not None and (_summary(s), s["last_ts"]) == (_summary(want), want["last_ts"])
+
+        node = cluster.nodes[follower]
+        cluster.start(follower)
+        await cluster.wait_for(f"{follower} at the leader's state", lambda: same(node.stream_state("WQ")))
+        cluster.kill(follower)
+        cluster.start(follower)
+        await cluster.wait_for(f"{follower} restarted", lambda: same(node.stream_state("WQ")))
+        assert await _publish_until_acked(js, "wq.b", b"next", "next") == 41
+        for n in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{n.name} has the next", lambda n=n: _summary(n.stream_state("WQ")) == (1, 41, 41, None)
+            )
+
+
+async def test_an_emptied_work_queue_replayed_after_kill_9_stores_nothing_again(cluster: JsCluster) -> None:
+    """Every message of a work queue acknowledged, so removed, then every server killed -9:
+    each comes back from its snapshot and replays its log's tail over its emptied store (whose
+    last time stamp is its removed last message's), storing none of those messages again."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="WQ", subjects=["wq.*"], num_replicas=3, retention="workqueue")
+        sub = await js.pull_subscribe("wq.*", durable="W", stream="WQ")
+        for i in range(SNAPSHOT_ENTRIES + 5):
+            await _publish_until_acked(js, "wq.a", b"%d" % i, f"id-{i}")
+        done: set[int] = set()
+        while len(done) < SNAPSHOT_ENTRIES + 5:
+            for m in await sub.fetch(SNAPSHOT_ENTRIES + 5 - len(done), timeout=3):
+                await m.ack_sync()
+                done.add(m.metadata.sequence.stream)
+        want = (0, SNAPSHOT_ENTRIES + 6, SNAPSHOT_ENTRIES + 5, None)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} emptied", lambda n=node: _summary(n.stream_state("WQ")) == want
+            )
+        last_ts = {n.stream_state("WQ")["last_ts"] for n in cluster.nodes.values()}  # type: ignore[index]
+        assert len(last_ts) == 1
+        for name in cluster.nodes:
+            cluster.kill(name)
+        cluster.start()
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} back", lambda n=node: (n.stream_state("WQ") or {}).get("last_seq")
+            )
+        for node in cluster.nodes.values():
+            st = node.stream_state("WQ")
+            assert st is not None and (_summary(st), st["last_ts"]) == (want, *last_ts), node.name
+        # once each replayed its log (before the next entry), the next message is the only one
+        assert await _publish_until_acked(js, "wq.b", b"next", "next") == SNAPSHOT_ENTRIES + 6
+        after = (1, SNAPSHOT_ENTRIES + 6, SNAPSHOT_ENTRIES + 6, None)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has the next only", lambda n=node: _summary(n.stream_state("WQ")) == after
+            )

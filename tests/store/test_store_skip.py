@@ -1,11 +1,12 @@
 """``skip_msgs``: sequences used up without a message (a mirror keeping its origin's numbers
-across the origin's gaps), held to one contract over both stores, across a reopen."""
+across the origin's gaps, a replica copying another's store), held to one contract over both
+stores, across a reopen; and the store's ``last_ts`` when its last sequence has no message."""
 
 from __future__ import annotations
 
 import pytest
 
-from jetpy.store import ErrWrongSequence, StreamStore
+from jetpy.store import ErrWrongSequence, StoreLimits, StreamStore
 
 from .conftest import Reopen
 
@@ -90,3 +91,59 @@ def test_removing_around_a_skip_keeps_it_accounted(store: StreamStore, reopen: R
     store = reopen(store)
     st = store.state()
     assert (st.msgs, st.first_seq, st.last_seq, st.lost) == (1, 10, 10, None)
+
+
+def test_a_skip_given_the_last_time_stamp_keeps_it_across_reopen(store: StreamStore, reopen: Reopen) -> None:
+    """A replica copying another's store past its removed last message: the time stamp of that
+    message is the store's ``last_ts`` (what decides which log entries it holds), durably."""
+    _fill(store, 3)  # time stamps 1000..1002
+    store.skip_msgs(4, 2, last_ts=5000)
+    assert store.state().last_ts == 5000
+    store = reopen(store)
+    st = store.state()
+    assert (st.msgs, st.last_seq, st.last_ts, st.lost) == (3, 5, 5000, None)
+    store.skip_msgs(6, 1)  # none given: as it was
+    assert store.state().last_ts == 5000
+    assert store.store_msg("a", b"", b"x", ts=6000)[0] == 7
+    assert store.state().last_ts == 6000
+
+
+@pytest.mark.parametrize("how", ["skip", "compact"])
+def test_an_empty_store_moved_on_with_the_last_time_stamp_keeps_it(
+    store: StreamStore, reopen: Reopen, how: str
+) -> None:
+    """An emptied store moved past its end (a replica given a snapshot of an emptied store)."""
+    _fill(store, 2)
+    assert store.remove_msg(1) and store.remove_msg(2)
+    if how == "skip":
+        store.skip_msgs(3, 7, last_ts=7000)
+    else:
+        assert store.compact(10, last_ts=7000) == 0
+    store.flush()
+    store.sync()
+    store = reopen(store)
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq, st.last_ts) == (0, 10, 9, 7000)
+    assert store.compact(20) == 0  # none given: as it was
+    st = reopen(store).state()
+    assert (st.first_seq, st.last_seq, st.last_ts) == (20, 19, 7000)
+
+
+@pytest.mark.parametrize("how", ["remove", "purge", "expire"])
+def test_the_last_time_stamp_outlives_the_last_message(store: StreamStore, reopen: Reopen, how: str) -> None:
+    """A work queue's removal, a purge, an expiry: the last message goes, its time stamp stays
+    the store's ``last_ts``, across a reopen."""
+    _fill(store, 4)  # time stamps 1000..1003
+    if how == "remove":
+        for seq in range(1, 5):
+            assert store.remove_msg(seq)
+    elif how == "purge":
+        assert store.purge() == 4
+    else:
+        store.update_limits(StoreLimits(max_age=10))
+        assert store.expire(5000) == 4
+    store.flush()
+    store.sync()
+    store = reopen(store)
+    st = store.state()
+    assert (st.msgs, st.first_seq, st.last_seq, st.last_ts) == (0, 5, 4, 1003)

@@ -597,14 +597,18 @@ class StreamStore(Protocol):
         """``purge`` in steps (see ``purge_ex``): the caller may store, read and remove between
         them; the result is how many messages the purge removed."""
 
-    def compact(self, seq: int) -> int:
-        """Remove every message below ``seq``; past the end, the next message gets ``seq``."""
+    def compact(self, seq: int, last_ts: int = 0) -> int:
+        """Remove every message below ``seq``; past the end, the next message gets ``seq``, and
+        ``last_ts`` (when not 0) is the time stamp of ``seq - 1``'s message (see ``skip_msgs``)."""
 
-    def skip_msgs(self, seq: int, num: int) -> None:
+    def skip_msgs(self, seq: int, num: int, last_ts: int = 0) -> None:
         """Use up sequences ``seq .. seq+num-1`` without storing anything (nats-server's
         ``SkipMsgs``): they read as deleted and the next message gets ``seq + num``. ``seq`` must
         be ``last_seq + 1`` (``ErrWrongSequence`` otherwise). A mirror keeps its origin's numbers
-        this way across the origin's gaps."""
+        this way across the origin's gaps. ``last_ts``, when not 0, is the time stamp of the
+        message that had the last of them elsewhere (a replica copying another's store, where
+        it was removed): the store's ``last_ts`` from then on, durable with ``last_seq``, as if
+        that message had been stored and removed here; 0 leaves ``last_ts`` as it was."""
 
     def state(self, deleted_details: bool = False) -> StreamState: ...
 

@@ -581,8 +581,7 @@ class FileStore:
         return finish(self.purge_steps(subject, seq, keep))
 
     def purge_steps(self, subject: str = "", seq: int = 0, keep: int = 0) -> Steps:
-        """A purge also destroys what it removes (erase.py) in the block files that stay; a
-        block file removed whole is unlinked."""
+        """A purge destroys what it removes (erase.py) in the block files that stay; emptied ones go."""
         self._check_write()
         ix = self._ix
         gone = Gone(ix)
@@ -625,10 +624,11 @@ class FileStore:
         self._expiry.clear()
         return ix.remove_all()
 
-    def compact(self, seq: int) -> int:
+    def compact(self, seq: int, last_ts: int = 0) -> int:
         self._check_write()
         ix = self._ix
         if seq > ix.last_seq + 1:
+            ix.last_ts = last_ts or ix.last_ts  # in the new block's header, with its hwm
             self._roll(seq, seq - 1)
             n = self._purge_all()
             ix.last_seq = seq - 1
@@ -641,7 +641,7 @@ class FileStore:
         self._expiry.forget_below(seq)
         return removed
 
-    def skip_msgs(self, seq: int, num: int) -> None:
+    def skip_msgs(self, seq: int, num: int, last_ts: int = 0) -> None:
         self._check_write(roll=True)
         ix = self._ix
         if seq != ix.last_seq + 1:
@@ -649,6 +649,7 @@ class FileStore:
         if num <= 0:
             return
         end = seq + num - 1
+        ix.last_ts = last_ts or ix.last_ts  # in the next block's header, with its hwm
         if not ix.msgs:
             self.compact(end + 1)
             return

@@ -260,12 +260,14 @@ class MemoryStore:
             s for s, e in self._msgs.items() if s <= upper and subject_matches(filter_subject, e.msg.subject)
         )
 
-    def compact(self, seq: int) -> int:
+    def compact(self, seq: int, last_ts: int = 0) -> int:
         self._check_open()
         if seq > self._last + 1:
             n = self._purge_all()
             self._last = seq - 1
             self._first = seq
+            if last_ts:
+                self._last_ts = last_ts
             return n
         below = []
         for s in self._msgs:  # in sequence order: messages are only ever added at the end
@@ -276,13 +278,15 @@ class MemoryStore:
             self._remove(s)
         return len(below)
 
-    def skip_msgs(self, seq: int, num: int) -> None:
+    def skip_msgs(self, seq: int, num: int, last_ts: int = 0) -> None:
         self._check_open()
         if seq != self._last + 1:
             raise ErrWrongSequence()
         if num <= 0:
             return
         self._last = seq + num - 1
+        if last_ts:
+            self._last_ts = last_ts
         if not self._msgs:
             self._first = self._last + 1
 

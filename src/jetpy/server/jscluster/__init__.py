@@ -94,7 +94,13 @@ The design (decisions the following slices keep):
   the previous message's: a function of the log, the same on every replica), so an entry whose
   time stamp is not after the store's last message's was decided before the restart (stored or
   refused) and is skipped, as are purges, deletes and config changes met before that point;
-  de-duplication is re-learnt as of that time stamp rather than the clock.
+  de-duplication is re-learnt as of that time stamp rather than the clock. The time stamp is
+  the store's ``last_ts``, that of its last sequence's message even once removed (a work
+  queue's acknowledged one, a purge, an expiry), durable with that sequence; a store moved on
+  past its end without the messages (onto a snapshot of an emptied store, a catch-up through
+  removed last messages) is given the time stamp of the last one where it was stored (the
+  snapshot's, the answering replica's), else an older one would let the entries that had
+  published them apply again, storing them a second time at new sequences.
 * **Snapshots hold no message** (:mod:`.catchup`). Every group snapshots and compacts its log
   (``SNAPSHOT_ENTRIES``/``SNAPSHOT_BYTES`` unless the Raft config says otherwise). A stream's
   snapshot is taken after its store is synced and names what the store holds (sequence range,

@@ -24,7 +24,11 @@ Stopping at the snapshot's last sequence left such a message out (a skipped sequ
 replica then refused what the leader had stored: its sequences went apart from the leader's.
 Fetched through the answer's last message, the store is the answering replica's at a later
 entry, and the entries up to it are skipped as a restart's replay skips them (their time stamps
-are not after the store's last message's).
+are not after the store's last message's). When that store's last messages were removed (a work
+queue's acknowledged ones), the answer's last sequence comes with its message's time stamp
+(:class:`CatchupBatch` ``last_ts``) and the replica's store takes it with the skipped sequences,
+durably: with its own last message's, older, the entries that had published the removed ones
+were applied again, storing them a second time at new sequences.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ __all__ = [
     "decode_request",
     "decode_snapshot",
     "encode",
+    "last_ts_of",
     "read_batch",
     "write_batch",
 ]
@@ -62,7 +67,9 @@ class StreamSnapshot(msgspec.Struct, array_like=True, frozen=True):
     ``deleted`` (synced), ``ts`` the last applied time stamp, ``config`` the stream's config
     (JSON), ``held`` entries applied after it while the replica was still catching up (applied
     again once caught up), ``copy_epoch`` the open copying epoch of a mirror's or sources'
-    (:mod:`.copying`; 0: none)."""
+    (:mod:`.copying`; 0: none), ``last_ts`` the store's ``last_ts`` (the time stamp of
+    ``last_seq``'s message, removed or not; 0 in a snapshot from before it was sent:
+    :func:`last_ts_of`)."""
 
     first_seq: int
     last_seq: int
@@ -71,6 +78,14 @@ class StreamSnapshot(msgspec.Struct, array_like=True, frozen=True):
     config: bytes
     held: list[bytes] = []
     copy_epoch: int = 0
+    last_ts: int = 0
+
+
+def last_ts_of(snap: StreamSnapshot) -> int:
+    """The time stamp of the snapshot's last sequence, for a store moved on to it without its
+    message: the store's own, or (not sent) the last applied one, later than or equal to it and
+    earlier than any entry after the snapshot, which decides the same (see the package doc)."""
+    return snap.last_ts or snap.ts
 
 
 class CatchupRequest(msgspec.Struct, array_like=True, frozen=True):
@@ -89,12 +104,14 @@ class CaughtMsg(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 class CatchupBatch(msgspec.Struct, array_like=True, frozen=True):
-    """Stored messages in order from the requested sequence; ``last_seq``: the leader's;
+    """Stored messages in order from the requested sequence; ``last_seq``: the leader's, and
+    ``last_ts`` its message's time stamp (removed or not; 0: not sent, an older server);
     ``more``: the batch stopped at its size, the range may hold more."""
 
     msgs: list[CaughtMsg]
     last_seq: int
     more: bool
+    last_ts: int = 0
 
 
 encode = msgspec.msgpack.Encoder().encode
@@ -119,13 +136,16 @@ def read_batch(store: StreamStore, req: CatchupRequest) -> CatchupBatch:
             break
         out.append(CaughtMsg(m.seq, m.subject, m.hdr, m.data, m.ts))
         size += len(m.subject) + len(m.hdr) + len(m.data)
-    return CatchupBatch(out, store.state().last_seq, more)
+    st = store.state()
+    return CatchupBatch(out, st.last_seq, more, st.last_ts)
 
 
 def write_batch(store: StreamStore, batch: CatchupBatch, to_seq: int) -> int:
     """Store a batch into a replica's store that ends before it, keeping the leader's sequences:
     the sequence to ask for next (past ``to_seq`` when caught up). A gap below a message sent,
-    or below the leader's last sequence, was removed there and is skipped here."""
+    or below the leader's last sequence, was removed there and is skipped here; skipped through
+    the leader's last sequence, the store takes that one's time stamp as its ``last_ts`` (it
+    says which entries the store has decided: the package doc's replay rule)."""
     last = store.state().last_seq
     for m in batch.msgs:
         if m.seq <= last:
@@ -136,7 +156,7 @@ def write_batch(store: StreamStore, batch: CatchupBatch, to_seq: int) -> int:
         last = m.seq
     known = min(to_seq, batch.last_seq)  # the leader holds (or removed) everything up to here
     if not batch.more and last < known:  # none of those left there
-        store.skip_msgs(last + 1, known - last)
+        store.skip_msgs(last + 1, known - last, batch.last_ts if known == batch.last_seq else 0)
         last = known
     return last + 1
 

@@ -34,6 +34,7 @@ from jetpy.server.jscluster.catchup import (
     decode_batch,
     decode_snapshot,
     encode,
+    last_ts_of,
     write_batch,
 )
 from jetpy.server.jscluster.copying import CopyBatch, CopyEpoch, Copying, CopyMachine
@@ -390,6 +391,7 @@ class StreamReplica:
                 st.deleted or [],
                 msgspec.json.encode(self.stream.config),
                 copy_epoch=self.copies.epoch,
+                last_ts=st.last_ts,
             )
         )
 
@@ -410,7 +412,10 @@ class StreamReplica:
         st = store.state()
         removed = 0
         if st.first_seq < snap.first_seq and (st.msgs or st.last_seq < snap.first_seq - 1):
-            removed += store.compact(snap.first_seq)
+            # moved on to the snapshot's empty store: with its last message's time stamp (that
+            # of the store's own last message, older, would take its entries for undecided)
+            empty = snap.first_seq > snap.last_seq
+            removed += store.compact(snap.first_seq, last_ts_of(snap) if empty else 0)
         for seq in snap.deleted:
             if seq <= st.last_seq:
                 removed += store.remove_msg(seq)
@@ -466,7 +471,7 @@ class StreamReplica:
                         nxt,
                         snap.last_seq,
                     )
-                    store.skip_msgs(nxt, snap.last_seq - nxt + 1)
+                    store.skip_msgs(nxt, snap.last_seq - nxt + 1, last_ts_of(snap))
                     break
                 await asyncio.sleep(CATCHUP_RETRY)
                 continue
