@@ -310,7 +310,8 @@ def _reads(
 
 FS_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 """Spark's checkpoint logs through Hadoop's FileSystem API: on a local directory without Hadoop's
-native library, the default (FileContext) forks ``readlink`` four times per log file written."""
+native library, the default (FileContext) forks ``readlink`` twice for each log file, its
+checksum file and their temporary names (16 processes per micro-batch)."""
 
 
 def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
