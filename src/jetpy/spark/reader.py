@@ -15,10 +15,8 @@ loss; messages removed from the head of the stream before they were read are dat
 
 from __future__ import annotations
 
-import gc
 import math
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -46,6 +44,7 @@ from jetpy.spark.paths import (
 )
 from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
 from jetpy.spark.wire import ApiReplyError, Wire, WireError
+from jetpy.spark.worker import settle_worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,28 +65,6 @@ NO_MESSAGE: Final = 10037
 """STREAM.MSG.GET's "no message found"."""
 SPREAD_BYTES: Final = 4 * 1024 * 1024
 """A range is spread over the planning machine's cores when each gets at least this much."""
-
-
-_settled_modules = 0
-
-
-def settle_worker() -> None:
-    """Before a read in a Python worker that imported modules since the last time: collect,
-    then freeze what survives.
-
-    Spark's Python daemon runs a full ``gc.collect()`` after every task of a reused worker.
-    With pyspark, pyarrow and numpy loaded that walks some 80,000 objects: about 40 ms of CPU
-    per task, twice what a micro-batch task takes to read its 50,000 messages. Frozen objects
-    (modules and what they keep) are left out of every later collection, which then walks only
-    what later tasks made. A worker imports more during its first task, after the read began,
-    so its second read settles again; once nothing new is imported, nothing more is frozen.
-    What a task had in flight when its read settled stays until the worker ends: a few
-    settles' worth, not one per task."""
-    global _settled_modules
-    if len(sys.modules) != _settled_modules:
-        gc.collect()
-        gc.freeze()
-        _settled_modules = len(sys.modules)
 
 
 class JetStreamPartition(InputPartition):
