@@ -308,8 +308,16 @@ def _reads(
     out["all_bytes"] = b2 - b1
 
 
+FS_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+"""Spark's checkpoint logs through Hadoop's FileSystem API: on a local directory without Hadoop's
+native library, the default (FileContext) forks ``readlink`` twice for each log file, its
+checksum file and their temporary names (16 processes per micro-batch)."""
+
+
 def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
-    def stream_run() -> tuple[float, int]:
+    parts = ("triggerExecution", "addBatch", "walCommit", "commitOffsets", "queryPlanning", "latestOffset")
+
+    def stream_run(batches: list[dict[str, int]] | None = None) -> tuple[float, int]:
         q = (
             spark.readStream.format("jetstream")
             .option("servers", url)
@@ -327,13 +335,38 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
         dt = time.perf_counter() - t
         rows = sum(p["numInputRows"] for p in q.recentProgress)
         assert rows == n, rows
-        return n / dt, len([p for p in q.recentProgress if p["numInputRows"]])
+        done = [p for p in q.recentProgress if p["numInputRows"]]
+        if batches is not None:
+            batches.extend({k: int(p["durationMs"].get(k, 0)) for k in parts} for p in done)
+        return n / dt, len(done)
+
+    def report(batches: list[dict[str, int]]) -> str:
+        med = {k: statistics.median(b[k] for b in batches) for k in parts}
+        rate = 100_000 / med["triggerExecution"] * 1000 if med["triggerExecution"] else 0.0
+        return f"{rate:,.0f} msgs/s (median ms: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()) + ")"
 
     mem.phase = "stream"
     out["stream_first"], out["stream_batches"] = stream_run()
+    batches: list[dict[str, int]] = []
     cpu.start()
-    out["stream_warm"] = [stream_run()[0] for _ in range(3)]
+    out["stream_warm"] = [stream_run(batches)[0] for _ in range(3)]
     out["stream_cpu"] = cpu.stop(3 * n)
+    out["stream_batch"] = report(batches)
+    out["stream_load"] = os.getloadavg()[0]
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, FS_CHECKPOINTS)
+    try:
+        batches = []
+        cpu.start()
+        out["stream_fs"] = [stream_run(batches)[0] for _ in range(3)]
+        out["stream_fs_cpu"] = cpu.stop(3 * n)
+        out["stream_fs_batch"] = report(batches)
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _sink(spark: Any, F: Any, url: str, n: int, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
@@ -411,6 +444,13 @@ def main() -> int:
                 f"msg/s in {res['stream_batches']} micro-batches; later queries {spread(res['stream_warm'])}"
             )
             print(f"    CPU per message, later queries: {res['stream_cpu']}")
+            print(f"    a micro-batch of later queries: {res['stream_batch']}; load {res['stream_load']:.2f}")
+            print(
+                f"  the same with Spark's FileSystem-based checkpoint logs ({FS_CHECKPOINTS.rsplit('.', 1)[1]}): "
+                f"{spread(res['stream_fs'])}"
+            )
+            print(f"    CPU per message: {res['stream_fs_cpu']}")
+            print(f"    a micro-batch: {res['stream_fs_batch']}")
             print(f"  memory during the streaming reads: {mem.report('stream')}")
         if "sink" in only:
             print(

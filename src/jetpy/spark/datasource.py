@@ -2,7 +2,8 @@
 .format("jetstream")`` resolve to.
 
 Owns: the source's name and schema and the choice of reader/writer; option parsing lives in
-:mod:`jetpy.spark.options`. Registered automatically by the ``pyspark_jetstream`` module that
+:mod:`jetpy.spark.options`. The reader and the writer are imported when asked for: Spark starts
+a new Python process for each streaming query's planner, which needs only the reader. Registered automatically by the ``pyspark_jetstream`` module that
 ships with jetpy (PySpark imports every top-level ``pyspark_*`` module that has a
 ``DefaultSource``), or by hand with ``spark.dataSource.register(JetStreamDataSource)``.
 """
@@ -21,9 +22,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from jetpy.spark.options import JetStreamOptionError, parse_sink, parse_source
-from jetpy.spark.reader import JetStreamBatchReader, JetStreamStreamReader
 from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
-from jetpy.spark.writer import JetStreamStreamWriter, JetStreamWriter, check_schema
 
 __all__ = ["JetStreamDataSource"]
 
@@ -43,19 +42,27 @@ class JetStreamDataSource(DataSource):
             raise JetStreamOptionError("schema", schema.simpleString(), f"no schema, or exactly {SCHEMA}")
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from jetpy.spark.reader import JetStreamBatchReader
+
         self._check_read_schema(schema)
         return JetStreamBatchReader(parse_source(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from jetpy.spark.reader import JetStreamStreamReader
+
         self._check_read_schema(schema)
         return JetStreamStreamReader(parse_source(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from jetpy.spark.writer import JetStreamWriter, check_schema
+
         opts = parse_sink(self.options)
         check_schema(schema, opts)
         return JetStreamWriter(opts, write_id=uuid.uuid4().hex)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from jetpy.spark.writer import JetStreamStreamWriter, check_schema
+
         opts = parse_sink(self.options)
         check_schema(schema, opts)
         return JetStreamStreamWriter(opts)

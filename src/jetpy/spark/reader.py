@@ -44,6 +44,7 @@ from jetpy.spark.paths import (
 )
 from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
 from jetpy.spark.wire import ApiReplyError, Wire, WireError
+from jetpy.spark.worker import settle_worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -232,6 +233,7 @@ class JetStreamBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, JetStreamPartition):
             return iter(())  # an empty read: Spark still runs one task, with a placeholder
+        settle_worker()
         return read_partition(partition.range)
 
 
@@ -379,6 +381,7 @@ class JetStreamStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if not isinstance(partition, JetStreamPartition):
             return iter(())  # an empty read: Spark still runs one task, with a placeholder
+        settle_worker()
         return read_partition(partition.range)
 
     def commit(self, end: dict[str, Any]) -> None:

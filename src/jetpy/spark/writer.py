@@ -30,6 +30,7 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from jetpy.spark.options import JetStreamOptionError, SinkOptions
 from jetpy.spark.publish import Published, publish_rows
+from jetpy.spark.worker import settle_worker
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,6 +85,7 @@ class JetStreamWriter(DataSourceArrowWriter):
         self.write_id = opts.write_id or write_id
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommit:  # type: ignore[override]
+        settle_worker()
         prefix = f"{self.write_id}:{_task().partitionId()}"
         return _commit(publish_rows(self.opts, iterator, prefix))
 
@@ -101,6 +103,7 @@ class JetStreamStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> JetStreamCommit:  # type: ignore[override]
+        settle_worker()
         ctx = _task()
         query = self.opts.write_id or ctx.getLocalProperty("sql.streaming.queryId") or "query"
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") or "0"
