@@ -1,7 +1,7 @@
 """The consumer a mirror keeps on its origin stream in a cluster, compared step by step with a
 3-server nats-server 2.15.1 cluster: a ``CONSUMER.DELETE`` naming it, the origin's leader stepping
-down, the server running it killed, its mirror deleted; and the mirror copying on through all of
-them with no gap and no duplicate.
+down, the server running it killed, the mirror's leader stepping down, its mirror deleted; and
+the mirror copying on through all of them with no gap and no duplicate.
 """
 
 from __future__ import annotations
@@ -152,10 +152,19 @@ async def _steps(urls: list[str], kill: Callable[[str], None]) -> dict[str, Any]
         await _publish(nc, 41, 10)
         out["copied on after the kill"] = await _mirrored(nc, 50, 90.0)
         out["creates after the kill"] = len(creates.configs) - 1
+
+        # the mirror's leader steps down: the new one sets up a consumer, the old one sends no delete
+        errors = await _api_errors(nc)
+        got = await until(nc, "$JS.API.STREAM.LEADER.STEPDOWN.M")
+        assert got.get("success") is True, got
+        await _publish(nc, 51, 10)
+        out["copied on after the mirror's stepdown"] = await _mirrored(nc, 60, QUICK)
+        out["creates after the mirror's stepdown"] = len(creates.configs) - 1
+        out["errors counted over the mirror's stepdown"] = await _api_errors(nc) - errors
         info = await until(nc, "$JS.API.STREAM.INFO.M")
         state = info["state"]
         out["mirror"] = (state["messages"], state["first_seq"], state["last_seq"], "error" in info["mirror"])
-        for seq in range(1, 51):
+        for seq in range(1, 61):
             msg = (await req(nc, "$JS.API.STREAM.MSG.GET.M", {"seq": seq}))["message"]
             assert msg["subject"] == f"o.{seq}", (seq, msg)
 
@@ -193,5 +202,5 @@ async def test_a_mirrors_origin_consumer_as_nats_server_keeps_it(tmp_path: Path)
     finally:
         c.stop()
     assert want["copied on after the delete"] and want["the old leader's consumer delivers"], want
-    assert want["mirror"] == (50, 1, 50, False), want
+    assert want["mirror"] == (60, 1, 60, False), want
     assert got == want

@@ -238,6 +238,12 @@ class OriginLink:
                 h.cancel()
         self._retry = self._health = None
 
+    def leave(self) -> None:
+        """Stop for good, the consumer on the origin left to its inactivity threshold rather
+        than deleted (a deposed leader's copying: nats-server's sends no delete then)."""
+        self.cname = ""
+        self.stop()
+
     def retry(self) -> None:
         """Give the current consumer up and set up a new one (throttled and backed off)."""
         if self._stopped or self._diverged:
