@@ -30,15 +30,20 @@ QUICK = 8.0  # seconds: copying that goes on (a mirror that lost its consumer wa
 
 
 class Creates:
-    """The ``direct`` consumer creates the mirror sends to its origin, as seen on the wire."""
+    """The ``direct`` consumer creates the mirror sends to its origin, and the consumer deletes
+    sent to it, as seen on the wire."""
 
     def __init__(self) -> None:
         self.configs: list[dict[str, Any]] = []
+        self.deletes = 0
 
     async def seen(self, msg: Msg) -> None:
         cfg = json.loads(msg.data).get("config", {})
         if cfg.get("direct"):
             self.configs.append(cfg)
+
+    async def deleted(self, msg: Msg) -> None:
+        self.deletes += 1
 
 
 async def _mirrored(nc: Client, count: int, within: float) -> bool:
@@ -116,6 +121,7 @@ async def _steps(urls: list[str], kill: Callable[[str], None]) -> dict[str, Any]
         creates = Creates()
         await nc.subscribe("$JS.API.CONSUMER.CREATE.O", cb=creates.seen)
         await nc.subscribe("$JS.API.CONSUMER.CREATE.O.>", cb=creates.seen)
+        await nc.subscribe("$JS.API.CONSUMER.DELETE.O.>", cb=creates.deleted)
         got = await until(
             nc, "$JS.API.STREAM.CREATE.O", {"name": "O", "subjects": ["o.>"], "num_replicas": 3}
         )
@@ -148,19 +154,22 @@ async def _steps(urls: list[str], kill: Callable[[str], None]) -> dict[str, Any]
         out["the old leader's consumer delivers"] = await _deliveries(nc, deliver) > 0
 
         # the server running it killed: the mirror sets up a consumer on the origin's leader
+        deletes = creates.deletes
         kill(holder)
         await _publish(nc, 41, 10)
         out["copied on after the kill"] = await _mirrored(nc, 50, 90.0)
         out["creates after the kill"] = len(creates.configs) - 1
+        out["deletes sent over the kill"] = creates.deletes - deletes
 
         # the mirror's leader steps down: the new one sets up a consumer, the old one sends no delete
-        errors = await _api_errors(nc)
+        errors, deletes = await _api_errors(nc), creates.deletes
         got = await until(nc, "$JS.API.STREAM.LEADER.STEPDOWN.M")
         assert got.get("success") is True, got
         await _publish(nc, 51, 10)
         out["copied on after the mirror's stepdown"] = await _mirrored(nc, 60, QUICK)
         out["creates after the mirror's stepdown"] = len(creates.configs) - 1
         out["errors counted over the mirror's stepdown"] = await _api_errors(nc) - errors
+        out["deletes sent over the mirror's stepdown"] = creates.deletes - deletes
         info = await until(nc, "$JS.API.STREAM.INFO.M")
         state = info["state"]
         out["mirror"] = (state["messages"], state["first_seq"], state["last_seq"], "error" in info["mirror"])
@@ -170,9 +179,11 @@ async def _steps(urls: list[str], kill: Callable[[str], None]) -> dict[str, Any]
 
         # its mirror deleted: the consumer goes once nothing listens (its inactivity threshold)
         deliver = creates.configs[-1]["deliver_subject"]
+        deletes = creates.deletes
         got = await until(nc, "$JS.API.STREAM.DELETE.M")
         assert got.get("success") is True, got
         await asyncio.sleep(13.0)  # the threshold is 10 s
+        out["deletes sent when the mirror was deleted"] = creates.deletes - deletes
         out["deliveries once its mirror was deleted"] = await _deliveries(nc, deliver)
     finally:
         await nc.close()
