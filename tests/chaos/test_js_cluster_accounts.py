@@ -7,10 +7,9 @@ nothing), and the account's limits refused as three nats-server 2.15.1 refuse th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,9 @@ from nats.js.errors import NoStreamResponseError
 from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
 
+from .jsapi import connect as _connect
+from .jsapi import req as _req
+from .jsapi import until as _until
 from .jscluster import JsCluster, JsNode
 
 pytestmark = pytest.mark.timeout(180)
@@ -89,37 +91,6 @@ def reference_urls(module_tmp: Path) -> Iterator[list[str]]:
     finally:
         for m in members:
             m.kill()
-
-
-@contextlib.asynccontextmanager
-async def _connect(url: str, user: str) -> AsyncIterator[Client]:
-    host = url.removeprefix("nats://")
-    nc = await nats.connect(f"nats://{user}:{user}@{host}", max_reconnect_attempts=-1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def _req(nc: Client, subject: str, body: str | dict[str, Any] = "", wait: float = 5.0) -> Any:
-    data = body if isinstance(body, str) else json.dumps(body)
-    msg = await nc.request(subject, data.encode(), timeout=wait)
-    return json.loads(msg.data)
-
-
-async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 30.0) -> Any:
-    """The reply once there is one without error 10008 (the meta group forming, a new leader)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            got = await _req(nc, subject, body, wait=1.0)
-            if got.get("error", {}).get("err_code") != 10008:
-                return got
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no answer to {subject}")
-        await asyncio.sleep(0.2)
 
 
 async def _ready(urls: list[str]) -> None:

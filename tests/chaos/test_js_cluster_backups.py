@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from cluster_support import NEWEST, Member, start_member
 from conftest import Proc, free_port
 from jetpy.cli.backup_protocol import META_FILE, backup_stream, restore_stream
 
+from .jsapi import connect, meta_ready
 from .jscluster import JsCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -73,34 +74,18 @@ def reference_cluster(module_tmp: Path) -> Iterator[list[str]]:
             m.kill()
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str) -> AsyncIterator[Client]:
-    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
 async def _api(nc: Client, subject: str, body: Any = None, wait: float = 10.0) -> Any:
     raw = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
     return json.loads((await nc.request("$JS.API." + subject, raw, timeout=wait)).data)
 
 
+def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, reconnect_wait=0.1)
+
+
 async def _meta_ready(urls: list[str]) -> None:
-    """Every server answers the API (its meta group has a leader)."""
-    for url in urls:
-        async with _connect(url) as nc:
-            deadline = asyncio.get_running_loop().time() + 60  # a loaded machine forms the meta group slowly
-            while True:
-                try:
-                    got = await _api(nc, "INFO", wait=1.0)
-                    if "error" not in got:
-                        break
-                except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                    pass
-                assert asyncio.get_running_loop().time() < deadline, f"{url}: no meta leader"
-                await asyncio.sleep(0.2)
+    """Every server answers the API (its meta group has a leader); a loaded machine forms it slowly."""
+    await meta_ready(urls, within=60.0)
 
 
 async def _answers(nc: Client, subject: str, body: bytes, wait: float = 1.0) -> list[Any]:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
 from jetpy.jetstream.sources import api_hash
 
+from .jsapi import connect
+from .jsapi import until as _until
 from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(240)
@@ -33,33 +34,8 @@ STEPDOWN = "$JS.API.STREAM.LEADER.STEPDOWN.{}"
 TOTAL = 400  # messages published into the origins while the copying leaders are upset
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str) -> AsyncIterator[Client]:
-    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def _req(nc: Client, subject: str, body: dict[str, Any] | None = None, wait: float = 5.0) -> Any:
-    msg = await nc.request(subject, json.dumps(body).encode() if body is not None else b"", timeout=wait)
-    return json.loads(msg.data)
-
-
-async def _until(nc: Client, subject: str, body: dict[str, Any] | None = None, within: float = 30.0) -> Any:
-    """The reply once there is one without error 10008 (a group forming, a leader missing)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            got = await _req(nc, subject, body, wait=1.0)
-            if got.get("error", {}).get("err_code") != 10008:
-                return got
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no answer to {subject}")
-        await asyncio.sleep(0.2)
+def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, reconnect_wait=0.2)
 
 
 async def _create(nc: Client, cfg: dict[str, Any]) -> None:

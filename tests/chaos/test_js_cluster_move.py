@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from .jsapi import connect, until
 from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -38,30 +39,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JsCluster]:
         c.stop()
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str) -> AsyncIterator[Client]:
-    host = url.removeprefix("nats://")
-    nc = await nats.connect(f"nats://app:app@{host}", max_reconnect_attempts=-1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
+def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, "app")
 
 
 async def _req(nc: Client, subject: str, body: dict[str, Any] | None = None, within: float = 30.0) -> Any:
     """The reply once there is one without error 10008 (the meta group forming)."""
-    deadline = asyncio.get_running_loop().time() + within
-    data = json.dumps(body).encode() if body is not None else b""
-    while True:
-        try:
-            got = json.loads((await nc.request(subject, data, timeout=2)).data)
-            if got.get("error", {}).get("err_code") != 10008:
-                return got
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no answer to {subject}")
-        await asyncio.sleep(0.2)
+    return await until(nc, subject, body, within, each=2.0)
 
 
 def _holders(c: JsCluster, stream: str, messages: int) -> list[str]:

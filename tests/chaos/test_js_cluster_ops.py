@@ -10,7 +10,7 @@ import contextlib
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,9 @@ from nats.aio.client import Client
 from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
 
+from .jsapi import connect, meta_ready
+from .jsapi import req as _req
+from .jsapi import until as _until
 from .jscluster import ACCOUNTS, JsCluster
 
 pytestmark = pytest.mark.timeout(120)
@@ -93,43 +96,13 @@ def reference_cluster(module_tmp: Path) -> Iterator[Ref]:
             m.kill()
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str, user: str = "app") -> AsyncIterator[Client]:
-    host = url.removeprefix("nats://")
-    nc = await nats.connect(f"nats://{user}:{user}@{host}", max_reconnect_attempts=-1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def _req(nc: Client, subject: str, body: str | dict[str, Any] = "", wait: float = 5.0) -> Any:
-    data = body if isinstance(body, str) else json.dumps(body)
-    msg = await nc.request(subject, data.encode(), timeout=wait)
-    return json.loads(msg.data)
-
-
-async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 20.0) -> Any:
-    """The reply once there is one without error 10008 (the meta group forming)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            got = await _req(nc, subject, body, wait=1.0)
-            if got.get("error", {}).get("err_code") != 10008:
-                return got
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no answer to {subject}")
-        await asyncio.sleep(0.2)
+def _connect(url: str, user: str = "app") -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, user)
 
 
 async def _meta_ready(urls: list[str]) -> None:
     """Every server answers the API (its meta group has a leader): whichever test runs first."""
-    for url in urls:
-        async with _connect(url) as nc:
-            got = await _until(nc, "$JS.API.INFO", within=30.0)
-            assert "error" not in got, got
+    await meta_ready(urls, user="app")
 
 
 async def _leader(nc: Client, stream: str) -> str:

@@ -17,6 +17,9 @@ import nats
 import pytest
 from nats.aio.client import Client
 
+from .jsapi import connect
+from .jsapi import req as _req
+from .jsapi import until as _until
 from .jscluster import JsCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -32,34 +35,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
         c.stop()
 
 
-@contextlib.asynccontextmanager
-async def _connect(url: str) -> AsyncIterator[Client]:
-    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def _req(nc: Client, subject: str, body: str | dict[str, Any] = "", wait: float = 5.0) -> Any:
-    data = body if isinstance(body, str) else json.dumps(body)
-    msg = await nc.request(subject, data.encode(), timeout=wait)
-    return json.loads(msg.data)
-
-
-async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 30.0) -> Any:
-    """The reply once there is one without error 10008 (the meta group forming, a restart)."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            got = await _req(nc, subject, body, wait=1.0)
-            if got.get("error", {}).get("err_code") != 10008:
-                return got
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            pass
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"no answer to {subject}")
-        await asyncio.sleep(0.2)
+def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, reconnect_wait=0.1)
 
 
 def _raft_groups(c: JsCluster, name: str) -> set[str]:

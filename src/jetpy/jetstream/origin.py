@@ -232,11 +232,17 @@ class OriginLink:
     def stop(self) -> None:
         """Stop for good: no more setups, the consumer on the origin deleted."""
         self._stopped = True
-        self._cancel()
+        self._cancel(delete=True)
         for h in (self._retry, self._health):
             if h is not None:
                 h.cancel()
         self._retry = self._health = None
+
+    def leave(self) -> None:
+        """Stop for good, the consumer on the origin left to its inactivity threshold rather
+        than deleted (a deposed leader's copying: nats-server's sends no delete then)."""
+        self.cname = ""
+        self.stop()
 
     def retry(self) -> None:
         """Give the current consumer up and set up a new one (throttled and backed off)."""
@@ -266,7 +272,7 @@ class OriginLink:
         """The owner cannot go on with this origin (it diverged): show why, stop copying."""
         self.err = ApiErrorBody.of(err)
         self._diverged = True
-        self._cancel()
+        self._cancel(delete=True)
 
     # -- setup ----------------------------------------------------------------------------------
 
@@ -392,15 +398,17 @@ class OriginLink:
             self.bus.unsubscribe(self._deliver_sub)
             self._deliver_sub = None
 
-    def _cancel(self) -> None:
-        """Drop the current consumer: unsubscribe, and delete it on the origin."""
+    def _cancel(self, delete: bool = False) -> None:
+        """Drop the current consumer: unsubscribe; ask the origin to ``delete`` it when copying
+        stops for good, as nats-server 2.15.1 does (its retries send no delete). Either way it
+        goes by its inactivity threshold: the API does not delete a mirror's or source's own."""
         self._end_request()
         self._drop_deliveries()
         if self.cname:
-            # fire and forget (the reply goes nowhere); it would go by inactivity anyway
-            self.bus.publish(
-                f"{self.api}.CONSUMER.DELETE.{self.origin}.{self.cname}", f"$JSC.R.{_token()}", b""
-            )
+            if delete:  # fire and forget (the reply goes nowhere)
+                self.bus.publish(
+                    f"{self.api}.CONSUMER.DELETE.{self.origin}.{self.cname}", f"$JSC.R.{_token()}", b""
+                )
             self.cname = ""
 
     # -- deliveries -----------------------------------------------------------------------------

@@ -72,11 +72,14 @@ class ConsumerApi:
         return self.registry.require(name)
 
     def _consumer(self, args: list[str]) -> Consumer:
+        """The consumer the request names. A mirror's or source's own (``direct``) is not the
+        API's to read, pause or delete: "consumer not found", and it goes on copying, as
+        nats-server 2.15.1 answers (it is not listed either)."""
         if len(args) < 2:
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         s = self._stream(args[0])
         c = self.manager.get(s, args[1])
-        if c is None:
+        if c is None or c.config.direct:
             self._not_offline(s, args[1])
             raise ApiError.of(E.CONSUMER_NOT_FOUND)
         return c

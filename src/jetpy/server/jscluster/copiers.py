@@ -177,7 +177,7 @@ class Copier:
         if leading:
             self._restart(0.0)
         else:
-            self._halt()
+            self._halt(deposed=True)
 
     def config_changed(self) -> None:
         if self._leading:
@@ -189,14 +189,18 @@ class Copier:
 
     # -- epochs ----------------------------------------------------------------------------------------
 
-    def _halt(self) -> None:
-        """Stop copying (the owner's consumers deleted; its report stays until replaced)."""
+    def _halt(self, deposed: bool = False) -> None:
+        """Stop copying (the owner's consumers deleted, or left to their inactivity threshold
+        by a ``deposed`` leader, as nats-server's: its report stays until replaced)."""
         self.epoch = 0
         if self._task is not None:
             self._task.cancel()
             self._task = None
         owner = self._owner
         if owner is not None:
+            if deposed:
+                for link in _links(owner):
+                    link.leave()
             owner.stop()
         self.mirror_direct(None, False)
         self._drop_batch()

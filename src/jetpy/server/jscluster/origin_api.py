@@ -5,11 +5,13 @@ A mirror's or source's consumer (``direct`` set: ack none, flow controlled, one 
 inactivity threshold) is not an assignment of the meta group: the origin stream's leader
 creates it in its own engine, on its replica, and answers the create, as nats-server's stream
 leader does (``CONSUMER.CREATE`` with ``direct`` is answered by no other server). It is not
-replicated, not listed, not counted in the stream's ``consumer_count``; it goes when nothing
-listens on its deliver subject for its inactivity threshold (its mirror or source stopped, or
-set up a new one), with its server, or by ``CONSUMER.DELETE`` (which the meta leader answers as
-for any consumer it does not hold: nats-server's stream leader answers it). Every other
-``CONSUMER.CREATE`` is the cluster's (:mod:`.consumer_api`).
+replicated, not listed, not counted in the stream's ``consumer_count``. It stays on the server
+that created it when the stream's leader moves (its replica there goes on storing, so it goes on
+delivering, as nats-server's does), and goes when nothing listens on its deliver subject for its
+inactivity threshold (its mirror or source stopped, or set up a new one) or with its server. A
+``CONSUMER.DELETE`` naming it is the cluster's like any other: the meta leader, which does not
+hold it, answers "consumer not found" and the consumer goes on copying, as on a nats-server
+2.15.1 cluster. Every other ``CONSUMER.CREATE`` is the cluster's (:mod:`.consumer_api`).
 
 Must not know: the meta group, what a mirror or source does with the deliveries.
 """
@@ -24,7 +26,7 @@ import msgspec
 from jetpy.jetstream.api.router import Elsewhere, Route
 from jetpy.server.jscluster.local import Replica
 
-__all__ = ["origin_consumer_delete_route", "origin_consumer_route"]
+__all__ = ["origin_consumer_route"]
 
 
 class _Direct(msgspec.Struct):
@@ -62,19 +64,6 @@ def origin_consumer_route(
             if rep is None or not rep.is_leader or rep.behind:
                 raise Elsewhere
             return single.handler(args, hdr, body)
-        return cluster.handler(args, hdr, body)
-
-    return Route(cluster.response, answer, cluster.args, cluster.counts_success)
-
-
-def origin_consumer_delete_route(cluster: Route[Any], drop_direct: Callable[[str, str], bool]) -> Route[Any]:
-    """``CONSUMER.DELETE``: a server whose engine runs the named mirror's or source's consumer
-    deletes it (``drop_direct``) without answering; the cluster's route answers as for any
-    consumer (the meta group does not hold it: "consumer not found")."""
-
-    def answer(args: list[str], hdr: bytes, body: bytes) -> Any:
-        if len(args) == 2:
-            drop_direct(args[0], args[1])
         return cluster.handler(args, hdr, body)
 
     return Route(cluster.response, answer, cluster.args, cluster.counts_success)

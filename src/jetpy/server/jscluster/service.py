@@ -46,7 +46,7 @@ from jetpy.server.jscluster.forming import NAMES_FILE, ROUND_WAIT, SETTLE, STATE
 from jetpy.server.jscluster.local import LocalStream, Replica, copies, r1_here
 from jetpy.server.jscluster.membership import leave, moving, reconcile
 from jetpy.server.jscluster.meta import META_GROUP, ConsumerAssignment, MetaMachine, StreamAssignment
-from jetpy.server.jscluster.origin_api import origin_consumer_delete_route, origin_consumer_route
+from jetpy.server.jscluster.origin_api import origin_consumer_route
 from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose, suits
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
@@ -177,9 +177,6 @@ class ClusteredJetStream(Placements):
             js.router.routes["CONSUMER.CREATE"],
             scope.replica,
             lambda stream: stream in scope.assignments,
-        )
-        js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
-            js.router.routes["CONSUMER.DELETE"], lambda stream, name: _drop_direct(scope, stream, name)
         )
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
@@ -745,14 +742,3 @@ class ClusteredJetStream(Placements):
         scope.js.bus.publish(
             reply.decode(), None, encode(StreamCreateResponse.of(rep.info(), did_create=True))
         )
-
-
-def _drop_direct(scope: AccountScope, stream: str, name: str) -> bool:
-    """Delete ``name`` if this server's engine of the account runs it as a mirror's or
-    source's consumer on ``stream`` (``origin_api``); whether it did."""
-    rep = scope.replica(stream)
-    c = scope.js.consumers.get(rep.stream, name) if rep is not None else None
-    if c is None or not c.config.direct:
-        return False
-    scope.js.consumers.delete(c, advisory=False)
-    return True
