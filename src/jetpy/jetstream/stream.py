@@ -244,6 +244,80 @@ class Stream:
             return decided
         return self.apply_msg(decided)
 
+    def process_many(
+        self,
+        subjects: Sequence[bytes],
+        hdr_lens: Sequence[int],
+        messages: Sequence[bytes],
+        start: int,
+        stop: int,
+        now: int,
+        out: list[StoredMsg | PublishResult],
+    ) -> int:
+        """:meth:`process` of the records ``start .. stop-1`` (record i: ``subjects[i]`` and
+        ``messages[i]``, whose first ``hdr_lens[i]`` bytes are its header block), all at time
+        ``now``, while each needs no rule beyond its size and its ``Nats-Msg-Id``: the same
+        decisions, the attribute lookups and the de-duplication window's trim paid once. Appends
+        each record's outcome to ``out`` (its ``StoredMsg`` when stored, else the answer) and
+        returns the index of the first record left to :meth:`process` (``stop`` when none is):
+        one with other ``Nats-*`` headers, too large, or every record of a sealed stream or one
+        that republishes."""
+        if self._republish is not None:
+            return start
+        limit = self._plain_limit  # -1 when sealed: every record goes to process()
+        map_subject = self._map_subject
+        names: dict[bytes, str] = {}  # a published subject -> the one it is stored under
+        dedup = self._dedup
+        self._trim_dedup(now)
+        store_msg = self.store.store_msg
+        append = out.append
+        simple_id = _simple_id
+        last_id = ""
+        for i in range(start, stop):
+            m = messages[i]
+            hl = hdr_lens[i]
+            if hl:
+                if hl > MAX_HEADER_SIZE or len(m) - hl > limit:
+                    stop = i
+                    break
+                hdr = m[:hl]
+                msg_id = simple_id(hdr)
+                if msg_id is None:
+                    stop = i
+                    break
+                if msg_id:
+                    seen = dedup.get(msg_id)
+                    if seen is not None:
+                        append(self._duplicate(seen[0]))
+                        continue
+                payload = m[hl:]
+            else:
+                if len(m) > limit:
+                    stop = i
+                    break
+                hdr = b""
+                payload = m
+                msg_id = ""
+            raw = subjects[i]
+            subj = names.get(raw)
+            if subj is None:
+                subj = raw.decode()
+                if map_subject is not None:
+                    subj = map_subject(subj)
+                names[raw] = subj
+            try:
+                seq, ts = store_msg(subj, hdr, payload, now, 0)
+            except StoreError as e:
+                append(self._store_failed(e))
+                continue
+            if msg_id:
+                dedup[msg_id] = (seq, ts)
+                last_id = msg_id
+            append(StoredMsg(subj, seq, ts, hdr, payload))
+        if last_id:
+            self._last_msg_id = last_id
+        return stop
+
     def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
         """Check a published message against the stream's config and state: the entry to apply,
         or the answer when it is refused or a duplicate (nothing changes then)."""
@@ -339,12 +413,8 @@ class Stream:
             last = prev.seq if prev is not None else 0
         try:
             seq, ts = self.store.store_msg(subj, hdr, payload, ts, ttl)
-        except ErrMsgTooLarge:
-            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
-        except StoreError as e:  # the limits (discard new) and I/O failures
-            if isinstance(e, ErrStoreIO) and e.lost:
-                self.forget_msg_ids(e.lost)
-            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+        except StoreError as e:
+            return self._store_failed(e)
         if msg_id:
             self._dedup[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
@@ -358,28 +428,36 @@ class Stream:
             None if dest is None or rp is None else rp.message(dest, subj, seq, ts, hdr, payload, last),
         )
 
+    def _store_failed(self, e: StoreError) -> PublishResult:
+        """The answer to a message the store refused: too large, the limits (discard new), or
+        an I/O failure (whose rolled-back sequences' message ids are forgotten)."""
+        if isinstance(e, ErrMsgTooLarge):
+            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
+        if isinstance(e, ErrStoreIO) and e.lost:
+            self.forget_msg_ids(e.lost)
+        return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+
+    def _duplicate(self, seq: int) -> PublishResult:
+        """The answer to a message whose id the stream holds as ``seq``: acknowledged again."""
+        return PublishResult(
+            pub_ack(self.name, seq, duplicate=True, domain=self.domain), seq if self.durable else 0
+        )
+
     def _check_headers(self, subject: str, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
         """The ``Nats-*`` headers' checks, in nats-server's order: (message id, rollup, TTL) to
         store the message with, or the ack of the duplicate it is; raises ApiError."""
         cfg = self.config
         if len(hdr) > MAX_HEADER_SIZE:
             raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
-        nats = hdr.count(b"Nats-")  # one scan tells the common case: a message id at most
-        mid = get_header(hdr, H_MSG_ID) if nats == 1 else None
-        if not nats or mid is not None:
-            # no Nats- header, or the one there is is the id: no other rule applies (keys match
-            # with their case)
-            if not mid:
+        simple = _simple_id(hdr)
+        if simple is not None:  # no other rule applies
+            if not simple:
                 return "", b"", 0
-            msg_id = mid.decode()
             self._trim_dedup(now)
-            seen = self._dedup.get(msg_id)
+            seen = self._dedup.get(simple)
             if seen is not None:
-                return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
-                    seen[0] if self.durable else 0,
-                )
-            return msg_id, b"", 0
+                return self._duplicate(seen[0])
+            return simple, b"", 0
         expected = get_header(hdr, H_EXPECTED_STREAM)
         if expected is not None and expected.decode() != self.name:
             raise ApiError.of(E.STREAM_NOT_MATCH)
@@ -403,10 +481,7 @@ class Stream:
             self._trim_dedup(now)
             seen = self._dedup.get(msg_id)
             if seen is not None:
-                return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
-                    seen[0] if self.durable else 0,
-                )
+                return self._duplicate(seen[0])
         last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
         if last_seq is not None:
             st_last = self.store.state().last_seq
@@ -511,6 +586,20 @@ class Stream:
                 mid = get_header(msg.hdr, H_MSG_ID)
                 if mid:
                     yield mid.decode(), msg.seq, msg.ts
+
+
+def _simple_id(hdr: bytes) -> str | None:
+    """The message id of a header block (``""``: none) when it is the block's only ``Nats-*``
+    header, so that no rule but de-duplication applies (keys match with their case); None when
+    other ``Nats-*`` headers need their checks. One scan tells the common case."""
+    nats = hdr.count(b"Nats-")
+    if not nats:
+        return ""
+    if nats == 1:
+        mid = get_header(hdr, H_MSG_ID)
+        if mid is not None:
+            return mid.decode()
+    return None
 
 
 def _go_quote(raw: bytes) -> str:

@@ -46,8 +46,8 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import ApiErrorBody, _always, _always_list, encode
 from jetpy.jetstream.ports import Caller, MessageBus
-from jetpy.jetstream.registry import Accept, StreamRegistry
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.registry import AcceptMany, StreamRegistry
+from jetpy.jetstream.stream import PublishResult, Stream
 from jetpy.protocol.bulk_publish import (
     PUBLISH_API,
     RESPONSE_TYPE,
@@ -55,6 +55,7 @@ from jetpy.protocol.bulk_publish import (
     BulkRecords,
     decode_request,
 )
+from jetpy.store.base import StoredMsg
 
 __all__ = [
     "DOMAIN_PUBLISH_SUBJECTS",
@@ -109,7 +110,7 @@ class BulkPublishResponse(ApiResponse, frozen=True):
 @dataclass(slots=True)
 class _Job:
     stream: Stream
-    accept: Accept
+    accept: AcceptMany
     reply: bytes
     recs: BulkRecords
     size: int  # the request's bytes
@@ -157,7 +158,7 @@ class BulkPublish:
 
     def _job(self, name: str, reply: bytes, body: bytes, caller: Caller | None) -> _Job:
         s = self.registry.require(name)
-        accept = self.registry.acceptor(s)
+        accept = self.registry.bulk_acceptor(s)
         if accept is None:
             raise ApiError.of(E.CLUSTER_UNSUPPORTED_FEATURE)
         try:
@@ -242,36 +243,43 @@ def _check_subject(s: Stream, caller: Caller | None, i: int, raw: bytes) -> None
 def _store_slice(job: _Job) -> bool:
     """Store the job's next ``SLICE`` records; whether that was the last of them."""
     recs = job.recs
-    accept = job.accept
-    subjs, hls, msgs = recs.subjects, recs.hdr_lens, recs.messages
-    stored = job.stored
-    top = job.top
+    n = len(recs)
     start = job.next
-    stop = min(len(subjs), start + SLICE)
+    stop = min(n, start + SLICE)
+    outcomes = job.accept(recs.subjects, recs.hdr_lens, recs.messages, start, stop)
+    stored = job.stored
     run = stored[-1] if stored else None
-    for i in range(start, stop):
-        m = msgs[i]
-        hl = hls[i]
-        res = accept(subjs[i], m[:hl] if hl else b"", m)
-        st = res.stored
-        if st is not None:
-            seq = st.seq
-            if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
-                run[1] += 1
-            else:
-                run = [i, 1, seq]
-                stored.append(run)
+    durable = job.stream.durable
+    top = job.top
+    i = start
+    for res in outcomes:
+        if type(res) is StoredMsg:
+            seq = res.seq
+            if durable:
+                top = seq
         else:
-            ack = res.ack
-            if ack.startswith(_ERROR):
-                _add_error(job.errors, i, ack)
-            else:
-                _add_run(job.dups, i, _ack_seq(ack))
-        if res.durable_seq > top:
-            top = res.durable_seq
+            assert isinstance(res, PublishResult)
+            if res.durable_seq > top:
+                top = res.durable_seq
+            st = res.stored
+            if st is None:
+                ack = res.ack
+                if ack.startswith(_ERROR):
+                    _add_error(job.errors, i, ack)
+                else:
+                    _add_run(job.dups, i, _ack_seq(ack))
+                i += 1
+                continue
+            seq = st.seq
+        if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
+            run[1] += 1
+        else:
+            run = [i, 1, seq]
+            stored.append(run)
+        i += 1
     job.top = top
     job.next = stop
-    return stop == len(subjs)
+    return stop == n
 
 
 def _add_run(runs: list[list[int]], i: int, seq: int) -> None:
