@@ -372,6 +372,7 @@ async def test_same_stream_as_single_publishes(server: Server, storage: str) -> 
                 await js.get_msg("ONE", seq)
             continue
         y = await js.get_msg("ONE", seq)
+        assert x.subject and y.subject
         assert (x.subject.split(".", 1)[1], x.data, x.headers) == (
             y.subject.split(".", 1)[1],
             y.data,
