@@ -67,6 +67,7 @@ other clients served between."""
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
 H_MSG_ID = b"Nats-Msg-Id"
+_MSG_ID_KEY = b"\r\n" + H_MSG_ID + b":"  # as get_header finds it
 H_EXPECTED_STREAM = b"Nats-Expected-Stream"
 H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
 H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
@@ -92,6 +93,7 @@ class PublishResult(msgspec.Struct, frozen=True, gc=False):
     stored: StoredMsg | None = None  # exactly what was stored (None: not stored, or a duplicate)
     expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
     republish: RepublishedMsg | None = None  # what to publish for the stream's ``republish``
+    duplicate: int = 0  # a duplicate's: the sequence the stream holds its message id as
 
 
 def _ack_format(stream: str, domain: str = "") -> bytes:
@@ -185,6 +187,7 @@ class Stream:
         self.durable = config.storage == "file"
         self.domain = domain  # the server's JetStream domain ("" without one)
         self._ack_format = _ack_format(self.name, domain)  # the PubAck, but for its sequence
+        self._dup_format = self._ack_format[:-1] + b',"duplicate": true}'  # a duplicate's (pub_ack)
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
@@ -269,10 +272,9 @@ class Stream:
         names: dict[bytes, str] = {}  # a published subject -> the one it is stored under
         dedup = self._dedup
         self._trim_dedup(now)
-        store_msg = self.store.store_msg
-        append = out.append
         simple_id = _simple_id
-        last_id = ""
+        run = _Run()  # decided, to be stored together
+        append = out.append
         for i in range(start, stop):
             m = messages[i]
             hl = hdr_lens[i]
@@ -286,10 +288,14 @@ class Stream:
                     stop = i
                     break
                 if msg_id:
+                    if msg_id in run.ids:  # a duplicate of a record of this run: stored first
+                        self._store_run(run, now, out)
+                        run = _Run()
                     seen = dedup.get(msg_id)
                     if seen is not None:
                         append(self._duplicate(seen[0]))
                         continue
+                    run.ids.add(msg_id)
                 payload = m[hl:]
             else:
                 if len(m) > limit:
@@ -305,18 +311,50 @@ class Stream:
                 if map_subject is not None:
                     subj = map_subject(subj)
                 names[raw] = subj
-            try:
-                seq, ts = store_msg(subj, hdr, payload, now, 0)
-            except StoreError as e:
-                append(self._store_failed(e))
-                continue
-            if msg_id:
-                dedup[msg_id] = (seq, ts)
-                last_id = msg_id
-            append(StoredMsg(subj, seq, ts, hdr, payload))
-        if last_id:
-            self._last_msg_id = last_id
+            run.subjects.append(subj)
+            run.hdrs.append(hdr)
+            run.payloads.append(payload)
+            run.msg_ids.append(msg_id)
+            run.at.append(len(out))
+            append(None)  # type: ignore[arg-type]  # its StoredMsg once stored
+        self._store_run(run, now, out)
         return stop
+
+    def _store_run(self, run: _Run, now: int, out: list[StoredMsg | PublishResult]) -> None:
+        """Store the messages ``process_many`` decided, in order, at ``now``: the store's runs
+        in one call (``store_many``), any message it leaves alone through ``store_msg``; their
+        message ids recorded, each one's outcome put in its place in ``out``."""
+        store = self.store
+        dedup = self._dedup
+        subjects, hdrs, payloads, msg_ids, at = run.subjects, run.hdrs, run.payloads, run.msg_ids, run.at
+        n = len(subjects)
+        k = 0
+        while k < n:
+            got = store.store_many(subjects, hdrs, payloads, k, now)
+            if got:
+                seq = store.state().last_seq - got
+                for j in range(k, k + got):
+                    seq += 1
+                    subj = subjects[j]
+                    msg_id = msg_ids[j]
+                    if msg_id:
+                        dedup[msg_id] = (seq, now)
+                        self._last_msg_id = msg_id
+                    out[at[j]] = StoredMsg(subj, seq, now, hdrs[j], payloads[j])
+                k += got
+                continue
+            subj = subjects[k]
+            try:
+                seq, ts = store.store_msg(subj, hdrs[k], payloads[k], now, 0)
+            except StoreError as e:
+                out[at[k]] = self._store_failed(e)
+            else:
+                msg_id = msg_ids[k]
+                if msg_id:
+                    dedup[msg_id] = (seq, ts)
+                    self._last_msg_id = msg_id
+                out[at[k]] = StoredMsg(subj, seq, ts, hdrs[k], payloads[k])
+            k += 1
 
     def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
         """Check a published message against the stream's config and state: the entry to apply,
@@ -439,9 +477,7 @@ class Stream:
 
     def _duplicate(self, seq: int) -> PublishResult:
         """The answer to a message whose id the stream holds as ``seq``: acknowledged again."""
-        return PublishResult(
-            pub_ack(self.name, seq, duplicate=True, domain=self.domain), seq if self.durable else 0
-        )
+        return PublishResult(self._dup_format % seq, seq if self.durable else 0, duplicate=seq)
 
     def _check_headers(self, subject: str, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
         """The ``Nats-*`` headers' checks, in nats-server's order: (message id, rollup, TTL) to
@@ -588,6 +624,21 @@ class Stream:
                     yield mid.decode(), msg.seq, msg.ts
 
 
+class _Run:
+    """Messages :meth:`Stream.process_many` decided to store, in order: each one's stored
+    subject, header block, payload, message id (``""``: none) and place in the outcomes."""
+
+    __slots__ = ("at", "hdrs", "ids", "msg_ids", "payloads", "subjects")
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+        self.hdrs: list[bytes] = []
+        self.payloads: list[bytes] = []
+        self.msg_ids: list[str] = []
+        self.ids: set[str] = set()
+        self.at: list[int] = []
+
+
 def _simple_id(hdr: bytes) -> str | None:
     """The message id of a header block (``""``: none) when it is the block's only ``Nats-*``
     header, so that no rule but de-duplication applies (keys match with their case); None when
@@ -595,10 +646,12 @@ def _simple_id(hdr: bytes) -> str | None:
     nats = hdr.count(b"Nats-")
     if not nats:
         return ""
-    if nats == 1:
-        mid = get_header(hdr, H_MSG_ID)
-        if mid is not None:
-            return mid.decode()
+    if nats == 1:  # get_header(hdr, H_MSG_ID), inline: once per message of a bulk publish
+        i = hdr.find(_MSG_ID_KEY)
+        if i >= 0:
+            i += len(_MSG_ID_KEY)
+            j = hdr.find(b"\r\n", i)
+            return hdr[i : j if j >= 0 else len(hdr)].strip().decode()
     return None
 
 

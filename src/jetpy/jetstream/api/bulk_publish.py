@@ -78,9 +78,6 @@ MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 a request is refused (10167, too many requests) rather than queued, so that clients sending
 faster than the stream stores cannot grow the server's memory without bound."""
 
-_ERROR: Final = b'{"error":'
-_SEQ: Final = b'"seq":'
-
 
 class BulkPublishRun(msgspec.Struct, frozen=True):
     """Records ``index .. index+count-1``, as sequences ``seq .. seq+count-1``."""
@@ -263,11 +260,10 @@ def _store_slice(job: _Job) -> bool:
                 top = res.durable_seq
             st = res.stored
             if st is None:
-                ack = res.ack
-                if ack.startswith(_ERROR):
-                    _add_error(job.errors, i, ack)
+                if res.duplicate:
+                    _add_run(job.dups, i, res.duplicate)
                 else:
-                    _add_run(job.dups, i, _ack_seq(ack))
+                    _add_error(job.errors, i, res.ack)
                 i += 1
                 continue
             seq = st.seq
@@ -298,12 +294,3 @@ def _add_error(errors: list[tuple[int, int, bytes]], i: int, ack: bytes) -> None
             errors[-1] = (j, n + 1, ack)
             return
     errors.append((i, 1, ack))
-
-
-def _ack_seq(ack: bytes) -> int:
-    """The sequence a PubAck names (a duplicate's: the one the stream holds it as)."""
-    k = ack.find(_SEQ) + len(_SEQ)
-    e = k
-    while e < len(ack) and 48 <= ack[e] <= 57:
-        e += 1
-    return int(ack[k:e])
