@@ -10,6 +10,7 @@ max_msgs_per_subject). Bounded by bytes; the oldest half goes when it is full.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Final
 
 from jetpy.store.base import StoredMsg
@@ -56,7 +57,7 @@ class RecentMessages:
         if not msgs or first != self.base + len(msgs):
             self._restart(first)
         msgs.extend(run)
-        self.nbytes += sum(len(m.hdr) + len(m.data) for m in run) + _ENTRY_OVERHEAD * len(run)
+        self.nbytes += _size(run) + _ENTRY_OVERHEAD * len(run)
         while self.nbytes > RECENT_BYTES and len(msgs) > 1:
             self._halve()
 
@@ -70,7 +71,8 @@ class RecentMessages:
         """Drop the oldest half (the cache is over its bytes)."""
         msgs = self.msgs
         drop = len(msgs) // 2
-        self.nbytes -= sum(len(m.hdr) + len(m.data) + _ENTRY_OVERHEAD for m in msgs[:drop] if m is not None)
+        gone = [m for m in msgs[:drop] if m is not None] if self.holes else msgs[:drop]
+        self.nbytes -= _size(gone) + _ENTRY_OVERHEAD * len(gone)  # type: ignore[arg-type]  # no None
         del msgs[:drop]
         self.base += drop
 
@@ -107,3 +109,12 @@ class RecentMessages:
         self.nbytes = 0
         self.base = 0
         self.holes = 0
+
+
+_hdr_of = attrgetter("hdr")
+_data_of = attrgetter("data")
+
+
+def _size(msgs: list[StoredMsg]) -> int:
+    """Their header and payload bytes (counted in C: once per message of a bulk publish)."""
+    return sum(map(len, map(_hdr_of, msgs))) + sum(map(len, map(_data_of, msgs)))

@@ -21,7 +21,7 @@ import secrets
 import string
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -588,7 +588,11 @@ def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
                 break
             k = len(out)
             j = process_many(subjects, hdr_lens, messages, i, stop, _time_ns(), out)
-            run = [r for r in out[k:] if type(r) is StoredMsg]
+            chunk = out[k:]
+            if list(map(type, chunk)).count(StoredMsg) == len(chunk):  # all stored (in C)
+                run = cast("list[StoredMsg]", chunk)
+            else:
+                run = [r for r in chunk if type(r) is StoredMsg]
             if run:
                 if len(run) == j - i:
                     size = sum(map(len, subjects[i:j])) + sum(map(len, messages[i:j]))

@@ -273,8 +273,12 @@ class Stream:
         dedup = self._dedup
         self._trim_dedup(now)
         simple_id = _simple_id
-        run = _Run()  # decided, to be stored together
         append = out.append
+        # the run of records decided to be stored: each one's stored subject, header block,
+        # payload and message id ("": none); stored before any other outcome is appended
+        run: tuple[list[str], list[bytes], list[bytes], list[str]] = ([], [], [], [])
+        subjs, hdrs, payloads, ids = run
+        in_run: set[str] = set()
         for i in range(start, stop):
             m = messages[i]
             hl = hdr_lens[i]
@@ -288,14 +292,17 @@ class Stream:
                     stop = i
                     break
                 if msg_id:
-                    if msg_id in run.ids:  # a duplicate of a record of this run: stored first
+                    if msg_id in in_run:  # a duplicate of a record of this run: stored first
                         self._store_run(run, now, out)
-                        run = _Run()
+                        in_run.clear()
                     seen = dedup.get(msg_id)
                     if seen is not None:
+                        if subjs:
+                            self._store_run(run, now, out)
+                            in_run.clear()
                         append(self._duplicate(seen[0]))
                         continue
-                    run.ids.add(msg_id)
+                    in_run.add(msg_id)
                 payload = m[hl:]
             else:
                 if len(m) > limit:
@@ -311,50 +318,67 @@ class Stream:
                 if map_subject is not None:
                     subj = map_subject(subj)
                 names[raw] = subj
-            run.subjects.append(subj)
-            run.hdrs.append(hdr)
-            run.payloads.append(payload)
-            run.msg_ids.append(msg_id)
-            run.at.append(len(out))
-            append(None)  # type: ignore[arg-type]  # its StoredMsg once stored
-        self._store_run(run, now, out)
+            subjs.append(subj)
+            hdrs.append(hdr)
+            payloads.append(payload)
+            ids.append(msg_id)
+        if subjs:
+            self._store_run(run, now, out)
         return stop
 
-    def _store_run(self, run: _Run, now: int, out: list[StoredMsg | PublishResult]) -> None:
-        """Store the messages ``process_many`` decided, in order, at ``now``: the store's runs
-        in one call (``store_many``), any message it leaves alone through ``store_msg``; their
-        message ids recorded, each one's outcome put in its place in ``out``."""
+    def _store_run(
+        self,
+        run: tuple[list[str], list[bytes], list[bytes], list[str]],
+        now: int,
+        out: list[StoredMsg | PublishResult],
+    ) -> None:
+        """Store the run of messages ``process_many`` decided, in order, at ``now`` (the
+        store's runs in one call, ``store_many``; any message it leaves alone through
+        ``store_msg``), record their message ids, append their outcomes to ``out``, and empty
+        the run."""
         store = self.store
         dedup = self._dedup
-        subjects, hdrs, payloads, msg_ids, at = run.subjects, run.hdrs, run.payloads, run.msg_ids, run.at
+        subjects, hdrs, payloads, msg_ids = run
         n = len(subjects)
         k = 0
         while k < n:
             got = store.store_many(subjects, hdrs, payloads, k, now)
             if got:
-                seq = store.state().last_seq - got
-                for j in range(k, k + got):
-                    seq += 1
-                    subj = subjects[j]
-                    msg_id = msg_ids[j]
-                    if msg_id:
-                        dedup[msg_id] = (seq, now)
-                        self._last_msg_id = msg_id
-                    out[at[j]] = StoredMsg(subj, seq, now, hdrs[j], payloads[j])
-                k += got
+                first = store.state().last_seq - got + 1
+                e = k + got
+                seqs = range(first, first + got)
+                out.extend(
+                    [
+                        StoredMsg(subj, seq, now, hdr, payload)
+                        for subj, seq, hdr, payload in zip(
+                            subjects[k:e], seqs, hdrs[k:e], payloads[k:e], strict=True
+                        )
+                    ]
+                )
+                ids = msg_ids[k:e]
+                if "" in ids:
+                    dedup.update((mid, (seq, now)) for mid, seq in zip(ids, seqs, strict=True) if mid)
+                else:
+                    dedup.update(zip(ids, [(seq, now) for seq in seqs], strict=True))
+                last = next((mid for mid in reversed(ids) if mid), "")
+                if last:
+                    self._last_msg_id = last
+                k = e
                 continue
             subj = subjects[k]
             try:
                 seq, ts = store.store_msg(subj, hdrs[k], payloads[k], now, 0)
-            except StoreError as e:
-                out[at[k]] = self._store_failed(e)
+            except StoreError as err:
+                out.append(self._store_failed(err))
             else:
                 msg_id = msg_ids[k]
                 if msg_id:
                     dedup[msg_id] = (seq, ts)
                     self._last_msg_id = msg_id
-                out[at[k]] = StoredMsg(subj, seq, ts, hdrs[k], payloads[k])
+                out.append(StoredMsg(subj, seq, ts, hdrs[k], payloads[k]))
             k += 1
+        for column in run:
+            column.clear()
 
     def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
         """Check a published message against the stream's config and state: the entry to apply,
@@ -622,21 +646,6 @@ class Stream:
                 mid = get_header(msg.hdr, H_MSG_ID)
                 if mid:
                     yield mid.decode(), msg.seq, msg.ts
-
-
-class _Run:
-    """Messages :meth:`Stream.process_many` decided to store, in order: each one's stored
-    subject, header block, payload, message id (``""``: none) and place in the outcomes."""
-
-    __slots__ = ("at", "hdrs", "ids", "msg_ids", "payloads", "subjects")
-
-    def __init__(self) -> None:
-        self.subjects: list[str] = []
-        self.hdrs: list[bytes] = []
-        self.payloads: list[bytes] = []
-        self.msg_ids: list[str] = []
-        self.ids: set[str] = set()
-        self.at: list[int] = []
 
 
 def _simple_id(hdr: bytes) -> str | None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 
@@ -249,6 +249,20 @@ def _store_slice(job: _Job) -> bool:
     durable = job.stream.durable
     top = job.top
     i = start
+    first = outcomes[0] if outcomes else None
+    if (
+        type(first) is StoredMsg
+        and list(map(type, outcomes)).count(StoredMsg) == len(outcomes)
+        and cast(StoredMsg, outcomes[-1]).seq - first.seq == len(outcomes) - 1
+    ):  # all stored, in consecutive sequences (the common case, checked in C)
+        seq = first.seq
+        if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
+            run[1] += len(outcomes)
+        else:
+            stored.append([i, len(outcomes), seq])
+        if durable:
+            top = seq + len(outcomes) - 1
+        outcomes = []
     for res in outcomes:
         if type(res) is StoredMsg:
             seq = res.seq
