@@ -137,8 +137,8 @@ async def test_reference_encoder_and_decoder_agree() -> None:
     recs: list[Record] = [(b"a.b", b"", b""), (b"c", msg_id_header(b"1"), b"\x00\r\n"), (b"d", b"", b"y" * 9)]
     got = decode_request(encode_request(recs))
     assert got.subjects == [r[0] for r in recs]
-    assert list(got.hdr_lens) == [len(r[1]) for r in recs]
-    assert got.messages == [r[1] + r[2] for r in recs]
+    assert got.hdrs == [r[1] for r in recs]
+    assert got.payloads == [r[2] for r in recs]
 
 
 async def test_permissions_are_those_of_a_publish(tmp_path: Path) -> None:

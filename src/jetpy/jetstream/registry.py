@@ -536,12 +536,10 @@ def acceptor(stream: Stream, registry: StreamRegistry) -> Accept:
     return accept
 
 
-AcceptMany = Callable[
-    [Sequence[bytes], Sequence[int], Sequence[bytes], int, int], list[StoredMsg | PublishResult]
-]
-"""Takes records ``start .. stop-1`` (``(subjects, header lengths, messages, start, stop)``,
-record i's message a header block of ``hdr_lens[i]`` bytes and its payload) into a stream, in
-order: each one's ``StoredMsg`` when stored, else its answer (see :func:`bulk_acceptor`)."""
+AcceptMany = Callable[[list[bytes], list[bytes], list[bytes], int, int], list[StoredMsg | PublishResult]]
+"""Takes records ``start .. stop-1`` (``(subjects, header blocks, payloads, start, stop)``, a
+header block ``b""`` for none) into a stream, in order: each one's ``StoredMsg`` when stored,
+else its answer (see :func:`bulk_acceptor`)."""
 
 
 def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
@@ -561,33 +559,26 @@ def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
     gauge = resources.gauge(storage)
     acct = resources.account_gauge(storage)
 
-    def one(
-        subjects: Sequence[bytes], hdr_lens: Sequence[int], messages: Sequence[bytes], i: int
-    ) -> PublishResult:
-        hl = hdr_lens[i]
-        m = messages[i]
-        return accept(subjects[i], m[:hl] if hl else b"", m)
+    def one(subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], i: int) -> PublishResult:
+        hdr = hdrs[i]
+        return accept(subjects[i], hdr, hdr + payloads[i] if hdr else payloads[i])
 
     def accept_many(
-        subjects: Sequence[bytes], hdr_lens: Sequence[int], messages: Sequence[bytes], start: int, stop: int
+        subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], start: int, stop: int
     ) -> list[StoredMsg | PublishResult]:
         out: list[StoredMsg | PublishResult] = []
         i = start
         while i < stop:
-            bound = (
-                sum(map(len, subjects[i:stop]))
-                + sum(map(len, messages[i:stop]))
-                + (stop - i) * MSG_SIZE_BOUND
-            )
+            bound = _bytes(subjects, hdrs, payloads, i, stop) + (stop - i) * MSG_SIZE_BOUND
             if (
                 stream.config.retention == "interest"
                 or gauge.used + bound >= gauge.limit
                 or acct.used + bound > acct.limit
             ):
-                out.extend(one(subjects, hdr_lens, messages, j) for j in range(i, stop))
+                out.extend(one(subjects, hdrs, payloads, j) for j in range(i, stop))
                 break
             k = len(out)
-            j = process_many(subjects, hdr_lens, messages, i, stop, _time_ns(), out)
+            j = process_many(subjects, hdrs, payloads, i, stop, _time_ns(), out)
             chunk = out[k:]
             if list(map(type, chunk)).count(StoredMsg) == len(chunk):  # all stored (in C)
                 run = cast("list[StoredMsg]", chunk)
@@ -595,10 +586,10 @@ def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
                 run = [r for r in chunk if type(r) is StoredMsg]
             if run:
                 if len(run) == j - i:
-                    size = sum(map(len, subjects[i:j])) + sum(map(len, messages[i:j]))
+                    size = _bytes(subjects, hdrs, payloads, i, j)
                 else:
                     size = sum(
-                        len(subjects[n]) + len(messages[n])
+                        len(subjects[n]) + len(hdrs[n]) + len(payloads[n])
                         for n in range(i, j)
                         if type(out[k + n - i]) is StoredMsg
                     )
@@ -608,12 +599,17 @@ def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
                 if recent.enabled or stream.consumer_count:
                     stored_many(stream, run)
             if j < stop:
-                out.append(one(subjects, hdr_lens, messages, j))
+                out.append(one(subjects, hdrs, payloads, j))
                 j += 1
             i = j
         return out
 
     return accept_many
+
+
+def _bytes(subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], i: int, j: int) -> int:
+    """The subject and message bytes of records ``i .. j-1`` (what ``accept`` counts of each)."""
+    return sum(map(len, subjects[i:j])) + sum(map(len, hdrs[i:j])) + sum(map(len, payloads[i:j]))
 
 
 def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:

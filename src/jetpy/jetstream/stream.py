@@ -249,16 +249,16 @@ class Stream:
 
     def process_many(
         self,
-        subjects: Sequence[bytes],
-        hdr_lens: Sequence[int],
-        messages: Sequence[bytes],
+        subjects: list[bytes],
+        hdrs: list[bytes],
+        payloads: list[bytes],
         start: int,
         stop: int,
         now: int,
         out: list[StoredMsg | PublishResult],
     ) -> int:
-        """:meth:`process` of the records ``start .. stop-1`` (record i: ``subjects[i]`` and
-        ``messages[i]``, whose first ``hdr_lens[i]`` bytes are its header block), all at time
+        """:meth:`process` of the records ``start .. stop-1`` (record i: ``subjects[i]``, its
+        header block ``hdrs[i]``, ``b""`` for none, and its payload ``payloads[i]``), all at time
         ``now``, while each needs no rule beyond its size and its ``Nats-Msg-Id``: the same
         decisions, the attribute lookups and the de-duplication window's trim paid once. Appends
         each record's outcome to ``out`` (its ``StoredMsg`` when stored, else the answer) and
@@ -277,16 +277,15 @@ class Stream:
         # the run of records decided to be stored: each one's stored subject, header block,
         # payload and message id ("": none); stored before any other outcome is appended
         run: tuple[list[str], list[bytes], list[bytes], list[str]] = ([], [], [], [])
-        subjs, hdrs, payloads, ids = run
+        run_subjects, run_hdrs, run_payloads, run_ids = run
         in_run: set[str] = set()
         for i in range(start, stop):
-            m = messages[i]
-            hl = hdr_lens[i]
-            if hl:
-                if hl > MAX_HEADER_SIZE or len(m) - hl > limit:
+            hdr = hdrs[i]
+            payload = payloads[i]
+            if hdr:
+                if len(hdr) > MAX_HEADER_SIZE or len(payload) > limit:
                     stop = i
                     break
-                hdr = m[:hl]
                 msg_id = simple_id(hdr)
                 if msg_id is None:
                     stop = i
@@ -297,19 +296,16 @@ class Stream:
                         in_run.clear()
                     seen = dedup.get(msg_id)
                     if seen is not None:
-                        if subjs:
+                        if run_subjects:
                             self._store_run(run, now, out)
                             in_run.clear()
                         append(self._duplicate(seen[0]))
                         continue
                     in_run.add(msg_id)
-                payload = m[hl:]
             else:
-                if len(m) > limit:
+                if len(payload) > limit:
                     stop = i
                     break
-                hdr = b""
-                payload = m
                 msg_id = ""
             raw = subjects[i]
             subj = names.get(raw)
@@ -318,11 +314,11 @@ class Stream:
                 if map_subject is not None:
                     subj = map_subject(subj)
                 names[raw] = subj
-            subjs.append(subj)
-            hdrs.append(hdr)
-            payloads.append(payload)
-            ids.append(msg_id)
-        if subjs:
+            run_subjects.append(subj)
+            run_hdrs.append(hdr)
+            run_payloads.append(payload)
+            run_ids.append(msg_id)
+        if run_subjects:
             self._store_run(run, now, out)
         return stop
 

@@ -38,8 +38,8 @@ import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import islice, pairwise
-from operator import gt
+from itertools import islice, pairwise, repeat
+from operator import add, gt
 from typing import Final
 
 __all__ = [
@@ -75,12 +75,12 @@ class BulkPublishFormatError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class BulkRecords:
-    """A decoded request: record i is ``subjects[i]`` and ``messages[i]``, whose first
-    ``hdr_lens[i]`` bytes are its header block."""
+    """A decoded request: record i is ``subjects[i]``, its header block ``hdrs[i]`` (``b""``:
+    none) and its payload ``payloads[i]``."""
 
     subjects: list[bytes]
-    hdr_lens: array[int]
-    messages: list[bytes]
+    hdrs: list[bytes]
+    payloads: list[bytes]
 
     def __len__(self) -> int:
         return len(self.subjects)
@@ -162,15 +162,20 @@ def decode_request(body: bytes) -> BulkRecords:
     area = body[sb:mb]
     subjects = [area[a:b] for a, b in pairwise(so)]
     area = body[mb:]
-    messages = [area[c:d] for c, d in pairwise(mo)]
-    bad = next(
-        (
+    ends = list(map(add, mo, hl))  # where each header block ends (map stops at the shorter hl)
+    hdrs = [area[c:e] for c, e in zip(islice(mo, count), ends, strict=True)]
+    payloads = [area[e:d] for e, d in zip(ends, islice(mo, 1, None), strict=True)]
+    # every header block frames a NATS header block (counted in C; b"" is no block)
+    framed = count - hl.count(0)
+    if (
+        list(map(len, hdrs)) != hl.tolist()
+        or sum(map(bytes.startswith, hdrs, repeat(_HDR_START))) != framed
+        or sum(map(bytes.endswith, hdrs, repeat(_HDR_END))) != framed
+    ):
+        bad = next(
             i
-            for i, h, m in zip(range(count), hl, messages, strict=True)
-            if h and (h > len(m) or not m.startswith(_HDR_START) or m[h - 4 : h] != _HDR_END)
-        ),
-        None,
-    )
-    if bad is not None:
+            for i, (h, hdr) in enumerate(zip(hl, hdrs, strict=True))
+            if len(hdr) != h or (h and not (hdr.startswith(_HDR_START) and hdr.endswith(_HDR_END)))
+        )
         raise BulkPublishFormatError(f"record {bad}: its header length does not frame a NATS header block")
-    return BulkRecords(subjects, hl, messages)
+    return BulkRecords(subjects, hdrs, payloads)

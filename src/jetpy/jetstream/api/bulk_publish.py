@@ -243,7 +243,7 @@ def _store_slice(job: _Job) -> bool:
     n = len(recs)
     start = job.next
     stop = min(n, start + SLICE)
-    outcomes = job.accept(recs.subjects, recs.hdr_lens, recs.messages, start, stop)
+    outcomes = job.accept(recs.subjects, recs.hdrs, recs.payloads, start, stop)
     stored = job.stored
     run = stored[-1] if stored else None
     durable = job.stream.durable
