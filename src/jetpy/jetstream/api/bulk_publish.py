@@ -2,11 +2,14 @@
 
 Owns the request's checks, the storing of its records and the one reply. The format is
 ``protocol/bulk_publish.py``'s; each record is taken as a single publish of it to this server
-would be (``registry.acceptor``: the storage limits, then the stream's rules: ``Nats-Msg-Id``
-de-duplication within ``duplicate_window``, ``Nats-Expected-*``, ``Nats-TTL``, rollups,
-``max_msg_size``, the store's limits), in order, each record's outcome its own, as a run of
-single publishes would have them. What costs a single publish microseconds is paid once per
-request here: no protocol line, routing or PubAck per message, one durability wait.
+would be (``registry.bulk_acceptor``: the storage limits, then the stream's rules:
+``Nats-Msg-Id`` de-duplication within ``duplicate_window``, ``Nats-Expected-*``, ``Nats-TTL``,
+rollups, ``max_msg_size``, the store's limits), in order, each record's outcome its own, as a
+run of single publishes would have them. What costs a single publish microseconds is paid once
+per request or per run of records here: no protocol line, routing or PubAck per message, one
+durability wait, and for the records that need no rule beyond their size and message id, one
+decision pass, one store call and one notification of the consumers per run
+(``Stream.process_many``).
 
 Refused as a whole, before anything is stored (an API error reply): a stream that does not
 exist (10059) or is offline (10194), a replicated one (10036: its messages go through its Raft
