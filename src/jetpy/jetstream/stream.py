@@ -268,22 +268,20 @@ class Stream:
         if self._republish is not None:
             return start
         limit = self._plain_limit  # -1 when sealed: every record goes to process()
-        map_subject = self._map_subject
-        names: dict[bytes, str] = {}  # a published subject -> the one it is stored under
         dedup = self._dedup
         self._trim_dedup(now)
         simple_id = _simple_id
         append = out.append
-        # the run of records decided to be stored: each one's stored subject, header block,
-        # payload and message id ("": none); stored before any other outcome is appended
-        run: tuple[list[str], list[bytes], list[bytes], list[str]] = ([], [], [], [])
-        run_subjects, run_hdrs, run_payloads, run_ids = run
+        names: dict[bytes, str] = {}  # a published subject -> the one it is stored under
+        # the run decided to be stored: records a .. i-1 (a run is stored before any other
+        # outcome is appended, so it is always consecutive records), their message ids
+        a = start
+        ids: list[str] = []
         in_run: set[str] = set()
         for i in range(start, stop):
             hdr = hdrs[i]
-            payload = payloads[i]
             if hdr:
-                if len(hdr) > MAX_HEADER_SIZE or len(payload) > limit:
+                if len(hdr) > MAX_HEADER_SIZE or len(payloads[i]) > limit:
                     stop = i
                     break
                 msg_id = simple_id(hdr)
@@ -292,49 +290,53 @@ class Stream:
                     break
                 if msg_id:
                     if msg_id in in_run:  # a duplicate of a record of this run: stored first
-                        self._store_run(run, now, out)
+                        self._store_run(subjects, hdrs, payloads, a, i, ids, names, now, out)
+                        a = i
                         in_run.clear()
                     seen = dedup.get(msg_id)
                     if seen is not None:
-                        if run_subjects:
-                            self._store_run(run, now, out)
+                        if i > a:
+                            self._store_run(subjects, hdrs, payloads, a, i, ids, names, now, out)
                             in_run.clear()
                         append(self._duplicate(seen[0]))
+                        a = i + 1
                         continue
                     in_run.add(msg_id)
+            elif len(payloads[i]) > limit:
+                stop = i
+                break
             else:
-                if len(payload) > limit:
-                    stop = i
-                    break
                 msg_id = ""
-            raw = subjects[i]
-            subj = names.get(raw)
-            if subj is None:
-                subj = raw.decode()
-                if map_subject is not None:
-                    subj = map_subject(subj)
-                names[raw] = subj
-            run_subjects.append(subj)
-            run_hdrs.append(hdr)
-            run_payloads.append(payload)
-            run_ids.append(msg_id)
-        if run_subjects:
-            self._store_run(run, now, out)
+            ids.append(msg_id)
+        if stop > a:
+            self._store_run(subjects, hdrs, payloads, a, stop, ids, names, now, out)
         return stop
 
     def _store_run(
         self,
-        run: tuple[list[str], list[bytes], list[bytes], list[str]],
+        published: list[bytes],
+        all_hdrs: list[bytes],
+        all_payloads: list[bytes],
+        a: int,
+        b: int,
+        msg_ids: list[str],
+        names: dict[bytes, str],
         now: int,
         out: list[StoredMsg | PublishResult],
     ) -> None:
-        """Store the run of messages ``process_many`` decided, in order, at ``now`` (the
-        store's runs in one call, ``store_many``; any message it leaves alone through
-        ``store_msg``), record their message ids, append their outcomes to ``out``, and empty
-        the run."""
+        """Store records ``a .. b-1``, which ``process_many`` decided to store (``msg_ids``:
+        theirs, ``""`` for none), in order, at ``now`` (the store's runs in one call,
+        ``store_many``; any message it leaves alone through ``store_msg``); record their
+        message ids, append their outcomes to ``out``, and empty ``msg_ids``."""
+        raw = published[a:b]
+        for subject in set(raw).difference(names):  # the stored subjects, each mapped once
+            subj = subject.decode()
+            names[subject] = self._map_subject(subj) if self._map_subject is not None else subj
+        subjects = list(map(names.__getitem__, raw))
+        hdrs = all_hdrs[a:b]
+        payloads = all_payloads[a:b]
         store = self.store
         dedup = self._dedup
-        subjects, hdrs, payloads, msg_ids = run
         n = len(subjects)
         k = 0
         while k < n:
@@ -373,8 +375,7 @@ class Stream:
                     self._last_msg_id = msg_id
                 out.append(StoredMsg(subj, seq, ts, hdrs[k], payloads[k]))
             k += 1
-        for column in run:
-            column.clear()
+        msg_ids.clear()
 
     def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
         """Check a published message against the stream's config and state: the entry to apply,
