@@ -79,6 +79,7 @@ from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
 from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record
 from .recovery import read_tombstones, recover
+from .runs import append_run
 from .sealing import Compactor, remove_leftovers
 from .segment import DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE, NO_SID, Block, block_size_for
 from .tail import Tail, TailFile
@@ -388,56 +389,24 @@ class FileStore:
     def store_many(
         self, subjects: list[str], hdrs: list[bytes], payloads: list[bytes], start: int, ts: int
     ) -> int:
-        """:meth:`store_msg` (no TTL, at ``ts``) of messages ``start ..`` of the lists while each
-        needs nothing beyond the append: stops before one that would roll the block, fill the
-        write buffer, start a subject, or exceed the largest message, and stores none where
-        limits or a failed write have a say (those go through ``store_msg``). The same records
-        and index entries as ``store_msg``'s, one call and the attribute lookups for them all.
+        """:meth:`store_msg` (no TTL, at ``ts``) of messages ``start ..`` of the lists in one
+        call (runs.py: where a run stops); none where limits or a failed write have a say.
         Returns how many it stored, as sequences ``last_seq + 1 ..`` (``last_seq`` before)."""
         if self._w.guard or self._discard_new or self._enforce:
             return 0
-        ix = self._ix
-        blk = ix.active
-        names = self._subjects
-        buf = self._wbuf
-        room = MAX_WRITE_BUFFER - len(buf)
-        max_payload = self._max_payload
-        block_size = self._block_size
-        offs, lens, sids = blk.offs, blk.lens, blk.sids
-        off = blk.size
-        seq = ix.last_seq
-        nbytes = 0
-        for i in range(start, len(subjects)):
-            info = names.get(subjects[i])
-            if info is None:
-                break
-            hdr = hdrs[i]
-            data = payloads[i]
-            hl = len(hdr)
-            pl = hl + len(data)
-            rec_len = RECORD_OVERHEAD + info.slen + pl  # the bytes it appends (record.py)
-            end = off + rec_len
-            room -= rec_len
-            if pl > max_payload or (end > block_size and off > BLOCK_HEADER_SIZE) or room <= 0:
-                break
-            seq += 1
-            acct = append_record(buf, seq, ts, info.enc, hdr, data, info.slen, hl, rec_len)
-            offs.append(off)
-            lens.append(acct)
-            sids.append(info.sid)
-            off = end
-            info.count += 1
-            info.last = seq
-            nbytes += acct
-        n = seq - ix.last_seq
-        if n:
-            blk.size = off
-            blk.live += n
-            ix.msgs += n
-            ix.bytes += nbytes
-            ix.last_seq = seq
-            ix.last_ts = ts
-        return n
+        room = MAX_WRITE_BUFFER - len(self._wbuf)
+        return append_run(
+            self._ix,
+            self._wbuf,
+            room,
+            self._max_payload,
+            self._block_size,
+            subjects,
+            hdrs,
+            payloads,
+            start,
+            ts,
+        )
 
     def _roll(self, base: int, hwm: int) -> None:
         """Seal the active block and start ``<base>.blk``; a sealed block without messages goes,
