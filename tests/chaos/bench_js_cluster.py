@@ -1,10 +1,10 @@
-"""Publishes per second into a replicated stream: three jetpy servers (``chaos.jsnode``, with
-nats-server's Raft timers) against three nats-server processes, the same natsbench ``jspub`` run
-against each in alternation, and the servers' CPU time per message (the three processes summed,
+"""Publishes (or a durable pull consumer's fetches and acks) per second on a replicated stream: three jetpy servers (``chaos.jsnode``, with
+nats-server's Raft timers) against three nats-server processes, the same natsbench scenario (``jspub``, or ``jsfetch``: a prefilled stream read by a durable pull consumer
+with explicit acks) run against each in alternation, and the servers' CPU time per message (the three processes summed,
 from /proc).
 
     python -m chaos.bench_js_cluster [--replicas 3] [--n 100000] [--rounds 3]
-        [--natsbench /tmp/natsbench] [--nats-server PATH]
+        [--scenario jspub|jsfetch] [--natsbench /tmp/natsbench] [--nats-server PATH]
 
 (from ``tests/``; natsbench is built by ``/work/shared/bench/build.sh``). Prints one JSON line per
 run and the medians. Every process started here is stopped by its PID.
@@ -72,8 +72,10 @@ class NatsCluster:
                 p.wait()
 
 
-def run_bench(natsbench: str, url: str, replicas: int, n: int, stream: str) -> dict[str, float]:
-    cmd = [natsbench, "-s", "jspub", "-storage", "file", "-replicas", str(replicas), "-n", str(n)]
+def run_bench(
+    natsbench: str, url: str, replicas: int, n: int, stream: str, scenario: str = "jspub"
+) -> dict[str, float]:
+    cmd = [natsbench, "-s", scenario, "-storage", "file", "-replicas", str(replicas), "-n", str(n)]
     cmd += ["-size", "128", "-window", "4000", "-stream", stream, "-url", url, "-timeout", "60s"]
     for _ in range(60):  # until the meta group answers
         out = subprocess.run(cmd, capture_output=True, timeout=150)
@@ -99,7 +101,7 @@ def one(kind: str, args: argparse.Namespace, round_: int) -> dict[str, float]:
             url, pids, stop = nc.url, nc.pids(), nc.stop
         try:
             before = sum(_cpu(p) for p in pids)
-            doc = run_bench(args.natsbench, url, args.replicas, args.n, f"B{round_}")
+            doc = run_bench(args.natsbench, url, args.replicas, args.n, f"B{round_}", args.scenario)
             doc["cpu_us_per_msg"] = (sum(_cpu(p) for p in pids) - before) / args.n * 1e6
         finally:
             stop()
@@ -116,6 +118,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--natsbench", default="/tmp/natsbench")
     p.add_argument("--nats-server", default=str(Path(sys.executable).parent / "nats-server"))
+    p.add_argument("--scenario", choices=["jspub", "jsfetch"], default="jspub")
     p.add_argument("--only", choices=["jetpy", "nats-server"], default=None)
     args = p.parse_args()
     got: dict[str, list[float]] = {"jetpy": [], "nats-server": []}
@@ -128,7 +131,9 @@ def main() -> int:
             got[kind].append(float(doc["msgs_per_s"]))
     for kind, vals in got.items():
         if vals:
-            print(f"{kind}: R{args.replicas} median {statistics.median(vals):,.0f} msgs/s {vals}")
+            print(
+                f"{kind}: {args.scenario} R{args.replicas} median {statistics.median(vals):,.0f} msgs/s {vals}"
+            )
     return 0
 
 

@@ -181,6 +181,7 @@ class ClusteredJetStream(Placements):
         js.router.routes["CONSUMER.DELETE"] = origin_consumer_delete_route(
             js.router.routes["CONSUMER.DELETE"], lambda stream, name: _drop_direct(scope, stream, name)
         )
+        js.consumers.recovers = False  # the consumers are the meta group's (consumer_groups)
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
