@@ -121,7 +121,7 @@ async def test_r1_consumer_runs_without_a_group_and_keeps_its_acks_across_a_rest
             async with _connect(url) as nc1:
                 assert (await _until(nc1, "$JS.API.CONSUMER.INFO.S.D"))["cluster"]["leader"] == home
         step = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.S.D", b"", timeout=5)).data)
-        assert step["error"]["err_code"] == 10008, step  # no other replica to lead
+        assert step["success"] is True, step  # nothing to do: nats-server 2.15 says success
 
         # an ephemeral on an R3 stream (nats-server's are always R1): no group either
         await _until(nc, "$JS.API.STREAM.CREATE.R3", {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3})

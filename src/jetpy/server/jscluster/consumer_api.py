@@ -320,8 +320,10 @@ class ConsumerClusterApi:
         return self._step_down(self._leader(args))
 
     async def _step_down(self, rep: HeldConsumer) -> ConsumerLeaderStepdownResponse:
-        if rep.group is None or len(rep.ca.peers) < 2:
-            raise ApiError.of(E.CLUSTER_NOT_AVAIL)  # no other replica to lead
+        if len(rep.ca.peers) < 2:  # no other replica to lead: nothing changes, success (as
+            return ConsumerLeaderStepdownResponse(success=True)  # nats-server 2.15 answers it)
+        if rep.group is None:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
         try:
             await rep.step_down()
         except ProposalError:

@@ -285,11 +285,11 @@ class ConsumerGroups:
             root = self.host.root
             if root is not None:
                 await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
-            if self._has_file(ca):  # one it was founded from: not read back again
-                srep = self._stream_replica(ca.stream)
-                if srep is not None:
-                    with contextlib.suppress(StoreError):
-                        await asyncio.to_thread(srep.stream.store.consumer_store(ca.name).delete)
+        if self._has_file(ca):  # (an R1 one not running yet, or one a group was founded from)
+            srep = self._stream_replica(ca.stream)  # not read back by a later one of that name
+            if srep is not None:
+                with contextlib.suppress(StoreError):
+                    await asyncio.to_thread(srep.stream.store.consumer_store(ca.name).delete)
         log.info(
             "JetStream cluster: consumer '%s > %s' replica %s",
             ca.stream,

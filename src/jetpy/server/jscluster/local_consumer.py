@@ -3,7 +3,8 @@ with no Raft group (nats-server's way: a group of one would only add a log writt
 before every delivery and ack). It answers the cluster as a consumer's replica does
 (:class:`LocalConsumer` has the interface of :class:`.consumers.ConsumerReplica` that the
 consumer groups, the API, interest retention and backups use): it always leads, its info names
-this server as leader with no replicas, a step-down is refused as for any R1 consumer.
+this server as leader with no replicas, a step-down changes nothing (answered with success, as
+nats-server 2.15 answers it).
 
 Owns: running the engine (``ConsumerManager.create`` with this as its ``local`` hooks: its state
 written to its own file in the stream's store, as a single server's durable's, an ephemeral's
@@ -33,7 +34,7 @@ from jetpy.jetstream.models import ClusterInfo, ConsumerConfig, ConsumerInfo
 from jetpy.jetstream.stream import Stream
 from jetpy.server.jscluster.consumers import ConsumerReplica, ReplicaContext, acked_left
 from jetpy.server.jscluster.meta import ConsumerAssignment
-from jetpy.server.nrg import ProposalError, RaftGroup
+from jetpy.server.nrg import RaftGroup
 from jetpy.store.base import ConsumerState, StoreError
 from jetpy.subjects import subject_matches
 
@@ -105,10 +106,9 @@ class LocalConsumer:
             stream, self.ca.name, self.config, self.ca.created, state, persist=True, start=start, local=self
         )
         self._task = None
-        if stream.config.retention == "workqueue":
-            self._sweep_task = asyncio.get_running_loop().create_task(
-                self._sweep(), name=f"consumer-sweep-{self.ca.group}"
-            )
+        self._sweep_task = asyncio.get_running_loop().create_task(
+            self._tend(), name=f"consumer-tend-{self.ca.group}"
+        )
         log.info("consumer '%s > %s': running here (R1, no group)", self.ca.stream, self.ca.name)
         if self.ca.reply and not self.answered_create:
             self.answered_create = True
@@ -167,17 +167,27 @@ class LocalConsumer:
         else:  # interest: the stream's leader (this server: its replicas are the stream's) decides
             self.ctx.acknowledged(self.ca.stream, 0, 0, seqs)
 
-    async def _sweep(self) -> None:
-        """What a work-queue consumer acknowledged and the stream still holds, removed again (a
-        removal lost as ``ConsumerReplica._sweep`` says)."""
+    async def _tend(self) -> None:
+        """Every :data:`SWEEP_EVERY` seconds: the stream's store synced when it holds messages
+        not known to be on disk (a replica of a replicated stream stores what its group applies
+        without syncing it, the group's log being its write-ahead log; the state written is
+        limited to what the store has synced, so without this a restart would deliver again
+        what was acknowledged since the store's last sync); and, for a work-queue stream, what
+        the consumer acknowledged and the stream still holds removed again (a removal lost as
+        ``ConsumerReplica._sweep`` says)."""
+        durability = self.ctx.manager.durability
         while True:
             await asyncio.sleep(SWEEP_EVERY)
             c = self.consumer
             if c is None or c.closed:
                 return
-            seqs = acked_left(c.stream, self.config, c.ack_floor_stream_seq)
-            if seqs:
-                self.ctx.remove_messages(self.ca.stream, seqs)
+            stream = c.stream
+            if stream.durable and (durability.durable_upto(stream.store) or 0) < c.delivered_stream_seq:
+                durability.mark_dirty(stream)
+            if stream.config.retention == "workqueue":
+                seqs = acked_left(stream, self.config, c.ack_floor_stream_seq)
+                if seqs:
+                    self.ctx.remove_messages(self.ca.stream, seqs)
 
     # -- what the cluster asks ------------------------------------------------------------------
 
@@ -211,7 +221,7 @@ class LocalConsumer:
         return ClusterInfo(name=self.ctx.cluster_name, leader=self.ctx.server_name)
 
     async def step_down(self) -> None:
-        raise ProposalError("an R1 consumer has no other replica to lead")
+        """No other replica to lead: nothing changes."""
 
 
 def _read_back(stream: Stream, name: str) -> Recovered | None:
