@@ -164,6 +164,20 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
         home = made["cluster"]["leader"]
         assert _consumer_groups(c) == []
         assert await _fetch_and_ack_sync(nc, "T", "U", 10, 5) == list(range(1, 11))
+        # two more, each on a server of its own (the least loaded): two of the three run on
+        # a follower of the stream, and deliver from its replica what the stream committed
+        servers = {home}
+        for name in ("V", "W"):
+            other = await _until(
+                nc,
+                f"$JS.API.CONSUMER.CREATE.T.{name}",
+                {"stream_name": "T", "config": {**cfg, "durable_name": name}},
+            )
+            servers.add(other["cluster"]["leader"])
+            assert await _fetch_and_ack_sync(nc, "T", name, 20, 20) == list(range(1, 21))
+            assert _acks(await _until(nc, f"$JS.API.CONSUMER.INFO.T.{name}")) == (20, 20, 0)
+        assert servers == set(c.nodes), servers
+        assert _consumer_groups(c) == []
 
         up = await _until(
             nc, "$JS.API.CONSUMER.CREATE.T.U", {"stream_name": "T", "config": {**cfg, "num_replicas": 3}}
