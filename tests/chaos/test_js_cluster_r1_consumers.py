@@ -179,6 +179,29 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
         assert servers == set(c.nodes), servers
         assert _consumer_groups(c) == []
 
+        # plain acks on a follower's R1 consumer: on disk a moment later (the replica's store
+        # synced for them), kept across a kill -9 of its server
+        stream_leader = (await _until(nc, "$JS.API.STREAM.INFO.T"))["cluster"]["leader"]
+        on = {(await _until(nc, f"$JS.API.CONSUMER.INFO.T.{n}"))["cluster"]["leader"]: n for n in "VW"}
+        server, name = next((s, n) for s, n in on.items() if s != stream_leader)
+        for i in range(20, 30):
+            await js.publish(f"t.{i}", b"m%d" % i)
+        sub = await js.pull_subscribe_bind(name, "T")
+        for m in await sub.fetch(10, timeout=5):
+            await m.ack()
+        await sub.unsubscribe()
+        for _ in range(50):
+            if _acks(await _until(nc, f"$JS.API.CONSUMER.INFO.T.{name}")) == (30, 30, 0):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{name}'s acks never arrived")
+        await asyncio.sleep(2.5)
+        c.kill(server)
+        c.start(server)
+        info = await _until(nc, f"$JS.API.CONSUMER.INFO.T.{name}", within=60)
+        assert _acks(info) == (30, 30, 0) and info["cluster"]["leader"] == server, info
+
         up = await _until(
             nc, "$JS.API.CONSUMER.CREATE.T.U", {"stream_name": "T", "config": {**cfg, "num_replicas": 3}}
         )
@@ -200,7 +223,18 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
             raise AssertionError(f"U not on three servers: {info['cluster']}")
         assert _acks(info) == (10, 5, 5)
 
-        # acks through the group, then down to one server: the group goes, the state stays
+        # its leadership handed to a server that joined (so the one it settles on has its
+        # state from the group alone), acks through the group, then down to one server: the
+        # group goes, the state stays
+        step = await _until(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.T.U")
+        assert step.get("success") is True, step
+        for _ in range(100):
+            info = await _until(nc, "$JS.API.CONSUMER.INFO.T.U")
+            if info["cluster"]["leader"] != home:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("U's leadership never moved")
         sub = await js.pull_subscribe_bind("U", "T")
         msgs = await sub.fetch(2, timeout=5)
         assert [m.metadata.sequence.stream for m in msgs] == [11, 12]
@@ -212,6 +246,7 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
         await c.wait_for("its group and files gone everywhere", lambda: _consumer_groups(c) == [], within=30)
         info = await _until(nc, "$JS.API.CONSUMER.INFO.T.U")
         last = info["cluster"]["leader"]
+        assert last != home  # the leader is kept
         assert info["cluster"] == {"name": "JSC", "leader": last}, info
         assert _acks(info) == (12, 5, 5)
 
@@ -220,5 +255,5 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
     async with _connect(c.urls[0]) as nc:
         info = await _until(nc, "$JS.API.CONSUMER.INFO.T.U", within=60)
         assert _acks(info) == (12, 5, 5) and info["cluster"] == {"name": "JSC", "leader": last}, info
-        assert await _fetch_and_ack_sync(nc, "T", "U", 8, 8) == list(range(13, 21))
+        assert await _fetch_and_ack_sync(nc, "T", "U", 18, 18) == list(range(13, 31))
     assert _consumer_groups(c) == []

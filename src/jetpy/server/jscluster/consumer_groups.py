@@ -165,15 +165,19 @@ class ConsumerGroups:
 
     def _has_file(self, ca: ConsumerAssignment) -> bool:
         """Whether the stream's store here holds the consumer's file (an R1 consumer's)."""
-        srep = self._stream_replica(ca.stream)
-        return srep is not None and ca.name in srep.stream.store.consumer_names()
+        stream = self._stream(ca.stream)
+        return stream is not None and ca.name in stream.store.consumer_names()
+
+    def _stream(self, name: str) -> Stream | None:
+        """The stream's store here (opened when the server starts, before its replica runs)."""
+        return self.js.registry.get(name) if self.js is not None else None
 
     async def _start_group(self, rep: ConsumerReplica, founders: Sequence[str]) -> None:
         ca = rep.ca
         if self._has_file(ca):  # founded from it (a group not snapshotted yet: its base state)
             with contextlib.suppress(StoreError):
-                srep = self._stream_replica(ca.stream)
-                got = srep.stream.store.consumer_store(ca.name).load() if srep is not None else None
+                stream = self._stream(ca.stream)
+                got = stream.store.consumer_store(ca.name).load() if stream is not None else None
                 if got is not None:
                     rep.found_from(got)
         group = await self.host.start_group(ca.group, rep, founders, self.config)
@@ -286,10 +290,10 @@ class ConsumerGroups:
             if root is not None:
                 await asyncio.to_thread(shutil.rmtree, root / rep.group.name, True)
         if self._has_file(ca):  # (an R1 one not running yet, or one a group was founded from)
-            srep = self._stream_replica(ca.stream)  # not read back by a later one of that name
-            if srep is not None:
+            stream = self._stream(ca.stream)  # not read back by a later one of that name
+            if stream is not None:
                 with contextlib.suppress(StoreError):
-                    await asyncio.to_thread(srep.stream.store.consumer_store(ca.name).delete)
+                    await asyncio.to_thread(stream.store.consumer_store(ca.name).delete)
         log.info(
             "JetStream cluster: consumer '%s > %s' replica %s",
             ca.stream,
