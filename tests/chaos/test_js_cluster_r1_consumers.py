@@ -257,3 +257,48 @@ async def test_r1_consumer_scaled_up_and_down_keeps_its_state(cluster: JsCluster
         assert _acks(info) == (12, 5, 5) and info["cluster"] == {"name": "JSC", "leader": last}, info
         assert await _fetch_and_ack_sync(nc, "T", "U", 18, 18) == list(range(13, 31))
     assert _consumer_groups(c) == []
+
+
+async def test_r1_consumer_moved_with_its_r1_stream_keeps_its_state(cluster: JsCluster) -> None:
+    """``STREAM.PEER.REMOVE`` of an R1 stream's server: its R1 consumer follows the stream (its
+    old server founds its group from its state, the new one joins, leads, settles as R1)."""
+    c = cluster
+    cfg = {"durable_name": "D", "ack_policy": "explicit"}
+    async with _connect(c.urls[0]) as nc:
+        created = await _until(
+            nc, "$JS.API.STREAM.CREATE.M", {"name": "M", "subjects": ["m.>"], "num_replicas": 1}
+        )
+        home = created["cluster"]["leader"]
+        js = nc.jetstream(timeout=5)
+        for i in range(20):
+            await js.publish(f"m.{i}", b"m%d" % i)
+        await _until(nc, "$JS.API.CONSUMER.CREATE.M.D", {"stream_name": "M", "config": cfg})
+        assert await _fetch_and_ack_sync(nc, "M", "D", 10, 5) == list(range(1, 11))
+        moved = json.loads(
+            (
+                await nc.request(
+                    "$JS.API.STREAM.PEER.REMOVE.M", json.dumps({"peer": home}).encode(), timeout=5
+                )
+            ).data
+        )
+        assert moved.get("success") is True, moved
+
+        async def settled() -> dict[str, Any] | None:
+            info: dict[str, Any] = await _until(nc, "$JS.API.CONSUMER.INFO.M.D")
+            if info.get("cluster", {}).get("leader") in (None, home) or _consumer_groups(c):
+                return None
+            return info
+
+        for _ in range(200):
+            info = await settled()
+            if info is not None:
+                break
+            await asyncio.sleep(0.2)
+        else:
+            raise AssertionError(f"D never settled on another server: {_consumer_groups(c)}")
+        new = info["cluster"]["leader"]
+        assert info["cluster"] == {"name": "JSC", "leader": new}, info
+        assert _acks(info) == (10, 5, 5)
+        assert (await _until(nc, "$JS.API.STREAM.INFO.M"))["cluster"]["leader"] == new
+        assert not list(c.nodes[home].store.rglob("obs/D"))  # the old server's file gone
+        assert await _fetch_and_ack_sync(nc, "M", "D", 10, 10) == list(range(11, 21))
