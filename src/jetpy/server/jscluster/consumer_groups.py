@@ -260,7 +260,17 @@ class ConsumerGroups:
         root = self.host.root
         if root is not None:
             await asyncio.to_thread(shutil.rmtree, root / g.name, True)
-        if self.replicas.get(key) is not rep:
+        now = self.replicas.get(key)
+        if now is None:  # deleted meanwhile: the file just written goes too
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(stream.store.consumer_store(ca.name).delete)
+            return
+        if now is not rep:
+            return
+        if rep.ca.peers != [me]:  # placed elsewhere again meanwhile: a group founded from it
+            held = LocalConsumer(msgspec.structs.replace(rep.ca, reply=""), self, state)
+            self.replicas[key] = held
+            await self.update(held.ca, "")
             return
         log.info(
             "JetStream cluster: consumer '%s > %s' scaled down to R1: group %s dropped",
@@ -268,7 +278,7 @@ class ConsumerGroups:
             ca.name,
             g.name,
         )
-        local = self._hold_local(msgspec.structs.replace(ca, reply=""), state)
+        local = self._hold_local(msgspec.structs.replace(rep.ca, reply=""), state)
         local.answered_create = True
 
     async def remove(self, ca: ConsumerAssignment, reply: str = "", deleted: bool = True) -> None:
