@@ -178,6 +178,7 @@ class ClusteredJetStream(Placements):
             scope.replica,
             lambda stream: stream in scope.assignments,
         )
+        js.consumers.recovers = False  # the consumers are the meta group's (consumer_groups)
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
