@@ -737,9 +737,7 @@ class Consumer:
         """Is this consumer done with stream sequence ``seq`` (for interest retention)?"""
         self.drain_acks()
         starts = self._last_per_subject_starts
-        if starts is not None and seq in starts:
-            return False
-        if seq >= self.next_stream_seq:
+        if (starts is not None and seq in starts) or seq >= self.next_stream_seq:
             return False
         return seq not in self.pending
 
