@@ -1,8 +1,9 @@
-"""Subject delete markers and expiry on an R3 stream, with three server processes on loopback:
+"""Expiry and subject delete markers on an R3 stream, with three server processes on loopback:
 messages expire by their ``Nats-TTL`` and by ``max_age`` while publishes go on and while a
 follower is down; every replica ends with the same sequences and the same messages (markers
-included, each at one sequence on every replica). The markers a consumer sees are compared
-with three nats-server 2.15.1 given the same publishes."""
+included, each at one sequence on every replica), and decides a check on an expired subject
+as the others did. The markers a consumer sees are compared with three nats-server 2.15.1
+given the same publishes."""
 
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ async def test_markers_and_expiry_agree_on_every_replica(cluster: JsCluster) -> 
 
 async def test_expiry_without_markers_agrees_on_every_replica(cluster: JsCluster) -> None:
     """TTL and max_age expiry alone (no markers) on an R3 stream, a follower down through it:
-    expiry only removes, so every replica ends at one sequence with the same messages."""
+    every replica ends at one sequence with the same messages."""
     async with await nats.connect(
         servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
     ) as nc:
@@ -180,6 +181,46 @@ async def test_expiry_without_markers_agrees_on_every_replica(cluster: JsCluster
     cluster.stop()
     for n in cluster.nodes.values():
         assert [(seq, subject) for seq, subject, _, _ in _contents(n.store, "EX")] == sorted(kept.items())
+
+
+async def test_a_check_on_an_expired_subject_agrees_on_every_replica(cluster: JsCluster) -> None:
+    """A KV-style create (``Nats-Expected-Last-Subject-Sequence: 0``) refused while the
+    subject's message is live, then that message expiring while a follower is down: back, the
+    follower replays the refused create after its own expiry of the message; it must refuse it
+    too (decided against what the store held at that point of the log, not later)."""
+    async with await nats.connect(
+        servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
+    ) as nc:
+        js = nc.jetstream(timeout=3)
+        await _create(js, name="KC", subjects=["kc.>"], num_replicas=3, allow_msg_ttl=True)
+        assert await _publish_until_acked(js, "kc.k", b"v", "v1", {"Nats-TTL": "1s"}) == 1
+        assert await _publish_until_acked(js, "kc.other", b"o", "o1") == 2
+        leader = await _leader(js, "KC")
+        follower = next(n for n in sorted(cluster.nodes) if n != leader)
+        for node in cluster.nodes.values():
+            await cluster.wait_for(
+                f"{node.name} has both", lambda n=node: _summary(n.stream_state("KC"))[2] == 2
+            )
+        cluster.kill(follower)
+        with pytest.raises(nats.js.errors.APIError) as refused:
+            await js.publish("kc.k", b"again", headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+        assert refused.value.err_code == 10071
+        assert await _publish_until_acked(js, "kc.other", b"o", "o2") == 3
+        await asyncio.sleep(1.5)  # message 1 expires on the two servers up
+        cluster.start(follower)
+        assert await _publish_until_acked(js, "kc.other", b"o", "o3") == 4
+
+        def settled() -> bool:
+            states = [_summary(n.stream_state("KC")) for n in cluster.nodes.values()]
+            return states[0][2] == 4 and all(s == states[0] for s in states)
+
+        try:
+            await cluster.wait_for("every replica at sequence 4", settled, 20)
+        except AssertionError:
+            raise AssertionError(
+                "replicas differ: "
+                + repr({n.name: _summary(n.stream_state("KC")) for n in cluster.nodes.values()})
+            ) from None
 
 
 # -- what a consumer sees, against nats-server 2.15.1 ------------------------------------------------

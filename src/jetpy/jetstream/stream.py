@@ -169,9 +169,9 @@ class OriginsReport(Protocol):
 
 class ExpiryByLog(Protocol):
     """A stream whose expiry is decided through a replicated log rather than on each server's
-    clock (a replicated stream with subject delete markers: every replica must leave the same
-    marker at the same sequence). The expiry timer asks it, for such a stream, instead of
-    expiring the store itself."""
+    clock (a replicated stream: every replica must remove the same messages and leave the same
+    markers at the same points of its log). The expiry timer asks it, for such a stream,
+    instead of expiring the store itself."""
 
     def owns_expiry(self) -> bool:
         """Whether the stream's expiry goes through the log now (its config says so)."""

@@ -90,10 +90,10 @@ class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
 
 
 class ExpireOp(msgspec.Struct, array_like=True, frozen=True, tag=7):
-    """An expiry decided by the leader (a stream with subject delete markers): every replica
-    removes what ``max_age`` and the messages' TTLs say is due at the entry's time stamp (``ts``,
-    the leader's clock, applied as a message's is) and leaves the delete markers that makes, at
-    that time stamp: the same messages and markers, at the same sequences, on every replica."""
+    """An expiry decided by the leader: every replica removes what ``max_age`` and the messages'
+    TTLs say is due at the entry's time stamp (``ts``, the leader's clock, applied as a message's
+    is) and leaves the delete markers that makes, at that time stamp: the same messages and
+    markers, at the same sequences, on every replica."""
 
     ts: int
 
@@ -110,10 +110,14 @@ ACK_SEP = b"\n"  # between the acks of a batch in its result (JSON never holds a
 
 def log_owned_expiry(stream: Stream) -> bool:
     """Whether a stream's expiry goes through its log (:meth:`StreamReplica.owns_expiry`) by its
-    config alone: replicated, with subject delete markers. Until its replica takes it (a
-    restart) such a stream expires nothing on this server's clock."""
+    config alone: replicated, with ``max_age`` or per-message TTLs. Until its replica takes it
+    (a restart) such a stream expires nothing on this server's clock."""
     cfg = stream.config
-    return cfg.subject_delete_marker_ttl > 0 and (cfg.num_replicas or 1) > 1
+    return _expires(cfg) and (cfg.num_replicas or 1) > 1
+
+
+def _expires(cfg: StreamConfig) -> bool:
+    return cfg.max_age > 0 or cfg.allow_msg_ttl
 
 
 class StreamReplica:
@@ -396,14 +400,16 @@ class StreamReplica:
             registry.committer.mark_dirty(stream)
         return b"%d" % result
 
-    # -- expiry through the log (a stream with subject delete markers) -------------------------
+    # -- expiry through the log (see the package doc) ------------------------------------------
 
     def owns_expiry(self) -> bool:
-        """A replicated stream with subject delete markers expires through its log: markers
-        left by each server's own timer would take different sequences on different replicas
-        (nats-server's leader, too, proposes them). Without markers expiry only removes, and
-        each replica does it on its own clock."""
-        return self.stream.config.subject_delete_marker_ttl > 0
+        """A replicated stream expires through its log. Each server's own timer would leave
+        delete markers at different sequences on different replicas (nats-server's leader, too,
+        proposes its markers); and even expiry that only removes changes what the next entries
+        are decided against (``Nats-Expected-Last-Subject-Sequence``, ``discard: new`` at a
+        limit), so a replica that expired a message sooner or later than the others (one
+        restarted, expiring before it replays its log) would decide them otherwise."""
+        return _expires(self.stream.config)
 
     def may_propose_expiry(self) -> bool:
         return not self._expiring and self._behind is None and self.is_leader
