@@ -73,7 +73,9 @@ async def test_markers_and_expiry_agree_on_every_replica(cluster: JsCluster) -> 
     """Messages with a 1s TTL and plain ones under a 2s max_age expire on subjects that are
     published again and again, leaving markers; a follower is killed meanwhile and comes back.
     Once everything that expires is gone, every replica holds the same sequences, and its files
-    the same messages (the ``never`` ones) at the same sequences."""
+    the same messages (the ``never`` ones) at the same sequences. A second stream's markers
+    outlive the run (no max_age, a long marker TTL): one per subject once each subject stops
+    being published, the same marker at the same sequence in every replica's files."""
     async with await nats.connect(
         servers=cluster.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1
     ) as nc:
@@ -88,6 +90,15 @@ async def test_markers_and_expiry_agree_on_every_replica(cluster: JsCluster) -> 
             allow_rollup_hdrs=True,
             subject_delete_marker_ttl=1.0,
         )
+        await _create(
+            js,
+            name="ML",
+            subjects=["ml.>"],
+            num_replicas=3,
+            allow_msg_ttl=True,
+            allow_rollup_hdrs=True,
+            subject_delete_marker_ttl=300.0,
+        )
         kept: dict[int, str] = {}
         seen_markers: set[int] = set()
 
@@ -98,6 +109,7 @@ async def test_markers_and_expiry_agree_on_every_replica(cluster: JsCluster) -> 
                 subject = f"mk.keep.{r}"
                 kept[await _publish_until_acked(js, subject, b"k", f"k-{r}", {"Nats-TTL": "never"})] = subject
             assert ttl > 0
+            await _publish_until_acked(js, f"ml.t.{r // 10}", b"l", f"l-{r}", {"Nats-TTL": "1s"})
             await asyncio.sleep(0.05)
 
         for r in range(30):
@@ -140,11 +152,22 @@ async def test_markers_and_expiry_agree_on_every_replica(cluster: JsCluster) -> 
                 "replicas differ: "
                 + repr({n.name: _summary(n.stream_state("MK")) for n in cluster.nodes.values()})
             ) from None
+
+        def markers_settled() -> bool:  # one marker per subject (12), nothing else
+            states = [_summary(n.stream_state("ML")) for n in cluster.nodes.values()]
+            return states[0][0] == 12 and all(s == states[0] for s in states)
+
+        await cluster.wait_for("every replica down to one marker per subject", markers_settled, 30)
     cluster.stop()
     contents = {n.name: _contents(n.store, "MK") for n in cluster.nodes.values()}
     want = sorted(kept.items())
     for name, got in contents.items():
         assert [(seq, subject) for seq, subject, _, _ in got] == want, name
+    markers = {n.name: _contents(n.store, "ML") for n in cluster.nodes.values()}
+    first = markers["n1"]
+    assert sorted(subject for _, subject, _, _ in first) == sorted(f"ml.t.{i}" for i in range(12))
+    assert all(b"Nats-Marker-Reason: MaxAge" in hdr and data == b"" for _, _, hdr, data in first)
+    assert markers["n2"] == first and markers["n3"] == first
 
 
 async def test_expiry_without_markers_agrees_on_every_replica(cluster: JsCluster) -> None:
