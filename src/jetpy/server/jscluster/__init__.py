@@ -101,6 +101,15 @@ The design (decisions the following slices keep):
   removed last messages) is given the time stamp of the last one where it was stored (the
   snapshot's, the answering replica's), else an older one would let the entries that had
   published them apply again, storing them a second time at new sequences.
+* **Expiry** (``max_age``, ``Nats-TTL``) goes through the stream's log: a subject delete
+  marker is a message, and one left by each replica's own timer would take a different sequence
+  on each (and, stamped with that server's clock, break the replay rule above); and what expiry
+  removed decides later entries (``Nats-Expected-Last-Subject-Sequence``, ``discard: new``), so
+  a replica expiring sooner or later than the others (one restarted, before it replays its log)
+  would decide them otherwise. The leader proposes an expiry when one is due (``ExpireOp``,
+  stamped as a message is) and every replica removes what is due at the entry's time stamp and
+  leaves the markers that makes, at that time stamp; until its replica takes it, a replicated
+  stream expires nothing on a server (``ExpiryTimer.log_owned``).
 * **Snapshots hold no message** (:mod:`.catchup`). Every group snapshots and compacts its log
   (``SNAPSHOT_ENTRIES``/``SNAPSHOT_BYTES`` unless the Raft config says otherwise). A stream's
   snapshot is taken after its store is synced and names what the store holds (sequence range,
