@@ -7,6 +7,8 @@ here is killed at teardown.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import os
 import random
 import re
@@ -47,6 +49,20 @@ def _ephemeral_low() -> int:
 # between free_port handing it out and the server binding it (test workers run in parallel).
 FREE_PORTS = range(10000, max(_ephemeral_low(), 12000))
 _handed: set[int] = set()
+# the ports handed out in this run by every worker (pytest-xdist): a file per port, so that a
+# port a test keeps for a restart is not handed to another worker while its server is down
+_TAKEN = Path("/tmp") / f"jetpy-test-ports-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}"
+
+
+@atexit.register
+def _free_ports() -> None:
+    """This process's ports are free again (the last one out removes the directory)."""
+    for port in _handed:
+        (_TAKEN / str(port)).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        _TAKEN.rmdir()
+
+
 _pick = random.SystemRandom()  # not the random module's state, which hypothesis seeds
 
 
@@ -54,7 +70,7 @@ def free_port() -> int:
     """A loopback port that nothing listens on, for a server that must know its port before it
     starts (a config file, routes to it, a restart on the same port): drawn at random from
     FREE_PORTS (parallel workers and other runs on the machine draw from ~20,000), checked free by
-    binding it, and never handed out twice by one process."""
+    binding it, and never handed out twice in a run (by any worker)."""
     for _ in range(1000):
         port = _pick.randrange(FREE_PORTS.start, FREE_PORTS.stop)
         if port in _handed:
@@ -64,6 +80,11 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        _TAKEN.mkdir(exist_ok=True)
+        try:
+            os.close(os.open(_TAKEN / str(port), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:  # another worker's
+            continue
         _handed.add(port)
         return port
     raise RuntimeError(f"no free port in {FREE_PORTS}")

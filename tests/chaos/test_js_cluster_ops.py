@@ -244,6 +244,51 @@ async def test_stepdowns_answer_as_nats_server(jetpy_cluster: JsCluster, referen
             assert got == want, key
 
 
+async def _r1_consumer_replies(url: str) -> dict[str, Any]:
+    """An R1 durable on an R1 stream and an ephemeral on an R3 stream (R1 consumers, which
+    nats-server runs without a Raft group): their create and info replies' ``cluster`` blocks,
+    a step-down's refusal, and the state an ack leaves."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        created = await _until(nc, "$JS.API.STREAM.CREATE.R1C", {"name": "R1C", "subjects": ["r1c.>"]})
+        home = created["cluster"]["leader"]
+        js = nc.jetstream(timeout=5)
+        for i in range(3):
+            await js.publish(f"r1c.{i}", b"x")
+        cfg = {"durable_name": "D", "ack_policy": "explicit"}
+        made = await _until(nc, "$JS.API.CONSUMER.CREATE.R1C.D", {"stream_name": "R1C", "config": cfg})
+        out["create cluster"] = made["cluster"] == {"name": created["cluster"]["name"], "leader": home}
+        out["create replicas"] = made["config"].get("num_replicas", 0)
+        sub = await js.pull_subscribe_bind("D", "R1C")
+        msgs: list[Any] = []
+        while len(msgs) < 3:  # (a fetch under load may hand out fewer than asked)
+            msgs += await sub.fetch(3 - len(msgs), timeout=5)
+        await msgs[0].ack_sync(timeout=5)
+        await sub.unsubscribe()
+        info = await _req(nc, "$JS.API.CONSUMER.INFO.R1C.D")
+        out["info cluster"] = sorted(info["cluster"])
+        out["info acks"] = (info["ack_floor"]["stream_seq"], info["num_ack_pending"], info["num_pending"])
+        out["stepdown"] = _shape(await _req(nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.R1C.D"))
+        await _until(
+            nc, "$JS.API.STREAM.CREATE.R3C", {"name": "R3C", "subjects": ["r3c.>"], "num_replicas": 3}
+        )
+        eph = await _until(
+            nc, "$JS.API.CONSUMER.CREATE.R3C", {"stream_name": "R3C", "config": {"ack_policy": "explicit"}}
+        )
+        out["ephemeral cluster"] = sorted(eph["cluster"])
+        out["ephemeral replicas"] = eph["config"].get("num_replicas", 0)
+        name = eph["name"]
+        out["ephemeral stepdown"] = _shape(await _req(nc, f"$JS.API.CONSUMER.LEADER.STEPDOWN.R3C.{name}"))
+    return out
+
+
+async def test_r1_consumers_answer_as_nats_server(jetpy_cluster: JsCluster, reference_cluster: Ref) -> None:
+    ours = await _r1_consumer_replies(jetpy_cluster.urls[0])
+    theirs = await _r1_consumer_replies(reference_cluster.members[0].url)
+    assert theirs["create cluster"] is True and theirs["info cluster"] == ["leader", "name"]
+    assert ours == theirs
+
+
 async def _placement_replies(url: str, cluster: str) -> dict[str, Any]:
     """Streams created with a placement: where they went, or the refusal."""
     out: dict[str, Any] = {}

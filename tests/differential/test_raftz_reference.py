@@ -104,8 +104,11 @@ async def test_raftz_as_nats_server_shows_it(reference: list[Proc], tmp_path: Pa
 
     async def ref_docs() -> dict[str, Any] | None:
         docs = {u: (await raftz(u)).get("$SYS", {}).get("_meta_") for u in ref_urls}
-        if all(d and d.get("leader") for d in docs.values()) and any(
-            d["state"] == "LEADER" for d in docs.values()
+        if (
+            all(d and d.get("leader") for d in docs.values())
+            and any(d["state"] == "LEADER" for d in docs.values())
+            # a server that has not yet heard of every peer counts fewer (its quorum too)
+            and all(d["size"] == 3 and d["quorum_needed"] == 2 for d in docs.values())
         ):
             return docs
         return None

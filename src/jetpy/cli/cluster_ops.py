@@ -20,7 +20,7 @@ import typer
 
 from jetpy.cli import values as V
 from jetpy.cli.common import confirm, options, parse_or_usage
-from jetpy.cli.connect import Session, run
+from jetpy.cli.connect import ApiTimeout, Session, run
 from jetpy.cli.output import CliError, emit_json, info
 from jetpy.cli.reports import SERVER_PING_JSZ, ping_all
 
@@ -85,7 +85,12 @@ async def _new_leader(s: Session, subject: str, before: str, what: str) -> dict[
     """The info from ``subject`` once its cluster block names a leader other than ``before``."""
     end = time.monotonic() + NEW_LEADER_WAIT
     while True:
-        with_info = await s.api(subject, what=what)
+        try:  # while the group elects, no server answers about it: asked again
+            with_info = await s.api(subject, what=what, wait=min(s.options.timeout, 2.0))
+        except ApiTimeout:
+            if time.monotonic() > end:
+                raise
+            continue
         leader = (with_info.get("cluster") or {}).get("leader") or ""
         if leader and leader != before:
             return with_info

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client
     from nats.js.client import JetStreamContext
 
-__all__ = ["API_PREFIX", "DEFAULT_SERVER", "ApiFailure", "ConnectOptions", "Session", "run"]
+__all__ = ["API_PREFIX", "DEFAULT_SERVER", "ApiFailure", "ApiTimeout", "ConnectOptions", "Session", "run"]
 
 DEFAULT_SERVER: Final = "nats://127.0.0.1:4222"
 API_PREFIX: Final = "$JS.API."
@@ -68,6 +68,10 @@ class ApiFailure(CliError):
         )
 
 
+class ApiTimeout(CliError):
+    """No server answered a JetStream API request in time."""
+
+
 class Session:
     """A connected client and the JetStream API over it."""
 
@@ -83,23 +87,25 @@ class Session:
         return self._js
 
     async def api(
-        self, subject: str, body: dict[str, Any] | None = None, *, what: str = ""
+        self, subject: str, body: dict[str, Any] | None = None, *, what: str = "", wait: float = 0.0
     ) -> dict[str, Any]:
-        """``$JS.API.<subject>`` with a JSON body; the decoded response, or ``ApiFailure``."""
+        """``$JS.API.<subject>`` with a JSON body, answered within ``wait`` seconds (the
+        options' timeout if 0); the decoded response, or ``ApiFailure``."""
         import nats.errors
 
         full = API_PREFIX + subject
         payload = json.dumps(body, separators=(",", ":")).encode() if body is not None else b""
+        wait = wait or self.options.timeout
         try:
-            msg = await self.nc.request(full, payload, timeout=self.options.timeout)
+            msg = await self.nc.request(full, payload, timeout=wait)
         except nats.errors.NoRespondersError as exc:
             raise CliError(
                 f"{what + ': ' if what else ''}JetStream is not enabled on this server "
                 f"(no responders for {full})"
             ) from exc
         except nats.errors.TimeoutError as exc:
-            raise CliError(
-                f"{what + ': ' if what else ''}timed out after {self.options.timeout:g}s waiting for the "
+            raise ApiTimeout(
+                f"{what + ': ' if what else ''}timed out after {wait:g}s waiting for the "
                 f"JetStream API ({full})"
             ) from exc
         try:

@@ -170,7 +170,7 @@ class StreamRegistry:
         self.events = events
         self.domain = domain
         self.streams: dict[str, Stream] = {}
-        self.expiry = ExpiryTimer(self.streams, self._expired)
+        self.expiry = ExpiryTimer(self.streams, self.expired)
         self.resources = ResourceLimits(self.streams, max_memory, max_storage, limits, server)
         self.reserved: set[str] = set()  # names a restore is building a stream under
         self._subs: dict[str, _Subscribed] = {}  # stream name -> its bus subscriptions
@@ -479,7 +479,9 @@ class StreamRegistry:
         """Messages left the stream by a path the server drives: caches and counts follow."""
         self.events.removed(stream)
 
-    def _expired(self, stream: Stream, removed: int, markers: list[StoredMsg]) -> None:
+    def expired(self, stream: Stream, removed: int, markers: list[StoredMsg]) -> None:
+        """Expiry removed ``removed`` messages and left ``markers`` (the timer's, or an expiry
+        a replicated stream's log decided): caches, consumers and durability follow."""
         if removed:
             self.events.removed(stream)
             self.committer.mark_dirty(stream)

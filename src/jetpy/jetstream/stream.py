@@ -43,6 +43,7 @@ from jetpy.subjects import is_valid_subject, subject_matches
 __all__ = [
     "EXPIRE_SLICE",
     "DeleteEntry",
+    "ExpiryByLog",
     "MsgEntry",
     "OriginsReport",
     "PublishResult",
@@ -168,6 +169,26 @@ class OriginsReport(Protocol):
     def sources_info(self, now: int) -> list[StreamSourceInfo]: ...
 
 
+class ExpiryByLog(Protocol):
+    """A stream whose expiry is decided through a replicated log rather than on each server's
+    clock (a replicated stream: every replica must remove the same messages and leave the same
+    markers at the same points of its log). The expiry timer asks it, for such a stream,
+    instead of expiring the store itself."""
+
+    def owns_expiry(self) -> bool:
+        """Whether the stream's expiry goes through the log now (its config says so)."""
+        ...
+
+    def may_propose_expiry(self) -> bool:
+        """Whether this server puts the next expiry in the log now (it leads, and the last one
+        it put there has applied)."""
+        ...
+
+    def propose_expiry(self) -> None:
+        """Put an expiry in the log: every replica expires what is due at its time stamp."""
+        ...
+
+
 class Stream:
     """One stream. Changes go through two steps, the seam replication builds on: :meth:`decide`
     (checks against the current state; a refusal or duplicate is answered without changing
@@ -195,6 +216,9 @@ class Stream:
         self.recent = RecentMessages(_store_never_discards(config))
         self.consumer_count = 0  # kept by the consumers' host (the publish path reads it)
         self.direct_count = 0  # of those, the internal ones of mirrors and sources: not reported
+        # who expires its messages when its expiry is decided through a replicated log (None:
+        # the server's expiry timer, on this server's clock)
+        self.expiry_by_log: ExpiryByLog | None = None
         self.origins: OriginsReport | None = None  # set while it copies other streams
         self._derive(config)
 
@@ -226,7 +250,9 @@ class Stream:
         self.recent.reset(_store_never_discards(config))
         self.store.set_compression(config.compression)
         yield from self.store.update_limits_steps(limits_of(config))
-        if config.max_age > 0:
+        by_log = self.expiry_by_log
+        if config.max_age > 0 and (by_log is None or not by_log.owns_expiry()):
+            # (an expiry decided through the log waits for its next entry there)
             now = time.time_ns() if now_ns is None else now_ns
             while self.store.expire(now, EXPIRE_SLICE) == EXPIRE_SLICE:
                 yield

@@ -727,13 +727,17 @@ class Consumer:
         self.closed = True
         self._waiting.close(deleted, why)
 
+    @property
+    def ack_floor_stream_seq(self) -> int:
+        """The stream sequence at and below which everything was acknowledged (or given up on)."""
+        self.drain_acks()
+        return self._pending_acks.ack_floor_stream_seq
+
     def has_acked(self, seq: int) -> bool:
         """Is this consumer done with stream sequence ``seq`` (for interest retention)?"""
         self.drain_acks()
         starts = self._last_per_subject_starts
-        if starts is not None and seq in starts:
-            return False
-        if seq >= self.next_stream_seq:
+        if (starts is not None and seq in starts) or seq >= self.next_stream_seq:
             return False
         return seq not in self.pending
 

@@ -39,7 +39,7 @@ from jetpy.jetstream.stream import Stream
 from jetpy.protocol.headers import encode_headers
 from jetpy.store.base import ConsumerState, StoredMsg
 
-__all__ = ["ConsumerManager", "Replication", "ephemeral_name"]
+__all__ = ["ClusterHooks", "ConsumerManager", "Replication", "ephemeral_name"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -50,7 +50,20 @@ SWEEP_STEP = 256
 _json = msgspec.json.Encoder()
 
 
-class Replication(Protocol):
+class ClusterHooks(Protocol):
+    """What a consumer of a cluster leaves to the cluster (``jetpy.server.jscluster``): an
+    inactive one is deleted through it, and what one of a work-queue or interest stream acked
+    is removed by the stream's replicas."""
+
+    def inactive(self, c: Consumer) -> None:
+        """``c`` passed its inactive threshold: have the cluster delete it."""
+
+    def acked(self, c: Consumer, seqs: list[int]) -> None:
+        """``c`` (of a work-queue or interest stream) is done with these messages: have the
+        stream remove those it may."""
+
+
+class Replication(ClusterHooks, Protocol):
     """A replicated consumer's leader (``jetpy.server.jscluster``): the consumer's state goes to
     its Raft group instead of a file, and an inactive consumer is deleted through the cluster."""
 
@@ -59,13 +72,6 @@ class Replication(Protocol):
 
     def confirm(self, c: Consumer, reply: str, stream_seq: int) -> None:
         """An AckSync: answer ``reply`` once the ack is replicated."""
-
-    def inactive(self, c: Consumer) -> None:
-        """``c`` passed its inactive threshold: have the cluster delete it."""
-
-    def acked(self, c: Consumer, seqs: list[int]) -> None:
-        """``c`` (of a work-queue stream) is done with these messages: have every replica of
-        the stream remove them."""
 
     def may_deliver(self) -> bool:
         """Whether the leader may hand anything out now: it cannot have been deposed unawares
@@ -95,6 +101,10 @@ class ConsumerManager:
         self._offline: dict[Stream, dict[str, str]] = {}
         self._sweeps: set[asyncio.Task[None]] = set()  # interest sweeps still running
         self._replicated: dict[Consumer, Replication] = {}  # consumers led here of a cluster
+        # a cluster's consumers run here: the replicated ones and the R1 ones (``local``)
+        self._clustered: dict[Consumer, ClusterHooks] = {}
+        # durable consumers' files read back at start (a cluster's are its assignments' instead)
+        self.recovers = True
         # On a cluster an interest stream's leader decides what goes, through the stream's log
         # (this server runs only the consumers it leads): told of each message stored instead
         # of removing one nobody here wants.
@@ -126,7 +136,7 @@ class ConsumerManager:
         retention = stream.config.retention
         if retention == "limits" or not seqs:
             return
-        r = self._replicated.get(consumer)
+        r = self._clustered.get(consumer)
         if r is not None:  # the stream's replicas remove them, in the stream's log
             r.acked(consumer, seqs)
             return
@@ -196,11 +206,14 @@ class ConsumerManager:
         persist: bool = True,
         start: int | None = None,
         replication: Replication | None = None,
+        local: ClusterHooks | None = None,
     ) -> Consumer:
         """A new consumer (``persist``: a durable one's files are written first: its state, then
         its metadata, so a durable with metadata always had a state file), or one recovered
         from ``state`` (or, its state lost, from stream sequence ``start``); a replicated one's
-        state is its ``replication``'s, never in a file here."""
+        state is its ``replication``'s, never in a file here. ``local``: a cluster's R1
+        consumer (an ephemeral one too), whose state is written to its file as a single
+        server's durable's, and whose inactivity and acks go to the cluster."""
         now = time.time_ns()
         may_send = replication.may_deliver if replication is not None else None
         c = Consumer(
@@ -209,14 +222,17 @@ class ConsumerManager:
         c.recent = stream.recent
         if replication is not None:
             self._replicated[c] = replication
+            self._clustered[c] = replication
             c.record_changes()
-        elif stream.durable and cfg.durable_name and not cfg.mem_storage:
+        elif stream.durable and (cfg.durable_name or local is not None) and not cfg.mem_storage:
             cs = stream.store.consumer_store(name)
             if persist:
                 upto = self.durability.durable_upto(stream.store) or 0
                 cs.update(clamp_state(c.snapshot(), upto))
                 cs.write_meta(msgspec.json.encode(ConsumerMeta(cfg, c.created_ns)))
             self.states.track(c, cs)
+        if local is not None:
+            self._clustered[c] = local
         consumers = self._by_stream.setdefault(stream, {})
         consumers[name] = c
         stream.consumer_count = len(consumers)
@@ -249,7 +265,11 @@ class ConsumerManager:
 
     def recover(self, stream: Stream) -> None:
         """Bring back the durable consumers a file stream persisted; those whose files cannot be
-        read back are restarted from a stated position or kept offline (``restore.py``)."""
+        read back are restarted from a stated position or kept offline (``restore.py``). Not
+        on a cluster (``recovers`` False): each R1 consumer's own file is read back when its
+        assignment is applied."""
+        if not self.recovers:
+            return
         for name in stream.store.consumer_names():
             got = read_durable(stream, name)
             if got is None:
@@ -293,6 +313,7 @@ class ConsumerManager:
         c.close(deleted=True, why=why)
         self._teardown(c)
         self._replicated.pop(c, None)
+        self._clustered.pop(c, None)
         consumers = self._by_stream.get(stream)
         if consumers is not None and consumers.get(c.name) is c:
             del consumers[c.name]
@@ -582,7 +603,7 @@ class ConsumerManager:
         now = time.time_ns()
         if c.is_inactive(now):
             log.debug("consumer '%s > %s' inactive: deleted", c.stream.name, c.name)
-            r = self._replicated.get(c)
+            r = self._clustered.get(c)
             if r is not None:
                 r.inactive(c)  # deleted through the cluster: its timer is not re-armed
             else:

@@ -101,6 +101,15 @@ The design (decisions the following slices keep):
   removed last messages) is given the time stamp of the last one where it was stored (the
   snapshot's, the answering replica's), else an older one would let the entries that had
   published them apply again, storing them a second time at new sequences.
+* **Expiry** (``max_age``, ``Nats-TTL``) goes through the stream's log: a subject delete
+  marker is a message, and one left by each replica's own timer would take a different sequence
+  on each (and, stamped with that server's clock, break the replay rule above); and what expiry
+  removed decides later entries (``Nats-Expected-Last-Subject-Sequence``, ``discard: new``), so
+  a replica expiring sooner or later than the others (one restarted, before it replays its log)
+  would decide them otherwise. The leader proposes an expiry when one is due (``ExpireOp``,
+  stamped as a message is) and every replica removes what is due at the entry's time stamp and
+  leaves the markers that makes, at that time stamp; until its replica takes it, a replicated
+  stream expires nothing on a server (``ExpiryTimer.log_owned``).
 * **Snapshots hold no message** (:mod:`.catchup`). Every group snapshots and compacts its log
   (``SNAPSHOT_ENTRIES``/``SNAPSHOT_BYTES`` unless the Raft config says otherwise). A stream's
   snapshot is taken after its store is synced and names what the store holds (sequence range,
@@ -129,6 +138,20 @@ The design (decisions the following slices keep):
   replicated ack floor that the stream still holds. A JetStream delivery to a client on another
   server crosses the route on its inbox with the message's subject after an ``@`` in the ack
   reply, as nats-server sends it.
+* **An R1 consumer has no Raft group** (nats-server's way; ``num_replicas`` 1, or 0 on an R1
+  stream, and every ephemeral one but an interest stream's): the server it is placed on runs the
+  single server's consumer (:mod:`.local_consumer`), its state written to its own file in the
+  stream's store there as a single server's durable's (an ephemeral's too), read back after a
+  restart; its inactivity deletes it through the meta group and its acks go to the stream as a
+  replicated consumer's do; a follower of a replicated stream delivers only what the stream's
+  group applied. It has the interface of a replica (the type ``local_consumer.HeldConsumer``),
+  so the API, interest retention and backups do not tell the two apart. Scaled up (or moved),
+  its server founds the consumer's group alone from its state (the group's first snapshot,
+  taken before anyone joins, hands it to the servers newly placed); a group scaled down to one
+  server settles back once it is that member alone and runs there (:mod:`.consumer_groups`:
+  the state written to the file before the group's files go). A server holds a consumer so
+  when it is placed there alone and no group directory of it is left, unless it was placed
+  there by a move whose group it has not left yet (no file of it there).
 * **Interest retention** (:mod:`.interest`) is the stream's leader's decision, made through
   the stream's log as a work-queue's removals are: an interest stream's consumers are on every
   server of the stream (nats-server's rule, an ephemeral one too), so the leader's server holds
@@ -178,9 +201,7 @@ The design (decisions the following slices keep):
   archive's consumers assigned there with their state (``ConsumerAssignment.state``: where every
   replica of the consumer starts), and a replicated stream scaled up from it as above.
 
-Not yet: an R1 consumer without a Raft group (nats-server gives it none; here it is still a
-group of one, its state through its log),
-restoring a mirror or a stream with sources
+Not yet: restoring a mirror or a stream with sources
 (refused), or onto servers the meta leader is not one of (the chunks go to the meta leader,
 where nats-server sends them to the stream's server).
 A stream's

@@ -21,8 +21,8 @@ from jetpy.jetstream.models import AccountLimits, Placement, StreamInfo
 from jetpy.jetstream.service import JetStream
 from jetpy.server.broker import Broker
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
-from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
+from jetpy.server.jscluster.local_consumer import HeldConsumer
 from jetpy.server.jscluster.meta import ConsumerAssignment, MetaMachine, StreamAssignment
 from jetpy.server.nrg import GroupConfig, RaftHost
 from jetpy.store.base import ConsumerState
@@ -129,7 +129,7 @@ class AccountScope:
     def replica(self, name: str) -> Replica | None:
         return self.replicas.get(name)
 
-    def consumer_replica(self, stream: str, name: str) -> ConsumerReplica | None:
+    def consumer_replica(self, stream: str, name: str) -> HeldConsumer | None:
         return self.consumer_groups.replica(stream, name)
 
     async def consumer_states(self, stream: str, names: list[str]) -> dict[str, ConsumerState]:

@@ -30,8 +30,8 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import ConsumerConfig
 from jetpy.jetstream.snapshots import Taken, take_with
 from jetpy.server.jscluster.assignments import ConsumerAssignment
-from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
+from jetpy.server.jscluster.local_consumer import HeldConsumer
 from jetpy.store.base import ConsumerState
 
 __all__ = ["BackupState", "snapshot_route"]
@@ -51,7 +51,7 @@ class BackupState(Protocol):
 
     def replica(self, name: str) -> Replica | None: ...
 
-    def consumer_replica(self, stream: str, name: str) -> ConsumerReplica | None: ...
+    def consumer_replica(self, stream: str, name: str) -> HeldConsumer | None: ...
 
     async def consumer_states(self, stream: str, names: list[str]) -> dict[str, ConsumerState]:
         """The named consumers' replicated states from their leaders (those that answered)."""

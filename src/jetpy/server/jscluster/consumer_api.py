@@ -57,7 +57,7 @@ from jetpy.jetstream.unbuilt import check_direct_built
 from jetpy.jetstream.validate import check_consumer_config, check_consumer_update
 from jetpy.server.jscluster.consumer_groups import ConsumerGroups
 from jetpy.server.jscluster.consumer_placement import rescale, wanted_replicas
-from jetpy.server.jscluster.consumers import ConsumerReplica
+from jetpy.server.jscluster.local_consumer import HeldConsumer
 from jetpy.server.jscluster.meta import (
     RESULT_CONFLICT,
     RESULT_EXISTS,
@@ -285,7 +285,7 @@ class ConsumerClusterApi:
 
     # -- a consumer's leader, or the meta leader for what does not exist --------------------------
 
-    def _leader(self, args: list[str]) -> ConsumerReplica:
+    def _leader(self, args: list[str]) -> HeldConsumer:
         state = self.state
         rep = state.consumer_groups.replica(args[0], args[1]) if len(args) >= 2 else None
         if rep is not None and rep.consumer is not None:
@@ -319,9 +319,11 @@ class ConsumerClusterApi:
     def step_down(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         return self._step_down(self._leader(args))
 
-    async def _step_down(self, rep: ConsumerReplica) -> ConsumerLeaderStepdownResponse:
-        if rep.group is None or len(rep.ca.peers) < 2:
-            raise ApiError.of(E.CLUSTER_NOT_AVAIL)  # no other replica to lead
+    async def _step_down(self, rep: HeldConsumer) -> ConsumerLeaderStepdownResponse:
+        if len(rep.ca.peers) < 2:  # no other replica to lead: nothing changes, success (as
+            return ConsumerLeaderStepdownResponse(success=True)  # nats-server 2.15 answers it)
+        if rep.group is None:
+            raise ApiError.of(E.CLUSTER_NOT_AVAIL)
         try:
             await rep.step_down()
         except ProposalError:

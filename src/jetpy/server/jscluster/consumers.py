@@ -89,8 +89,15 @@ _decode_op = msgspec.msgpack.Decoder(LeadOp | StateOp).decode
 _decode_snapshot = msgspec.msgpack.Decoder(ConsumerSnapshot).decode
 
 
+class Informed(Protocol):
+    def info(self) -> ConsumerInfo | None: ...
+
+
 class ReplicaContext(Protocol):
     """What a consumer's replica needs of its server (the clustered JetStream)."""
+
+    @property
+    def server_name(self) -> str: ...
 
     @property
     def manager(self) -> ConsumerManager: ...
@@ -113,7 +120,7 @@ class ReplicaContext(Protocol):
         """Have the meta group delete the consumer (an ephemeral one gone inactive)."""
         ...
 
-    def answer_create(self, replica: ConsumerReplica, reply: str) -> None: ...
+    def answer_create(self, replica: Informed, reply: str) -> None: ...
 
     def remove_messages(self, stream: str, seqs: list[int]) -> None:
         """Have the stream's group remove these messages (a work-queue consumer acked them)."""
@@ -232,6 +239,11 @@ class ConsumerReplica:
         self.epoch = snap.epoch
         self._set_state(snap.state)
 
+    def found_from(self, st: ConsumerState) -> None:
+        """The state before the group's log (an R1 consumer's, whose group this server founds
+        alone: its first snapshot hands it to the servers that join)."""
+        self._set_state(st)
+
     def _set_state(self, st: ConsumerState) -> None:
         self.counters = (
             st.delivered_consumer_seq,
@@ -243,6 +255,10 @@ class ConsumerReplica:
         self.redelivered = dict(st.redelivered)
 
     # -- leadership ---------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def is_leader(self) -> bool:

@@ -6,7 +6,7 @@ leads, so no two would agree).
 
 Owns: the rule as the stream's leader applies it, from what its own server holds: each of the
 stream's consumers as the meta group names them, by its replica here and its replicated state
-(:meth:`.consumers.ConsumerReplica.wants`: on its subjects, neither at or below its ack floor
+(:meth:`.consumers.ConsumerReplica.wants`, an R1 one's :meth:`.local_consumer.LocalConsumer.wants`: on its subjects, neither at or below its ack floor
 nor delivered and no longer pending); a mirror's or a source's consumer of this stream (run by
 the stream's leader outside the meta group) does not count, as with nats-server. A message
 nobody wants is removed as well: one published while the stream has no consumer, or none whose
@@ -30,8 +30,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Final
 
 from jetpy.jetstream.stream import Stream
-from jetpy.server.jscluster.consumers import ConsumerReplica
 from jetpy.server.jscluster.local import Replica
+from jetpy.server.jscluster.local_consumer import HeldConsumer
 
 __all__ = ["InterestRetention"]
 
@@ -49,7 +49,7 @@ class InterestRetention:
         self,
         streams: Mapping[str, Replica],
         consumers_of: Callable[[str], Collection[str]],
-        consumer: Callable[[str, str], ConsumerReplica | None],
+        consumer: Callable[[str, str], HeldConsumer | None],
     ) -> None:
         self._streams = streams  # this server's replicas, by stream name
         self._consumers_of = consumers_of  # the stream's consumers' names, as the meta group holds them
@@ -161,7 +161,7 @@ class InterestRetention:
             task.add_done_callback(self._tasks.discard)
         return 0 if done or seq > hi else seq
 
-    def _consumers(self, stream: Stream) -> list[ConsumerReplica] | None:
+    def _consumers(self, stream: Stream) -> list[HeldConsumer] | None:
         replicas = []
         for name in self._consumers_of(stream.name):
             rep = self._consumer(stream.name, name)

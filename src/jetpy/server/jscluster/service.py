@@ -51,7 +51,7 @@ from jetpy.server.jscluster.placement import TAGS_SUBJECT, ServerTags, choose, s
 from jetpy.server.jscluster.placements import Drop, Placements
 from jetpy.server.jscluster.report import jsz_overlay, meta_cluster
 from jetpy.server.jscluster.restores import ClusterRestores
-from jetpy.server.jscluster.streams import ConfigOp, StreamReplica
+from jetpy.server.jscluster.streams import ConfigOp, StreamReplica, log_owned_expiry
 from jetpy.server.jscluster.system_api import SystemApi
 from jetpy.server.jscluster.usage import ClusterUsage, limit_of
 from jetpy.server.nrg import GroupConfig, ProposalError, RaftGroup, RaftHost, RaftHostError, member_id
@@ -159,6 +159,7 @@ class ClusteredJetStream(Placements):
         replicas = scope.replicas
         js.registry.ingest_factory = lambda stream, registry: self._ingest_factory(scope, stream)
         js.registry.listening = lambda stream: self._listening(replicas, stream)
+        js.registry.expiry.log_owned = log_owned_expiry
         single_create = js.router.routes["CONSUMER.CREATE"]
         api = ClusterApi(
             scope, StreamApi(js.registry, js.committer), js.api_stats, lambda: js.router.replying_to
@@ -178,6 +179,7 @@ class ClusteredJetStream(Placements):
             scope.replica,
             lambda stream: stream in scope.assignments,
         )
+        js.consumers.recovers = False  # the consumers are the meta group's (consumer_groups)
         js.sourcing.enabled = False  # a mirror's or sources' copies: its leader's (copiers)
         # direct gets: each replica answers its stream's in one queue group (StreamReplica)
         js.direct.answerer = lambda name: None
@@ -709,6 +711,7 @@ class ClusteredJetStream(Placements):
     ) -> None:
         js = scope.js
         js.registry.listen(rep.stream)  # its subjects subscribed here while it leads
+        js.registry.expiry.schedule()  # a leader proposes the expiries that go through the log
         if rep.group is not None:
             leader_changed(js.bus, rep.stream.name, rep.group.status(), self.server_name, leading)
         if rep.copier is not None:

@@ -26,7 +26,7 @@ from jetpy.jetstream.info import stream_info
 from jetpy.jetstream.models import ClusterInfo, StreamConfig, StreamInfo
 from jetpy.jetstream.ports import MessageBus
 from jetpy.jetstream.registry import StreamRegistry
-from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream, pub_error
+from jetpy.jetstream.stream import EXPIRE_SLICE, DeleteEntry, PurgeEntry, Stream, pub_error
 from jetpy.server.jscluster.catchup import (
     CATCHUP_ALL,
     CatchupRequest,
@@ -41,11 +41,12 @@ from jetpy.server.jscluster.copying import CopyBatch, CopyEpoch, Copying, CopyMa
 from jetpy.server.jscluster.report import cluster_block
 from jetpy.server.nrg import ProposalError, RaftGroup
 
-__all__ = ["ConfigOp", "DeleteOp", "PubBatch", "PurgeOp", "StreamReplica"]
+__all__ = ["ConfigOp", "DeleteOp", "ExpireOp", "PubBatch", "PurgeOp", "StreamReplica", "log_owned_expiry"]
 
 log = logging.getLogger("jetpy.jetstream")
 
 CATCHUP_RETRY = 0.25  # seconds before asking again when no leader answered
+EXPIRE_RETRY = 0.25  # seconds before proposing an expiry again when the last one failed
 DIRECT_QUEUE = "_sys_"  # the queue group of a stream's replicas answering its direct gets
 DIRECT_POLL = 0.25  # seconds between looks at whether a replica is current, to answer them
 
@@ -88,12 +89,35 @@ class ConfigOp(msgspec.Struct, array_like=True, frozen=True, tag=4):
     config: bytes
 
 
+class ExpireOp(msgspec.Struct, array_like=True, frozen=True, tag=7):
+    """An expiry decided by the leader: every replica removes what ``max_age`` and the messages'
+    TTLs say is due at the entry's time stamp (``ts``, the leader's clock, applied as a message's
+    is) and leaves the delete markers that makes, at that time stamp: the same messages and
+    markers, at the same sequences, on every replica."""
+
+    ts: int
+
+
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(PubBatch | PurgeOp | DeleteOp | ConfigOp | CopyEpoch | CopyBatch).decode
+_decode = msgspec.msgpack.Decoder(
+    PubBatch | PurgeOp | DeleteOp | ConfigOp | CopyEpoch | CopyBatch | ExpireOp
+).decode
 
 BATCH_MSGS = 512  # messages in one proposal at most (nats-server's 512 per entry)...
 BATCH_BYTES = 256 << 10  # ...and bytes of them (its 256 KiB)
 ACK_SEP = b"\n"  # between the acks of a batch in its result (JSON never holds a raw newline)
+
+
+def log_owned_expiry(stream: Stream) -> bool:
+    """Whether a stream's expiry goes through its log (:meth:`StreamReplica.owns_expiry`) by its
+    config alone: replicated, with ``max_age`` or per-message TTLs. Until its replica takes it
+    (a restart) such a stream expires nothing on this server's clock."""
+    cfg = stream.config
+    return _expires(cfg) and (cfg.num_replicas or 1) > 1
+
+
+def _expires(cfg: StreamConfig) -> bool:
+    return cfg.max_age > 0 or cfg.allow_msg_ttl
 
 
 class StreamReplica:
@@ -143,6 +167,8 @@ class StreamReplica:
         # a mirror's or sources' copies (:mod:`.copying`): applied here, made by the leader
         self.copies = CopyMachine(self)
         self.copier: Copying | None = None
+        self._expiring = False  # an expiry this server proposed that has not applied yet
+        stream.expiry_by_log = self
 
     # -- the publish path (the leader) ------------------------------------------------------------
 
@@ -311,6 +337,9 @@ class StreamReplica:
             if isinstance(e, CopyEpoch | CopyBatch):
                 out.append(self.copies.apply(e))
                 continue
+            if isinstance(e, ExpireOp):
+                out.append(self._expire(e))
+                continue
             if not isinstance(e, PubBatch):
                 out.append(self._change(e))
                 continue
@@ -370,6 +399,63 @@ class StreamReplica:
             registry.removed(stream)
             registry.committer.mark_dirty(stream)
         return b"%d" % result
+
+    # -- expiry through the log (see the package doc) ------------------------------------------
+
+    def owns_expiry(self) -> bool:
+        """A replicated stream expires through its log. Each server's own timer would leave
+        delete markers at different sequences on different replicas (nats-server's leader, too,
+        proposes its markers); and even expiry that only removes changes what the next entries
+        are decided against (``Nats-Expected-Last-Subject-Sequence``, ``discard: new`` at a
+        limit), so a replica that expired a message sooner or later than the others (one
+        restarted, expiring before it replays its log) would decide them otherwise."""
+        return _expires(self.stream.config)
+
+    def may_propose_expiry(self) -> bool:
+        return not self._expiring and self._behind is None and self.is_leader
+
+    def propose_expiry(self) -> None:
+        g = self.group
+        if g is None:
+            return
+        self._expiring = True
+        try:
+            fut = g.propose_nowait(_encode(ExpireOp(self.stamp(1))))
+        except ProposalError as exc:
+            self._expiry_failed(exc)
+            return
+        fut.add_done_callback(self._expiry_applied)
+
+    def _expiry_applied(self, fut: asyncio.Future[list[bytes]]) -> None:
+        exc = fut.exception() if not fut.cancelled() else None
+        if fut.cancelled() or exc is not None:
+            self._expiry_failed(exc)
+            return
+        self._expiring = False
+        self.registry.expiry.schedule()  # what is due next (at once if a slice was not all)
+
+    def _expiry_failed(self, exc: BaseException | None) -> None:
+        """Not applied (no quorum, not leading any more): asked again a while later, by
+        whichever server leads then."""
+        log.debug("stream '%s': an expiry was not replicated: %s", self.stream.name, exc)
+
+        def again() -> None:
+            self._expiring = False
+            self.registry.expiry.schedule()
+
+        asyncio.get_running_loop().call_later(EXPIRE_RETRY, again)
+
+    def _expire(self, op: ExpireOp) -> bytes:
+        """An expiry on this replica, at the entry's time stamp (skipped while the log is
+        replayed over a store that holds what it did: see the package doc)."""
+        ts = self.next_stamp(op.ts)
+        if ts is None:
+            return b""
+        stream = self.stream
+        removed, markers = stream.expire(ts, EXPIRE_SLICE)
+        if removed or markers:
+            self.registry.expired(stream, removed, markers)
+        return b"%d" % removed
 
     # -- snapshots and catching up (see catchup's module doc) ----------------------------------
 
@@ -509,7 +595,10 @@ class StreamReplica:
             self.direct_when_current()
 
     def close(self) -> None:
-        """Stop fetching, copying and answering direct gets (the replica stops or goes)."""
+        """Stop fetching, copying, expiring and answering direct gets (the replica stops or
+        goes: a stream held locally then expires on this server's clock)."""
+        if self.stream.expiry_by_log is self:
+            self.stream.expiry_by_log = None
         if self.copier is not None:
             self.copier.stop()
         task, self._catchup = self._catchup, None
