@@ -137,8 +137,8 @@ async def test_reference_encoder_and_decoder_agree() -> None:
     recs: list[Record] = [(b"a.b", b"", b""), (b"c", msg_id_header(b"1"), b"\x00\r\n"), (b"d", b"", b"y" * 9)]
     got = decode_request(encode_request(recs))
     assert got.subjects == [r[0] for r in recs]
-    assert list(got.hdr_lens) == [len(r[1]) for r in recs]
-    assert got.messages == [r[1] + r[2] for r in recs]
+    assert got.hdrs == [r[1] for r in recs]
+    assert got.payloads == [r[2] for r in recs]
 
 
 async def test_permissions_are_those_of_a_publish(tmp_path: Path) -> None:
@@ -269,3 +269,117 @@ async def test_bulk_publish_and_read_under_a_jetstream_domain(tmp_path: Path) ->
             assert (await nc.jetstream().stream_info("DOM")).state.messages == 50
         finally:
             await nc.close()
+
+
+def _mixed_records(n: int) -> list[Record]:
+    """Records that exercise every branch of the stream's rules, in runs and alone: ids (some
+    repeated within the request), none, an empty one, headers that are not ``Nats-*``, a
+    rollup, a TTL, an expected-last-sequence, a message too large."""
+    recs: list[Record] = []
+    for i in range(n):
+        subj = b"in.%d" % (i % 5)
+        k = i % 97
+        if k == 10:
+            hdr = msg_id_header(b"id:%d" % (i - 3))  # a duplicate of a record of this request
+        elif k == 20:
+            hdr = b""
+        elif k == 30:
+            hdr = b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n"
+        elif k == 40:
+            hdr = b"NATS/1.0\r\nX-Trace: %d\r\n\r\n" % i
+        elif k == 50:
+            hdr = b"NATS/1.0\r\nNats-Rollup: sub\r\nNats-Msg-Id: id:%d\r\n\r\n" % i
+        elif k == 60:
+            hdr = b"NATS/1.0\r\nNats-TTL: 1h\r\n\r\n"
+        elif k == 70:
+            hdr = b"NATS/1.0\r\nNats-Expected-Last-Sequence: 1\r\n\r\n"  # refused
+        else:
+            hdr = msg_id_header(b"id:%d" % i)
+        recs.append((subj, hdr, b"y" * 300 if k == 80 else b"p%d" % i))
+    return recs
+
+
+def _header_dict(hdr: bytes) -> dict[str, str] | None:
+    """The headers of a block, as nats-py takes them (it writes them back the same bytes)."""
+    if not hdr:
+        return None
+    lines = hdr[len(b"NATS/1.0\r\n") : -4].decode().split("\r\n")
+    return dict(line.split(": ", 1) for line in lines)
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+async def test_same_stream_as_single_publishes(server: Server, storage: str) -> None:
+    """A bulk publish leaves the stream a run of single publishes of its records leaves (the
+    same messages, sequences, duplicates and refusals) under every rule at once: the input
+    subject transform, ``max_msg_size``, ``max_msgs_per_subject``, rollups, TTLs, the expected
+    headers; and a consumer on it gets every message stored."""
+    nc = await nats.connect(server.client_url)
+    js = nc.jetstream()
+    recs = _mixed_records(1500)
+    outcomes: dict[str, list[tuple[str, int]]] = {}
+    for name in ("BULK", "ONE"):
+        await js.add_stream(
+            name=name,
+            subjects=[f"{name}.in.>"],
+            storage=storage,
+            max_msg_size=200,
+            max_msgs_per_subject=400,
+            allow_rollup_hdrs=True,
+            allow_msg_ttl=True,
+            subject_transform=nats.js.api.SubjectTransform(src=f"{name}.in.>", dest=f"{name}.out.>"),
+        )
+    await js.add_consumer("BULK", durable_name="all", ack_policy="none")
+    sub = await js.pull_subscribe_bind("all", stream="BULK")
+    named = [(b"BULK." + s, h, p) for s, h, p in recs]
+    out = await _publish(nc, "BULK", encode_request(named))
+    bulk: list[tuple[str, int]] = [("", 0)] * len(recs)
+    for r in out["stored"]:
+        for j in range(r["count"]):
+            bulk[r["index"] + j] = ("stored", r["seq"] + j)
+    for r in out["duplicates"]:
+        for j in range(r["count"]):
+            bulk[r["index"] + j] = ("duplicate", r["seq"])
+    for r in out["errors"]:
+        for j in range(r["count"]):
+            bulk[r["index"] + j] = (str(r["error"]["err_code"]), 0)
+    outcomes["BULK"] = bulk
+    one: list[tuple[str, int]] = []
+    for s, h, p in recs:
+        msg = await nc.request("ONE." + s.decode(), p, timeout=5, headers=_header_dict(h))
+        ack = json.loads(msg.data)
+        if "error" in ack:
+            one.append((str(ack["error"]["err_code"]), 0))
+        else:
+            one.append(("duplicate" if ack.get("duplicate") else "stored", ack["seq"]))
+    outcomes["ONE"] = one
+    assert outcomes["BULK"] == outcomes["ONE"]
+    kinds = {k for k, _ in one}
+    assert kinds == {"stored", "duplicate", "10054", "10071"}
+    a, b = await js.stream_info("BULK"), await js.stream_info("ONE")
+    longer = len("BULK") - len("ONE")  # each stored subject's name is a byte longer
+    assert (a.state.messages, a.state.first_seq, a.state.last_seq, a.state.bytes) == (
+        b.state.messages,
+        b.state.first_seq,
+        b.state.last_seq,
+        b.state.bytes + longer * b.state.messages,
+    )
+    seqs = [seq for kind, seq in one if kind == "stored"]
+    for seq in seqs[-500:]:
+        try:
+            x = await js.get_msg("BULK", seq)
+        except nats.js.errors.NotFoundError:
+            with pytest.raises(nats.js.errors.NotFoundError):
+                await js.get_msg("ONE", seq)
+            continue
+        y = await js.get_msg("ONE", seq)
+        assert x.subject and y.subject
+        assert (x.subject.split(".", 1)[1], x.data, x.headers) == (
+            y.subject.split(".", 1)[1],
+            y.data,
+            y.headers,
+        )
+    got = 0
+    while got < a.state.messages:
+        got += len(await sub.fetch(1000, timeout=5))
+    assert got == a.state.messages
+    await nc.close()

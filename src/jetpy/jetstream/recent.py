@@ -10,6 +10,7 @@ max_msgs_per_subject). Bounded by bytes; the oldest half goes when it is full.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Final
 
 from jetpy.store.base import StoredMsg
@@ -37,19 +38,43 @@ class RecentMessages:
             return
         msgs = self.msgs
         if not msgs or msg.seq != self.base + len(msgs):
-            self.base = msg.seq
-            msgs.clear()
-            self.nbytes = 0
-            self.holes = 0
+            self._restart(msg.seq)
         msgs.append(msg)
         self.nbytes += len(msg.hdr) + len(msg.data) + _ENTRY_OVERHEAD
         if self.nbytes > RECENT_BYTES:
-            drop = len(msgs) // 2
-            self.nbytes -= sum(
-                len(m.hdr) + len(m.data) + _ENTRY_OVERHEAD for m in msgs[:drop] if m is not None
-            )
-            del msgs[:drop]
-            self.base += drop
+            self._halve()
+
+    def extend(self, run: list[StoredMsg]) -> None:
+        """:meth:`add` of each message of ``run`` (consecutive sequences), in one go."""
+        if not self.enabled or not run:
+            return
+        first = run[0].seq
+        if run[-1].seq - first != len(run) - 1:  # not consecutive (a store removed some)
+            for m in run:
+                self.add(m)
+            return
+        msgs = self.msgs
+        if not msgs or first != self.base + len(msgs):
+            self._restart(first)
+        msgs.extend(run)
+        self.nbytes += _size(run) + _ENTRY_OVERHEAD * len(run)
+        while self.nbytes > RECENT_BYTES and len(msgs) > 1:
+            self._halve()
+
+    def _restart(self, seq: int) -> None:
+        self.base = seq
+        self.msgs.clear()
+        self.nbytes = 0
+        self.holes = 0
+
+    def _halve(self) -> None:
+        """Drop the oldest half (the cache is over its bytes)."""
+        msgs = self.msgs
+        drop = len(msgs) // 2
+        gone = [m for m in msgs[:drop] if m is not None] if self.holes else msgs[:drop]
+        self.nbytes -= _size(gone) + _ENTRY_OVERHEAD * len(gone)  # type: ignore[arg-type]  # no None
+        del msgs[:drop]
+        self.base += drop
 
     def get(self, seq: int) -> StoredMsg | None:
         i = seq - self.base
@@ -84,3 +109,12 @@ class RecentMessages:
         self.nbytes = 0
         self.base = 0
         self.holes = 0
+
+
+_hdr_of = attrgetter("hdr")
+_data_of = attrgetter("data")
+
+
+def _size(msgs: list[StoredMsg]) -> int:
+    """Their header and payload bytes (counted in C: once per message of a bulk publish)."""
+    return sum(map(len, map(_hdr_of, msgs))) + sum(map(len, map(_data_of, msgs)))

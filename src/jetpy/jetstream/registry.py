@@ -21,7 +21,7 @@ import secrets
 import string
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -41,15 +41,18 @@ from jetpy.store.base import LostData, StoreConfig, StoredMsg, StoreError, Strea
 __all__ = [
     "SUBSCRIBE_STEP",
     "Accept",
+    "AcceptMany",
     "StreamEvents",
     "StreamRegistry",
     "acceptor",
+    "bulk_acceptor",
     "ingest_handler",
     "new_identity",
     "recovery_line",
 ]
 
 log = logging.getLogger("jetpy.jetstream")
+_time_ns = time.time_ns
 
 SUBSCRIBE_STEP = 250
 """Subjects (un)subscribed per step of a create or update (see ``steps``): about a millisecond."""
@@ -61,6 +64,11 @@ class StreamEvents(Protocol):
     def stored(self, stream: Stream, msg: StoredMsg) -> None:
         """A new message is in the stream (only called when ``stream.recent`` is on, the
         stream has consumers, retention is interest, or the message has headers)."""
+
+    def stored_many(self, stream: Stream, msgs: list[StoredMsg]) -> None:
+        """New messages in the stream, in sequence order, none of them a rollup, in a stream
+        whose retention is not interest (called only when ``stream.recent`` is on or the stream
+        has consumers): what :meth:`stored` does for each."""
 
     def removed(self, stream: Stream) -> None:
         """Messages left the stream by a path the server drives (purge, delete, expiry, limits
@@ -363,6 +371,12 @@ class StreamRegistry:
             return None
         return acceptor(stream, self)
 
+    def bulk_acceptor(self, stream: Stream) -> AcceptMany | None:
+        """:meth:`acceptor` for runs of records (see :func:`bulk_acceptor`)."""
+        if self.ingest_factory is not ingest_handler:
+            return None
+        return bulk_acceptor(stream, self)
+
     def get(self, name: str) -> Stream | None:
         return self.streams.get(name)
 
@@ -522,6 +536,82 @@ def acceptor(stream: Stream, registry: StreamRegistry) -> Accept:
         return res
 
     return accept
+
+
+AcceptMany = Callable[[list[bytes], list[bytes], list[bytes], int, int], list[StoredMsg | PublishResult]]
+"""Takes records ``start .. stop-1`` (``(subjects, header blocks, payloads, start, stop)``, a
+header block ``b""`` for none) into a stream, in order: each one's ``StoredMsg`` when stored,
+else its answer (see :func:`bulk_acceptor`)."""
+
+
+def bulk_acceptor(stream: Stream, registry: StreamRegistry) -> AcceptMany:
+    """:func:`acceptor` for runs of records (the bulk publish), each taken exactly as ``accept``
+    takes it. Records that need no rule beyond their size and ``Nats-Msg-Id`` go through
+    :meth:`Stream.process_many`, the storage limits checked once for the rest of the run when
+    it fits under them whole (no per-message check could refuse one of them then), the
+    consumers' host told once per run; any other record, a run that does not fit, and every
+    record of an interest stream (whose messages nobody wants go as they are stored) go through
+    ``accept``."""
+    accept = acceptor(stream, registry)
+    process_many = stream.process_many
+    stored_many = registry.events.stored_many
+    recent = stream.recent
+    resources = registry.resources
+    storage = stream.config.storage
+    gauge = resources.gauge(storage)
+    acct = resources.account_gauge(storage)
+
+    def one(subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], i: int) -> PublishResult:
+        hdr = hdrs[i]
+        return accept(subjects[i], hdr, hdr + payloads[i] if hdr else payloads[i])
+
+    def accept_many(
+        subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], start: int, stop: int
+    ) -> list[StoredMsg | PublishResult]:
+        out: list[StoredMsg | PublishResult] = []
+        i = start
+        while i < stop:
+            bound = _bytes(subjects, hdrs, payloads, i, stop) + (stop - i) * MSG_SIZE_BOUND
+            if (
+                stream.config.retention == "interest"
+                or gauge.used + bound >= gauge.limit
+                or acct.used + bound > acct.limit
+            ):
+                out.extend(one(subjects, hdrs, payloads, j) for j in range(i, stop))
+                break
+            k = len(out)
+            j = process_many(subjects, hdrs, payloads, i, stop, _time_ns(), out)
+            chunk = out[k:]
+            if list(map(type, chunk)).count(StoredMsg) == len(chunk):  # all stored (in C)
+                run = cast("list[StoredMsg]", chunk)
+            else:
+                run = [r for r in chunk if type(r) is StoredMsg]
+            if run:
+                if len(run) == j - i:
+                    size = _bytes(subjects, hdrs, payloads, i, j)
+                else:
+                    size = sum(
+                        len(subjects[n]) + len(hdrs[n]) + len(payloads[n])
+                        for n in range(i, j)
+                        if type(out[k + n - i]) is StoredMsg
+                    )
+                size += len(run) * MSG_SIZE_BOUND
+                gauge.used += size
+                acct.used += size
+                if recent.enabled or stream.consumer_count:
+                    stored_many(stream, run)
+            if j < stop:
+                out.append(one(subjects, hdrs, payloads, j))
+                j += 1
+            i = j
+        return out
+
+    return accept_many
+
+
+def _bytes(subjects: list[bytes], hdrs: list[bytes], payloads: list[bytes], i: int, j: int) -> int:
+    """The subject and message bytes of records ``i .. j-1`` (what ``accept`` counts of each)."""
+    return sum(map(len, subjects[i:j])) + sum(map(len, hdrs[i:j])) + sum(map(len, payloads[i:j]))
 
 
 def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:

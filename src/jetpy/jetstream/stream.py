@@ -68,6 +68,7 @@ other clients served between."""
 MAX_HEADER_SIZE = 64 * 1024  # nats-server rejects JetStream messages with larger header blocks (10097)
 
 H_MSG_ID = b"Nats-Msg-Id"
+_MSG_ID_KEY = b"\r\n" + H_MSG_ID + b":"  # as get_header finds it
 H_EXPECTED_STREAM = b"Nats-Expected-Stream"
 H_EXPECTED_LAST_SEQ = b"Nats-Expected-Last-Sequence"
 H_EXPECTED_LAST_SUBJ_SEQ = b"Nats-Expected-Last-Subject-Sequence"
@@ -93,6 +94,7 @@ class PublishResult(msgspec.Struct, frozen=True, gc=False):
     stored: StoredMsg | None = None  # exactly what was stored (None: not stored, or a duplicate)
     expires: int = 0  # when its own TTL ends (ns since epoch; 0: none), for the expiry timer
     republish: RepublishedMsg | None = None  # what to publish for the stream's ``republish``
+    duplicate: int = 0  # a duplicate's: the sequence the stream holds its message id as
 
 
 def _ack_format(stream: str, domain: str = "") -> bytes:
@@ -206,6 +208,7 @@ class Stream:
         self.durable = config.storage == "file"
         self.domain = domain  # the server's JetStream domain ("" without one)
         self._ack_format = _ack_format(self.name, domain)  # the PubAck, but for its sequence
+        self._dup_format = self._ack_format[:-1] + b',"duplicate": true}'  # a duplicate's (pub_ack)
         # Nats-Msg-Id -> (seq, ts_ns), oldest first, trimmed to duplicate_window
         self._dedup: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._last_msg_id = ""
@@ -269,6 +272,136 @@ class Stream:
         if isinstance(decided, PublishResult):
             return decided
         return self.apply_msg(decided)
+
+    def process_many(
+        self,
+        subjects: list[bytes],
+        hdrs: list[bytes],
+        payloads: list[bytes],
+        start: int,
+        stop: int,
+        now: int,
+        out: list[StoredMsg | PublishResult],
+    ) -> int:
+        """:meth:`process` of the records ``start .. stop-1`` (record i: ``subjects[i]``, its
+        header block ``hdrs[i]``, ``b""`` for none, and its payload ``payloads[i]``), all at time
+        ``now``, while each needs no rule beyond its size and its ``Nats-Msg-Id``: the same
+        decisions, the attribute lookups and the de-duplication window's trim paid once. Appends
+        each record's outcome to ``out`` (its ``StoredMsg`` when stored, else the answer) and
+        returns the index of the first record left to :meth:`process` (``stop`` when none is):
+        one with other ``Nats-*`` headers, too large, or every record of a sealed stream or one
+        that republishes."""
+        if self._republish is not None:
+            return start
+        limit = self._plain_limit  # -1 when sealed: every record goes to process()
+        dedup = self._dedup
+        self._trim_dedup(now)
+        simple_id = _simple_id
+        append = out.append
+        names: dict[bytes, str] = {}  # a published subject -> the one it is stored under
+        # the run decided to be stored: records a .. i-1 (a run is stored before any other
+        # outcome is appended, so it is always consecutive records), their message ids
+        a = start
+        ids: list[str] = []
+        in_run: set[str] = set()
+        for i in range(start, stop):
+            hdr = hdrs[i]
+            if hdr:
+                if len(hdr) > MAX_HEADER_SIZE or len(payloads[i]) > limit:
+                    stop = i
+                    break
+                msg_id = simple_id(hdr)
+                if msg_id is None:
+                    stop = i
+                    break
+                if msg_id:
+                    if msg_id in in_run:  # a duplicate of a record of this run: stored first
+                        self._store_run(subjects, hdrs, payloads, a, i, ids, names, now, out)
+                        a = i
+                        in_run.clear()
+                    seen = dedup.get(msg_id)
+                    if seen is not None:
+                        if i > a:
+                            self._store_run(subjects, hdrs, payloads, a, i, ids, names, now, out)
+                            in_run.clear()
+                        append(self._duplicate(seen[0]))
+                        a = i + 1
+                        continue
+                    in_run.add(msg_id)
+            elif len(payloads[i]) > limit:
+                stop = i
+                break
+            else:
+                msg_id = ""
+            ids.append(msg_id)
+        if stop > a:
+            self._store_run(subjects, hdrs, payloads, a, stop, ids, names, now, out)
+        return stop
+
+    def _store_run(
+        self,
+        published: list[bytes],
+        all_hdrs: list[bytes],
+        all_payloads: list[bytes],
+        a: int,
+        b: int,
+        msg_ids: list[str],
+        names: dict[bytes, str],
+        now: int,
+        out: list[StoredMsg | PublishResult],
+    ) -> None:
+        """Store records ``a .. b-1``, which ``process_many`` decided to store (``msg_ids``:
+        theirs, ``""`` for none), in order, at ``now`` (the store's runs in one call,
+        ``store_many``; any message it leaves alone through ``store_msg``); record their
+        message ids, append their outcomes to ``out``, and empty ``msg_ids``."""
+        raw = published[a:b]
+        for subject in set(raw).difference(names):  # the stored subjects, each mapped once
+            subj = subject.decode()
+            names[subject] = self._map_subject(subj) if self._map_subject is not None else subj
+        subjects = list(map(names.__getitem__, raw))
+        hdrs = all_hdrs[a:b]
+        payloads = all_payloads[a:b]
+        store = self.store
+        dedup = self._dedup
+        n = len(subjects)
+        k = 0
+        while k < n:
+            got = store.store_many(subjects, hdrs, payloads, k, now)
+            if got:
+                first = store.state().last_seq - got + 1
+                e = k + got
+                seqs = range(first, first + got)
+                out.extend(
+                    [
+                        StoredMsg(subj, seq, now, hdr, payload)
+                        for subj, seq, hdr, payload in zip(
+                            subjects[k:e], seqs, hdrs[k:e], payloads[k:e], strict=True
+                        )
+                    ]
+                )
+                ids = msg_ids[k:e]
+                if "" in ids:
+                    dedup.update((mid, (seq, now)) for mid, seq in zip(ids, seqs, strict=True) if mid)
+                else:
+                    dedup.update(zip(ids, [(seq, now) for seq in seqs], strict=True))
+                last = next((mid for mid in reversed(ids) if mid), "")
+                if last:
+                    self._last_msg_id = last
+                k = e
+                continue
+            subj = subjects[k]
+            try:
+                seq, ts = store.store_msg(subj, hdrs[k], payloads[k], now, 0)
+            except StoreError as err:
+                out.append(self._store_failed(err))
+            else:
+                msg_id = msg_ids[k]
+                if msg_id:
+                    dedup[msg_id] = (seq, ts)
+                    self._last_msg_id = msg_id
+                out.append(StoredMsg(subj, seq, ts, hdrs[k], payloads[k]))
+            k += 1
+        msg_ids.clear()
 
     def decide(self, subject: bytes, hdr: bytes, data: bytes, now: int) -> MsgEntry | PublishResult:
         """Check a published message against the stream's config and state: the entry to apply,
@@ -365,12 +498,8 @@ class Stream:
             last = prev.seq if prev is not None else 0
         try:
             seq, ts = self.store.store_msg(subj, hdr, payload, ts, ttl)
-        except ErrMsgTooLarge:
-            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
-        except StoreError as e:  # the limits (discard new) and I/O failures
-            if isinstance(e, ErrStoreIO) and e.lost:
-                self.forget_msg_ids(e.lost)
-            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+        except StoreError as e:
+            return self._store_failed(e)
         if msg_id:
             self._dedup[msg_id] = (seq, ts)
             self._last_msg_id = msg_id
@@ -384,28 +513,34 @@ class Stream:
             None if dest is None or rp is None else rp.message(dest, subj, seq, ts, hdr, payload, last),
         )
 
+    def _store_failed(self, e: StoreError) -> PublishResult:
+        """The answer to a message the store refused: too large, the limits (discard new), or
+        an I/O failure (whose rolled-back sequences' message ids are forgotten)."""
+        if isinstance(e, ErrMsgTooLarge):
+            return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_MESSAGE_EXCEEDS_MAXIMUM)))
+        if isinstance(e, ErrStoreIO) and e.lost:
+            self.forget_msg_ids(e.lost)
+        return PublishResult(pub_error(self.name, ApiError.of(E.STREAM_STORE_FAILED, err=str(e))))
+
+    def _duplicate(self, seq: int) -> PublishResult:
+        """The answer to a message whose id the stream holds as ``seq``: acknowledged again."""
+        return PublishResult(self._dup_format % seq, seq if self.durable else 0, duplicate=seq)
+
     def _check_headers(self, subject: str, hdr: bytes, now: int) -> tuple[str, bytes, int] | PublishResult:
         """The ``Nats-*`` headers' checks, in nats-server's order: (message id, rollup, TTL) to
         store the message with, or the ack of the duplicate it is; raises ApiError."""
         cfg = self.config
         if len(hdr) > MAX_HEADER_SIZE:
             raise ApiError.of(E.STREAM_HEADER_EXCEEDS_MAXIMUM)
-        nats = hdr.count(b"Nats-")  # one scan tells the common case: a message id at most
-        mid = get_header(hdr, H_MSG_ID) if nats == 1 else None
-        if not nats or mid is not None:
-            # no Nats- header, or the one there is is the id: no other rule applies (keys match
-            # with their case)
-            if not mid:
+        simple = _simple_id(hdr)
+        if simple is not None:  # no other rule applies
+            if not simple:
                 return "", b"", 0
-            msg_id = mid.decode()
             self._trim_dedup(now)
-            seen = self._dedup.get(msg_id)
+            seen = self._dedup.get(simple)
             if seen is not None:
-                return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
-                    seen[0] if self.durable else 0,
-                )
-            return msg_id, b"", 0
+                return self._duplicate(seen[0])
+            return simple, b"", 0
         expected = get_header(hdr, H_EXPECTED_STREAM)
         if expected is not None and expected.decode() != self.name:
             raise ApiError.of(E.STREAM_NOT_MATCH)
@@ -429,10 +564,7 @@ class Stream:
             self._trim_dedup(now)
             seen = self._dedup.get(msg_id)
             if seen is not None:
-                return PublishResult(
-                    pub_ack(self.name, seen[0], duplicate=True, domain=self.domain),
-                    seen[0] if self.durable else 0,
-                )
+                return self._duplicate(seen[0])
         last_seq = get_header(hdr, H_EXPECTED_LAST_SEQ)
         if last_seq is not None:
             st_last = self.store.state().last_seq
@@ -537,6 +669,22 @@ class Stream:
                 mid = get_header(msg.hdr, H_MSG_ID)
                 if mid:
                     yield mid.decode(), msg.seq, msg.ts
+
+
+def _simple_id(hdr: bytes) -> str | None:
+    """The message id of a header block (``""``: none) when it is the block's only ``Nats-*``
+    header, so that no rule but de-duplication applies (keys match with their case); None when
+    other ``Nats-*`` headers need their checks. One scan tells the common case."""
+    nats = hdr.count(b"Nats-")
+    if not nats:
+        return ""
+    if nats == 1:  # get_header(hdr, H_MSG_ID), inline: once per message of a bulk publish
+        i = hdr.find(_MSG_ID_KEY)
+        if i >= 0:
+            i += len(_MSG_ID_KEY)
+            j = hdr.find(b"\r\n", i)
+            return hdr[i : j if j >= 0 else len(hdr)].strip().decode()
+    return None
 
 
 def _go_quote(raw: bytes) -> str:

@@ -564,6 +564,14 @@ class StreamStore(Protocol):
         """Append a message, enforce limits, return ``(seq, ts)``. ``ttl``: 0 none, > 0 nanoseconds,
         -1 never (see the module rules)."""
 
+    def store_many(
+        self, subjects: list[str], hdrs: list[bytes], payloads: list[bytes], start: int, ts: int
+    ) -> int:
+        """``store_msg(subjects[i], hdrs[i], payloads[i], ts)`` for ``i`` from ``start`` on, in
+        one call, while a message needs nothing a single store would do beyond appending it;
+        returns how many it stored, as sequences ``last_seq + 1 ..`` (0: the next goes through
+        ``store_msg``, as every message may)."""
+
     def load_msg(self, seq: int) -> StoredMsg | None: ...
 
     def load_next_msg(self, filter_subject: str, start_seq: int) -> StoredMsg | None:

@@ -67,18 +67,19 @@ from .base import (
     stream_state,
 )
 from .bulk import read_file_records
-from .consumer_state import META_MAGIC, FileConsumerStore, read_framed, write_framed_atomic
+from .consumer_state import FileConsumerStore
 from .crypto import StoreKeys
 from .erase import Gone, erase_entries
 from .expiry import Expiry
 from .export import FileExport, take_export
 from .fileio import fsync_dir
-from .forms import FileForms, meta_context
+from .forms import FileForms, read_meta_file
 from .index import StoreIndex
-from .layout import META_FILE, MSGS_DIR, OBS_DIR, TAIL_FILE, lock_directory
+from .layout import META_FILE, MSGS_DIR, TAIL_FILE, lock_directory
 from .reader import BlockReader
 from .record import BLOCK_HEADER_SIZE, RECORD_OVERHEAD, BlockHeader, append_record
 from .recovery import read_tombstones, recover
+from .runs import append_run
 from .sealing import Compactor, remove_leftovers
 from .segment import DEFAULT_BLOCK_SIZE, MIN_BLOCK_SIZE, NO_SID, Block, block_size_for
 from .tail import Tail, TailFile
@@ -100,14 +101,6 @@ flushes rarely; one write of this size still carries thousands of small records 
 _time_ns = time.time_ns
 
 
-def read_meta_file(directory: str | os.PathLike[str], keys: StoreKeys | None = None) -> bytes | None:
-    """A stream directory's metadata bytes, without opening its store (None if there are none).
-    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read,
-    ErrEncryptionKey if it was written with another key than ``keys``."""
-    d = Path(directory)
-    return read_framed(d / META_FILE, META_MAGIC, keys, meta_context(d.name))
-
-
 class FileStore:
     """A ``StreamStore`` persisted under ``directory`` (created if missing)."""
 
@@ -119,7 +112,6 @@ class FileStore:
         with another key refuses the store (``ErrEncryptionKey``) before anything is changed."""
         self._dir = Path(directory)
         msgdir = self._dir / MSGS_DIR
-        self._obsdir = self._dir / OBS_DIR
         self._dir_lock = -1
         self._forms = forms = FileForms(self._dir, keys)
         blocks: list[Block] = []
@@ -384,6 +376,28 @@ class FileStore:
             if self._max_msgs or self._max_bytes:
                 self._enforce_totals()
         return seq, ts
+
+    def store_many(
+        self, subjects: list[str], hdrs: list[bytes], payloads: list[bytes], start: int, ts: int
+    ) -> int:
+        """:meth:`store_msg` (no TTL, at ``ts``) of messages ``start ..`` of the lists in one
+        call (runs.py: where a run stops); none where limits or a failed write have a say.
+        Returns how many it stored, as sequences ``last_seq + 1 ..`` (``last_seq`` before)."""
+        if self._w.guard or self._discard_new or self._enforce:
+            return 0
+        room = MAX_WRITE_BUFFER - len(self._wbuf)
+        return append_run(
+            self._ix,
+            self._wbuf,
+            room,
+            self._max_payload,
+            self._block_size,
+            subjects,
+            hdrs,
+            payloads,
+            start,
+            ts,
+        )
 
     def _roll(self, base: int, hwm: int) -> None:
         """Seal the active block and start ``<base>.blk``; a sealed block without messages goes,
@@ -719,16 +733,11 @@ class FileStore:
 
     def consumer_store(self, name: str) -> FileConsumerStore:
         self._check_read()
-        try:
-            return FileConsumerStore(self._obsdir, name, self._forms.keys, self._forms.name)
-        except OSError as exc:
-            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"consumer directory {name}: {exc}") from exc
+        return self._forms.consumer_store(name)
 
     def consumer_names(self) -> list[str]:
         self._check_read()
-        if not self._obsdir.is_dir():
-            return []
-        return sorted(p.name for p in self._obsdir.iterdir() if p.is_dir())
+        return self._forms.consumer_names()
 
     def recovery_notes(self) -> list[str]:
         """What opening found wrong with the files and what was made of it, one line each."""
@@ -736,16 +745,7 @@ class FileStore:
 
     def write_meta(self, meta: bytes) -> None:
         self._check_read()
-        try:
-            write_framed_atomic(
-                self._dir / META_FILE,
-                META_MAGIC,
-                bytes(meta),
-                self._forms.keys,
-                meta_context(self._forms.name),
-            )
-        except OSError as exc:
-            raise ErrStoreIO(exc.errno or _errno.EIO, None, f"writing {META_FILE}: {exc}") from exc
+        self._forms.write_meta(meta)
 
     def read_meta(self) -> bytes | None:
         self._check_read()

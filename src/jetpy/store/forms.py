@@ -10,10 +10,13 @@ current one (rekey.py). Must not know: the index, records, limits, when to compr
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .consumer_state import META_MAGIC, needs_rekey
+from .base import ErrStoreIO
+from .consumer_state import META_MAGIC, FileConsumerStore, needs_rekey, read_framed, write_framed_atomic
 from .crypto import FileCipher, StoreKeys, encode_key_header
 from .erase import finish_erases
 from .frames import BLOCK_KEY_MAGIC, PACKED
@@ -22,12 +25,20 @@ from .recovery import Recovered
 from .rekey import SmallFile, check_consumer_files, rekey_store
 from .tail import Tail, TailFile, read_tail_file
 
-__all__ = ["FileForms", "KeyChecks", "meta_context"]
+__all__ = ["FileForms", "KeyChecks", "meta_context", "read_meta_file"]
 
 
 def meta_context(stream: str) -> str:
     """The key context of a stream's ``meta.dat``."""
     return f"{stream}/meta"
+
+
+def read_meta_file(directory: str | os.PathLike[str], keys: StoreKeys | None = None) -> bytes | None:
+    """A stream directory's metadata bytes, without opening its store (None if there are none).
+    Raises ErrCorrupt if the file fails its checks, ErrStoreIO if it cannot be read,
+    ErrEncryptionKey if it was written with another key than ``keys``."""
+    d = Path(directory)
+    return read_framed(d / META_FILE, META_MAGIC, keys, meta_context(d.name))
 
 
 @dataclass
@@ -92,3 +103,23 @@ class FileForms:
         if found is not None and not rekey:
             tf.last = found  # its next rewrite goes to the older slot
         return tf
+
+    def write_meta(self, meta: bytes) -> None:
+        """The stream's ``meta.dat``, sealed with the current key (atomically). Raises ErrStoreIO."""
+        try:
+            write_framed_atomic(
+                self.directory / META_FILE, META_MAGIC, bytes(meta), self.keys, meta_context(self.name)
+            )
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or errno.EIO, None, f"writing {META_FILE}: {exc}") from exc
+
+    def consumer_store(self, name: str) -> FileConsumerStore:
+        """Consumer ``name``'s files, under the stream's keys. Raises ErrStoreIO."""
+        try:
+            return FileConsumerStore(self.directory / OBS_DIR, name, self.keys, self.name)
+        except OSError as exc:
+            raise ErrStoreIO(exc.errno or errno.EIO, None, f"consumer directory {name}: {exc}") from exc
+
+    def consumer_names(self) -> list[str]:
+        obs = self.directory / OBS_DIR
+        return sorted(p.name for p in obs.iterdir() if p.is_dir()) if obs.is_dir() else []

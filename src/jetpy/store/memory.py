@@ -165,6 +165,11 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ writes
 
+    def store_many(
+        self, subjects: list[str], hdrs: list[bytes], payloads: list[bytes], start: int, ts: int
+    ) -> int:
+        return 0  # a memory store's append is store_msg's: nothing to gain in a run
+
     def store_msg(
         self, subject: str, hdr: bytes, data: bytes, ts: int | None = None, ttl: int = 0
     ) -> tuple[int, int]:

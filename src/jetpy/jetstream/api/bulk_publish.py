@@ -2,11 +2,14 @@
 
 Owns the request's checks, the storing of its records and the one reply. The format is
 ``protocol/bulk_publish.py``'s; each record is taken as a single publish of it to this server
-would be (``registry.acceptor``: the storage limits, then the stream's rules: ``Nats-Msg-Id``
-de-duplication within ``duplicate_window``, ``Nats-Expected-*``, ``Nats-TTL``, rollups,
-``max_msg_size``, the store's limits), in order, each record's outcome its own, as a run of
-single publishes would have them. What costs a single publish microseconds is paid once per
-request here: no protocol line, routing or PubAck per message, one durability wait.
+would be (``registry.bulk_acceptor``: the storage limits, then the stream's rules:
+``Nats-Msg-Id`` de-duplication within ``duplicate_window``, ``Nats-Expected-*``, ``Nats-TTL``,
+rollups, ``max_msg_size``, the store's limits), in order, each record's outcome its own, as a
+run of single publishes would have them. What costs a single publish microseconds is paid once
+per request or per run of records here: no protocol line, routing or PubAck per message, one
+durability wait, and for the records that need no rule beyond their size and message id, one
+decision pass, one store call and one notification of the consumers per run
+(``Stream.process_many``).
 
 Refused as a whole, before anything is stored (an API error reply): a stream that does not
 exist (10059) or is offline (10194), a replicated one (10036: its messages go through its Raft
@@ -34,7 +37,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 
@@ -46,8 +49,8 @@ from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import ApiErrorBody, _always, _always_list, encode
 from jetpy.jetstream.ports import Caller, MessageBus
-from jetpy.jetstream.registry import Accept, StreamRegistry
-from jetpy.jetstream.stream import Stream
+from jetpy.jetstream.registry import AcceptMany, StreamRegistry
+from jetpy.jetstream.stream import PublishResult, Stream
 from jetpy.protocol.bulk_publish import (
     PUBLISH_API,
     RESPONSE_TYPE,
@@ -55,6 +58,7 @@ from jetpy.protocol.bulk_publish import (
     BulkRecords,
     decode_request,
 )
+from jetpy.store.base import StoredMsg
 
 __all__ = [
     "DOMAIN_PUBLISH_SUBJECTS",
@@ -76,9 +80,6 @@ MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 """Request bytes waiting to be stored, at most (nats-server's default ``max_pending``): past it
 a request is refused (10167, too many requests) rather than queued, so that clients sending
 faster than the stream stores cannot grow the server's memory without bound."""
-
-_ERROR: Final = b'{"error":'
-_SEQ: Final = b'"seq":'
 
 
 class BulkPublishRun(msgspec.Struct, frozen=True):
@@ -109,7 +110,7 @@ class BulkPublishResponse(ApiResponse, frozen=True):
 @dataclass(slots=True)
 class _Job:
     stream: Stream
-    accept: Accept
+    accept: AcceptMany
     reply: bytes
     recs: BulkRecords
     size: int  # the request's bytes
@@ -157,7 +158,7 @@ class BulkPublish:
 
     def _job(self, name: str, reply: bytes, body: bytes, caller: Caller | None) -> _Job:
         s = self.registry.require(name)
-        accept = self.registry.acceptor(s)
+        accept = self.registry.bulk_acceptor(s)
         if accept is None:
             raise ApiError.of(E.CLUSTER_UNSUPPORTED_FEATURE)
         try:
@@ -242,36 +243,56 @@ def _check_subject(s: Stream, caller: Caller | None, i: int, raw: bytes) -> None
 def _store_slice(job: _Job) -> bool:
     """Store the job's next ``SLICE`` records; whether that was the last of them."""
     recs = job.recs
-    accept = job.accept
-    subjs, hls, msgs = recs.subjects, recs.hdr_lens, recs.messages
-    stored = job.stored
-    top = job.top
+    n = len(recs)
     start = job.next
-    stop = min(len(subjs), start + SLICE)
+    stop = min(n, start + SLICE)
+    outcomes = job.accept(recs.subjects, recs.hdrs, recs.payloads, start, stop)
+    stored = job.stored
     run = stored[-1] if stored else None
-    for i in range(start, stop):
-        m = msgs[i]
-        hl = hls[i]
-        res = accept(subjs[i], m[:hl] if hl else b"", m)
-        st = res.stored
-        if st is not None:
-            seq = st.seq
-            if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
-                run[1] += 1
-            else:
-                run = [i, 1, seq]
-                stored.append(run)
+    durable = job.stream.durable
+    top = job.top
+    i = start
+    first = outcomes[0] if outcomes else None
+    if (
+        type(first) is StoredMsg
+        and list(map(type, outcomes)).count(StoredMsg) == len(outcomes)
+        and cast(StoredMsg, outcomes[-1]).seq - first.seq == len(outcomes) - 1
+    ):  # all stored, in consecutive sequences (the common case, checked in C)
+        seq = first.seq
+        if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
+            run[1] += len(outcomes)
         else:
-            ack = res.ack
-            if ack.startswith(_ERROR):
-                _add_error(job.errors, i, ack)
-            else:
-                _add_run(job.dups, i, _ack_seq(ack))
-        if res.durable_seq > top:
-            top = res.durable_seq
+            stored.append([i, len(outcomes), seq])
+        if durable:
+            top = seq + len(outcomes) - 1
+        outcomes = []
+    for res in outcomes:
+        if type(res) is StoredMsg:
+            seq = res.seq
+            if durable:
+                top = seq
+        else:
+            assert isinstance(res, PublishResult)
+            if res.durable_seq > top:
+                top = res.durable_seq
+            st = res.stored
+            if st is None:
+                if res.duplicate:
+                    _add_run(job.dups, i, res.duplicate)
+                else:
+                    _add_error(job.errors, i, res.ack)
+                i += 1
+                continue
+            seq = st.seq
+        if run is not None and run[0] + run[1] == i and run[2] + run[1] == seq:
+            run[1] += 1
+        else:
+            run = [i, 1, seq]
+            stored.append(run)
+        i += 1
     job.top = top
     job.next = stop
-    return stop == len(subjs)
+    return stop == n
 
 
 def _add_run(runs: list[list[int]], i: int, seq: int) -> None:
@@ -290,12 +311,3 @@ def _add_error(errors: list[tuple[int, int, bytes]], i: int, ack: bytes) -> None
             errors[-1] = (j, n + 1, ack)
             return
     errors.append((i, 1, ack))
-
-
-def _ack_seq(ack: bytes) -> int:
-    """The sequence a PubAck names (a duplicate's: the one the stream holds it as)."""
-    k = ack.find(_SEQ) + len(_SEQ)
-    e = k
-    while e < len(ack) and 48 <= ack[e] <= 57:
-        e += 1
-    return int(ack[k:e])

@@ -523,6 +523,18 @@ class ConsumerManager:
             stream.store.remove_msg(seq)
             recent.discard(seq)
 
+    def stored_many(self, stream: Stream, msgs: list[StoredMsg]) -> None:
+        """New messages in the stream, in order, none of them a rollup, and the stream's
+        retention not interest (what :meth:`stored` does for each, the consumers kicked once)."""
+        stream.recent.extend(msgs)
+        consumers = self._by_stream.get(stream)
+        if consumers:
+            for c in consumers.values():
+                on_stored = c.on_stored
+                for m in msgs:
+                    on_stored(m.seq, m.subject)
+                self._kick(c)
+
     def removed(self, stream: Stream) -> None:
         """Messages left the stream: caches and counts follow."""
         stream.recent.clear()
