@@ -46,7 +46,7 @@ from jetpy.server.nrg import ProposalError, RaftGroup
 from jetpy.store.base import ConsumerState
 from jetpy.subjects import subject_matches
 
-__all__ = ["ConsumerReplica", "ReplicaContext"]
+__all__ = ["ConsumerReplica", "ReplicaContext", "acked_left", "take_config"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -343,18 +343,9 @@ class ConsumerReplica:
     def reconfigure(self, ca: ConsumerAssignment, reply: str) -> None:
         """A config changed through the meta group: kept; the running consumer (the leader's)
         takes it now, and the change is answered on ``reply``."""
-        new = self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
+        self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
         self.ca = msgspec.structs.replace(ca, reply=self.ca.reply)
-        c = self.consumer
-        if c is None or c.closed:
-            return
-        old, manager = c.config, self.ctx.manager
-        rest = msgspec.structs.replace(new, pause_until=old.pause_until)
-        if rest != old:
-            manager.update(c, rest)
-        if new.pause_until != old.pause_until:  # CONSUMER.PAUSE: paused or resumed, announced
-            manager.pause(c, new.pause_until, time.time_ns())
-        if reply:
+        if take_config(self.ctx.manager, self.consumer, self.config) and reply:
             self.ctx.answer_create(self, reply)
 
     # -- Replication: the engine's changes into the log (the leader) -----------------------------
@@ -502,6 +493,20 @@ class ConsumerReplica:
         if g is None:
             raise ProposalError("the consumer's group is not started")
         await g.transfer_leadership()
+
+
+def take_config(manager: ConsumerManager, c: Consumer | None, new: ConsumerConfig) -> bool:
+    """The running consumer ``c`` takes ``new``, a config changed through the meta group (a
+    change of ``pause_until`` pauses or resumes it, announced); False if it is not running."""
+    if c is None or c.closed:
+        return False
+    old = c.config
+    rest = msgspec.structs.replace(new, pause_until=old.pause_until)
+    if rest != old:
+        manager.update(c, rest)
+    if new.pause_until != old.pause_until:  # CONSUMER.PAUSE: paused or resumed, announced
+        manager.pause(c, new.pause_until, time.time_ns())
+    return True
 
 
 def acked_left(stream: Stream, config: ConsumerConfig, floor: int) -> list[int]:

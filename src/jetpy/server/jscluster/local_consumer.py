@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Final
 
 import msgspec
@@ -32,7 +31,7 @@ from jetpy.jetstream.consumers.restore import ConsumerMeta, Recovered, read_dura
 from jetpy.jetstream.info import consumer_info
 from jetpy.jetstream.models import ClusterInfo, ConsumerConfig, ConsumerInfo
 from jetpy.jetstream.stream import Stream
-from jetpy.server.jscluster.consumers import ConsumerReplica, ReplicaContext, acked_left
+from jetpy.server.jscluster.consumers import ConsumerReplica, ReplicaContext, acked_left, take_config
 from jetpy.server.jscluster.meta import ConsumerAssignment
 from jetpy.server.nrg import RaftGroup
 from jetpy.store.base import ConsumerState, StoreError
@@ -142,18 +141,9 @@ class LocalConsumer:
     def reconfigure(self, ca: ConsumerAssignment, reply: str) -> None:
         """A config changed through the meta group: the running consumer takes it now (as a
         replica's leader does), and the change is answered on ``reply``."""
-        new = self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
+        self.config = msgspec.json.decode(ca.config, type=ConsumerConfig)
         self.ca = msgspec.structs.replace(ca, reply=self.ca.reply)
-        c = self.consumer
-        if c is None or c.closed:
-            return
-        old, manager = c.config, self.ctx.manager
-        rest = msgspec.structs.replace(new, pause_until=old.pause_until)
-        if rest != old:
-            manager.update(c, rest)
-        if new.pause_until != old.pause_until:  # CONSUMER.PAUSE: paused or resumed, announced
-            manager.pause(c, new.pause_until, time.time_ns())
-        if reply:
+        if take_config(self.ctx.manager, self.consumer, self.config) and reply:
             self.ctx.answer_create(self, reply)
 
     # -- ClusterHooks -----------------------------------------------------------------------------
