@@ -9,6 +9,7 @@ import pytest
 
 from jetpy.protocol import bulk
 from jetpy.spark.bulk import BulkChunk, to_batch
+from jetpy.spark.options import COLUMNS
 from jetpy.spark.schema import arrow_schema
 from jetpy.store import MemoryStore, StoreConfig
 
@@ -19,7 +20,7 @@ def _chunk(store: MemoryStore, first: int, last: int, filters: list[str] | None 
     return head + bulk.offsets_bytes(r.offsets) + b"".join(r.parts)
 
 
-def _decode(payload: bytes, **kw: object) -> list[dict[str, object]]:
+def _decode(payload: bytes, columns: tuple[str, ...] = COLUMNS, **kw: object) -> list[dict[str, object]]:
     view = memoryview(bytearray(payload))
     args: dict[str, object] = {"lo": 1, "hi": 10**9, "after": 0, "with_headers": True, "keep": None}
     args.update(kw)
@@ -29,10 +30,11 @@ def _decode(payload: bytes, **kw: object) -> list[dict[str, object]]:
         int(args["lo"]),  # type: ignore[call-overload]
         int(args["hi"]),  # type: ignore[call-overload]
         int(args["after"]),  # type: ignore[call-overload]
-        arrow_schema(),
+        arrow_schema(columns),
         bool(args["with_headers"]),
         args["keep"],  # type: ignore[arg-type]
     )
+    assert batch.schema.names == list(columns)
     rows: list[dict[str, object]] = batch.to_pylist()
     return rows
 
@@ -60,7 +62,16 @@ def test_same_rows_as_the_reference_decoder(store: MemoryStore) -> None:
     assert all(r["headers"] is None for r in _decode(payload, with_headers=False))
 
 
-def test_every_damage_is_reported(store: MemoryStore) -> None:
+@pytest.mark.parametrize("columns", [("seq", "data"), ("headers", "ts", "subject"), ("stream",)])
+def test_some_columns_in_any_order(store: MemoryStore, columns: tuple[str, ...]) -> None:
+    payload = _chunk(store, 1, 60)
+    full = _decode(payload)
+    assert _decode(payload, columns) == [{c: r[c] for c in columns} for r in full]
+
+
+@pytest.mark.parametrize("columns", [COLUMNS, ("seq",), ("stream",)])
+def test_every_damage_is_reported(store: MemoryStore, columns: tuple[str, ...]) -> None:
+    """Whatever columns are made, every record is checked."""
     payload = _chunk(store, 1, 60)
     h = bulk.decode_header(payload)
     area = h.area_start
@@ -71,17 +82,17 @@ def test_every_damage_is_reported(store: MemoryStore) -> None:
         return bytes(b)
 
     with pytest.raises(bulk.BulkFormatError, match="checksum"):
-        _decode(broken(len(payload) - 7, 0x10))  # a payload bit
+        _decode(broken(len(payload) - 7, 0x10), columns)  # a payload bit
     with pytest.raises(bulk.BulkFormatError, match="not a message record"):
-        _decode(broken(area + 2, 0x02))  # the first record's flags: erased
+        _decode(broken(area + 2, 0x02), columns)  # the first record's flags: erased
     with pytest.raises(bulk.BulkFormatError, match="damaged length"):
-        _decode(broken(area + 7, 0x40))  # the first record's length
+        _decode(broken(area + 7, 0x40), columns)  # the first record's length
     with pytest.raises(bulk.BulkFormatError, match="outside its records"):
-        _decode(broken(bulk.CHUNK_HEADER.size + 3, 0x01))  # an offset past the area
+        _decode(broken(bulk.CHUNK_HEADER.size + 3, 0x01), columns)  # an offset past the area
     with pytest.raises(bulk.BulkFormatError, match=r"out of order or outside the range 1\.\.30"):
-        _decode(payload, hi=30)
+        _decode(payload, columns, hi=30)
     with pytest.raises(bulk.BulkFormatError, match="out of order"):
-        _decode(payload, after=10)  # sequences already read
+        _decode(payload, columns, after=10)  # sequences already read
 
 
 def test_filters_are_checked(store: MemoryStore) -> None:
@@ -89,3 +100,5 @@ def test_filters_are_checked(store: MemoryStore) -> None:
     assert [r["seq"] for r in _decode(payload, keep=lambda s: s == "a.é")] == [1, 21, 41]
     with pytest.raises(bulk.BulkFormatError, match="which the filter does not match"):
         _decode(_chunk(store, 1, 60), keep=lambda s: s == "a.é")
+    with pytest.raises(bulk.BulkFormatError, match="which the filter does not match"):
+        _decode(_chunk(store, 1, 60), ("seq",), keep=lambda s: s == "a.é")  # subjects not asked for

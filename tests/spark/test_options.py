@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from jetpy.spark.options import EARLIEST, JetStreamOptionError, parse_sink, parse_source
+from jetpy.spark.schema import SCHEMA_STRUCT, read_columns
 
 pytestmark = pytest.mark.spark
 
@@ -100,3 +102,46 @@ def test_errors_surface_through_spark(spark: SparkSession, opts: dict[str, str])
             "append"
         ).save()
     assert "subject" in str(e2.value)
+
+
+def test_a_schema_picks_columns() -> None:
+    assert read_columns(SCHEMA_STRUCT) == ("stream", "subject", "seq", "ts", "data", "headers")
+    picked = StructType([StructField("data", BinaryType()), StructField("seq", LongType())])
+    assert read_columns(picked) == ("data", "seq")
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        (
+            [StructField("seq", LongType()), StructField("offset", LongType())],
+            "'offset' is not one of the columns",
+        ),
+        ([StructField("seq", IntegerType())], "'seq' is bigint, not int"),
+        ([StructField("data", BinaryType(), nullable=False)], "'data' must be nullable"),
+        ([StructField("seq", LongType()), StructField("seq", LongType())], "in any order"),
+        ([], "in any order"),
+    ],
+)
+def test_a_wrong_schema_is_refused_by_name(fields: list[StructField], says: str) -> None:
+    with pytest.raises(JetStreamOptionError) as e:
+        read_columns(StructType(fields))
+    assert e.value.option == "schema" and says in str(e.value)
+    assert "stream STRING, subject STRING, seq BIGINT" in str(e.value)
+
+
+def test_a_wrong_schema_is_refused_through_spark(spark: SparkSession, opts: dict[str, str]) -> None:
+    df = spark.read.format("jetstream").options(**opts).option("stream", "X").schema("seq int, data binary")
+    with pytest.raises(PySparkException, match="'seq' is bigint, not int"):
+        df.load().collect()
+    q = (
+        spark.readStream.format("jetstream")
+        .options(**opts)
+        .option("stream", "X")
+        .schema("key string")
+        .load()
+        .writeStream.format("noop")
+        .start()
+    )
+    with pytest.raises(PySparkException, match="'key' is not one of the columns"):
+        q.awaitTermination(60)

@@ -11,6 +11,7 @@ ships with jetpy (PySpark imports every top-level ``pyspark_*`` module that has 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -21,14 +22,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from jetpy.spark.options import JetStreamOptionError, parse_sink, parse_source
-from jetpy.spark.schema import SCHEMA, SCHEMA_STRUCT
+from jetpy.spark.options import SourceOptions, parse_sink, parse_source
+from jetpy.spark.schema import SCHEMA_STRUCT, read_columns
 
 __all__ = ["JetStreamDataSource"]
 
 
 class JetStreamDataSource(DataSource):
-    """Streams as DataFrames ``stream, subject, seq, ts, data, headers``; DataFrames into streams."""
+    """Streams as DataFrames ``stream, subject, seq, ts, data, headers`` (or those of them a
+    schema given to the reader names); DataFrames into streams."""
 
     @classmethod
     def name(cls) -> str:
@@ -37,21 +39,20 @@ class JetStreamDataSource(DataSource):
     def schema(self) -> StructType:
         return SCHEMA_STRUCT
 
-    def _check_read_schema(self, schema: StructType) -> None:
-        if schema != SCHEMA_STRUCT:
-            raise JetStreamOptionError("schema", schema.simpleString(), f"no schema, or exactly {SCHEMA}")
+    def _source(self, schema: StructType, streaming: bool) -> SourceOptions:
+        """The read's options, with the columns ``schema`` (the default or the user's) asks for."""
+        columns = read_columns(schema)
+        return replace(parse_source(self.options, streaming=streaming), columns=columns)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from jetpy.spark.reader import JetStreamBatchReader
 
-        self._check_read_schema(schema)
-        return JetStreamBatchReader(parse_source(self.options, streaming=False))
+        return JetStreamBatchReader(self._source(schema, streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from jetpy.spark.reader import JetStreamStreamReader
 
-        self._check_read_schema(schema)
-        return JetStreamStreamReader(parse_source(self.options, streaming=True))
+        return JetStreamStreamReader(self._source(schema, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from jetpy.spark.writer import JetStreamWriter, check_schema

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from jetpy.subjects import is_valid_subject
 
 __all__ = [
+    "COLUMNS",
     "EARLIEST",
     "LATEST",
     "ConnOptions",
@@ -35,6 +36,10 @@ EARLIEST = -2
 """In offset JSON, as in Kafka's: the first message still in the stream."""
 LATEST = -1
 """In offset JSON: the sequence after the last message (only new messages)."""
+
+COLUMNS = ("stream", "subject", "seq", "ts", "data", "headers")
+"""The columns of a read, in order (``spark/schema.py`` has their types); a schema given to the
+reader picks some of them, in any order, and only those are made."""
 
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 """Where ``make run`` listens, so examples work with no option."""
@@ -227,6 +232,8 @@ class SourceOptions:
     include_headers: bool
     fetch_batch: int
     fetch_max_bytes: int
+    columns: tuple[str, ...] = COLUMNS
+    """The columns each row has, in order: all of :data:`COLUMNS` unless a schema names fewer."""
 
 
 _OFFSETS_ACCEPTED = (

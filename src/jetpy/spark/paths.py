@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 from jetpy.protocol.bulk import BulkFormatError
 from jetpy.spark.bulk import read_bulk, to_batch
 from jetpy.spark.consumer import read_consumer
-from jetpy.spark.options import ConnOptions
+from jetpy.spark.options import COLUMNS, ConnOptions
 from jetpy.spark.schema import arrow_schema, to_record_batch
 from jetpy.spark.wire import ApiReplyError, Wire, WireError
 from jetpy.subjects import subject_matches
@@ -95,6 +95,8 @@ class SeqRange:
     path: str = "bulk"
     window: int = 0
     """Sequences per bulk-read request, so that two can be in flight (0: one request at a time)."""
+    columns: tuple[str, ...] = COLUMNS
+    """The columns of the rows, in order; only these are made."""
 
 
 # ----------------------------------------------------------------------------- the server
@@ -286,8 +288,9 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
     first_seen = 0
     last_seen = r.first - 1
     head: tuple[int, int] | None = None  # the stream's (first, last) seen by the read
+    schema = arrow_schema(r.columns)
+    headers = r.include_headers and "headers" in r.columns
     if r.path == "bulk":
-        schema = arrow_schema()
         keep = None
         if r.filters:
             filters = r.filters
@@ -299,9 +302,7 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
             if not h.count:
                 continue
             after = afters.get(chunk.lo, chunk.lo - 1)
-            batch, lo, hi = to_batch(
-                chunk, r.stream, chunk.lo, chunk.hi, after, schema, r.include_headers, keep
-            )
+            batch, lo, hi = to_batch(chunk, r.stream, chunk.lo, chunk.hi, after, schema, headers, keep)
             afters[chunk.lo] = hi
             first_seen = min(first_seen, lo) if first_seen else lo
             last_seen = max(last_seen, hi)
@@ -318,16 +319,14 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
                 keep_bytes,
                 r.fetch_batch,
                 r.fetch_max_bytes,
-                r.include_headers,
+                headers,
             )
         else:
-            cols = read_consumer(
-                w, r.stream, r.first, r.last, r.filters, keep_bytes, r.fetch_batch, r.include_headers
-            )
+            cols = read_consumer(w, r.stream, r.first, r.last, r.filters, keep_bytes, r.fetch_batch, headers)
         for c in cols:
             first_seen = first_seen or c.seqs[0]
             last_seen = c.seqs[-1]
-            yield to_record_batch(c, r.stream)
+            yield to_record_batch(c, r.stream, schema)
     if head is None or first_seen != r.first:
         st = stream_head(w, r.stream)
         head = (st.first, st.last)

@@ -186,6 +186,7 @@ def _range(o: SourceOptions, stream: str, first: int, last: int, path: str) -> S
         o.fetch_max_bytes,
         o.fail_on_data_loss,
         path,
+        columns=o.columns,
     )
 
 
