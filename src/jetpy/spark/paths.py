@@ -27,9 +27,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from jetpy.protocol.bulk import BulkFormatError
-from jetpy.spark.bulk import read_bulk, to_batch
-from jetpy.spark.consumer import read_consumer
 from jetpy.spark.options import ConnOptions
 from jetpy.spark.schema import arrow_schema, to_record_batch
 from jetpy.spark.wire import ApiReplyError, Wire, WireError
@@ -238,6 +235,10 @@ def _release(w: Wire) -> None:
 def read_partition(r: SeqRange) -> Iterator[pa.RecordBatch]:
     """Every message of one partition as Arrow record batches (runs on executors). Errors are
     :class:`JetStreamReadError` naming the stream and the option."""
+    # the decoders are imported by the tasks that read, not at import: Spark starts a new
+    # Python process for each streaming query's planner, which needs none of them
+    from jetpy.protocol.bulk import BulkFormatError
+
     w = _acquire(r.conn)
     clean = False
     try:
@@ -287,6 +288,8 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
     last_seen = r.first - 1
     head: tuple[int, int] | None = None  # the stream's (first, last) seen by the read
     if r.path == "bulk":
+        from jetpy.spark.bulk import read_bulk, to_batch
+
         schema = arrow_schema()
         keep = None
         if r.filters:
@@ -321,6 +324,8 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
                 r.include_headers,
             )
         else:
+            from jetpy.spark.consumer import read_consumer
+
             cols = read_consumer(
                 w, r.stream, r.first, r.last, r.filters, keep_bytes, r.fetch_batch, r.include_headers
             )
