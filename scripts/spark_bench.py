@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +318,10 @@ checksum file and their temporary names (16 processes per micro-batch)."""
 def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
     parts = ("triggerExecution", "addBatch", "walCommit", "commitOffsets", "queryPlanning", "latestOffset")
 
+    starts: list[float] = []  # seconds from a query's start() to its first micro-batch
+
     def stream_run(batches: list[dict[str, int]] | None = None) -> tuple[float, int]:
+        t_wall = time.time()
         q = (
             spark.readStream.format("jetstream")
             .option("servers", url)
@@ -338,6 +342,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
         done = [p for p in q.recentProgress if p["numInputRows"]]
         if batches is not None:
             batches.extend({k: int(p["durationMs"].get(k, 0)) for k in parts} for p in done)
+            starts.append(datetime.fromisoformat(done[0]["timestamp"]).timestamp() - t_wall)
         return n / dt, len(done)
 
     def report(batches: list[dict[str, int]]) -> str:
@@ -352,6 +357,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
     out["stream_warm"] = [stream_run(batches)[0] for _ in range(3)]
     out["stream_cpu"] = cpu.stop(3 * n)
     out["stream_batch"] = report(batches)
+    out["stream_start"], starts[:] = list(starts), []
     out["stream_load"] = os.getloadavg()[0]
     key = "spark.sql.streaming.checkpointFileManagerClass"
     before = spark.conf.get(key, None)
@@ -362,6 +368,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
         out["stream_fs"] = [stream_run(batches)[0] for _ in range(3)]
         out["stream_fs_cpu"] = cpu.stop(3 * n)
         out["stream_fs_batch"] = report(batches)
+        out["stream_fs_start"] = list(starts)
     finally:
         if before is None:
             spark.conf.unset(key)
@@ -446,11 +453,15 @@ def main() -> int:
             print(f"    CPU per message, later queries: {res['stream_cpu']}")
             print(f"    a micro-batch of later queries: {res['stream_batch']}; load {res['stream_load']:.2f}")
             print(
+                f"    a query's start, from start() to its first micro-batch: {spread(res['stream_start'], '.2f')} s"
+            )
+            print(
                 f"  the same with Spark's FileSystem-based checkpoint logs ({FS_CHECKPOINTS.rsplit('.', 1)[1]}): "
                 f"{spread(res['stream_fs'])}"
             )
             print(f"    CPU per message: {res['stream_fs_cpu']}")
             print(f"    a micro-batch: {res['stream_fs_batch']}")
+            print(f"    a query's start: {spread(res['stream_fs_start'], '.2f')} s")
             print(f"  memory during the streaming reads: {mem.report('stream')}")
         if "sink" in only:
             print(
