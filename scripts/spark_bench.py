@@ -186,13 +186,18 @@ def _cpu_of(pid: str) -> float:
 
 class Cpu:
     """CPU seconds (user + system, from /proc) of the server, Spark's JVM, Spark's Python
-    processes and this driver, between :meth:`start` and :meth:`stop` of a measurement."""
+    workers, the planner process Spark starts for each streaming query, and this driver, between
+    :meth:`start` and :meth:`stop` of a measurement. A sampler keeps each process's last reading,
+    so that processes which ended in between (each query's planner) are counted too."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
         self._t0: dict[str, tuple[str, float]] = {}
+        self._last: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._sample, daemon=True).start()
 
-    def _now(self) -> dict[str, tuple[str, float]]:
+    def _read(self) -> dict[str, tuple[str, float]]:
         me = os.getpid()
         out: dict[str, tuple[str, float]] = {str(me): ("driver (this script)", _cpu_of(str(me)))}
         if self.server_pid:
@@ -202,12 +207,27 @@ class Cpu:
                 continue
             if b"java" in cmd.split(b"\0")[0]:
                 role = "Spark JVM"
+            elif b"python_streaming_source_runner" in cmd:
+                role = "Spark Python planners"
             elif b"pyspark" in cmd:
                 role = "Spark Python workers"
             else:
                 continue
             out[str(pid)] = (role, _cpu_of(str(pid)))
         return out
+
+    def _sample(self) -> None:
+        while True:
+            self._now()
+            time.sleep(0.5)
+
+    def _now(self) -> dict[str, tuple[str, float]]:
+        now = self._read()
+        with self._lock:
+            for pid, (role, t) in now.items():
+                if t or pid not in self._last:  # a process that just ended reads 0
+                    self._last[pid] = (role, t)
+            return dict(self._last)
 
     def start(self) -> None:
         self._t0 = self._now()
