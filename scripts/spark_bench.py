@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -188,13 +189,18 @@ def _cpu_of(pid: str) -> float:
 
 class Cpu:
     """CPU seconds (user + system, from /proc) of the server, Spark's JVM, Spark's Python
-    processes and this driver, between :meth:`start` and :meth:`stop` of a measurement."""
+    workers, the planner process Spark starts for each streaming query, and this driver, between
+    :meth:`start` and :meth:`stop` of a measurement. A sampler keeps each process's last reading,
+    so that processes which ended in between (each query's planner) are counted too."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid
         self._t0: dict[str, tuple[str, float]] = {}
+        self._last: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        threading.Thread(target=self._sample, daemon=True).start()
 
-    def _now(self) -> dict[str, tuple[str, float]]:
+    def _read(self) -> dict[str, tuple[str, float]]:
         me = os.getpid()
         out: dict[str, tuple[str, float]] = {str(me): ("driver (this script)", _cpu_of(str(me)))}
         if self.server_pid:
@@ -204,12 +210,27 @@ class Cpu:
                 continue
             if b"java" in cmd.split(b"\0")[0]:
                 role = "Spark JVM"
+            elif b"python_streaming_source_runner" in cmd:
+                role = "Spark Python planners"
             elif b"pyspark" in cmd:
                 role = "Spark Python workers"
             else:
                 continue
             out[str(pid)] = (role, _cpu_of(str(pid)))
         return out
+
+    def _sample(self) -> None:
+        while True:
+            self._now()
+            time.sleep(0.5)
+
+    def _now(self) -> dict[str, tuple[str, float]]:
+        now = self._read()
+        with self._lock:
+            for pid, (role, t) in now.items():
+                if t or pid not in self._last:  # a process that just ended reads 0
+                    self._last[pid] = (role, t)
+            return dict(self._last)
 
     def start(self) -> None:
         self._t0 = self._now()
@@ -328,7 +349,10 @@ checksum file and their temporary names (16 processes per micro-batch)."""
 def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out: dict[str, Any]) -> None:
     parts = ("triggerExecution", "addBatch", "walCommit", "commitOffsets", "queryPlanning", "latestOffset")
 
+    starts: list[float] = []  # seconds from a query's start() to its first micro-batch
+
     def stream_run(batches: list[dict[str, int]] | None = None) -> tuple[float, int]:
+        t_wall = time.time()
         q = (
             spark.readStream.format("jetstream")
             .option("servers", url)
@@ -349,6 +373,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
         done = [p for p in q.recentProgress if p["numInputRows"]]
         if batches is not None:
             batches.extend({k: int(p["durationMs"].get(k, 0)) for k in parts} for p in done)
+            starts.append(datetime.fromisoformat(done[0]["timestamp"]).timestamp() - t_wall)
         return n / dt, len(done)
 
     def report(batches: list[dict[str, int]]) -> str:
@@ -363,6 +388,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
     out["stream_warm"] = [stream_run(batches)[0] for _ in range(3)]
     out["stream_cpu"] = cpu.stop(3 * n)
     out["stream_batch"] = report(batches)
+    out["stream_start"], starts[:] = list(starts), []
     out["stream_load"] = os.getloadavg()[0]
     key = "spark.sql.streaming.checkpointFileManagerClass"
     before = spark.conf.get(key, None)
@@ -373,6 +399,7 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
         out["stream_fs"] = [stream_run(batches)[0] for _ in range(3)]
         out["stream_fs_cpu"] = cpu.stop(3 * n)
         out["stream_fs_batch"] = report(batches)
+        out["stream_fs_start"] = list(starts)
     finally:
         if before is None:
             spark.conf.unset(key)
@@ -457,11 +484,15 @@ def main() -> int:
             print(f"    CPU per message, later queries: {res['stream_cpu']}")
             print(f"    a micro-batch of later queries: {res['stream_batch']}; load {res['stream_load']:.2f}")
             print(
+                f"    a query's start, from start() to its first micro-batch: {spread(res['stream_start'], '.2f')} s"
+            )
+            print(
                 f"  the same with Spark's FileSystem-based checkpoint logs ({FS_CHECKPOINTS.rsplit('.', 1)[1]}): "
                 f"{spread(res['stream_fs'])}"
             )
             print(f"    CPU per message: {res['stream_fs_cpu']}")
             print(f"    a micro-batch: {res['stream_fs_batch']}")
+            print(f"    a query's start: {spread(res['stream_fs_start'], '.2f')} s")
             print(f"  memory during the streaming reads: {mem.report('stream')}")
         if "sink" in only:
             print(

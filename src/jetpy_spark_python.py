@@ -10,6 +10,15 @@ and then sets ``PYSPARK_PYTHON`` to ``sys.executable`` if it is unset. A choice 
 wins: ``PYSPARK_PYTHON`` already set, or ``spark.pyspark.python`` (Spark ranks the setting
 above the variable).
 
+Spark also starts each of its Python processes (the workers' daemon, the planner of every
+streaming query) with ``<SPARK_HOME>/python/lib/pyspark.zip`` first on ``PYTHONPATH``. With
+PySpark installed from PyPI that zip lies inside the installed package and holds sources only,
+so each process compiled all of pyspark it imported again (zipimport caches no bytecode): a
+streaming query's planner spent about 0.85 s of CPU starting instead of 0.3 s. When the zip is
+the one inside the installed, importable pyspark package (the same files), :func:`install`
+takes it off ``sys.path`` and the process imports that package, with its cached bytecode. A
+Spark installed elsewhere (``SPARK_HOME`` with its own zip) is left as it is.
+
 It runs in every interpreter of the environment, so it is a top-level module that imports
 nothing but ``os`` and ``sys`` (importing the ``jetpy`` package would cost each start ~8 ms).
 """
@@ -19,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["install", "use_this_python"]
+__all__ = ["install", "prefer_installed_pyspark", "use_this_python"]
 
 
 def use_this_python() -> None:
@@ -38,9 +47,30 @@ class OnPySpark:
                 sys.meta_path.remove(self)  # type: ignore[comparison-overlap]
 
 
+def prefer_installed_pyspark() -> None:
+    """Take Spark's ``pyspark.zip`` off ``sys.path`` where it is the one inside the installed
+    pyspark package (``<dir>/pyspark/python/lib/pyspark.zip``, ``<dir>/pyspark/__init__.py``, and
+    ``<dir>`` on ``sys.path``): that package then imports with its bytecode cached."""
+    if "pyspark" in sys.modules:
+        return
+    on_path = {os.path.realpath(p) for p in sys.path if p}
+    for entry in [p for p in sys.path if p.endswith("pyspark.zip")]:
+        lib = os.path.dirname(os.path.realpath(entry))
+        package = os.path.dirname(os.path.dirname(lib))
+        if (
+            os.path.basename(entry) == "pyspark.zip"
+            and lib == os.path.join(package, "python", "lib")
+            and os.path.basename(package) == "pyspark"
+            and os.path.isfile(os.path.join(package, "__init__.py"))
+            and os.path.dirname(package) in on_path
+        ):
+            sys.path.remove(entry)
+
+
 def install() -> None:
     """Called at interpreter start (``jetpy-spark-python.pth``; twice where ``lib64`` links to
     ``lib``, so it installs one hook at most)."""
+    prefer_installed_pyspark()
     if "pyspark" in sys.modules:
         use_this_python()
     elif not any(type(f).__name__ == "OnPySpark" for f in sys.meta_path):

@@ -27,9 +27,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from jetpy.protocol.bulk import BulkFormatError
-from jetpy.spark.bulk import read_bulk, to_batch
-from jetpy.spark.consumer import read_consumer
 from jetpy.spark.options import COLUMNS, ConnOptions
 from jetpy.spark.schema import arrow_schema, to_record_batch
 from jetpy.spark.wire import ApiReplyError, Wire, WireError
@@ -240,6 +237,10 @@ def _release(w: Wire) -> None:
 def read_partition(r: SeqRange) -> Iterator[pa.RecordBatch]:
     """Every message of one partition as Arrow record batches (runs on executors). Errors are
     :class:`JetStreamReadError` naming the stream and the option."""
+    # the decoders are imported by the tasks that read, not at import: Spark starts a new
+    # Python process for each streaming query's planner, which needs none of them
+    from jetpy.protocol.bulk import BulkFormatError
+
     w = _acquire(r.conn)
     clean = False
     try:
@@ -291,6 +292,8 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
     schema = arrow_schema(r.columns)
     headers = r.include_headers and "headers" in r.columns
     if r.path == "bulk":
+        from jetpy.spark.bulk import read_bulk, to_batch
+
         keep = None
         if r.filters:
             filters = r.filters
@@ -322,6 +325,8 @@ def _read(w: Wire, r: SeqRange) -> Iterator[pa.RecordBatch]:
                 headers,
             )
         else:
+            from jetpy.spark.consumer import read_consumer
+
             cols = read_consumer(w, r.stream, r.first, r.last, r.filters, keep_bytes, r.fetch_batch, headers)
         for c in cols:
             first_seen = first_seen or c.seqs[0]

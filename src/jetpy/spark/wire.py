@@ -29,7 +29,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from jetpy.protocol.headers import get_header, parse_headers
 from jetpy.spark.options import ConnOptions
 
 __all__ = ["ApiReplyError", "BatchColumns", "Reply", "Wire", "WireError", "parse_ts_us", "user_headers"]
@@ -72,6 +71,8 @@ class Reply:
         return 0
 
     def header(self, key: str) -> str | None:
+        from jetpy.protocol.headers import get_header  # not at import: Spark's planners need none
+
         value = get_header(self.hdr, key.encode())
         return None if value is None else value.decode()
 
@@ -127,6 +128,8 @@ def parse_ts_us(ts: bytes) -> int:
 
 def user_headers(block: bytes) -> list[tuple[str, list[str]]]:
     """A header block -> [(key, [values...])] in first-seen key order (keys may repeat)."""
+    from jetpy.protocol.headers import parse_headers
+
     out: dict[str, list[str]] = {}
     for k, v in parse_headers(block).items:
         out.setdefault(k, []).append(v)
