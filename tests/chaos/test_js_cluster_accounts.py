@@ -7,8 +7,6 @@ nothing), and the account's limits refused as three nats-server 2.15.1 refuse th
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +16,10 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import NoStreamResponseError
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
-
 from .jsapi import connect as _connect
 from .jsapi import req as _req
 from .jsapi import until as _until
-from .jscluster import JsCluster, JsNode
+from .jscluster import JsCluster, JsNode, reference_cluster
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -76,21 +71,10 @@ def reference_urls(module_tmp: Path) -> Iterator[list[str]]:
     """Three nats-server 2.15.1 with JetStream and the same accounts, routed to each other."""
     root = module_tmp / "ref"
     root.mkdir()
-    conf = _conf(root)
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            extra = ("-c", conf, "-js", "-sd", str(root / name))
-            members.append(start_member(root, NEWEST, name, routes, *extra, cluster_port=port))
+    with reference_cluster(root, "-c", _conf(root)) as members:
         urls = [m.url for m in members]
         asyncio.run(_ready(urls))
         yield urls
-    finally:
-        for m in members:
-            m.kill()
 
 
 async def _ready(urls: list[str]) -> None:
@@ -116,15 +100,6 @@ def _replica_state(node: JsNode, account: str, stream: str) -> dict[str, Any] | 
                 state: dict[str, Any] = s["state"]
                 return state
     return None
-
-
-def _wal_first(node: JsNode) -> dict[str, int]:
-    """Each Raft group's first index in the node's log, from /raftz (under the system account,
-    SYS here)."""
-    url = f"http://127.0.0.1:{node.http_port}/raftz"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        doc: dict[str, Any] = json.load(r)
-    return {name: g["wal"]["first_seq"] for groups in doc.values() for name, g in groups.items()}
 
 
 async def _publish(nc: Client, subject: str, n: int, prefix: str) -> None:
@@ -222,7 +197,7 @@ async def test_an_accounts_stream_leader_killed_and_restarted(jetpy_cluster: JsC
             now_leading = jetpy_cluster.nodes[info["cluster"]["leader"]]
             await jetpy_cluster.wait_for(
                 "the new leader's log compacted",
-                lambda: _wal_first(now_leading).get(group, 0) > SNAPSHOT_ENTRIES,
+                lambda: now_leading.wal_first().get(group, 0) > SNAPSHOT_ENTRIES,
             )
     finally:
         jetpy_cluster.start(leader)
