@@ -1,6 +1,7 @@
 """The JetStream API as the cluster tests ask it over nats-py: a client that reconnects for ever,
 a request whose JSON reply is decoded, the same request asked again until a group has formed
-(error 10008 and unanswered requests are retried), and every server's meta group ready.
+(error 10008 and unanswered requests are retried), every server's meta group ready, a stream
+created once the meta group has a leader, and a publish retried until acknowledged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.errors import APIError
 
 UNANSWERED = (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError)
 
@@ -73,3 +76,36 @@ async def meta_ready(urls: list[str], user: str | None = None, within: float = 3
                     pass
                 assert asyncio.get_running_loop().time() < deadline, f"{url}: no meta leader"
                 await asyncio.sleep(0.2)
+
+
+async def create_stream(js: JetStreamContext, **cfg: object) -> object:
+    """The stream created once the meta group has a leader (it forms as the servers meet)."""
+    for _ in range(100):
+        try:
+            return await js.add_stream(**cfg)  # type: ignore[arg-type]
+        except (TimeoutError, nats.errors.TimeoutError):
+            await asyncio.sleep(0.2)
+    raise AssertionError("no meta leader")
+
+
+async def publish_until_acked(
+    js: JetStreamContext, subject: str, payload: bytes, msg_id: str, headers: dict[str, str] | None = None
+) -> int:
+    """Publish with a message id until acknowledged (a retry is de-duplicated): its sequence."""
+    for _ in range(200):
+        try:
+            hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
+            ack = await js.publish(subject, payload, timeout=1, headers=hdrs)
+            return ack.seq
+        except (
+            TimeoutError,
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.NoStreamResponseError,  # no leader subscribed yet (an election)
+        ):
+            await asyncio.sleep(0.05)
+        except APIError as e:
+            if e.err_code != 10008:  # no quorum for the moment: try again
+                raise
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"{msg_id} never acknowledged")

@@ -6,15 +6,18 @@ own store directory, and kill -9 / restart. Every process started here is killed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster_support import NEWEST, Member, start_member
 from conftest import free_port
 
 from .cluster import member_flags
@@ -55,12 +58,17 @@ class JsNode:
             doc: dict[str, Any] = json.load(r)
         return doc
 
-    def wal_first(self) -> dict[str, int]:
-        """Each Raft group's first index in this server's log (above 1: compacted), from /raftz."""
+    def raftz(self) -> dict[str, dict[str, Any]]:
+        """The Raft groups this server runs, by name, from its /raftz (under the system account,
+        whatever its name)."""
         url = f"http://127.0.0.1:{self.http_port}/raftz"
         with urllib.request.urlopen(url, timeout=5) as r:
-            doc: dict[str, Any] = json.load(r)
-        return {name: g["wal"]["first_seq"] for name, g in doc.get("$SYS", {}).items()}
+            doc: dict[str, dict[str, Any]] = json.load(r)
+        return {name: g for groups in doc.values() for name, g in groups.items()}
+
+    def wal_first(self) -> dict[str, int]:
+        """Each Raft group's first index in this server's log (above 1: compacted), from /raftz."""
+        return {name: g["wal"]["first_seq"] for name, g in self.raftz().items()}
 
     def stream_state(self, name: str) -> dict[str, Any] | None:
         """The stream's state in this server's own store (its replica), from /jsz."""
@@ -168,3 +176,22 @@ class JsCluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}")
             await asyncio.sleep(0.1)
+
+
+@contextlib.contextmanager
+def reference_cluster(root: Path, *extra: str, size: int = 3, prefix: str = "n") -> Iterator[list[Member]]:
+    """``size`` nats-server 2.15.1 with JetStream routed to each other (every one's routes name
+    them all), named ``<prefix>1``... with their logs and stores under ``root`` and the flags
+    ``extra`` ("{name}": the server's name); killed on leaving."""
+    ports = [free_port() for _ in range(size)]
+    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
+    members: list[Member] = []
+    try:
+        for i, port in enumerate(ports):
+            name = f"{prefix}{i + 1}"
+            flags = (*(arg.replace("{name}", name) for arg in extra), "-js", "-sd", str(root / name))
+            members.append(start_member(root, NEWEST, name, routes, *flags, cluster_port=port))
+        yield members
+    finally:
+        for m in members:
+            m.kill()

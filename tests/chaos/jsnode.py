@@ -4,7 +4,7 @@ offers no setting for and neither does jetpy's command line; the tests start it 
 server's embedding API (``Server(opts, raft_config=GroupConfig(...))``) with timers they can wait
 for.
 
-    python -m chaos.jsnode --tick 0.05 --election-ticks 10 [--snapshot-entries N] -- <jetpy-server flags, without -js>
+    python -m chaos.jsnode --tick 0.05 --election-ticks 10 [--snapshot-entries N] [--slow-jetstream S] -- <jetpy-server flags, without -js>
 
 (from ``tests/``). Stops on SIGTERM/SIGINT.
 """
@@ -15,7 +15,9 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import Any
 
+from jetpy.server import app, js_wiring
 from jetpy.server.app import Server
 from jetpy.server.flags import parse_args
 from jetpy.server.logs import setup_logging
@@ -24,6 +26,8 @@ from jetpy.server.nrg import GroupConfig
 
 async def serve(ns: argparse.Namespace, server_args: list[str]) -> int:
     opts = parse_args(server_args).options
+    if ns.slow_jetstream:
+        _slow_jetstream(ns.slow_jetstream)
     setup_logging(opts)
     config = GroupConfig(
         tick=ns.tick,
@@ -42,6 +46,18 @@ async def serve(ns: argparse.Namespace, server_args: list[str]) -> int:
     return 0
 
 
+def _slow_jetstream(seconds: float) -> None:
+    """JetStream started ``seconds`` after the rest of the server (its routes up meanwhile): a
+    process slow to start, as on a loaded machine."""
+    start = js_wiring.start_jetstream
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(seconds)
+        return await start(*args, **kwargs)
+
+    vars(app)["start_jetstream"] = slow  # the name the server starts it by
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     i = args.index("--") if "--" in args else len(args)
@@ -51,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("--snapshot-entries", type=int, default=0, help="0: the server's default")
     p.add_argument("--profile", default="", help="write cProfile stats here on exit")
+    p.add_argument("--slow-jetstream", type=float, default=0.0, help="start JetStream this much later")
     ns = p.parse_args(args[:i])
     if ns.profile:
         import cProfile

@@ -9,65 +9,22 @@ import contextlib
 import json
 import time
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.errors import APIError
 
 from jetpy.store.base import StoreConfig
 from jetpy.store.filestore import FileStore
 
+from .jsapi import create_stream as _create
+from .jsapi import publish_until_acked as _publish_until_acked
 from .jscluster import JsCluster
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
-    c = JsCluster(tmp_path)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
-async def _create(js: JetStreamContext, **cfg: object) -> object:
-    """The stream created once the meta group has a leader (it forms as the servers meet)."""
-    for _ in range(100):
-        try:
-            return await js.add_stream(**cfg)  # type: ignore[arg-type]
-        except (TimeoutError, nats.errors.TimeoutError):
-            await asyncio.sleep(0.2)
-    raise AssertionError("no meta leader")
-
-
-async def _publish_until_acked(
-    js: JetStreamContext, subject: str, payload: bytes, msg_id: str, headers: dict[str, str] | None = None
-) -> int:
-    """Publish with a message id until acknowledged (a retry is de-duplicated): its sequence."""
-    for _ in range(200):
-        try:
-            hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
-            ack = await js.publish(subject, payload, timeout=1, headers=hdrs)
-            return ack.seq
-        except (
-            TimeoutError,
-            nats.errors.TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.js.errors.NoStreamResponseError,  # no leader subscribed yet (an election)
-        ):
-            await asyncio.sleep(0.05)
-        except APIError as e:
-            if e.err_code != 10008:  # no quorum for the moment: try again
-                raise
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"{msg_id} never acknowledged")
 
 
 async def test_r3_stream_survives_its_leader_killed(cluster: JsCluster) -> None:

@@ -19,12 +19,12 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import Proc, free_port
+from conftest import Proc
 from jetpy.cli.backup_protocol import META_FILE, backup_stream, restore_stream
 
 from .jsapi import connect, meta_ready
 from .jscluster import JsCluster
+from .jscluster import reference_cluster as nats_servers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -57,21 +57,10 @@ def reference_cluster(module_tmp: Path) -> Iterator[list[str]]:
     """Three nats-server 2.15.1 with JetStream, each its own store, routed to each other."""
     root = module_tmp / "ref"
     root.mkdir()
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            members.append(
-                start_member(root, NEWEST, name, routes, "-js", "-sd", str(root / name), cluster_port=port)
-            )
+    with nats_servers(root) as members:
         urls = [m.url for m in members]
         asyncio.run(_meta_ready(urls))
         yield urls
-    finally:
-        for m in members:
-            m.kill()
 
 
 async def _api(nc: Client, subject: str, body: Any = None, wait: float = 10.0) -> Any:

@@ -19,13 +19,10 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
-
 from .jsapi import connect
 from .jsapi import req as _req
 from .jsapi import until as _until
-from .jscluster import JsCluster
+from .jscluster import JsCluster, reference_cluster
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -307,25 +304,6 @@ async def _peer_remove_steps(url: str) -> dict[str, Any]:
     return out
 
 
-def _reference(root: Path, size: int) -> list[Member]:
-    """``size`` nats-server 2.15.1 with JetStream, routed to each other."""
-    root.mkdir()
-    ports = [free_port() for _ in range(size)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            members.append(
-                start_member(root, NEWEST, name, routes, "-js", "-sd", str(root / name), cluster_port=port)
-            )
-    except BaseException:
-        for m in members:
-            m.kill()
-        raise
-    return members
-
-
 @pytest.mark.parametrize("steps", ["scale", "peer remove"])
 async def test_consumers_placed_as_nats_server_places_them(tmp_path: Path, steps: str) -> None:
     """The same steps on jetpy servers and nats-server 2.15.1: the consumers' ``num_replicas``,
@@ -334,17 +312,14 @@ async def test_consumers_placed_as_nats_server_places_them(tmp_path: Path, steps
     stream by ``STREAM.PEER.REMOVE`` (four servers), are the same."""
     size, run = (3, _scale_steps) if steps == "scale" else (4, _peer_remove_steps)
     c = JsCluster(tmp_path / "jetpy", size=size)
-    members: list[Member] = []
     try:
         c.start()
         ours = await run(c.urls[0])
-        c.stop()
-        members = _reference(tmp_path / "ref", size)
-        theirs = await run(members[0].url)
     finally:
         c.stop()
-        for m in members:
-            m.kill()
+    (tmp_path / "ref").mkdir()
+    with reference_cluster(tmp_path / "ref", size=size) as members:
+        theirs = await run(members[0].url)
     if steps == "scale":
         assert theirs["down D3"]["num_replicas"] == 1 and theirs["up D0"]["replicas"]
     else:

@@ -171,10 +171,13 @@ async def test_a_server_whose_meta_directory_was_deleted_joins_again(meshed: JsC
     assert await _r3_servers(c, "AGAIN") == names
 
 
-def test_routes_naming_this_server_by_another_address(tmp_path: Path) -> None:
+@pytest.mark.parametrize("slow", [0.0, 2.0])
+def test_routes_naming_this_server_by_another_address(tmp_path: Path, slow: float) -> None:
     """Every server's routes name all three by an address none of them listens on by name
     (127.0.0.2, the route listeners on 0.0.0.0): each counts itself once, when its route to
-    itself comes back to it, and the three found the meta group."""
+    itself comes back to it, and the three found the meta group. Also with n3's JetStream
+    started ``slow`` seconds after its routes are up (a process slow to start, as on a loaded
+    machine; past the settle period): the others wait for it, it founds with them."""
     cluster_ports = [free_port() for _ in range(3)]
     routes = ",".join(f"nats-route://127.0.0.2:{p}" for p in cluster_ports)
     procs: list[Proc] = []
@@ -187,6 +190,8 @@ def test_routes_naming_this_server_by_another_address(tmp_path: Path) -> None:
                 str(Path(__file__).with_name("jsnode.py")),
                 "--tick",
                 "0.05",
+                "--slow-jetstream",
+                str(slow if name == "n3" else 0.0),
                 "--",
                 *member_flags(name, node.port, node.http_port, node.store, CLUSTER, cport, routes),
                 "--cluster",

@@ -15,13 +15,10 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
-
-from .jscluster import ACCOUNTS, JsCluster
+from .jscluster import ACCOUNTS, JsCluster, JsNode, reference_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -47,20 +44,24 @@ async def _states(c: JsCluster, stream: str) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-async def _every_replica(c: JsCluster, stream: str, want: tuple[int, int, int], within: float = 30) -> None:
-    await c.wait_for(
-        f"every replica of {stream} at {want}",
-        lambda: all(
-            (
-                (st := n.stream_state(stream) or {}).get("messages"),
-                st.get("first_seq"),
-                st.get("last_seq"),
-            )
-            == want
-            for n in c.nodes.values()
-        ),
-        within,
-    )
+async def _every_replica(
+    c: JsCluster, stream: str, want: tuple[int, int, int], within: float = 30, replicas: int = 3
+) -> None:
+    """Until the stream's ``replicas`` replicas (those servers' own stores) are each at ``want``
+    (messages, first seq, last seq)."""
+
+    def at(n: JsNode) -> bool:
+        st = n.stream_state(stream) or {}
+        return (st.get("messages"), st.get("first_seq"), st.get("last_seq")) == want
+
+    try:
+        await c.wait_for(
+            f"{replicas} replicas of {stream} at {want}",
+            lambda: sum(at(n) for n in c.nodes.values()) == replicas,
+            within,
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {await _states(c, stream)}") from None
 
 
 async def _consume(js: JetStreamContext, name: str, count: int, halfway: Any = None) -> list[tuple[int, str]]:
@@ -209,30 +210,8 @@ async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path, rep
     server (no group), its consumers' states still replicated through theirs."""
     conf = tmp_path / "accounts.conf"
     conf.write_text(ACCOUNTS)
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            members.append(
-                start_member(
-                    tmp_path,
-                    NEWEST,
-                    name,
-                    routes,
-                    "-c",
-                    str(conf),
-                    "-js",
-                    "-sd",
-                    str(tmp_path / name),
-                    cluster_port=port,
-                )
-            )
+    with reference_cluster(tmp_path, "-c", str(conf)) as members:
         want = await _steps(members[0].url.replace("nats://", "nats://app:app@"), replicas)
-    finally:
-        for m in members:
-            m.kill()
     c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
     try:
         c.start()
@@ -240,3 +219,57 @@ async def test_interest_stream_state_as_nats_server_gives_it(tmp_path: Path, rep
     finally:
         c.stop()
     assert got == want
+
+
+@pytest.mark.parametrize("replicas", [3, 1])
+async def test_a_last_per_subject_consumer_restarted_wants_what_it_has_yet_to_deliver(
+    tmp_path: Path, replicas: int
+) -> None:
+    """A consumer delivering the last message per subject (R3: its replicated state; R1, of an
+    R1 stream as interest retention wants: the single server's consumer, its state read back
+    after the restart) is done, as any consumer is by its state, with what it delivered once
+    acknowledged (above its ack floor too) and with what it passed over; after the whole
+    cluster restarted it still wants only what it has yet to deliver or has pending."""
+    c = JsCluster(tmp_path)
+    c.start()
+    nc = await nats.connect(servers=c.urls, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    try:
+        js = nc.jetstream(timeout=2)
+        await _retry(
+            lambda: js.add_stream(name="I", subjects=["l.*"], num_replicas=replicas, retention="interest")
+        )
+        hold = ConsumerConfig(
+            durable_name="HOLD", ack_policy=AckPolicy.EXPLICIT, ack_wait=60, num_replicas=replicas
+        )
+        await _retry(lambda: js.add_consumer("I", hold))
+        for s in ("l.a", "l.a", "l.b", "l.b"):  # seqs 1-4: the last of l.a is 2, of l.b 4
+            await _retry(lambda s=s: js.publish(s, b"x"))
+        last = ConsumerConfig(
+            durable_name="LAST",
+            filter_subject="l.*",
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=60,
+            num_replicas=replicas,
+        )
+        await _retry(lambda: js.add_consumer("I", last))
+        await _consume(js, "HOLD", 4)
+        sub = await _retry(lambda: js.pull_subscribe_bind("LAST", "I"))
+        msgs = await _retry(lambda: sub.fetch(2, timeout=2))
+        assert [m.metadata.sequence.stream for m in msgs] == [2, 4]
+        await msgs[1].ack_sync()  # 4 acknowledged, 2 still pending: the ack floor stays at 1
+        # 1 below its first start, 3 passed over, 4 acknowledged: 2 is left, still pending
+        await _every_replica(c, "I", (1, 2, 4), replicas=replicas)
+        c.stop()
+        c.start()
+        await _every_replica(c, "I", (1, 2, 4), replicas=replicas)
+        await _retry(lambda: js.publish("l.b", b"x"))  # 5: LAST has yet to deliver it
+        assert [seq for seq, _ in await _consume(js, "HOLD", 1)] == [5]
+        await _every_replica(c, "I", (2, 2, 5), replicas=replicas)
+        assert [seq for seq, _ in await _consume(js, "LAST", 1)] == [5]
+        await _every_replica(c, "I", (1, 2, 5), replicas=replicas)
+        info = await _retry(lambda: js.consumer_info("I", "LAST"))
+        assert (info.delivered.stream_seq, info.ack_floor.stream_seq, info.num_ack_pending) == (5, 1, 1)
+    finally:
+        await nc.close()
+        c.stop()

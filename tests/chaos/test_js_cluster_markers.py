@@ -8,7 +8,6 @@ given the same publishes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,27 +16,16 @@ import pytest
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
 from jetpy.store.base import StoreConfig
 from jetpy.store.filestore import FileStore
 
-from .jscluster import ACCOUNTS, JsCluster
-from .test_js_cluster import _create, _publish_until_acked
+from .jsapi import create_stream as _create
+from .jsapi import publish_until_acked as _publish_until_acked
+from .jscluster import ACCOUNTS, JsCluster, reference_cluster
 
 pytestmark = pytest.mark.timeout(180)
 
 MARKER = "Nats-Marker-Reason"
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
-    c = JsCluster(tmp_path)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
 
 
 def _summary(state: dict[str, Any] | None) -> tuple[object, ...]:
@@ -306,18 +294,8 @@ async def test_markers_seen_as_nats_server_places_them(cluster: JsCluster, tmp_p
     root.mkdir()
     conf = root / "accounts.conf"
     conf.write_text(ACCOUNTS)
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"r{i + 1}"
-            extra = ("-c", str(conf), "-js", "-sd", str(root / name))
-            members.append(start_member(root, NEWEST, name, routes, *extra, cluster_port=port))
+    with reference_cluster(root, "-c", str(conf), prefix="r") as members:
         want = await _marker_story([m.url for m in members])
-    finally:
-        for m in members:
-            m.kill()
     got = await _marker_story(cluster.urls)
     assert got == want
     assert got == ((5, "r.a", {MARKER: "MaxAge", "Nats-TTL": "1s"}), [(2, "r.b"), (4, "r.c"), (6, "r.a")])

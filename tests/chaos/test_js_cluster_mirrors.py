@@ -20,13 +20,11 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
 from jetpy.jetstream.sources import api_hash
 
 from .jsapi import connect
 from .jsapi import until as _until
-from .jscluster import ACCOUNTS, JsCluster
+from .jscluster import ACCOUNTS, JsCluster, reference_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -357,30 +355,8 @@ async def _copy_steps(url: str) -> dict[str, Any]:
 async def test_mirror_and_sources_info_as_nats_server_gives_them(tmp_path: Path) -> None:
     conf = tmp_path / "accounts.conf"
     conf.write_text(ACCOUNTS)
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            members.append(
-                start_member(
-                    tmp_path,
-                    NEWEST,
-                    name,
-                    routes,
-                    "-c",
-                    str(conf),
-                    "-js",
-                    "-sd",
-                    str(tmp_path / name),
-                    cluster_port=port,
-                )
-            )
+    with reference_cluster(tmp_path, "-c", str(conf)) as members:
         want = await _copy_steps(members[0].url.replace("nats://", "nats://app:app@"))
-    finally:
-        for m in members:
-            m.kill()
     c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
     try:
         c.start()

@@ -18,11 +18,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import APIError, NoStreamResponseError
 
-from cluster_support import NEWEST, Member, start_member
-from conftest import free_port
-
 from .jsapi import req, until
-from .jscluster import ACCOUNTS, JsCluster
+from .jscluster import ACCOUNTS, JsCluster, reference_cluster
 
 pytestmark = pytest.mark.timeout(360)
 
@@ -193,19 +190,9 @@ async def _steps(urls: list[str], kill: Callable[[str], None]) -> dict[str, Any]
 async def test_a_mirrors_origin_consumer_as_nats_server_keeps_it(tmp_path: Path) -> None:
     conf = tmp_path / "accounts.conf"
     conf.write_text(ACCOUNTS)
-    ports = [free_port() for _ in range(3)]
-    routes = [f"nats-route://127.0.0.1:{p}" for p in ports]
-    members: list[Member] = []
-    try:
-        for i, port in enumerate(ports):
-            name = f"n{i + 1}"
-            extra = ("-c", str(conf), "-js", "-sd", str(tmp_path / name))
-            members.append(start_member(tmp_path, NEWEST, name, routes, *extra, cluster_port=port))
+    with reference_cluster(tmp_path, "-c", str(conf)) as members:
         by_name = {m.name: m for m in members}
         want = await _steps([m.url for m in members], lambda name: by_name[name].kill())
-    finally:
-        for m in members:
-            m.kill()
     c = JsCluster(tmp_path / "jetpy", extra=("-c", str(conf)))
     try:
         c.start()

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +24,13 @@ from .jscluster import JsCluster
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
-    c = JsCluster(tmp_path)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
 def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
     return connect(url, reconnect_wait=0.1)
 
 
 def _raft_groups(c: JsCluster, name: str) -> set[str]:
-    """The Raft groups the server runs, from its /raftz."""
-    url = f"http://127.0.0.1:{c.nodes[name].http_port}/raftz"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        doc: dict[str, dict[str, Any]] = json.load(r)
-    return {g for groups in doc.values() for g in groups}
+    """The Raft groups the server runs."""
+    return set(c.nodes[name].raftz())
 
 
 def _group_dirs(c: JsCluster, name: str, group: str) -> list[Path]:

@@ -8,37 +8,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import urllib.request
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
 
+from .jsapi import connect
 from .jscluster import JsCluster
 
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[JsCluster]:
-    c = JsCluster(tmp_path)
-    try:
-        c.start()
-        yield c
-    finally:
-        c.stop()
-
-
-@contextlib.asynccontextmanager
-async def _connect(url: str) -> AsyncIterator[Client]:
-    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
-    try:
-        yield nc
-    finally:
-        await nc.close()
+def _connect(url: str) -> contextlib.AbstractAsyncContextManager[Client]:
+    return connect(url, reconnect_wait=0.1)
 
 
 async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", within: float = 30.0) -> Any:
@@ -59,11 +42,8 @@ async def _until(nc: Client, subject: str, body: str | dict[str, Any] = "", with
 
 
 def _raft_groups(c: JsCluster, name: str) -> set[str]:
-    """The Raft groups the server runs, from its /raftz."""
-    url = f"http://127.0.0.1:{c.nodes[name].http_port}/raftz"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        doc: dict[str, dict[str, Any]] = json.load(r)
-    return {g for groups in doc.values() for g in groups}
+    """The Raft groups the server runs."""
+    return set(c.nodes[name].raftz())
 
 
 def _consumer_groups(c: JsCluster) -> list[str]:

@@ -18,8 +18,9 @@ import pytest
 from jetpy.store.base import StoreConfig
 from jetpy.store.filestore import FileStore
 
+from .jsapi import create_stream as _create
+from .jsapi import publish_until_acked as _publish_until_acked
 from .jscluster import JsCluster
-from .test_js_cluster import _create, _publish_until_acked
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -175,16 +175,6 @@ class Server:
             # (its $SYS requests reach every server of the super cluster, as nats-server's)
             self.gateways = Gateways(self, self.accounts.brokers())
             await self.gateways.start()
-        if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
-            # every account crosses the routes, the system account's too (its $SYS requests and
-            # events, the Raft groups' traffic); the gateways every account too
-            self.cluster = Cluster(self, self.accounts.brokers())
-            if self.gateways is not None:
-                self.cluster.observer = self.gateways
-                self.gateways.cluster = self.cluster
-            await self.cluster.start()
-        if self.gateways is not None:
-            self.gateways.solicit()
         # The Raft groups' $NRG. traffic between servers is the system account's (it crosses the
         # routes there, apart from every other account's); without one (no_system_account) the
         # groups have a broker of their own that no route carries.
@@ -195,10 +185,26 @@ class Server:
             groups_root(opts.store_dir, system.name if system is not None else "$SYS"),
             self._peer_names,
         )
-        if clustered:
-            await self._start_clustered_jetstream(self.raft)
+        # clustered JetStream answers the other servers' questions about the meta group from
+        # before its routes are up: a server they reach is in their view from the start (not
+        # settled yet), so none founds the group without it while its JetStream starts
+        cjs = self._clustered_jetstream(self.raft) if clustered else None
+        if opts.cluster.enabled:  # as nats-server, routes once clients can be told where to go
+            # every account crosses the routes, the system account's too (its $SYS requests and
+            # events, the Raft groups' traffic); the gateways every account too
+            self.cluster = Cluster(self, self.accounts.brokers())
+            if self.gateways is not None:
+                self.cluster.observer = self.gateways
+                self.gateways.cluster = self.cluster
+            await self.cluster.start()
+        if self.gateways is not None:
+            self.gateways.solicit()
+        if cjs is not None:
+            self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)
+            await cjs.start()
 
-    async def _start_clustered_jetstream(self, raft: RaftHost) -> None:
+    def _clustered_jetstream(self, raft: RaftHost) -> ClusteredJetStream:
+        """The cluster's JetStream, answering about the meta group (started once the routes are)."""
         opts = self.options
         system = self.accounts.system()
         cjs = ClusteredJetStream(
@@ -216,8 +222,8 @@ class Server:
             opts.server_tags,
         )
         self.js_cluster = cjs
-        self.jetstream = await start_jetstream(opts, self.accounts, self.server_name, cjs.prepare)
-        await cjs.start()
+        cjs.answer_forming()
+        return cjs
 
     async def lame_duck(self) -> None:
         """Lame duck mode (``jetpy.server.lameduck``): stop accepting, tell the clients, close

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -46,7 +46,7 @@ from jetpy.server.nrg import ProposalError, RaftGroup
 from jetpy.store.base import ConsumerState
 from jetpy.subjects import subject_matches
 
-__all__ = ["ConsumerReplica", "ReplicaContext", "acked_left", "take_config"]
+__all__ = ["ConsumerReplica", "ReplicaContext", "acked_left", "state_wants", "take_config"]
 
 log = logging.getLogger("jetpy.jetstream")
 
@@ -210,21 +210,9 @@ class ConsumerReplica:
 
     def wants(self, seq: int, subject: str) -> bool:
         """Whether this consumer, as its replicated state says, still wants the stream's message
-        ``seq`` on ``subject`` (interest retention, :mod:`.interest`): on its subjects, and
-        neither at or below its ack floor nor delivered and no longer pending (acknowledged, or
-        given up on after ``max_deliver``, as a single server's ``Consumer.has_acked`` counts
-        it). One delivering the last message per subject is done only below its floor (the
-        starts it has yet to deliver are not in its state)."""
-        cfg = self.config
-        filters = cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else [])
-        if filters and not any(subject_matches(f, subject) for f in filters):
-            return False
+        ``seq`` on ``subject`` (interest retention, :mod:`.interest`; :func:`state_wants`)."""
         _, delivered, _, floor = self.counters
-        if seq <= floor:
-            return False
-        if seq > delivered or cfg.deliver_policy == "last_per_subject":
-            return True
-        return seq in self.pending
+        return state_wants(self.config, delivered, floor, self.pending, seq, subject)
 
     def state(self) -> ConsumerState:
         return ConsumerState(*self.counters, pending=dict(self.pending), redelivered=dict(self.redelivered))
@@ -507,6 +495,27 @@ def take_config(manager: ConsumerManager, c: Consumer | None, new: ConsumerConfi
     if new.pause_until != old.pause_until:  # CONSUMER.PAUSE: paused or resumed, announced
         manager.pause(c, new.pause_until, time.time_ns())
     return True
+
+
+def state_wants(
+    cfg: ConsumerConfig, delivered: int, floor: int, pending: Container[int], seq: int, subject: str
+) -> bool:
+    """Whether a consumer, as its saved state says (its delivered and ack floor stream sequences,
+    its pending acks), still wants the stream's message ``seq`` on ``subject`` (interest
+    retention): on its subjects, above its ack floor, and either not delivered yet or still
+    pending; delivered and no longer pending is done with (acknowledged, given up on after
+    ``max_deliver``, or passed over). nats-server's ``needAck`` from a stored state, and what a
+    single server's consumer restored from that state does (``Consumer.has_acked`` with its
+    cursor after the last delivery): any deliver policy alike. One delivering the last message
+    per subject is no exception: the starts it has yet to deliver all lie above the last one it
+    delivered, and a message it passed over below that is never delivered (a restarted one goes
+    on after its last delivery too)."""
+    filters = cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else [])
+    if filters and not any(subject_matches(f, subject) for f in filters):
+        return False
+    if seq <= floor:
+        return False
+    return seq > delivered or seq in pending
 
 
 def acked_left(stream: Stream, config: ConsumerConfig, floor: int) -> list[int]:

@@ -1,9 +1,10 @@
 """Forming the meta group: which JetStream servers found it, and when a server joins it instead.
 
 Owns: the servers' exchange about the meta group (``$JSC.META.STATE`` in the system account:
-every clustered JetStream server answers with a :class:`MetaHello`, whether or not its member
-of the meta group runs; a server without JetStream does not answer, so it never becomes a
-member), the names of the members that joined under a new id (learnt from the answers, kept
+every clustered JetStream server answers with a :class:`MetaHello` from before its routes are
+up, whether or not its member of the meta group runs, so that a server slow to start its
+JetStream is in the others' views from its first route on; a server without JetStream does not
+answer, so it never becomes a member), the names of the members that joined under a new id (learnt from the answers, kept
 in :data:`NAMES_FILE`), and the rule a server without a meta log (pristine, or its directory
 deleted) follows (:func:`decide`):
 

@@ -31,11 +31,16 @@ from jetpy.jetstream.consumers.restore import ConsumerMeta, Recovered, read_dura
 from jetpy.jetstream.info import consumer_info
 from jetpy.jetstream.models import ClusterInfo, ConsumerConfig, ConsumerInfo
 from jetpy.jetstream.stream import Stream
-from jetpy.server.jscluster.consumers import ConsumerReplica, ReplicaContext, acked_left, take_config
+from jetpy.server.jscluster.consumers import (
+    ConsumerReplica,
+    ReplicaContext,
+    acked_left,
+    state_wants,
+    take_config,
+)
 from jetpy.server.jscluster.meta import ConsumerAssignment
 from jetpy.server.nrg import RaftGroup
 from jetpy.store.base import ConsumerState, StoreError
-from jetpy.subjects import subject_matches
 
 __all__ = ["HeldConsumer", "LocalConsumer", "write_state"]
 
@@ -186,14 +191,10 @@ class LocalConsumer:
         (interest retention: a single server's rule, ``Consumer.has_acked``)."""
         c = self.consumer
         if c is None or c.closed:  # not running yet: as its state says
-            cfg = self.config
-            filters = cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else [])
-            if filters and not any(subject_matches(f, subject) for f in filters):
-                return False
             st = self._state
-            if seq <= st.ack_floor_stream_seq:
-                return False
-            return seq > st.delivered_stream_seq or seq in st.pending
+            return state_wants(
+                self.config, st.delivered_stream_seq, st.ack_floor_stream_seq, st.pending, seq, subject
+            )
         return c.matches(subject) and not c.has_acked(seq)
 
     def state(self) -> ConsumerState:

@@ -131,6 +131,7 @@ class ClusteredJetStream(Placements):
         self._background: set[asyncio.Task[None]] = set()  # replicas leaving, groups reconciled
         self._settling: set[str] = set()  # groups of streams scaled down to R1, being dropped
         self._subs: list[Subscription] = []
+        self._forming_sub: Subscription | None = None  # the answers about the meta group
         self._inboxes = itertools.count(1)
         self.system_api = SystemApi(self, system, cluster_name)
         # who founds the meta group, or joins it (a settle period of SETTLE, or one election
@@ -239,13 +240,20 @@ class ClusteredJetStream(Placements):
 
     # -- life cycle ----------------------------------------------------------------------------------
 
+    def answer_forming(self) -> None:
+        """Answer the other servers' questions about the meta group from now on (the server
+        does so before its routes are up, :mod:`.forming`)."""
+        if self._forming_sub is None:
+            self._forming_sub = self.system.subscribe_internal(STATE_SUBJECT, self.forming.on_question)
+            self._subs.append(self._forming_sub)
+
     async def start(self) -> None:
-        self._subs = [
+        self.answer_forming()
+        self._subs += [
             self.system.subscribe_internal(_every(CREATED_SUBJECT), self._on_created),
             self.system.subscribe_internal(_every(INFO_SUBJECT), self._on_info),
             self.system.subscribe_internal(_every(CATCHUP_SUBJECT), self._on_catchup),
             self.system.subscribe_internal(TAGS_SUBJECT, self._on_tags),
-            self.system.subscribe_internal(STATE_SUBJECT, self.forming.on_question),
         ]
         for scope in self.accounts.values():
             scope.consumer_groups.start(scope.js)
@@ -263,6 +271,7 @@ class ClusteredJetStream(Placements):
         for sub in self._subs:
             self.system.unsubscribe_internal(sub)
         self._subs = []
+        self._forming_sub = None
         self.system_api.stop()
         self.usage.stop()
         for scope in self.accounts.values():
