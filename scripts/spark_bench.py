@@ -383,6 +383,9 @@ def _streams(spark: Any, url: str, n: int, tmp: Path, mem: Memory, cpu: Cpu, out
 
     mem.phase = "stream"
     out["stream_first"], out["stream_batches"] = stream_run()
+    # Spark's JVM is still compiling its driver's code for the first queries (seconds of CPU per
+    # query, falling query by query): two more before the measured ones, reported as they come
+    out["stream_warming"] = [stream_run()[0] for _ in range(2)]
     batches: list[dict[str, int]] = []
     cpu.start()
     out["stream_warm"] = [stream_run(batches)[0] for _ in range(3)]
@@ -479,7 +482,9 @@ def main() -> int:
         if "stream" in only:
             print(
                 f"  streaming, AvailableNow, 100k per trigger, noop sink: first query {res['stream_first']:,.0f} "
-                f"msg/s in {res['stream_batches']} micro-batches; later queries {spread(res['stream_warm'])}"
+                f"msg/s in {res['stream_batches']} micro-batches; the next two "
+                f"{', '.join(format(r, ',.0f') for r in res['stream_warming'])}; later queries "
+                f"{spread(res['stream_warm'])}"
             )
             print(f"    CPU per message, later queries: {res['stream_cpu']}")
             print(f"    a micro-batch of later queries: {res['stream_batch']}; load {res['stream_load']:.2f}")
