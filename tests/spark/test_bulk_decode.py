@@ -5,6 +5,8 @@ skipped. No Spark session: chunks are made from a store's records as the server 
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from jetpy.protocol import bulk
@@ -102,3 +104,42 @@ def test_filters_are_checked(store: MemoryStore) -> None:
         _decode(_chunk(store, 1, 60), keep=lambda s: s == "a.é")
     with pytest.raises(bulk.BulkFormatError, match="which the filter does not match"):
         _decode(_chunk(store, 1, 60), ("seq",), keep=lambda s: s == "a.é")  # subjects not asked for
+
+
+def _with_gaps(payload: bytes, every: int) -> bytes:
+    """The chunk with junk bytes (not records) before every ``every``-th record: the area as a
+    file store's blocks may hand it out, tombstones between records."""
+    h = bulk.decode_header(payload)
+    offsets = struct.unpack_from(f"<{h.count}I", payload, bulk.CHUNK_HEADER.size)
+    area = payload[h.area_start :]
+    pos = [o - h.base for o in offsets] + [len(area)]
+    out, new = bytearray(), []
+    for k in range(h.count):
+        if k % every == 0:
+            out += b"\xe5junk"[: 1 + k % 5]
+        new.append(len(out))
+        out += area[pos[k] : pos[k + 1]]
+    head = bulk.encode_header(bulk.FLAG_LAST, h.count, 0, h.next_seq, h.first_seq, h.last_seq)
+    return head + struct.pack(f"<{h.count}I", *new) + bytes(out)
+
+
+@pytest.mark.parametrize("every", [1, 7, 30, 10**6])
+def test_each_damaged_record_is_named_runs_or_not(store: MemoryStore, every: int) -> None:
+    """Records are checked a run of adjacent ones at a time (or one by one where the runs are
+    short): any one damaged record fails the read, named by the sequence before it."""
+    payload = _with_gaps(_chunk(store, 1, 60), every)
+    assert _decode(payload) == _decode(_chunk(store, 1, 60))
+    h = bulk.decode_header(payload)
+    offsets = struct.unpack_from(f"<{h.count}I", payload, bulk.CHUNK_HEADER.size)
+    seqs = [r["seq"] for r in _decode(payload)]
+    for k in (0, 1, 17, len(offsets) - 1):
+        b = bytearray(payload)
+        b[h.area_start + offsets[k] - h.base + 31] ^= 0x04  # a byte of its subject
+        where = f"sequence {seqs[k - 1]}" if k else "the start of the message"
+        with pytest.raises(bulk.BulkFormatError, match=f"record after {where} fails its checksum"):
+            _decode(bytes(b), ("seq",))
+    # junk between records is not checked (it is not a message)
+    k = every if every < len(offsets) else 0
+    b = bytearray(payload)
+    b[h.area_start + offsets[k] - h.base - 1] ^= 0xFF
+    assert _decode(bytes(b)) == _decode(payload)

@@ -48,3 +48,26 @@ def test_chunk_round_trip_and_damage() -> None:
         bulk.decode_chunk(b"XXXX" + payload[4:])
     with pytest.raises(bulk.BulkFormatError, match="shorter"):
         bulk.decode_chunk(payload[:20])
+
+
+def test_the_run_mark_is_the_residue_shifted_back_four_bytes() -> None:
+    """``CRC_RUN_MARK`` advanced over four zero bytes (zlib's register, linear in its start)
+    is the residue; and so a zero buffer with the mark where each record ends has the raw CRC
+    that a run of whole records of those lengths has."""
+    import zlib
+
+    def shift(v: int, n: int) -> int:
+        return zlib.crc32(bytes(n), v) ^ zlib.crc32(bytes(n), 0)
+
+    assert shift(bulk.CRC_RUN_MARK, 4) == bulk.CRC_RESIDUE
+    records = []
+    for n in (30, 31, 77, 140, 4000):
+        body = bytes((i * 7 + n) % 251 for i in range(n - 4))
+        records.append(body + zlib.crc32(body).to_bytes(4, "little"))
+    run = b"".join(records)
+    marks = bytearray(len(run))
+    at = 0
+    for r in records:
+        at += len(r)
+        marks[at - 4 : at] = bulk.CRC_RUN_MARK.to_bytes(4, "little")
+    assert zlib.crc32(run) == zlib.crc32(bytes(marks), 0xFFFFFFFF) ^ 0xFFFFFFFF

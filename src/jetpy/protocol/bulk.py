@@ -77,6 +77,7 @@ __all__ = [
     "BULK_API",
     "CHUNK_HEADER",
     "CRC_RESIDUE",
+    "CRC_RUN_MARK",
     "DEFAULT_MAX_BYTES",
     "FLAG_LAST",
     "MAGIC",
@@ -120,6 +121,20 @@ RECORD_OVERHEAD: Final = RECORD_HEADER.size + 4
 CRC_RESIDUE: Final = 0x2144DF1C
 """zlib.crc32 over a record's bytes followed by their CRC (the whole record) always gives this:
 one call checks a record without unpacking its trailer."""
+CRC_RUN_MARK: Final = 0x6DD90A9D
+"""What makes a run of adjacent records checkable with two CRC calls instead of one per record.
+
+zlib's CRC-32 of a concatenation is ``crc(A || B) = crc(B) ^ shift(crc(A), len(B))``, where
+``shift(v, n)`` (the register advanced over ``n`` zero bytes) is linear and invertible; so the
+CRC of a run of records is the sum over its records of ``shift(crc(record), bytes after it)``.
+With every record whole, each ``crc(record)`` is :data:`CRC_RESIDUE`, so the run's CRC is
+``sum shift(CRC_RESIDUE, bytes after each record)``, which depends only on where the records
+end. That sum is itself a CRC: of a zero buffer as long as the run with this mark (little
+endian) in the last four bytes of each record's place, taken from a zero register with no final
+inversion (``crc32(z, 0xFFFFFFFF) ^ 0xFFFFFFFF``); the mark is ``shift(., 4)`` undone on
+:data:`CRC_RESIDUE` (``tests/unit/test_bulk_format.py`` derives it). A record whose CRC is not
+the residue adds ``shift(error, n) != 0`` to the sum, so one damaged record in a run always
+shows; several could cancel out with a chance of one in 2^32."""
 
 _U32: Final = struct.Struct("<I")
 assert array("I").itemsize == 4  # C's unsigned int, on every platform Python supports today
