@@ -5,6 +5,7 @@ with the same rows; ``auto`` takes the fastest path the server offers and says w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from nats.js import JetStreamContext
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from conftest import Proc
 from jetpy.spark.options import ConnOptions
@@ -45,6 +46,40 @@ def _expected(name: str, prefix: str, seqs: list[int]) -> list[dict[str, Any]]:
         }
         for i in seqs
     ]
+
+
+def _stream_to_parquet(
+    spark: SparkSession,
+    url: str,
+    name: str,
+    per_trigger: int,
+    tmp_path: Path,
+    shape: Callable[[DataFrame], DataFrame] = lambda df: df,
+    schema: str | None = None,
+) -> Path:
+    """An AvailableNow query of the whole stream into Parquet files, run to its end; their path."""
+    reader = spark.readStream.format("jetstream")
+    if schema is not None:
+        reader = reader.schema(schema)
+    df = (
+        reader.option("servers", url)
+        .option("stream", name)
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", str(per_trigger))
+        .load()
+    )
+    out = tmp_path / "out"
+    q = (
+        shape(df)
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    return out
 
 
 def _rows(spark: SparkSession, url: str, **opts: str) -> list[dict[str, Any]]:
@@ -177,23 +212,7 @@ def test_streaming_reads_on_every_server(
     url = servers[server]
     name = "S" + str(["nats-server 2.9.10", "nats-server 2.15.1", "jetpy"].index(server))
     make_stream(url, name, [f"{name.lower()}.>"], 250, lambda i: f"{name.lower()}.x", allow_direct=False)
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    q = (
-        spark.readStream.format("jetstream")
-        .option("servers", url)
-        .option("stream", name)
-        .option("startingOffsets", "earliest")
-        .option("maxMessagesPerTrigger", "60")
-        .load()
-        .select("seq", "data")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert q.awaitTermination(120)
-    assert q.exception() is None
+    out = _stream_to_parquet(spark, url, name, 60, tmp_path, lambda df: df.select("seq", "data"))
     rows = spark.read.parquet(str(out)).orderBy("seq").collect()
     assert [r.seq for r in rows] == list(range(1, 251))
     assert [bytes(r.data) for r in rows[:2]] == [b"m1", b"m2"]
@@ -206,23 +225,7 @@ def test_streaming_reads_of_some_columns(
     url = servers[server]
     name = "SC" + str(["nats-server 2.9.10", "jetpy"].index(server))
     make_stream(url, name, [f"{name.lower()}.>"], 120, lambda i: f"{name.lower()}.x", allow_direct=False)
-    out = tmp_path / "out"
-    q = (
-        spark.readStream.format("jetstream")
-        .option("servers", url)
-        .option("stream", name)
-        .option("startingOffsets", "earliest")
-        .option("maxMessagesPerTrigger", "50")
-        .schema("data binary, seq bigint")
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert q.awaitTermination(120)
-    assert q.exception() is None
+    out = _stream_to_parquet(spark, url, name, 50, tmp_path, schema="data binary, seq bigint")
     df = spark.read.parquet(str(out))
     assert df.columns == ["data", "seq"]
     assert [(bytes(r.data), r.seq) for r in df.orderBy("seq").collect()] == [
