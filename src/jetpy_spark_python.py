@@ -51,10 +51,11 @@ def prefer_installed_pyspark() -> None:
     """Take Spark's ``pyspark.zip`` off ``sys.path`` where it is the one inside the installed
     pyspark package (``<dir>/pyspark/python/lib/pyspark.zip``, ``<dir>/pyspark/__init__.py``, and
     ``<dir>`` on ``sys.path``): that package then imports with its bytecode cached."""
-    if "pyspark" in sys.modules:
-        return
+    zips = [p for p in sys.path if p.endswith("pyspark.zip")]
+    if not zips or "pyspark" in sys.modules:
+        return  # every interpreter of the environment runs this: nothing more unless needed
     on_path = {os.path.realpath(p) for p in sys.path if p}
-    for entry in [p for p in sys.path if p.endswith("pyspark.zip")]:
+    for entry in zips:
         lib = os.path.dirname(os.path.realpath(entry))
         package = os.path.dirname(os.path.dirname(lib))
         if (
