@@ -88,6 +88,18 @@ async def create_stream(js: JetStreamContext, **cfg: object) -> object:
     raise AssertionError("no meta leader")
 
 
+async def publish_when_ready(js: JetStreamContext, subject: str, payload: bytes) -> int:
+    """Publish to a stream just created: nats-server's servers subscribe its subjects a moment
+    after the create is answered, and a publish before that has no responders (stored nowhere,
+    so it is sent again). Its sequence."""
+    for _ in range(100):
+        try:
+            return (await js.publish(subject, payload)).seq
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no stream took {subject}")
+
+
 async def publish_until_acked(
     js: JetStreamContext, subject: str, payload: bytes, msg_id: str, headers: dict[str, str] | None = None
 ) -> int:

@@ -19,7 +19,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
-from .jsapi import connect
+from .jsapi import connect, publish_when_ready
 from .jsapi import req as _req
 from .jsapi import until as _until
 from .jscluster import JsCluster, reference_cluster
@@ -119,7 +119,7 @@ async def test_consumers_follow_their_stream_scaled_down_and_up(tmp_path: Path) 
             )
             assert "error" not in got, got
             for i in range(30):
-                await js.publish(f"f.{i}", b"m%d" % i)
+                await publish_when_ready(js, f"f.{i}", b"m%d" % i)
             await _create(nc, "F", "D", ack_wait=ACK_WAIT)  # num_replicas 0: the stream's
             await _create(nc, "F", "THREE", num_replicas=3)
             await _create(nc, "F", "ONE", num_replicas=1)
@@ -249,7 +249,7 @@ async def _scale_steps(url: str) -> dict[str, Any]:
         )
         assert "error" not in got, got
         for i in range(10):
-            await js.publish(f"g.{i}", b"x")
+            await publish_when_ready(js, f"g.{i}", b"x")
         await _create(nc, "G", "D0", ack_wait=ACK_WAIT)
         await _create(nc, "G", "D3", num_replicas=3)
         await _create(nc, "G", "D1", num_replicas=1)
@@ -282,7 +282,7 @@ async def _peer_remove_steps(url: str) -> dict[str, Any]:
         )
         assert "error" not in got, got
         for i in range(10):
-            await js.publish(f"r.{i}", b"x")
+            await publish_when_ready(js, f"r.{i}", b"x")
         await _create(nc, "R", "D0", ack_wait=ACK_WAIT)
         await _create(nc, "R", "D3", num_replicas=3)
         sub = await js.pull_subscribe_bind("D0", "R")
@@ -356,7 +356,7 @@ async def test_peer_removed_under_the_consumer_leader_then_its_new_leader_killed
             )
             assert "error" not in got, got
             for i in range(total):
-                await js.publish(f"p.{i}", b"m%d" % i)
+                await publish_when_ready(js, f"p.{i}", b"m%d" % i)
             await _create(nc, "P", "D", ack_wait=3 * 10**9)
             sub = await js.pull_subscribe_bind("D", "P")
             msgs = await _fetch(js, sub, 10)
@@ -436,7 +436,7 @@ async def test_scaled_down_and_straight_back_up(tmp_path: Path) -> None:
             )
             assert "error" not in got, got
             for i in range(20):
-                await js.publish(f"b.{i}", b"x")
+                await publish_when_ready(js, f"b.{i}", b"x")
             await _create(nc, "B", "D", ack_wait=ACK_WAIT)
             sub = await js.pull_subscribe_bind("D", "B")
             msgs = await _fetch(js, sub, 8)
