@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 
+from jetpy.jetstream.origin import retry_backoff
 from jetpy.jetstream.sources import api_hash
 
 from .jsapi import connect
@@ -129,11 +131,16 @@ async def _caught_up(
 
 async def _reported(nc: Client, stream: str, ok: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The stream's ``mirror`` block once ``ok`` says so (a new leader's consumer on the origin is
-    set up, and heard from, a moment after it is elected)."""
-    for _ in range(100):
+    set up, and heard from, a moment after it is elected; or, when its setups failed while the
+    origin's leaders were killed, after nats-server's back-off: 10 s more per failure so far, so
+    up to a minute for five failures on a loaded machine)."""
+    deadline = time.monotonic() + 5 * retry_backoff(1) + 15
+    while True:
         mirror: dict[str, Any] = (await _info(nc, stream))["mirror"]
         if ok(mirror):
             return mirror
+        if time.monotonic() > deadline:
+            break
         await asyncio.sleep(0.2)
     raise AssertionError(f"{stream}'s mirror report: {mirror}")
 
