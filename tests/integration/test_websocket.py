@@ -184,7 +184,10 @@ async def exchange(port: int) -> list[Any]:
 
 async def test_websocket_as_nats_server(both: dict[str, Proc]) -> None:
     ours, theirs = await asyncio.gather(exchange(ws_port(both["jetpy"])), exchange(ws_port(both["2.15.1"])))
-    assert ours == theirs
+    # nats-server writes a close frame (1002 and the reason) before it closes the connection, but
+    # closing with the client's frame unread resets it: the client sees the close frame or nothing
+    assert theirs[3] in (b"", b"\x88\x1c\x03\xeainvalid continuation frame"), theirs[3]
+    assert ours[:3] + ours[4:] == theirs[:3] + theirs[4:]
     assert ours[3] == b"" and ours[4] == (405, b"HTTP/1.1 405 Method Not Allowed")
     await asyncio.sleep(0.1)
     for p in both.values():
