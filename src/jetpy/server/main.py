@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from jetpy.heap import MMAP_THRESHOLD, TRIM_THRESHOLD, keep_heap
 from jetpy.server.app import Server
 from jetpy.server.identity import JETPY_VERSION, NATS_COMPAT_VERSION
 from jetpy.server.logs import setup_logging
@@ -133,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     setup_logging(opts)
     log.info("Starting jetpy-server version %s", JETPY_VERSION)
+    if keep_heap():  # large replies reuse mapped pages (jetpy.heap says why)
+        log.debug("C heap kept: trim threshold %d, mmap threshold %d", TRIM_THRESHOLD, MMAP_THRESHOLD)
     if opts.pid_file:
         with open(opts.pid_file, "w") as f:
             f.write(str(os.getpid()))

@@ -1,6 +1,7 @@
 """Spark's Python workers, as this connector's tasks leave them.
 
-Owns: keeping Spark's collection after each task of a reused worker cheap (``settle_worker``).
+Owns: keeping Spark's collection after each task of a reused worker cheap, and its heap
+ready for the next task's buffers (``settle_worker``).
 Must not know: what the task reads or writes.
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import sys
+
+from jetpy.heap import keep_heap
 
 __all__ = ["settle_worker"]
 
@@ -25,8 +28,12 @@ def settle_worker() -> None:
     what later tasks made. A worker imports more during its first task, after it began, so its
     second task settles again; once nothing new is imported, nothing more is frozen. What a
     task had in flight when it settled stays until the worker ends: a few settles' worth, not
-    one per task."""
+    one per task.
+
+    The worker's C heap is kept as the server's is (:func:`jetpy.heap.keep_heap`): each task's
+    messages and Arrow batches are ~1 MiB buffers made and dropped one after another."""
     global _settled_modules
+    keep_heap()
     if len(sys.modules) != _settled_modules:
         gc.collect()
         gc.freeze()
