@@ -12,7 +12,7 @@ import json
 import signal
 import ssl
 import struct
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -85,8 +85,8 @@ async def test_wrong_password_and_protocol_errors_close_with_a_status() -> None:
         assert (await ws.frame())[0] == 8 and ws.closed_with == (1008, b"Authentication Failure")
         ws = await WsClient.connect(srv.ws_port)
         await ws.frame()
-        await ws.send(b"PING\r\n", mask=False)  # closed at once, as nats-server closes it
-        assert await asyncio.wait_for(ws.reader.read(), 2) == b""
+        await ws.send(b"PING\r\n", mask=False)  # closed at once, with a close frame saying why
+        assert await asyncio.wait_for(ws.reader.read(), 2) == b"\x88\x12\x03\xeamask bit missing"
         await asyncio.sleep(0.05)
         assert srv.closed_connections[-1].close_reason == "Read Error"
 
@@ -188,9 +188,42 @@ async def test_websocket_as_nats_server(both: dict[str, Proc]) -> None:
     # closing with the client's frame unread resets it: the client sees the close frame or nothing
     assert theirs[3] in (b"", b"\x88\x1c\x03\xeainvalid continuation frame"), theirs[3]
     assert ours[:3] + ours[4:] == theirs[:3] + theirs[4:]
-    assert ours[3] == b"" and ours[4] == (405, b"HTTP/1.1 405 Method Not Allowed")
+    # jetpy writes it and closes with nothing unread: the client always sees it
+    assert ours[3] == b"\x88\x1c\x03\xeainvalid continuation frame", ours[3]
+    assert ours[4] == (405, b"HTTP/1.1 405 Method Not Allowed")
     await asyncio.sleep(0.1)
     for p in both.values():
         log = p.log()
         assert "websocket handshake error: request method must be GET" in log
         assert "- wid:" in log and '"$G/user:u" - read error: invalid continuation frame' in log
+
+
+async def _after_bad_frame(port: int, send: Callable[[WsClient], Awaitable[None]]) -> bytes:
+    """What a client reads, up to the end, after one frame the server cannot take."""
+    ws = await WsClient.connect(port)
+    await ws.frame()  # INFO
+    await send(ws)
+    try:
+        return await asyncio.wait_for(ws.reader.read(), 2)
+    except ConnectionResetError:
+        return b""
+
+
+BAD_FRAMES: dict[str, tuple[Callable[[WsClient], Awaitable[None]], int]] = {
+    "mask bit missing": (lambda ws: ws.send(b"PING\r\n", mask=False), 1002),
+    "unknown opcode 3": (lambda ws: ws.send(b"x", opcode=3), 1002),
+    "control frame does not have final bit set": (lambda ws: ws.send(b"x", opcode=9, fin=False), 1002),
+}
+
+
+@pytest.mark.parametrize("reason", list(BAD_FRAMES))
+async def test_bad_frames_get_nats_servers_close_frame(both: dict[str, Proc], reason: str) -> None:
+    """Each framing error closes with a close frame of 1002 and the reason, as nats-server 2.15.1
+    writes it (its client may instead see the connection reset: it closes with data unread)."""
+    send, status = BAD_FRAMES[reason]
+    ours, theirs = await asyncio.gather(
+        _after_bad_frame(ws_port(both["jetpy"]), send), _after_bad_frame(ws_port(both["2.15.1"]), send)
+    )
+    want = bytes((0x88, 2 + len(reason))) + struct.pack("!H", status) + reason.encode()
+    assert ours == want
+    assert theirs in (b"", want), theirs

@@ -391,8 +391,10 @@ class WebSocketLayer:
         self._close_now(1002, reason)
 
     def _close_now(self, status: int, reason: str) -> None:
-        """A frame that cannot be taken: the connection is closed at once, as nats-server closes
-        it (a read error: the close frame with ``status`` it queues is never flushed)."""
+        """A frame that cannot be taken: a close frame with ``status`` and ``reason`` is written
+        (RFC 6455 7.1.7; nats-server 2.15 writes it too) and the connection closed at once, a
+        read error."""
+        self._out += self._control(_CLOSE, struct.pack("!H", status) + reason.encode()[:123])
         self._closed = True
         raise LayerError(f"read error: {reason}", "Read Error")
 
