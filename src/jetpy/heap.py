@@ -13,8 +13,8 @@ messages, those page faults were about half of the server's CPU (0.26 us per mes
 with the heap kept). Keeping up to :data:`TRIM_THRESHOLD` of freed memory, and mapping only
 buffers above :data:`MMAP_THRESHOLD` apart, lets the next buffer reuse pages already mapped. The
 cost is memory the process may keep after a burst: at most :data:`TRIM_THRESHOLD` more than it
-uses (measured: a restarted server's RSS 52 MB where glibc's adapting thresholds left 56, and
-72 MB at most while it mirrored 100 MB, 75 before; with 32 MiB kept it was 72 MB at rest).
+uses (measured: a restarted server's RSS 56 MB at rest and 76 MB at most while it mirrored 100
+MB, as with glibc's adapting thresholds (56, 75); with 32 MiB kept it was 72 MB at rest).
 
 An operator's own settings win: with ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_`` or
 a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES`` in the environment nothing is changed. Other C
@@ -34,8 +34,9 @@ __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_heap"]
 TRIM_THRESHOLD: Final = 16 << 20
 """Freed memory at the top of the heap kept before ``free`` gives any back."""
 
-MMAP_THRESHOLD: Final = 4 << 20
-"""Buffers above this are mapped apart (and unmapped when freed), as large outliers should be."""
+MMAP_THRESHOLD: Final = 8 << 20
+"""Buffers above this are mapped apart (and unmapped when freed), as large outliers should be;
+below it: a reply's buffers and a Spark task's 4 MiB receive buffers (``spark/wire.py``)."""
 
 _M_TRIM_THRESHOLD: Final = -1  # glibc's <malloc.h>
 _M_MMAP_THRESHOLD: Final = -3
