@@ -15,14 +15,15 @@ import textwrap
 import pytest
 
 from conftest import Proc
+from heap_probe import CHURN
 
 from .conftest import make_stream
 
 pytestmark = pytest.mark.spark
 
-SCRIPT = textwrap.dedent(
+SCRIPT = CHURN + textwrap.dedent(
     """
-    import gc, json, pickle, resource, sys
+    import gc, json, pickle, sys
     from jetpy.spark.options import parse_source
     from jetpy.spark.reader import JetStreamBatchReader
 
@@ -37,17 +38,7 @@ SCRIPT = textwrap.dedent(
     before = (gc.get_freeze_count(), len(gc.get_objects()))
     first = task(parts[0])
     later = [task(p) for p in parts[1:] + parts]
-
-    def churn(rounds):  # a task's ~1 MiB buffers, made and dropped
-        for _ in range(rounds):
-            bufs = [b"x" * (1 << 20) for _ in range(4)]
-            del bufs
-
-    churn(3)
-    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    churn(50)
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-    print(json.dumps({"before": before, "first": first, "later": later, "faults": faults}))
+    print(json.dumps({"before": before, "first": first, "later": later, "faults": churn_faults()}))
     """
 )
 

@@ -11,21 +11,17 @@ import sys
 
 import pytest
 
-PROBE = """
-import resource, sys
+from heap_probe import CHURN
+
+PROBE = (
+    CHURN
+    + """
+import sys
 from jetpy.heap import keep_heap
 kept = keep_heap() if sys.argv[1] == "keep" else False
-
-def churn(rounds):  # what a bulk reply does: a few ~1 MiB buffers made, then dropped
-    for _ in range(rounds):
-        bufs = [b"x" * (1 << 20) for _ in range(4)]
-        del bufs
-
-churn(3)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-churn(50)
-print(kept, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(kept, churn_faults())
 """
+)
 
 pytestmark = pytest.mark.skipif(
     not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"), reason="glibc's malloc only"
