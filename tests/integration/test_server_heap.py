@@ -1,7 +1,7 @@
 """The server's C heap during bulk reads (``jetpy.heap``): a reply's ~1 MiB buffers reuse pages
 the process already has, where glibc's defaults would have the kernel zero and map every page of
 every reply anew. Counted as the server process's minor page faults while it serves a 16 MiB
-read, against the same server with an operator's ``MALLOC_TRIM_THRESHOLD_`` (glibc's default)."""
+read."""
 
 from __future__ import annotations
 
@@ -64,18 +64,13 @@ def _server(tmp_path: Path, name: str) -> Proc:
     )
 
 
-def test_bulk_reads_reuse_the_servers_pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_reads_reuse_the_servers_pages(tmp_path: Path) -> None:
     kept = _server(tmp_path, "kept")
     try:
-        kept_faults = _read_faults(kept)
+        faults = _read_faults(kept)
     finally:
         kept.stop(signal.SIGKILL)
-    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")  # the operator's choice: glibc's own
-    plain = _server(tmp_path, "plain")
-    try:
-        plain_faults = _read_faults(plain)
-    finally:
-        plain.stop(signal.SIGKILL)
-    # 16 MiB served: 4,096 pages for each copy of it made in buffers new to the process
-    assert plain_faults > 3_000, (kept_faults, plain_faults)
-    assert kept_faults * 4 < plain_faults, (kept_faults, plain_faults)
+    # 16 MiB served, copied four times on its way out: 4,096 pages for each copy made in
+    # buffers new to the process (glibc's defaults: 500 to 4,000 faults measured, the count
+    # depending on how its adapting thresholds stood); with the heap kept, next to none
+    assert faults < 256, faults
