@@ -242,7 +242,10 @@ async def _chunks(urls: list[str], name: str) -> list[Any]:
             await nc.subscribe("snap.inbox", cb=cb)
             body = json.dumps({"deliver_subject": "snap.inbox", "chunk_size": 1024, "window_size": 4096})
             answers = await _answers(nc, f"STREAM.SNAPSHOT.{name}", body.encode())
-            await asyncio.wait_for(done.wait(), 15)
+            try:
+                await asyncio.wait_for(done.wait(), 15)
+            except TimeoutError:  # which server of which kind stopped where, for the report
+                raise AssertionError(f"snapshot from {url}: {len(seen)} chunks in 15 s, {answers}") from None
             assert len(answers) == 1 and answers[0]["state"]["messages"] == 300
             assert all(n > 0 for _, n, _ in seen[:-1]) and seen[-1][1] == 0
             shapes.append([all(r for r, _, _ in seen[:-2]), seen[-2][0], seen[-1][2], len(seen) > 3])

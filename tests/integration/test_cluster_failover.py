@@ -156,7 +156,11 @@ async def test_a_dropped_route_reconnects_and_the_mesh_forms_again(tmp_path) -> 
         # a third server joins through the restarted seed: gossip still builds the mesh
         s2 = start_member(tmp_path, JETPY, "S2", [back.route_url])
         members.append(s2)
-        await wait_mesh([back.url, s1.url, s2.url], within=15)
+        try:
+            await wait_mesh([back.url, s1.url, s2.url], within=15)
+        except AssertionError as e:  # the servers' own account of it, for the failure's report
+            logs = "\n".join(f"--- {m.proc.log()[-4000:]}" for m in (back, s1, s2))
+            raise AssertionError(f"{e}\n{logs}") from None
         assert s1.proc.popen.poll() is None
         assert back.proc.stop(signal.SIGTERM) == 0  # a clean shutdown closes its routes
         await asyncio.sleep(0.5)
