@@ -228,6 +228,16 @@ class SubjectTree(Generic[T]):
         cache[subject] = r
         return r
 
+    def sibling_result(self, subject: bytes) -> MatchResult[T] | None:
+        """The result :meth:`match` gives every subject that differs from ``subject`` in a
+        non-empty last token only, when the prefix cache holds it (a match of one of them put it
+        there, and no subscription came or went since); else None. A run of such subjects (a
+        route's replies to one client's requests) is then matched once."""
+        cut = subject.rfind(b".")
+        if cut <= 0 or cut + 1 >= len(subject):
+            return None
+        return self._prefix_cache.get(subject[:cut])
+
     def _deep_store(self, toks: list[bytes], depth: int, r: MatchResult[T], far: int) -> None:
         dc = self._deep_cache
         lens = self._deep_lens
