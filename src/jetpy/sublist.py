@@ -13,6 +13,8 @@ subscription) would miss the cache every time and churn it. So a miss whose walk
 last token up among literal children (no subscription spells out that last level) is cached
 under its prefix instead: every sibling subject then hits that one entry. Any insert or remove
 clears these prefix entries (they are few; subscriptions change far less often than publishes).
+While such an entry is held, :meth:`SubjectTree.sibling_result` gives it for any sibling, so a
+run of replies to one inbox (a route's PubAcks, a group commit's) is matched once.
 
 JetStream ack subjects (``$JS.ACK.<stream>.<consumer>.<five numbers>``, unique per message, all
 matched by ``$JS.ACK.<stream>.<consumer>.>``) vary in more than their last token. The general
