@@ -13,6 +13,8 @@ subscription) would miss the cache every time and churn it. So a miss whose walk
 last token up among literal children (no subscription spells out that last level) is cached
 under its prefix instead: every sibling subject then hits that one entry. Any insert or remove
 clears these prefix entries (they are few; subscriptions change far less often than publishes).
+While such an entry is held, :meth:`SubjectTree.sibling_result` gives it for any sibling, so a
+run of replies to one inbox (a route's PubAcks, a group commit's) is matched once.
 
 JetStream ack subjects (``$JS.ACK.<stream>.<consumer>.<five numbers>``, unique per message, all
 matched by ``$JS.ACK.<stream>.<consumer>.>``) vary in more than their last token. The general
@@ -227,6 +229,16 @@ class SubjectTree(Generic[T]):
                 del cache[key]
         cache[subject] = r
         return r
+
+    def sibling_result(self, subject: bytes) -> MatchResult[T] | None:
+        """The result :meth:`match` gives every subject that differs from ``subject`` in a
+        non-empty last token only, when the prefix cache holds it (a match of one of them put it
+        there, and no subscription came or went since); else None. A run of such subjects (a
+        route's replies to one client's requests) is then matched once."""
+        cut = subject.rfind(b".")
+        if cut <= 0 or cut + 1 >= len(subject):
+            return None
+        return self._prefix_cache.get(subject[:cut])
 
     def _deep_store(self, toks: list[bytes], depth: int, r: MatchResult[T], far: int) -> None:
         dc = self._deep_cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from typing import Any
 
 import nats
 import pytest
@@ -190,3 +191,86 @@ async def test_async_info_tells_clients_the_cluster_urls() -> None:
             f"127.0.0.1:{servers[0].port}"
         }
         await nc.close()
+
+
+async def test_replies_crossing_a_route_in_runs_reach_exactly_their_subscribers() -> None:
+    """A burst of replies to one inbox crosses the route as a run of sibling subjects: each
+    still goes to exactly the subscriptions it matches, before and after interest changes."""
+    async with embedded_cluster(2) as servers:
+        a, a2, b = await _connect(servers[0]), await _connect(servers[0]), await _connect(servers[1])
+
+        async def answer(m: Msg) -> None:
+            await b.publish(m.reply, m.data)
+
+        await b.subscribe("svc", cb=answer)
+        await b.flush()
+        await _interest(servers, b"svc")
+
+        async def burst() -> list[tuple[str, bytes]]:
+            for i in range(300):
+                await a.publish("svc", b"%d" % i, reply=f"_INBOX.t.{i}")
+            await a.flush()
+            return [(f"_INBOX.t.{i}", b"%d" % i) for i in range(300)]
+
+        async def received(sub: Any, n: int) -> list[tuple[str, bytes]]:
+            msgs = [await sub.next_msg(timeout=5) for _ in range(n)]
+            with pytest.raises(nats.errors.TimeoutError):
+                await sub.next_msg(timeout=0.2)
+            return [(m.subject, m.data) for m in msgs]
+
+        inbox = await a.subscribe("_INBOX.t.*")
+        await a.flush()
+        await _interest(servers, b"_INBOX.t.1")
+        want = await burst()
+        assert await received(inbox, 300) == want
+        # a subscription to one of the subjects: that one reply goes to both
+        literal = await a2.subscribe("_INBOX.t.7")
+        await a2.flush()
+        await _interest(servers, b"_INBOX.t.7", 2)
+        want = await burst()
+        assert await received(inbox, 300) == want
+        assert await received(literal, 1) == [("_INBOX.t.7", b"7")]
+        # both go, another takes every inbox: nothing reaches the old ones
+        everything = await a2.subscribe("_INBOX.>")
+        await inbox.unsubscribe()
+        await literal.unsubscribe()
+        await a.flush()
+        await a2.flush()
+        await wait_for(lambda: _members(servers[0], b"_INBOX.t.7") == 1)
+        await _interest(servers, b"_INBOX.t.1")
+        want = await burst()
+        assert await received(everything, 300) == want
+        # a receiver that leaves within a run (UNSUB with a maximum) gets no more than its due
+        limited = await b.subscribe("svc.five")
+        await limited.unsubscribe(limit=5)  # UNSUB <sid> 5
+        await b.flush()
+        await _interest(servers, b"svc.five")
+        (held,), _ = servers[1].broker.subs.match(b"svc.five")
+        for i in range(100):
+            await a.publish("svc.five", b"%d" % i, reply=f"_INBOX.t.{i}")
+        await a.flush()
+        assert [m.data for m in [await limited.next_msg(timeout=5) for _ in range(5)]] == [
+            b"0",
+            b"1",
+            b"2",
+            b"3",
+            b"4",
+        ]
+        await wait_for(lambda: _members(servers[1], b"svc.five") == 0)
+        assert servers[1].broker.subs.match(b"svc.five") == ([], [])
+        await asyncio.sleep(0.2)  # (all 100 are in)
+        assert held.delivered == 5  # the server sent it no more
+        # the same for an inbox that takes three replies of a run of them
+        three = await a.subscribe("_INBOX.m.*")
+        await three.unsubscribe(limit=3)
+        await a.flush()
+        await _interest(servers, b"_INBOX.m.1")
+        held = next(s for s in servers[0].broker.subs.match(b"_INBOX.m.1")[0] if s.subject == b"_INBOX.m.*")
+        for i in range(100):
+            await a.publish("svc", b"%d" % i, reply=f"_INBOX.m.{i}")
+        await a.flush()
+        assert [(await three.next_msg(timeout=5)).data for _ in range(3)] == [b"0", b"1", b"2"]
+        assert len(await received(everything, 100)) == 100  # (all 100 are in)
+        assert held.delivered == 3
+        for nc in (a, a2, b):
+            await nc.close()

@@ -14,8 +14,9 @@ class Recorder:
     kind = "Client"
     origin = 0
 
-    def __init__(self) -> None:
+    def __init__(self, batches: bool = False) -> None:
         self.got: list[Delivery] = []
+        self.batches: list[int] | None = [] if batches else None  # the size of each batch taken
 
     def deliver(
         self, sub: Subscription, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, tail: bytes
@@ -29,11 +30,17 @@ class Recorder:
         self,
         sub: Subscription,
         subjects: list[bytes],
-        replies: list[bytes],
+        replies: list[bytes] | None,
         hdrs: list[bytes],
         datas: list[bytes],
     ) -> bool:
-        raise AssertionError("a reply is one message")
+        if self.batches is None:
+            return False
+        assert replies is None and not any(hdrs)  # PubAcks: plain replies
+        self.batches.append(len(datas))
+        for subject, data in zip(subjects, datas, strict=True):
+            self.got.append((sub.sid, subject, None, 0, data, b"%d\r\n%b\r\n" % (len(data), data)))
+        return True
 
     def flush(self) -> None:
         pass
@@ -73,3 +80,47 @@ def test_other_interest_takes_the_general_path() -> None:
     assert len(q1.got) + len(q2.got) == 1
     assert broker.publish_reply(b"nobody.listens", ACK) == 0
     assert broker.in_msgs == 2
+
+
+def acks_for(subjects: list[bytes]) -> list[bytes]:
+    return [b'{"stream":"S", "seq":%d}' % n for n in range(len(subjects))]
+
+
+def test_replies_to_one_inbox_go_as_one_batch_and_as_one_by_one() -> None:
+    by_batch, by_one = Broker(), Broker()
+    a, b = Recorder(batches=True), Recorder()
+    subscribe(by_batch, a, b"_INBOX.x.*", b"1")
+    subscribe(by_one, b, b"_INBOX.x.*", b"1")
+    subjects = [b"_INBOX.x.%d" % n for n in range(5)]
+    acks = acks_for(subjects)
+    assert by_batch.publish_replies(subjects, acks) == 5
+    for subject, ack in zip(subjects, acks, strict=True):
+        assert by_one.publish_reply(subject, ack) == 1
+    assert a.batches == [5]  # (the first match fills the entry the others share)
+    assert a.got == b.got
+    assert (by_batch.in_msgs, by_batch.in_bytes) == (by_one.in_msgs, by_one.in_bytes)
+    assert by_batch.subs.matches == by_one.subs.matches
+
+
+def test_replies_never_reach_a_receiver_they_do_not_match() -> None:
+    broker = Broker()
+    inbox, literal, other = Recorder(batches=True), Recorder(batches=True), Recorder(batches=True)
+    subscribe(broker, inbox, b"_INBOX.x.*", b"1")
+    subscribe(broker, other, b"_INBOX.y.*", b"2")
+    broker.publish_replies([b"_INBOX.x.0"], [ACK])  # the shared entry is there
+    subscribe(broker, literal, b"_INBOX.x.3", b"3")  # a sibling of its own: the entry goes
+    subjects = [b"_INBOX.x.1", b"_INBOX.x.2", b"_INBOX.x.3", b"_INBOX.y.1", b"_INBOX.x.4", b"_INBOX.z.1"]
+    assert broker.publish_replies(subjects, acks_for(subjects)) == 6  # x.3 twice, z.1 to nobody
+    assert [g[1] for g in inbox.got] == [
+        b"_INBOX.x.0",
+        b"_INBOX.x.1",
+        b"_INBOX.x.2",
+        b"_INBOX.x.3",
+        b"_INBOX.x.4",
+    ]
+    assert [g[1] for g in literal.got] == [b"_INBOX.x.3"]
+    assert [g[1] for g in other.got] == [b"_INBOX.y.1"]
+    # the inbox is unsubscribed: what was shared is not given any more
+    broker.remove(broker.subs.match(b"_INBOX.x.9")[0][0])
+    assert broker.publish_replies([b"_INBOX.x.5", b"_INBOX.x.6"], [ACK, ACK]) == 0
+    assert len(inbox.got) == 5

@@ -136,13 +136,14 @@ def test_a_batch_frames_as_each_message_would(
     subjects_, replies_, hdrs, datas = (
         (list(col) for col in zip(*msgs, strict=True)) if msgs else ([], [], [], [])
     )
-    framed = enc.msg_batch(subjects_, sid, replies_, hdrs, datas, headers)
-    if headers:  # each with its header block
-        expected = [(s, sid, r, len(h), h + d) for s, r, h, d in msgs]
-    else:  # header blocks stripped for a client that cannot take them
-        expected = [(s, sid, r, 0, d) for s, r, _h, d in msgs]
-    assert framed == b"".join(enc.msg(*f) for f in expected)
-    assert read_frames(framed) == expected
+    for given_replies in (replies_, None):  # None: no message has a reply
+        framed = enc.msg_batch(subjects_, sid, given_replies, hdrs, datas, headers)
+        if headers:  # each with its header block
+            expected = [(s, sid, r if given_replies else None, len(h), h + d) for s, r, h, d in msgs]
+        else:  # header blocks stripped for a client that cannot take them
+            expected = [(s, sid, r if given_replies else None, 0, d) for s, r, _h, d in msgs]
+        assert framed == b"".join(enc.msg(*f) for f in expected)
+        assert read_frames(framed) == expected
 
 
 @pytest.mark.parametrize("headers", [True, False])

@@ -21,6 +21,8 @@ from jetpy.protocol.route import (
     LEAF,
     R_MSG,
     R_MSGS,
+    R_REQS,
+    R_SIBS,
     R_SUB,
     R_UNSUB,
     ROUTE,
@@ -41,11 +43,21 @@ LEAF_TRAILERS = (b"L", b"LMSG f 5\r\nhel", b"LS+ f", b"INFO {", b"PING")
 
 
 def flat(ops: list[Op]) -> list[Op]:
-    """Runs (R_MSGS) as the single messages they stand for: how reads split decides the runs."""
+    """Runs (R_MSGS, R_SIBS, R_REQS) as the single messages they stand for: how reads split decides the
+    runs."""
     out: list[Op] = []
     for op in ops:
         if op[0] == R_MSGS:
             out.extend((R_MSG, op[1], op[2], None, None, 0, d, s) for d, s in zip(op[3], op[4], strict=True))
+        elif op[0] == R_REQS:
+            out.extend(
+                (R_MSG, op[1], op[2], r, None, 0, d, s) for r, d, s in zip(op[3], op[4], op[5], strict=True)
+            )
+        elif op[0] == R_SIBS:
+            out.extend(
+                (R_MSG, op[1], subj, None, None, 0, d, s)
+                for subj, d, s in zip(op[2], op[3], op[4], strict=True)
+            )
         else:
             out.append(op)
     return out
@@ -119,6 +131,61 @@ def test_a_stream_of_plain_messages_is_one_run() -> None:
     # another account breaks the run even on the same subject
     ops = RouteParser().feed(b"RMSG $G foo 1\r\na\r\nRMSG A foo 1\r\nb\r\n")
     assert [op[0] for op in ops] == [R_MSG, R_MSG]
+
+
+def test_replies_to_one_inbox_are_one_run_of_siblings() -> None:
+    acks = b"".join(b"RMSG $G _INBOX.ab.%d 2\r\nok\r\n" % n for n in range(3))
+    ops = RouteParser().feed(acks + b"RMSG $G _INBOX.ab.1 2\r\nok\r\nRMSG $G other 1\r\nx\r\n")
+    subjects = [b"_INBOX.ab.0", b"_INBOX.ab.1", b"_INBOX.ab.2", b"_INBOX.ab.1"]
+    assert ops == [
+        (R_SIBS, b"$G", subjects, [b"ok"] * 4, [b"2"] * 4),
+        (R_MSG, b"$G", b"other", None, None, 0, b"x", b"1"),
+    ]
+    # what ends a run: a reply, another account, another prefix, a deeper subject, headers
+    for breaker in (
+        b"RMSG $G _INBOX.ab.9 r 1\r\nx\r\n",
+        b"RMSG A _INBOX.ab.9 1\r\nx\r\n",
+        b"RMSG $G _INBOX.ac.9 1\r\nx\r\n",
+        b"RMSG $G _INBOX.ab.9.1 1\r\nx\r\n",
+        b"HMSG $G _INBOX.ab.9 12 12\r\nNATS/1.0\r\n\r\n\r\n",
+    ):
+        ops = RouteParser().feed(acks + breaker + acks)
+        assert [op[0] for op in ops] == [R_SIBS, R_MSG, R_SIBS], breaker
+    # no run from or to an empty last token, nor for a subject of one token
+    ops = RouteParser().feed(b"RMSG $G _INBOX.ab. 1\r\nx\r\nRMSG $G _INBOX.ab.1 1\r\nx\r\n")
+    assert [op[0] for op in ops] == [R_MSG, R_MSG]
+    ops = RouteParser().feed(b"RMSG $G _INBOX.ab.1 1\r\nx\r\nRMSG $G _INBOX.ab. 1\r\nx\r\n")
+    assert [op[0] for op in ops] == [R_MSG, R_MSG]
+    ops = RouteParser().feed(b"RMSG $G a 1\r\nx\r\nRMSG $G b 1\r\nx\r\n")
+    assert [op[0] for op in ops] == [R_MSG, R_MSG]
+    # the same subject again is the plain run it was
+    assert RouteParser().feed(b"RMSG $G _INBOX.ab.1 1\r\nx\r\n" * 2)[0][0] == R_MSGS
+    # gateways and leaf nodes keep one op per message
+    assert [op[0] for op in RouteParser(dialect=GATEWAY).feed(acks)] == [R_MSG] * 3
+    leaf = b"".join(b"LMSG _INBOX.ab.%d 2\r\nok\r\n" % n for n in range(3))
+    assert [op[0] for op in RouteParser(dialect=LEAF).feed(leaf)] == [R_MSG] * 3
+    assert parse_all(acks) == flat(RouteParser().feed(acks))
+
+
+def test_requests_to_one_subject_are_one_run_with_their_replies() -> None:
+    reqs = b"".join(b"RMSG $G js.in _INBOX.ab.%d 2\r\nhi\r\n" % n for n in range(3))
+    ops = RouteParser().feed(reqs + b"RMSG $G js.in 1\r\nx\r\n")
+    assert ops == [
+        (R_REQS, b"$G", b"js.in", [b"_INBOX.ab.0", b"_INBOX.ab.1", b"_INBOX.ab.2"], [b"hi"] * 3, [b"2"] * 3),
+        (R_MSG, b"$G", b"js.in", None, None, 0, b"x", b"1"),
+    ]
+    # what ends a run: no reply, another account or subject, queue groups, headers
+    for breaker in (
+        b"RMSG $G js.in 1\r\nx\r\n",
+        b"RMSG A js.in r 1\r\nx\r\n",
+        b"RMSG $G js.other r 1\r\nx\r\n",
+        b"RMSG $G js.in + r q 1\r\nx\r\n",
+        b"HMSG $G js.in r 12 12\r\nNATS/1.0\r\n\r\n\r\n",
+    ):
+        ops = RouteParser().feed(reqs + breaker + reqs)
+        assert [op[0] for op in ops] == [R_REQS, R_MSG, R_REQS], breaker
+    assert [op[0] for op in RouteParser(dialect=GATEWAY).feed(reqs)] == [R_MSG] * 3
+    assert parse_all(reqs) == flat(RouteParser().feed(reqs))
 
 
 def test_interest_and_control_ops() -> None:

@@ -254,3 +254,62 @@ def test_ack_subjects_share_one_deep_entry_and_stay_correct() -> None:
     assert plain_of(t, b"$JS.ACK.S.C.2.2.3.4") == ["acks"]
     assert plain_of(t, b"$JS.ACK.S.C.2.2.3.4.5.6") == ["acks"]
     assert sorted(plain_of(t, b"$JS.ACK.S.C.2.2.3.4.6")) == ["acks", "nine"]
+
+
+def test_a_sibling_result_is_only_given_while_every_sibling_gets_it() -> None:
+    t: SubjectTree[str] = SubjectTree(cache_size=64)
+    t.insert(b"_INBOX.abc.*", None, "inbox")
+    assert t.sibling_result(b"_INBOX.abc.1") is None  # nothing matched yet: nothing known
+    r = t.match(b"_INBOX.abc.1")
+    assert t.sibling_result(b"_INBOX.abc.2") is r and t.sibling_result(b"_INBOX.abc.1") is r
+    for subject in (b"_INBOX.abc.", b"_INBOX", b".x", b"_INBOX.abd.1", b"_INBOX.abc.1.2"):
+        assert t.sibling_result(subject) is None, subject
+    t.insert(b"_INBOX.abc.7", None, "literal")  # a literal sibling: the shared result goes
+    assert t.sibling_result(b"_INBOX.abc.2") is None
+    assert plain_of(t, b"_INBOX.abc.7") == ["literal", "inbox"]
+    assert t.sibling_result(b"_INBOX.abc.2") is None  # (a literal last token is looked up now)
+    assert t.remove(b"_INBOX.abc.7", None, "literal")
+    r = t.match(b"_INBOX.abc.3")
+    assert t.sibling_result(b"_INBOX.abc.7") is r and r == (["inbox"], [])
+    assert t.remove(b"_INBOX.abc.*", None, "inbox")  # an UNSUB: nothing stale is given
+    assert t.sibling_result(b"_INBOX.abc.3") is None
+    assert t.match(b"_INBOX.abc.3") == ([], [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(change, max_size=40), st.lists(literals, min_size=1, max_size=12))
+def test_a_sibling_result_is_what_every_sibling_matches(
+    changes: list[tuple[bool, bytes, bytes | None, int]], probes: list[bytes]
+) -> None:
+    t: SubjectTree[str] = SubjectTree(cache_size=8)
+    model: set[tuple[bytes, bytes | None, str]] = set()
+    for add, subj, queue, n in changes:
+        item = f"i{n}"
+        if add and (subj, queue, item) not in model:
+            t.insert(subj, queue, item)
+            model.add((subj, queue, item))
+        elif not add:
+            t.remove(subj, queue, item)
+            model.discard((subj, queue, item))
+        for probe in probes:
+            t.match(probe)
+            shared = t.sibling_result(probe)
+            if shared is None:
+                continue
+            head = probe[: probe.rfind(b".") + 1]
+            for last in (b"a", b"b", b"c", b"d", b"*x"):
+                sibling = head + last
+                want = [i for s, q, i in model if q is None and subject_matches(s.decode(), sibling.decode())]
+                assert Counter(shared[0]) == Counter(want), (probe, sibling)
+                assert Counter(map(len, shared[1])) == Counter(map(len, _groups(model, sibling))), (
+                    probe,
+                    sibling,
+                )
+
+
+def _groups(model: set[tuple[bytes, bytes | None, str]], subject: bytes) -> list[list[str]]:
+    by_queue: dict[bytes, list[str]] = {}
+    for s, q, i in model:
+        if q is not None and subject_matches(s.decode(), subject.decode()):
+            by_queue.setdefault(q, []).append(i)
+    return list(by_queue.values())

@@ -177,13 +177,19 @@ class Committer:
         for store, fail in failed.items():  # what was rolled back was never stored
             durable = self._durable_upto.get(id(store), 0)
             dirty[store].forget_msg_ids(fail.lost or range(durable + 1, 1 << 64))
-        for p in parked:
-            err = failed.get(p.store)
-            if err is not None and (not err.lost or p.seq in err.lost):
-                ack = pub_error(p.stream, ApiError.of(E.STREAM_STORE_FAILED, err=str(err)))
-            else:
-                ack = p.ack
-            self.bus.publish_reply(p.reply, ack)
+        if not parked:
+            return
+        if failed:
+            acks = []
+            for p in parked:
+                err = failed.get(p.store)
+                if err is not None and (not err.lost or p.seq in err.lost):
+                    acks.append(pub_error(p.stream, ApiError.of(E.STREAM_STORE_FAILED, err=str(err))))
+                else:
+                    acks.append(p.ack)
+        else:
+            acks = [p.ack for p in parked]
+        self.bus.publish_replies([p.reply for p in parked], acks)
 
     async def _sync_loop(self, interval: float) -> None:
         while True:

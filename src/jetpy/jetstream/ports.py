@@ -56,6 +56,10 @@ class MessageBus(Protocol):
         path, once per published message, so it skips the round trip through ``str``."""
         ...
 
+    def publish_replies(self, subjects: list[bytes], datas: list[bytes]) -> int:
+        """``publish_reply`` of each in turn (a commit's PubAcks), in one call."""
+        ...
+
     def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Any:
         """An in-process subscription; handlers run synchronously in publish order."""
         ...

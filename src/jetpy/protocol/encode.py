@@ -110,7 +110,7 @@ def append_run(out: bytearray, prefix: bytes, tails: list[bytes]) -> None:
 def msg_batch(
     subjects: list[bytes],
     sid: bytes,
-    replies: list[bytes],
+    replies: list[bytes] | None,
     hdrs: list[bytes],
     datas: list[bytes],
     headers: bool,
@@ -120,7 +120,16 @@ def msg_batch(
     deliveries, whose replies are their ack subjects and never empty (an empty one is not
     looked for: that would cost a test per message; frame such messages with :func:`msg`). A
     receiver that cannot take headers (``headers`` False) gets every message as a MSG without
-    its header block. The same bytes as :func:`msg` of each, in one pass."""
+    its header block. ``replies`` None: no message has one (a route's run of replies to a
+    client's requests). The same bytes as :func:`msg` of each, in one pass."""
+    if replies is None:
+        if headers and any(hdrs):
+            return b"".join(
+                [msg(s, sid, None, len(h), h + d) for s, h, d in zip(subjects, hdrs, datas, strict=True)]
+            )
+        return b"".join(
+            [b"MSG %b %b %d\r\n%b\r\n" % (s, sid, len(d), d) for s, d in zip(subjects, datas, strict=True)]
+        )
     if headers and any(hdrs):
         return b"".join(
             [

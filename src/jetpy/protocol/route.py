@@ -33,6 +33,8 @@ Ops are tuples (first element the code)::
 
     (R_MSG,   account, subject, reply | None, queues | None, hdr_len, data, sizes)
     (R_MSGS,  account, subject, datas: list[bytes], sizes: list[bytes])   # a run, see below
+    (R_SIBS,  account, subjects: list[bytes], datas, sizes)              # routes only, see below
+    (R_REQS,  account, subject, replies: list[bytes], datas, sizes)       # routes only, see below
     (R_SUB,   account, subject, queue | None, weight)
     (R_UNSUB, account, subject, queue | None)
     (A_SUB, account) (A_UNSUB, account)                                   # gateways only
@@ -45,7 +47,12 @@ subscribers get an RMSG whatever its queues.
 
 Performance: as in :mod:`parser`, one regular expression takes the common ``RMSG <account>
 <subject> [reply] <size>`` line, and consecutive such messages on one account and subject
-without a reply come out as one ``R_MSGS`` run, so the layers above route a run once.
+without a reply come out as one ``R_MSGS`` run, so the layers above route a run once. On a
+route, consecutive messages without a reply whose subjects differ in their last token only (and
+that token is not empty), such as the replies to a client's requests (``_INBOX.<id>.<n>``, each
+a JetStream PubAck), come out as one ``R_SIBS`` run with each message's subject; consecutive
+messages on one account and subject each with a reply (requests, JetStream publishes) as one
+``R_REQS`` run with each message's reply.
 
 Knows nothing of sockets, connections, accounts or interest.
 """
@@ -70,6 +77,8 @@ __all__ = [
     "ROUTE",
     "R_MSG",
     "R_MSGS",
+    "R_REQS",
+    "R_SIBS",
     "R_SUB",
     "R_UNSUB",
     "RouteParser",
@@ -81,6 +90,8 @@ R_SUB: Final = 22
 R_UNSUB: Final = 23
 A_SUB: Final = 24
 A_UNSUB: Final = 25
+R_SIBS: Final = 26
+R_REQS: Final = 27
 
 ROUTE: Final = "route"
 GATEWAY: Final = "gateway"
@@ -209,7 +220,7 @@ def msg_args(
 class RouteParser(Framer):
     """Feed bytes with :meth:`feed`; get back every complete op. Raises only ProtocolError."""
 
-    __slots__ = ("_account", "_fast", "_names", "dialect")
+    __slots__ = ("_account", "_fast", "_names", "_siblings", "dialect")
 
     def __init__(
         self,
@@ -222,6 +233,7 @@ class RouteParser(Framer):
         self._names = _NAMES[dialect]
         self._fast = _FAST[dialect]
         self._account = dialect != LEAF
+        self._siblings = dialect == ROUTE  # R_SIBS and R_REQS runs (see the module)
 
     def _parse(self, buf: bytes, ops: list[Op]) -> int:
         n = len(buf)
@@ -237,6 +249,20 @@ class RouteParser(Framer):
         run_line = b""  # the run's last control line: the same line again needs no parsing
         run_size = 0
         run_sz = b""
+        siblings = self._siblings
+        # the R_SIBS run the last op is: its subjects, data and sizes, and the subjects' shared
+        # first tokens (with the dot after them) and account
+        sib_subjects: list[bytes] | None = None
+        sib_datas: list[bytes] = []
+        sib_sizes: list[bytes] = []
+        sib_head = b""
+        sib_account = b""
+        # the account and subject of the last op when it is a single message with a reply, and
+        # the replies, data and sizes of the R_REQS run it became
+        req_key: tuple[bytes, bytes] | None = None
+        req_replies: list[bytes] | None = None
+        req_datas: list[bytes] = []
+        req_sizes: list[bytes] = []
         while pos < n:
             if run_datas is not None and startswith(run_line, pos):
                 start = pos + len(run_line)
@@ -258,8 +284,58 @@ class RouteParser(Framer):
                             raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
                         data = buf[start : nxt - 2]
                         if reply is not None:
-                            append((R_MSG, account, subject, reply, None, 0, data, sz))
-                            run_key = run_datas = None
+                            if req_key is not None and req_key[1] == subject and req_key[0] == account:
+                                if req_replies is None:
+                                    _, _, _, first_reply, _, _, first_data, first_sz = ops[-1]
+                                    req_replies, req_datas, req_sizes = (
+                                        [first_reply],
+                                        [first_data],
+                                        [first_sz],
+                                    )
+                                    ops[-1] = (R_REQS, account, subject, req_replies, req_datas, req_sizes)
+                                req_replies.append(reply)
+                                req_datas.append(data)
+                                req_sizes.append(sz)
+                            else:
+                                append((R_MSG, account, subject, reply, None, 0, data, sz))
+                                req_key = (account, subject) if siblings else None
+                                req_replies = None
+                            run_key = run_datas = sib_subjects = None
+                            pos = nxt
+                            continue
+                        req_key = req_replies = None
+                        if (
+                            sib_subjects is not None
+                            and account == sib_account
+                            and subject.startswith(sib_head)
+                            and len(subject) > len(sib_head)
+                            and subject.find(b".", len(sib_head)) < 0
+                        ):
+                            sib_subjects.append(subject)
+                            sib_datas.append(data)
+                            sib_sizes.append(sz)
+                        elif (
+                            siblings
+                            and run_key is not None
+                            and run_datas is None
+                            and run_key[0] == account
+                            and run_key[1] != subject
+                            and 0 < (cut := subject.rfind(b".")) < len(subject) - 1
+                            and len(run_key[1]) > cut + 1
+                            and run_key[1].rfind(b".") == cut
+                            and run_key[1].startswith(subject[: cut + 1])
+                        ):
+                            # the last op, a single message, and this one: a run of siblings
+                            _, _, first, _, _, _, first_data, first_sz = ops[-1]
+                            sib_subjects, sib_datas, sib_sizes = (
+                                [first, subject],
+                                [first_data, data],
+                                [first_sz, sz],
+                            )
+                            ops[-1] = (R_SIBS, account, sib_subjects, sib_datas, sib_sizes)
+                            sib_head = subject[: cut + 1]
+                            sib_account = account
+                            run_key = None
                         elif run_key is not None and run_key[1] == subject and run_key[0] == account:
                             if run_datas is None:
                                 _, _, _, _, _, _, first, first_sz = ops[-1]
@@ -272,11 +348,11 @@ class RouteParser(Framer):
                             run_sz = sz
                         else:
                             append((R_MSG, account, subject, None, None, 0, data, sz))
-                            run_datas = None
+                            run_datas = sib_subjects = None
                             run_key = (account, subject)
                         pos = nxt
                         continue
-            run_key = run_datas = None
+            run_key = run_datas = sib_subjects = req_key = req_replies = None
             nxt = self._general(buf, pos, n, append)
             if nxt < 0:
                 return pos

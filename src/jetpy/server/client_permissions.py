@@ -68,7 +68,7 @@ class ClientPermissions:
             self,
             sub: Subscription,
             subjects: list[bytes],
-            replies: list[bytes],
+            replies: list[bytes] | None,
             hdrs: list[bytes],
             datas: list[bytes],
         ) -> bool: ...
@@ -157,7 +157,11 @@ class ClientPermissions:
 
 
 def _one_by_one(
-    sub: Subscription, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]
+    sub: Subscription,
+    subjects: list[bytes],
+    replies: list[bytes] | None,
+    hdrs: list[bytes],
+    datas: list[bytes],
 ) -> bool:
     """``deliver_batch`` of a client whose deliveries are checked: the broker then delivers the
     batch message by message (through the checked ``deliver``)."""

@@ -646,7 +646,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         self,
         sub: Subscription,
         subjects: list[bytes],
-        replies: list[bytes],
+        replies: list[bytes] | None,
         hdrs: list[bytes],
         datas: list[bytes],
     ) -> bool:

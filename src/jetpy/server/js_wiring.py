@@ -66,6 +66,7 @@ class BrokerBus:
         self.broker = broker
         # once per published message: the broker's own method, without a call of ours around it
         self.publish_reply = broker.publish_reply
+        self.publish_replies = broker.publish_replies
 
     def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         return self.broker.publish_internal(subject, reply, payload, headers)

@@ -315,11 +315,31 @@ class PeerLink(asyncio.Protocol):
         self,
         sub: Subscription,
         subjects: list[bytes],
-        replies: list[bytes],
+        replies: list[bytes] | None,
         hdrs: list[bytes],
         datas: list[bytes],
     ) -> bool:
         return False  # one by one, through deliver
+
+    def deliver_plain_batch(self, sub: Subscription, subjects: list[bytes], datas: list[bytes]) -> None:
+        """Frames for messages without reply or headers to the plain subscription ``sub``, each
+        on its own subject, in one append (each goes once: no later match of it to rewrite)."""
+        if self.closed:
+            return
+        self._last_tail = None
+        prefix = sub.prefix
+        self.out += b"".join(
+            [b"%b%b %d\r\n%b\r\n" % (prefix, s, len(d), d) for s, d in zip(subjects, datas, strict=True)]
+        )
+        k = len(datas)
+        self.out_msgs += k
+        self.out_bytes += sum(map(len, datas))
+        sub.delivered += k
+        if not self.dirty:
+            self.dirty = True
+            self.broker.mark_dirty(self)
+        if len(self.out) > self.max_pending:
+            self._slow_consumer()
 
     def send(self, data: bytes) -> None:
         """Queue control lines (INFO, interest, PING/PONG) or a whole frame for the peer."""

@@ -24,7 +24,7 @@ from jetpy.protocol import ProtocolError
 from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_AUTH_TIMEOUT, ERR_UNKNOWN_OP
 from jetpy.protocol.ops import Op
-from jetpy.protocol.route import R_MSG, R_MSGS, R_SUB, R_UNSUB, RouteParser
+from jetpy.protocol.route import R_MSG, R_MSGS, R_REQS, R_SIBS, R_SUB, R_UNSUB, RouteParser
 from jetpy.protocol.route_wire import RouteConnect, RouteInfo, decode_route_connect, decode_route_info
 from jetpy.server.broker import FROM_ROUTE, Broker, Subscription, split_shown
 from jetpy.server.options import ServerOptions
@@ -135,6 +135,24 @@ class RouteConnection(PeerLink):
                 if account != self._acc and not self._account(account):
                     continue
                 deliver_routed_run(self._plain(subject), subject, datas, sizes)
+            elif code == R_SIBS:
+                if not self._ready():
+                    return
+                _, account, subjects, datas, sizes = op
+                self.in_msgs += len(datas)
+                self.in_bytes += sum(map(len, datas))
+                if account != self._acc and not self._account(account):
+                    continue
+                self._siblings(subjects, datas, sizes)
+            elif code == R_REQS:
+                if not self._ready():
+                    return
+                _, account, subject, replies, datas, sizes = op
+                self.in_msgs += len(datas)
+                self.in_bytes += sum(map(len, datas))
+                if account != self._acc and not self._account(account):
+                    continue
+                self._requests(subject, replies, datas, sizes)
             elif code == R_MSG:
                 if not self._ready():
                     return
@@ -204,6 +222,58 @@ class RouteConnection(PeerLink):
             self._last_r = r
             self._last_plain = local_members(r[0])
         return self._last_plain
+
+    def _siblings(self, subjects: list[bytes], datas: list[bytes], sizes: list[bytes]) -> None:
+        """An ``R_SIBS`` run in the current account: matched once when every subject of the run
+        is sure to get the first one's result (:meth:`SubjectTree.sibling_result`), else message
+        by message."""
+        plain = self._plain(subjects[0])
+        r = self._last_r
+        assert r is not None
+        tree = self._acc_broker.subs if self._acc_broker is not None else None
+        if tree is not None and tree.sibling_result(subjects[0]) is r:
+            tree.hot_hits += len(subjects) - 1  # the lookups the run spared, counted as hits
+            deliver_routed_run(plain, subjects, datas, sizes)
+            return
+        for subject, data, sz in zip(subjects, datas, sizes, strict=True):
+            plain = self._plain(subject)
+            assert self._last_r is not None
+            deliver_routed(self._last_r, plain, self, subject, None, 0, data, sz, None)
+
+    def _requests(self, subject: bytes, replies: list[bytes], datas: list[bytes], sizes: list[bytes]) -> None:
+        """An ``R_REQS`` run in the current account: as many R_MSGs, the subject matched again
+        only when a subscription came or went meanwhile (a receiver's doing)."""
+        plain = self._plain(subject)
+        tree = self._acc_broker.subs if self._acc_broker is not None else None
+        assert tree is not None
+        changes = tree.inserts + tree.removes
+        for reply, data, sz in zip(replies, datas, sizes, strict=True):
+            if tree.inserts + tree.removes != changes:
+                plain = self._plain(subject)
+                changes = tree.inserts + tree.removes
+            assert self._last_r is not None
+            if reply[:1] == b"$" and (js := split_shown(reply)) is not None:
+                deliver_routed(self._last_r, plain, self, js[1], js[0], 0, data, sz, None)
+            else:
+                deliver_routed(self._last_r, plain, self, subject, reply, 0, data, sz, None)
+            if self.closed:
+                return
+
+    def deliver_batch(
+        self,
+        sub: Subscription,
+        subjects: list[bytes],
+        replies: list[bytes] | None,
+        hdrs: list[bytes],
+        datas: list[bytes],
+    ) -> bool:
+        """Plain replies (no reply of their own, no headers) to a plain subscription go in one
+        call (a group commit's PubAcks to a requester on the peer); anything else one by one,
+        through :meth:`deliver`."""
+        if replies is not None or sub.queue is not None or any(hdrs):
+            return False
+        self.deliver_plain_batch(sub, subjects, datas)
+        return True
 
     def _interest(self, account: bytes) -> RemoteInterest | None:
         try:

@@ -248,33 +248,42 @@ def deliver_routed(
 
 
 def deliver_routed_run(
-    plain: list[Subscription], subject: bytes, datas: list[bytes], sizes: list[bytes]
+    plain: list[Subscription], subject: bytes | list[bytes], datas: list[bytes], sizes: list[bytes]
 ) -> int:
     """Deliver a run of plain messages (no reply, headers or queue groups) from a route to the
-    local plain members ``plain``: one call per receiver when each is a different client (so
-    per-client order is the same either way), else message by message."""
+    local plain members ``plain`` (which every message matches): one call per receiver when each
+    is a different client (so per-client order is the same either way), else message by
+    message. ``subject``: the run's, or each message's own (an ``R_SIBS`` run)."""
     if not plain:
         return 0
+    subjects = [subject] * len(datas) if isinstance(subject, bytes) else subject
     if len(plain) > 1 and len({s.client for s in plain}) < len(plain):
         n = 0
-        for data, sz in zip(datas, sizes, strict=True):
+        for subj, data, sz in zip(subjects, datas, sizes, strict=True):
             tail = msg_tail(None, 0, data, sz)
             for sub in plain:
                 h = sub.handler
                 if h is not None:
-                    h(subject, None, 0, data)
+                    h(subj, None, 0, data)
                 else:
-                    sub.client.deliver(sub, subject, None, 0, data, tail)
+                    sub.client.deliver(sub, subj, None, 0, data, tail)
                 n += 1
         return n
     tails: list[bytes] | None = None
     for sub in plain:
         h = sub.handler
         if h is not None:
-            for data in datas:
-                h(subject, None, 0, data)
-        else:
+            for subj, data in zip(subjects, datas, strict=True):
+                h(subj, None, 0, data)
+            continue
+        client = sub.client
+        if isinstance(subject, bytes):
             if tails is None:
                 tails = msg_tails(sizes, datas)
-            sub.client.deliver_run(sub, subject, datas, tails)
+            client.deliver_run(sub, subject, datas, tails)
+        elif not client.deliver_batch(sub, subjects, None, [b""] * len(datas), datas):
+            for subj, data, sz in zip(subjects, datas, sizes, strict=True):
+                if sub.max_msgs and sub.delivered >= sub.max_msgs:
+                    break  # (UNSUB <sid> <max>: it is gone)
+                client.deliver(sub, subj, None, 0, data, msg_tail(None, 0, data, sz))
     return len(plain) * len(datas)

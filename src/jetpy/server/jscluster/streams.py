@@ -149,6 +149,7 @@ class StreamReplica:
             stream.relearn_msg_ids(self._store_ts)
         self._apply = registry.apply_published
         self._publish_reply = bus.publish_reply
+        self._publish_replies = bus.publish_replies
         self._fetch = fetch
         # catching up with a leader's snapshot: the snapshot, the entries applied meanwhile
         # (applied once the store has the snapshot's messages), the task fetching them
@@ -239,10 +240,13 @@ class StreamReplica:
         acks = fut.result()[0]
         if not acks:
             return  # applied while catching up (held): answered by nobody, as unknown
-        publish_reply = self._publish_reply
-        for reply, ack in zip(replies, acks.split(ACK_SEP), strict=True):
-            if reply is not None and ack:
-                publish_reply(reply, ack)
+        answered = [
+            (reply, ack)
+            for reply, ack in zip(replies, acks.split(ACK_SEP), strict=True)
+            if reply is not None and ack
+        ]
+        if answered:
+            self._publish_replies([reply for reply, _ in answered], [ack for _, ack in answered])
 
     def _fail(self, replies: list[bytes | None], exc: Exception) -> None:
         err = self._unavailable(exc)
