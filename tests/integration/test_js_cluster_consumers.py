@@ -226,8 +226,9 @@ async def test_push_r1_delete_info_and_refusals(cluster: JsCluster) -> None:
         nope = await _api(nc, "$JS.API.CONSUMER.PAUSE.S.NOPE", b"{}")
         assert nope["error"]["err_code"] == 10014
 
-        # advisories from the consumer's leader, on whichever server listens
-        adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.S.*")
+        # advisories from the consumer's leader, on whichever server listens (ADV's only: ONE's
+        # resume advisory above may still be on its way from its leader)
+        adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.*.S.ADV")
         await nc.flush()
         await _retry("ADV create", lambda: js.add_consumer("S", ConsumerConfig(durable_name="ADV")))
         created = json.loads((await adv.next_msg(timeout=3)).data)
