@@ -2,7 +2,9 @@
 (a config file with accounts A and B with JetStream, L with JetStream limits): each account's
 streams and consumers are its own (the same name in two accounts, nothing of one seen from the
 other), replicated as the global account's are (a stream's leader killed and restarted loses
-nothing), and the account's limits refused as three nats-server 2.15.1 refuse them."""
+nothing), and the account's limits refused as three nats-server 2.15.1 refuse them (at
+publish, every replica counted: each stream's bytes times its replicas, as ``$JS.API.INFO``
+reports them)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from nats.aio.client import Client
 from nats.js.errors import NoStreamResponseError
 
 from .jsapi import connect as _connect
+from .jsapi import publish_when_ready
 from .jsapi import req as _req
 from .jsapi import until as _until
 from .jscluster import JsCluster, JsNode, reference_cluster
@@ -37,6 +40,8 @@ accounts {
   }
   M: { jetstream { max_file: 100K }, users: [{user: m, password: m}] }
   N: { jetstream { max_file: 20K }, users: [{user: n, password: n}] }
+  O: { jetstream { max_file: 40K }, users: [{user: o, password: o}] }
+  P: { jetstream { max_file: 100K }, users: [{user: p, password: p}] }
 }
 system_account: SYS
 """
@@ -225,7 +230,7 @@ async def test_an_accounts_stream_leader_killed_and_restarted(jetpy_cluster: JsC
 LIMIT_STEPS: list[tuple[str, dict[str, Any]]] = [
     # max_consumers of a stream above the account's: 10026
     ("L1", {"name": "L1", "subjects": ["l1"], "max_consumers": 5}),
-    # max_bytes reserved once per replica: 3 x 1M fits max_file 3M
+    # max_bytes reserved times the replicas: 3 x 1M fits max_file 3M
     ("L1", {"name": "L1", "subjects": ["l1"], "num_replicas": 3, "max_bytes": 1_000_000}),
     # nothing left of max_file: 10047
     ("L2", {"name": "L2", "subjects": ["l2"], "num_replicas": 1, "max_bytes": 1000}),
@@ -292,35 +297,107 @@ async def _fill(url: str) -> tuple[int, Any, int]:
     raise AssertionError("never refused")
 
 
+MSG = 1033  # a 1000-byte payload on a 3-byte subject (m.x, o.2, o1a...), as a file store counts it
+
+
 async def test_account_storage_limit_refuses_publishes_as_nats_server(
     jetpy_cluster: JsCluster, reference_urls: list[str]
 ) -> None:
     """An account's max_file on a cluster: account M's R3 stream is refused with nats-server
-    2.15.1's error (10002) once the next message would take the account past 100K. jetpy's
-    rule: the account's streams' bytes counted once, the new message once per replica, so the
-    95th of these 1033-byte messages (1000 of payload, as a file store counts them) is refused
-    (94 x 1033 + 3 x 1033 > 100K). nats-server counts what its servers last reported of every
-    replica, their reports lagging (once they arrived, the account's storage is every replica's
-    bytes, as jetpy reports it too): a fill faster than the reports gets as far as jetpy's (92
-    to 94 seen on an idle machine), a slower one (a loaded machine) is refused sooner, as more
-    of the followers' bytes are counted."""
+    2.15.1's error (10002) once the next message would take the account past 100K, every
+    replica counted: the stream's bytes times 3, the new message times 3. jetpy's leader counts
+    its own stream exactly, so the 33rd of these 1033-byte messages is refused (32 x 3 x 1033
+    + 3 x 1033 > 100K >= 31 x 3 x 1033 + 3 x 1033), and the account's storage in
+    ``$JS.API.INFO`` at the refusal (every replica's bytes) is within its limit."""
     ours = await _fill(jetpy_cluster.urls[1])
     theirs = await _fill(reference_urls[1])
     assert ours[1] == theirs[1]
     assert ours[1]["error"]["err_code"] == 10002
-    assert ours[0] == 94 and ours[2] == 94 * 1033
-    # nats-server's count depends on how many usage reports arrived during its fill, so no
-    # exact count: never past the rule's (the leader's own replica is counted at once), never
-    # before every replica counted would refuse (31 x 3 x 1033 + 3 x 1033 <= 100K: the 32nd)
+    assert ours[0] == 32 and ours[2] == 32 * MSG
+    assert 3 * ours[2] <= 100_000 < 3 * ours[2] + 3 * MSG  # INFO's storage then: 99,168
+    # nats-server counts every replica from its servers' usage reports (its own replica at
+    # once, the followers' from their servers' next reports), so its count depends on how many
+    # reports arrived during the fill: never before jetpy's (every replica counted: its steady
+    # state), never past the leader's replica counted alone (93 x 1033 + 3 x 1033 <= 100K:
+    # the 95th refused)
     assert 32 <= theirs[0] <= 94, theirs
-    assert theirs[2] == theirs[0] * 1033
+    assert theirs[2] == theirs[0] * MSG
+
+
+async def _settled(url: str) -> list[Any]:
+    """Account P (max_file 100K): 40 messages of 1033 bytes in an R1 stream (41,320 bytes),
+    the stream scaled to R3, and once ``$JS.API.INFO`` shows every replica's bytes (123,960)
+    and the servers' usage reports have gone round, one more publish: the replies."""
+    async with _connect(url, "p") as nc:
+        cfg = {"name": "SETTLED", "subjects": ["p.x"], "num_replicas": 1}
+        got = await _until(nc, "$JS.API.STREAM.CREATE.SETTLED", cfg)
+        assert "error" not in got, got
+        assert await publish_when_ready(nc.jetstream(), "p.x", b"x" * 1000) == 1
+        for i in range(1, 40):
+            assert (await _req(nc, "p.x", "x" * 1000))["seq"] == i + 1
+        scaled = await _until(nc, "$JS.API.STREAM.UPDATE.SETTLED", cfg | {"num_replicas": 3})
+        deadline = asyncio.get_running_loop().time() + 30
+        while (acct := await _until(nc, "$JS.API.INFO"))["storage"] != 3 * 40 * MSG:
+            assert asyncio.get_running_loop().time() < deadline, acct
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2.5)  # past nats-server's 1.5 s usage tick and jetpy's 1 s reports
+        reply = await _req(nc, "p.x", "x" * 1000)
+        return [scaled.get("error") or scaled["config"]["num_replicas"], reply]
+
+
+async def test_account_storage_settled_counts_every_replica_as_nats_server(
+    jetpy_cluster: JsCluster, reference_urls: list[str]
+) -> None:
+    """nats-server's steady state: once its servers' usage reports have arrived, every replica
+    counts. An R1 stream of 41,320 bytes scaled to R3 holds 123,960 bytes of replicas, past
+    the account's 100K, and the next publish is refused with 10002 by both (counted once, as
+    before, 41,320 + 3 x 1033 would fit)."""
+    ours = await _settled(jetpy_cluster.urls[2])
+    theirs = await _settled(reference_urls[2])
+    assert ours == theirs
+    assert ours[0] == 3 and ours[1]["error"]["err_code"] == 10002
+
+
+async def test_account_storage_reported_is_the_storage_enforced(jetpy_cluster: JsCluster) -> None:
+    """Account O (max_file 40K): an R1 stream on one server holds 10 messages (10 x 1033),
+    then an R3 stream led by another server (one holding no replica of the first: it counts
+    the first from its server's report) takes 9 before the 10th would pass 40K (10 x 1033 +
+    9 x 3 x 1033 + 3 x 1033 > 40000; 12 without the first stream counted, 26 with the R3
+    stream's bytes counted once). ``$JS.API.INFO``'s storage at the refusal is what the leader
+    counted: within the limit, and past it by the refused message."""
+    async with _connect(jetpy_cluster.urls[0], "o") as nc:
+        got = await _until(nc, "$JS.API.STREAM.CREATE.O2", _orders(["o.2"]) | {"name": "O2"})
+        assert "error" not in got, got
+        led = got["cluster"]["leader"]
+        elsewhere: dict[str, str] = {}
+        for name in ("O1A", "O1B", "O1C"):
+            got = await _until(
+                nc, f"$JS.API.STREAM.CREATE.{name}", {"name": name, "subjects": [name.lower()]}
+            )
+            assert "error" not in got, got
+            elsewhere[name] = got["cluster"]["leader"]
+        first = next((n for n, server in elsewhere.items() if server != led), None)
+        assert first is not None, (led, elsewhere)  # the least loaded servers take R1 streams
+        for _ in range(10):
+            assert "error" not in await _req(nc, first.lower(), "x" * 1000)
+        await asyncio.sleep(2.5)  # the first one's server has reported it
+        taken = 0
+        while "error" not in (reply := await _req(nc, "o.2", "x" * 1000)):
+            taken += 1
+            assert taken < 40, "never refused"
+        assert reply["error"]["err_code"] == 10002
+        assert taken == 9
+        acct = await _until(nc, "$JS.API.INFO")
+        assert acct["storage"] == 10 * MSG + 3 * taken * MSG  # 38,221
+        assert acct["storage"] <= 40_000 < acct["storage"] + 3 * MSG
 
 
 async def test_account_storage_limit_counts_streams_led_on_other_servers(jetpy_cluster: JsCluster) -> None:
     """Account N (max_file 20K): what its R1 stream on one server holds counts at the leader
     of its R1 stream on another server (the servers report their replicas' bytes): 10 messages
-    there (10 x 1033), then the other stream takes 9 before the 10th would pass 20K (19
-    without the first stream counted)."""
+    there (10 x 1032: a 2-byte subject), then the other stream takes 9 before the 10th would
+    pass 20K (19 without the first stream counted). R1 streams count their bytes once, as on a single
+    server."""
     async with _connect(jetpy_cluster.urls[0], "n") as nc:
         leaders: dict[str, str] = {}
         for name in ("N1", "N2", "N3"):
@@ -339,4 +416,6 @@ async def test_account_storage_limit_counts_streams_led_on_other_servers(jetpy_c
             taken += 1
             assert taken < 30, "never refused"
         assert reply["error"]["err_code"] == 10002
-        assert taken == 9  # 10 x 1033 + 9 x 1033 + 1033 > 20000 >= 10 x 1033 + 8 x 1033 + 1033
+        assert taken == 9  # 10 x 1032 + 9 x 1032 + 1032 > 20000 >= 10 x 1032 + 8 x 1032 + 1032
+        acct = await _until(nc, "$JS.API.INFO")
+        assert acct["storage"] == 19 * 1032  # every stream R1: its bytes once

@@ -13,6 +13,9 @@ what they use, and nats-server's rules:
   refused with 10002, and one arriving while the streams of its storage type use the server's
   limit or more with 10023.
 
+A single server's streams have one replica each, so each counts its bytes once; a cluster's
+count of an account is each stream's bytes times its replicas, of which this is the case of one.
+
 Usage is kept cheaply for the publish path: every stored message adds an upper bound of its size
 to running totals (the server's and the account's), and only when a total says a limit is near
 is it recomputed exactly from the stores (removals since the last count only ever make a total

@@ -30,9 +30,10 @@ The design (decisions the following slices keep):
   broker), its consumer groups the account's consumers, and its ``$JS.API.>`` is decided
   against the account's assignments alone, its JetStream limits checked by the meta leader
   against them before proposing (:mod:`.limits`, nats-server's rules: a stream's
-  ``max_bytes`` reserved once per replica), and its ``max_memory``/``max_storage`` by a
-  stream's leader before it proposes a published message (:mod:`.usage`: the servers report
-  what their replicas hold). The servers' internal requests about a stream or
+  ``max_bytes`` reserved times its replicas), and its ``max_memory``/``max_storage`` by a
+  stream's leader before it proposes a published message (:mod:`.usage`: each stream's bytes
+  times its replicas, as ``$JS.API.INFO`` reports them; the servers report what their replicas
+  hold). The servers' internal requests about a stream or
   a consumer name its account (``$JSC.SI.<account>.<stream>``...).
 * **API requests reach every server** (each subscribes ``$JS.API.>`` in every account with
   JetStream, and the routes carry a request to all of them); exactly one answers each: the meta leader those about assignments

@@ -69,6 +69,7 @@ from jetpy.server.jscluster.meta import (
 )
 from jetpy.server.jscluster.stepdown import needs_tags, read_request, step_down, successor
 from jetpy.server.jscluster.streams import DeleteOp, PurgeOp
+from jetpy.server.jscluster.usage import replicas_of
 from jetpy.server.nrg import RaftGroup, member_id
 from jetpy.subjects import subjects_overlap
 
@@ -228,12 +229,13 @@ class ClusterApi:
 
     async def _account_info(self) -> AccountInfoResponse:
         """The account's usage across the cluster, from its streams' leaders: each stream's bytes
-        once per replica (what the cluster stores, as nats-server counts it)."""
+        times its replicas (what the cluster stores, as nats-server counts it once its servers'
+        reports arrived; the figure a publish is checked against, :mod:`.usage`)."""
         assigned = self.state.assignments
         infos = await self.state.stream_infos(sorted(assigned))
         usage = {"memory": 0, "file": 0}
         for name, info in infos.items():
-            usage[info.config.storage] += info.state.bytes * len(assigned[name].peers)
+            usage[info.config.storage] += info.state.bytes * replicas_of(assigned[name].peers)
         return AccountInfoResponse.of(
             AccountInfo(
                 memory=usage["memory"],

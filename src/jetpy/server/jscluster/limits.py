@@ -5,8 +5,10 @@ limits are tracked from the meta layer, not from one server's streams).
 Owns nats-server's rules for a create or an update: ``max_streams`` (10027, on create), a
 stream ``max_consumers`` above the account's (10026), ``max_bytes_required`` (10113), a
 ``max_bytes`` above ``memory_max_stream_bytes``/``storage_max_stream_bytes`` (10122), then what
-the stream reserves (``max_bytes`` once per replica) beyond what the account's ``max_memory``/
-``max_storage`` leaves after its other streams' reservations (10028 memory, 10047 storage).
+the stream reserves (``max_bytes`` times its replicas: every replica may hold that much, as a
+publish counts each stream's bytes times its replicas, :mod:`.usage`) beyond what the account's
+``max_memory``/``max_storage`` leaves after its other streams' reservations (10028 memory, 10047
+storage).
 A consumer's limits (``max_consumers``, ``max_ack_pending``) are the single server's, checked by
 the consumer API against the account's consumer assignments. Must not know: Raft, the API's
 envelope, the wire.
@@ -34,7 +36,7 @@ _INSUFFICIENT: Final[dict[str, ErrorCode]] = {
 
 def reserved(assigned: Mapping[str, StreamAssignment], storage: str, skip: str = "") -> int:
     """What the account's streams of ``storage`` reserve across the cluster (each one's
-    ``max_bytes`` once per replica), but ``skip``'s."""
+    ``max_bytes`` times its replicas), but ``skip``'s."""
     total = 0
     for name, sa in assigned.items():
         if name == skip:
