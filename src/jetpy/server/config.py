@@ -103,10 +103,9 @@ IGNORED_FIELDS = frozenset(
         "no_header_support",
         "reconnect_error_reports",
         "connect_error_reports",
-        "default_js_domain",
     }
 )
-JETSTREAM_IGNORED = frozenset({"unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
+JETSTREAM_IGNORED = frozenset({"max_outstanding_catchup", "extension_hint"})
 
 
 def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
@@ -211,6 +210,17 @@ def _unsupported(ctx: Context, key: str, value: Any, pos: Position) -> None:
 
 def _ignored(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.warn(pos, f'field "{key}" is not supported by jetpy; ignored')
+
+
+def _unsupported_unless_empty(why: str) -> Handler:
+    """A block jetpy does not carry out: refused unless it says nothing (``limits {}``)."""
+
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
+        if value in (False, None) or (isinstance(value, ConfigMap) and not value):
+            return
+        raise ConfigError(f'field "{key}" is not supported by jetpy yet: {why}', pos)
+
+    return handler
 
 
 def _setter(attr: str, convert: Callable[[str, Any, Position], Any]) -> Handler:
@@ -409,6 +419,11 @@ _JETSTREAM: dict[str, Handler] = {
     "prev_ek": _setter("js_prev_key", to_str),
     "prev_encryption_key": _setter("js_prev_key", to_str),
     "cipher": _cipher,
+    "unique_tag": _setter("js_unique_tag", to_str),  # refused with a cluster (check_cluster_options)
+    "limits": _unsupported_unless_empty(
+        "the server's JetStream limits (max_ack_pending, max_request_batch, duplicate_window, "
+        "max_ha_assets, batch) are not built; the accounts' limits are (accounts { A { jetstream {...} } })"
+    ),
     **dict.fromkeys(JETSTREAM_IGNORED, _ignored),
 }
 
@@ -467,6 +482,9 @@ _TOP_LEVEL: dict[str, Handler] = {
     "logfile": _setter("log_file", to_str),
     "pid_file": _setter("pid_file", to_str),
     "pidfile": _setter("pid_file", to_str),
+    "default_js_domain": _unsupported_unless_empty(
+        "sending an account's JetStream API requests to another domain (over a leaf node) is not built"
+    ),
     **operator.HANDLERS,
     **dict.fromkeys(UNSUPPORTED_FIELDS, _unsupported),
     **dict.fromkeys(IGNORED_FIELDS, _ignored),

@@ -341,6 +341,7 @@ class ServerOptions:
     js_key: str = ""  # jetstream { key | ek | encryption_key }: encryption at rest ("" = off)
     js_prev_key: str = ""  # jetstream { prev_encryption_key }: files under it are re-encrypted
     js_cipher: str = ""  # jetstream { cipher }: "chachapoly" (the default with a key) or "aes"
+    js_unique_tag: str = ""  # jetstream { unique_tag }: refused with a cluster (check_cluster_options)
     # logging
     debug: bool = False
     trace: bool = False

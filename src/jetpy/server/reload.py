@@ -127,6 +127,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("js_key", "JetStreamKey", kind="secret"),
     Option("js_prev_key", "JetStreamOldKey", kind="secret"),
     Option("js_cipher", "JetStreamCipher"),
+    Option("js_unique_tag", "JetStreamUniqueTag"),
     Option("pid_file", "PidFile", "Reloaded: pid_file = {value}"),
     Option("log_file", "LogFile", "Reloaded: log_file = {value}"),
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option
