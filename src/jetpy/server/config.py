@@ -94,7 +94,6 @@ IGNORED_FIELDS = frozenset(
     {
         "disable_sublist_cache",
         "no_sublist_cache",
-        "http_base_path",
         "logfile_size_limit",
         "log_size_limit",
         "ports_file_dir",
@@ -438,6 +437,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "http": _http,
     "http_port": _setter("http_port", to_int),
     "https_port": _setter("https_port", to_int),
+    "http_base_path": _setter("http_base_path", to_str),
     "tls": security.tls,
     "websocket": security.websocket,
     "ws": security.websocket,

@@ -307,6 +307,7 @@ class ServerOptions:
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
     https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
+    http_base_path: str = ""  # the monitoring endpoints' path prefix ("/nats": /nats/varz...)
     tls: TlsOptions | None = None  # TLS required on the client port
     websocket: WebSocketOptions | None = None
     max_payload: int = MAX_PAYLOAD

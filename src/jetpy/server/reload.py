@@ -112,6 +112,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("http_host", "HTTPHost"),
     Option("http_port", "HTTPPort"),
     Option("https_port", "HTTPSPort"),
+    Option("http_base_path", "HTTPBasePath"),
     Option("auth_timeout", "AuthTimeout", "Reloaded: authorization timeout = {value}"),
     Option("max_control_line", "MaxControlLine", "Reloaded: max_control_line = {value}"),
     Option("max_payload", "MaxPayload", "Reloaded: max_payload = {value}"),
