@@ -264,6 +264,9 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
         "mqtt",
         "resolver_tls",
         "syslog",
+        "logfile_size_limit",
+        "log_size_limit",
+        "ports_file_dir",
     ],
 )
 def test_unsupported_fields_are_errors(key: str) -> None:
@@ -272,6 +275,7 @@ def test_unsupported_fields_are_errors(key: str) -> None:
 
 def test_switching_off_an_unsupported_feature_is_fine() -> None:
     assert options("syslog: false") == ServerOptions()
+    assert options('logfile_size_limit: 0\nports_file_dir: ""') == ServerOptions()
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,10 @@ UNSUPPORTED_FIELDS = frozenset(
         "ocsp",
         "syslog",
         "remote_syslog",
+        # refused on the command line too: a log that never rotates, a ports file never written
+        "logfile_size_limit",
+        "log_size_limit",
+        "ports_file_dir",
     }
 )
 # nats-server options that are safe to ignore: tuning, diagnostics and cosmetics. Warned about.
@@ -94,9 +98,6 @@ IGNORED_FIELDS = frozenset(
     {
         "disable_sublist_cache",
         "no_sublist_cache",
-        "logfile_size_limit",
-        "log_size_limit",
-        "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
         "no_header_support",
@@ -202,8 +203,8 @@ def _apply_block(ctx: Context, block: ConfigMap, table: dict[str, Handler]) -> N
 
 
 def _unsupported(ctx: Context, key: str, value: Any, pos: Position) -> None:
-    if value is False:  # switching off something jetpy does not do anyway ("syslog: false") is fine
-        return
+    if value is False or value == 0 or value == "":  # switching off what jetpy does not do anyway
+        return  # ("syslog: false", "logfile_size_limit: 0") is fine
     raise ConfigError(f'field "{key}" is not supported by jetpy yet', pos)
 
 
