@@ -350,14 +350,17 @@ class StreamApi:
             start_ns = request_time(raw.get("start_time"))
         except BadTime as e:
             raise ApiError.of(E.INVALID_JSON, err=str(e)) from None
+        if req.batch > 0 or req.max_bytes > 0:  # a direct get's fields (before the stream, as nats-server)
+            raise ApiError.of(E.BAD_REQUEST)
         seq, last_by, next_by = req.seq, req.last_by_subj, req.next_by_subj
         check_get(seq, last_by, next_by, start_ns)
         s = self._stream(args)
         msg = lookup(s, seq, last_by, next_by, start_ns)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
+        hdrs = b"" if req.no_hdr else msg.hdr
         stored = StoredMessage(
-            subject=msg.subject, seq=msg.seq, hdrs=msg.hdr, data=msg.data, time=format_time(msg.ts)
+            subject=msg.subject, seq=msg.seq, hdrs=hdrs, data=msg.data, time=format_time(msg.ts)
         )
         return StreamMsgGetResponse(message=stored)
 
