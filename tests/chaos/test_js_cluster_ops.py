@@ -349,6 +349,43 @@ async def test_placement_by_tags_and_cluster_as_nats_server(
     assert ours == theirs
 
 
+async def _info_request_replies(url: str) -> dict[str, Any]:
+    """``STREAM.INFO`` with a body (``subjects_filter``, its ``offset``, ``deleted_details``) on
+    an R3 and an R1 stream: the state and paging each answer carries."""
+    out: dict[str, Any] = {}
+    async with _connect(url) as nc:
+        for name, replicas in (("INFQ3", 3), ("INFQ1", 1)):
+            cfg = {"name": name, "subjects": [f"{name}.>"], "num_replicas": replicas}
+            await _until(nc, f"$JS.API.STREAM.CREATE.{name}", cfg)
+            for i, sub in enumerate("abacb"):
+                await _until(nc, f"{name}.{sub}", str(i))  # a publish's PubAck, once the group leads
+            await _req(nc, f"$JS.API.STREAM.MSG.DELETE.{name}", {"seq": 2})
+            for case, body in {
+                "plain": None,
+                "filter": {"subjects_filter": f"{name}.>"},
+                "one subject": {"subjects_filter": f"{name}.a"},
+                "offset": {"subjects_filter": ">", "offset": 2},
+                "deleted": {"deleted_details": True},
+                "bad json": "{bad",
+            }.items():
+                got = await _req(nc, f"$JS.API.STREAM.INFO.{name}", body)
+                state = got.get("state", {})
+                paging = {k: got.get(k) for k in ("total", "offset", "limit")}
+                out[f"{name} {case}"] = (state.get("subjects"), state.get("deleted"), paging, _shape(got))
+            await _req(nc, f"$JS.API.STREAM.DELETE.{name}")
+    return out
+
+
+async def test_stream_info_request_fields_as_nats_server(
+    jetpy_cluster: JsCluster, reference_cluster: Ref
+) -> None:
+    ours = await _info_request_replies(jetpy_cluster.urls[0])
+    theirs = await _info_request_replies(reference_cluster.members[0].url)
+    assert theirs["INFQ3 one subject"][0] == {"INFQ3.a": 2}
+    assert theirs["INFQ3 deleted"][1] == [2]
+    assert ours == theirs
+
+
 PEER_REMOVE = "$JS.API.STREAM.PEER.REMOVE.{}"
 
 

@@ -159,7 +159,11 @@ async def test_edit_shows_the_diff_and_dry_run_changes_nothing(jetpy: Proc, tmp_
     assert "~ max_msgs: 10 -> 20" in dry.out and '~ description: null -> "new"' in dry.out
     assert "nothing was changed" in dry.out
     assert (await config_of(url, "EDIT"))["max_msgs"] == 10
-    real = run_cli(url, "stream", "edit", "EDIT", "--max-msgs", "20", "--max-age", "1h")
+    unasked = run_cli(url, "stream", "edit", "EDIT", "--max-msgs", "20")  # no terminal to ask, no -f
+    assert unasked.code == 2 and "~ max_msgs: 10 -> 20" in unasked.out, unasked
+    assert "refusing without --force" in one_error_line(unasked)
+    assert (await config_of(url, "EDIT"))["max_msgs"] == 10
+    real = run_cli(url, "stream", "edit", "EDIT", "--max-msgs", "20", "--max-age", "1h", "-f")
     assert real.code == 0 and "Stream EDIT was updated" in real.out, real
     cfg = await config_of(url, "EDIT")
     assert (cfg["max_msgs"], cfg["max_age"]) == (20, 3600 * 10**9)
@@ -169,7 +173,7 @@ async def test_edit_shows_the_diff_and_dry_run_changes_nothing(jetpy: Proc, tmp_
         url,
         ["stream", "edit", "EDIT", "--max-msgs", "20"],
         ["stream", "edit", "EDIT"],
-        ["stream", "edit", "EDIT", "--config", str(to_memory)],
+        ["stream", "edit", "EDIT", "--config", str(to_memory), "--force"],
     )
     assert same.code == 0 and "nothing to change" in same.out, same
     assert nothing.code == 2, nothing

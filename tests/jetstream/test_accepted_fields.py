@@ -675,6 +675,11 @@ async def c_deliver_group(c: Ctx) -> None:
             except NatsTimeout:
                 break
     assert got == 2  # each message once across the group
+    plain = await c.nc.subscribe("ungrouped")  # not of the group: nobody to deliver to
+    info = await c.ok_consumer(s, deliver_subject="ungrouped", deliver_group="g")
+    assert not info.get("push_bound")
+    with pytest.raises(NatsTimeout):
+        await plain.next_msg(timeout=0.5)
 
 
 async def c_idle_heartbeat(c: Ctx) -> None:

@@ -264,6 +264,9 @@ def test_variables_are_not_unknown_fields_only_if_used() -> None:
         "mqtt",
         "resolver_tls",
         "syslog",
+        "logfile_size_limit",
+        "log_size_limit",
+        "ports_file_dir",
     ],
 )
 def test_unsupported_fields_are_errors(key: str) -> None:
@@ -272,6 +275,7 @@ def test_unsupported_fields_are_errors(key: str) -> None:
 
 def test_switching_off_an_unsupported_feature_is_fine() -> None:
     assert options("syslog: false") == ServerOptions()
+    assert options('logfile_size_limit: 0\nports_file_dir: ""') == ServerOptions()
 
 
 @pytest.mark.parametrize(
@@ -507,9 +511,37 @@ def test_encryption_settings_without_a_key_are_refused(text: str) -> None:
 
 
 def test_jetstream_ignored_keys_warn() -> None:
-    opts, warnings = apply("jetstream { unique_tag: az, store_dir: /x }")
+    opts, warnings = apply("jetstream { max_outstanding_catchup: 64MB, store_dir: /x }")
     assert opts.store_dir == "/x"
-    assert warnings == ['t.conf:1:13: field "unique_tag" is not supported by jetpy; ignored']
+    assert warnings == ['t.conf:1:13: field "max_outstanding_catchup" is not supported by jetpy; ignored']
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("jetstream { limits { max_request_batch: 10 } }", "limits"),
+        ('jetstream { limits { duplicate_window: "1m" } }', "limits"),
+        ("default_js_domain: { A: hub }", "default_js_domain"),
+    ],
+)
+def test_settings_with_an_effect_not_built_are_refused(text: str, key: str) -> None:
+    assert f'field "{key}" is not supported by jetpy yet: ' in error_of(text)
+
+
+def test_empty_limits_and_domain_maps_say_nothing_and_pass() -> None:
+    opts, warnings = apply("jetstream { limits {} }\ndefault_js_domain: {}")
+    assert opts.jetstream is True and warnings == []
+
+
+def test_unique_tag_is_refused_on_a_cluster_only() -> None:
+    single = options("server_name: a\njetstream { unique_tag: az }")
+    assert single.js_unique_tag == "az"
+    validate_options(single)  # one server places every replica on itself: nothing to spread
+    clustered = options(
+        "server_name: a\njetstream { unique_tag: az }\ncluster { port: -1, routes: [nats://127.0.0.1:1] }"
+    )
+    with pytest.raises(ConfigError, match='field "unique_tag" is not supported by jetpy yet: '):
+        validate_options(clustered)
 
 
 def test_top_level_store_dir_does_not_enable_jetstream() -> None:

@@ -387,25 +387,31 @@ def edit(
     if not changes:
         usage("nothing to change: give flags or --config")
 
-    async def go(s: Session) -> tuple[list[tuple[str, Any, Any]], dict[str, Any] | None]:
+    async def load(s: Session) -> dict[str, Any]:
         cur = await s.api(f"STREAM.INFO.{name}", what=f"could not load stream {name}")
-        current = cur.get("config") or {}
-        diff = config_diff(current, changes)
-        if not diff or dry_run:
-            return diff, None
-        new = {**current, **changes}
-        return diff, await s.api(f"STREAM.UPDATE.{name}", new, what=f"could not update stream {name}")
+        return cur.get("config") or {}
 
-    diff, si = run(options(ctx), go)
+    current = run(options(ctx), load)
+    diff = config_diff(current, changes)
+    if diff and not json_out:
+        info(f"Differences for stream {name}:")
+        for key, old, new in diff:
+            info(f"  ~ {key}: {format_value(old)} -> {format_value(new)}")
+    si: dict[str, Any] | None = None
+    if diff and not dry_run:
+        confirm(f"Really edit stream {name}?", force)  # as the nats CLI: the diff, then the question
+
+        async def update(s: Session) -> dict[str, Any]:
+            new = {**current, **changes}
+            return await s.api(f"STREAM.UPDATE.{name}", new, what=f"could not update stream {name}")
+
+        si = run(options(ctx), update)
     if json_out:
         emit_json({"changes": {k: {"from": a, "to": b} for k, a, b in diff}, "updated": si})
         return
     if not diff:
         info(f"Stream {name} already has this configuration: nothing to change")
         return
-    info(f"Differences for stream {name}:")
-    for key, old, new in diff:
-        info(f"  ~ {key}: {format_value(old)} -> {format_value(new)}")
     if si is None:
         info("\nDry run: nothing was changed")
         return

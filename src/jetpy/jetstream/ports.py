@@ -73,6 +73,10 @@ class MessageBus(Protocol):
 
     def has_interest(self, subject: str) -> bool: ...
 
+    def has_queue_interest(self, subject: str, queue: str) -> bool:
+        """Whether members of the queue group named ``queue`` subscribe to ``subject``."""
+        ...
+
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         """Deliver to subscribers of ``route`` with ``subject`` on the MSG line (a consumer's
         deliveries keep the stored message's subject while going to an inbox)."""

@@ -366,6 +366,10 @@ class Broker:
     def has_interest(self, subject: bytes) -> bool:
         return self.subs.has_interest(subject)
 
+    def has_queue_interest(self, subject: bytes, queue: bytes) -> bool:
+        """Whether members of the queue group named ``queue`` subscribe to ``subject``."""
+        return any(members[0].queue == queue for members in self.subs.match(subject)[1])
+
     def publish_local(
         self, subject: bytes, reply: bytes | None, hdr_len: int, data: bytes, shown: bytes | None = None
     ) -> int:

@@ -87,6 +87,10 @@ UNSUPPORTED_FIELDS = frozenset(
         "ocsp",
         "syslog",
         "remote_syslog",
+        # refused on the command line too: a log that never rotates, a ports file never written
+        "logfile_size_limit",
+        "log_size_limit",
+        "ports_file_dir",
     }
 )
 # nats-server options that are safe to ignore: tuning, diagnostics and cosmetics. Warned about.
@@ -94,19 +98,14 @@ IGNORED_FIELDS = frozenset(
     {
         "disable_sublist_cache",
         "no_sublist_cache",
-        "http_base_path",
-        "logfile_size_limit",
-        "log_size_limit",
-        "ports_file_dir",
         "prof_port",
         "max_traced_msg_len",
         "no_header_support",
         "reconnect_error_reports",
         "connect_error_reports",
-        "default_js_domain",
     }
 )
-JETSTREAM_IGNORED = frozenset({"unique_tag", "max_outstanding_catchup", "limits", "extension_hint"})
+JETSTREAM_IGNORED = frozenset({"max_outstanding_catchup", "extension_hint"})
 
 
 def load_config(path: str, opts: ServerOptions | None = None) -> tuple[ServerOptions, list[str]]:
@@ -204,13 +203,24 @@ def _apply_block(ctx: Context, block: ConfigMap, table: dict[str, Handler]) -> N
 
 
 def _unsupported(ctx: Context, key: str, value: Any, pos: Position) -> None:
-    if value is False:  # switching off something jetpy does not do anyway ("syslog: false") is fine
-        return
+    if value is False or value == 0 or value == "":  # switching off what jetpy does not do anyway
+        return  # ("syslog: false", "logfile_size_limit: 0") is fine
     raise ConfigError(f'field "{key}" is not supported by jetpy yet', pos)
 
 
 def _ignored(ctx: Context, key: str, value: Any, pos: Position) -> None:
     ctx.warn(pos, f'field "{key}" is not supported by jetpy; ignored')
+
+
+def _unsupported_unless_empty(why: str) -> Handler:
+    """A block jetpy does not carry out: refused unless it says nothing (``limits {}``)."""
+
+    def handler(ctx: Context, key: str, value: Any, pos: Position) -> None:
+        if value in (False, None) or (isinstance(value, ConfigMap) and not value):
+            return
+        raise ConfigError(f'field "{key}" is not supported by jetpy yet: {why}', pos)
+
+    return handler
 
 
 def _setter(attr: str, convert: Callable[[str, Any, Position], Any]) -> Handler:
@@ -409,6 +419,11 @@ _JETSTREAM: dict[str, Handler] = {
     "prev_ek": _setter("js_prev_key", to_str),
     "prev_encryption_key": _setter("js_prev_key", to_str),
     "cipher": _cipher,
+    "unique_tag": _setter("js_unique_tag", to_str),  # refused with a cluster (check_cluster_options)
+    "limits": _unsupported_unless_empty(
+        "the server's JetStream limits (max_ack_pending, max_request_batch, duplicate_window, "
+        "max_ha_assets, batch) are not built; the accounts' limits are (accounts { A { jetstream {...} } })"
+    ),
     **dict.fromkeys(JETSTREAM_IGNORED, _ignored),
 }
 
@@ -423,6 +438,7 @@ _TOP_LEVEL: dict[str, Handler] = {
     "http": _http,
     "http_port": _setter("http_port", to_int),
     "https_port": _setter("https_port", to_int),
+    "http_base_path": _setter("http_base_path", to_str),
     "tls": security.tls,
     "websocket": security.websocket,
     "ws": security.websocket,
@@ -467,6 +483,9 @@ _TOP_LEVEL: dict[str, Handler] = {
     "logfile": _setter("log_file", to_str),
     "pid_file": _setter("pid_file", to_str),
     "pidfile": _setter("pid_file", to_str),
+    "default_js_domain": _unsupported_unless_empty(
+        "sending an account's JetStream API requests to another domain (over a leaf node) is not built"
+    ),
     **operator.HANDLERS,
     **dict.fromkeys(UNSUPPORTED_FIELDS, _unsupported),
     **dict.fromkeys(IGNORED_FIELDS, _ignored),

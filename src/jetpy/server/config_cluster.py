@@ -231,6 +231,11 @@ def check_cluster_options(opts: ServerOptions) -> None:
             "clustered JetStream needs the system account (no_system_account is set): "
             "its Raft groups' traffic crosses the routes there"
         )
+    if opts.jetstream and opts.js_unique_tag:  # a single server places nothing: no effect there
+        raise ConfigError(
+            'field "unique_tag" is not supported by jetpy yet: clustered JetStream places replicas '
+            f"by a stream's placement tags, not on servers with distinct {q(opts.js_unique_tag)} tags"
+        )
     if opts.jetstream and not c.routes:  # nats-server's refusal too (a seed lists itself)
         if opts.leafnodes.remotes:  # which nats-server would take for the system account's
             raise ConfigError(

@@ -83,6 +83,9 @@ class BrokerBus:
     def has_interest(self, subject: str) -> bool:
         return self.broker.has_interest(subject.encode())
 
+    def has_queue_interest(self, subject: str, queue: str) -> bool:
+        return self.broker.has_queue_interest(subject.encode(), queue.encode())
+
     def send(self, route: str, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         return self.broker.publish_internal(route, reply, payload, headers, shown=subject)
 

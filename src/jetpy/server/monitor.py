@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from jetpy.server import dashboard
 from jetpy.server.loop_lag import LoopLag
 from jetpy.server.metrics import Metrics
-from jetpy.server.monitor_endpoints import JSON, Endpoints, MonitoredServer, Reply, json_reply, text_reply
+from jetpy.server.monitor_endpoints import (
+    JSON,
+    Endpoints,
+    MonitoredServer,
+    Reply,
+    base_prefix,
+    json_reply,
+    text_reply,
+)
 from jetpy.server.monitor_format import Query
 
 __all__ = ["HttpError", "Monitor", "MonitoredServer", "Request", "parse_request_head"]
@@ -151,6 +159,17 @@ def _join_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def under_base(base: str, path: str) -> str | None:
+    """``path`` as the endpoints know it, below ``http_base_path``; None for a path outside it."""
+    prefix = base_prefix(base)
+    if not prefix:
+        return path
+    if path == prefix:
+        return "/"
+    rest = path[len(prefix) :]
+    return rest if rest.startswith("/") and rest != "/" else None  # "/nats/" is no page either
+
+
 class Monitor:
     """The monitoring HTTP server of one server."""
 
@@ -265,8 +284,9 @@ class Monitor:
         return keep
 
     async def _dispatch(self, req: Request) -> Reply:
+        path = under_base(self.server.options.http_base_path, req.path)
         try:
-            reply = await self.endpoints.handle(req.path, Query(req.query))
+            reply = None if path is None else await self.endpoints.handle(path, Query(req.query))
         except Exception:
             log.exception("monitoring endpoint %s failed", req.path)
             return text_reply(500, "500 internal server error\n")

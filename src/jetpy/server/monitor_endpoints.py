@@ -13,6 +13,7 @@ and gateways through :mod:`monitor_cluster`, leaf nodes through :mod:`monitor_le
 
 from __future__ import annotations
 
+import posixpath
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -187,6 +188,13 @@ class MonitoredServer(Protocol):
         ...
 
 
+def base_prefix(base: str) -> str:
+    """``http_base_path`` cleaned as nats-server cleans it (a leading ``/``, no trailing one,
+    ``..`` and doubled slashes resolved): the endpoints' path prefix, "" for the root."""
+    prefix = posixpath.normpath("/" + base).lstrip("/") if base else ""
+    return "/" + prefix if prefix else ""
+
+
 class Endpoints:
     """One method per endpoint; ``routes`` maps each path to its stats key and handler."""
 
@@ -228,8 +236,11 @@ class Endpoints:
     # -- /  ---------------------------------------------------------------------------------------
 
     async def index(self, q: Query) -> Reply:
+        # relative to the page at the root; under a base path the page may be asked for without
+        # the trailing slash ("/nats"), so the links name the base
+        base = base_prefix(self.server.options.http_base_path) or "."
         links = "\n".join(
-            f"    <a href=.{path}>{title}</a>"
+            f"    <a href={base}{path}>{title}</a>"
             for path, title in (
                 ("/varz", "General"),
                 ("/jsz", "JetStream"),
@@ -295,7 +306,7 @@ class Endpoints:
             ping_max=o.ping_max,
             http_host=self.http_host,
             http_port=self.http_port,
-            http_base_path="",
+            http_base_path=o.http_base_path,
             https_port=o.https_port,
             auth_timeout=go_number(o.auth_timeout),
             max_control_line=o.max_control_line,

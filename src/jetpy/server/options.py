@@ -307,6 +307,7 @@ class ServerOptions:
     http_host: str = ""  # "" = same as host
     http_port: int = 0  # 0 = monitoring off; -1 = ephemeral
     https_port: int = 0  # monitoring over TLS (the client port's certificate); 0 = off
+    http_base_path: str = ""  # the monitoring endpoints' path prefix ("/nats": /nats/varz...)
     tls: TlsOptions | None = None  # TLS required on the client port
     websocket: WebSocketOptions | None = None
     max_payload: int = MAX_PAYLOAD
@@ -341,6 +342,7 @@ class ServerOptions:
     js_key: str = ""  # jetstream { key | ek | encryption_key }: encryption at rest ("" = off)
     js_prev_key: str = ""  # jetstream { prev_encryption_key }: files under it are re-encrypted
     js_cipher: str = ""  # jetstream { cipher }: "chachapoly" (the default with a key) or "aes"
+    js_unique_tag: str = ""  # jetstream { unique_tag }: refused with a cluster (check_cluster_options)
     # logging
     debug: bool = False
     trace: bool = False

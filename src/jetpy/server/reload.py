@@ -112,6 +112,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("http_host", "HTTPHost"),
     Option("http_port", "HTTPPort"),
     Option("https_port", "HTTPSPort"),
+    Option("http_base_path", "HTTPBasePath"),
     Option("auth_timeout", "AuthTimeout", "Reloaded: authorization timeout = {value}"),
     Option("max_control_line", "MaxControlLine", "Reloaded: max_control_line = {value}"),
     Option("max_payload", "MaxPayload", "Reloaded: max_payload = {value}"),
@@ -127,6 +128,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("js_key", "JetStreamKey", kind="secret"),
     Option("js_prev_key", "JetStreamOldKey", kind="secret"),
     Option("js_cipher", "JetStreamCipher"),
+    Option("js_unique_tag", "JetStreamUniqueTag"),
     Option("pid_file", "PidFile", "Reloaded: pid_file = {value}"),
     Option("log_file", "LogFile", "Reloaded: log_file = {value}"),
     Option("log_format", "LogFormat", "Reloaded: log_format = {value}"),  # jetpy's own option

@@ -198,6 +198,7 @@ def direct_get(
     if s is None:
         return  # nats-server does not subscribe DIRECT.GET for such streams: no responders
     rep = reply.decode()
+    no_hdr = False
     try:
         if len(args) > 1:
             if body.strip():
@@ -228,6 +229,7 @@ def direct_get(
                 return
             check_get(req.seq, req.last_by_subj, req.next_by_subj, start_ns)
             msg = lookup(s, req.seq, req.last_by_subj, req.next_by_subj, start_ns)
+            no_hdr = req.no_hdr
     except ApiError:
         bus.publish(rep, None, b"", encode_headers([], 408, "Bad Request"))
         return
@@ -236,7 +238,7 @@ def direct_get(
         return
     if _refused(bus, rep, caller, msg.subject):
         return
-    bus.publish(rep, None, msg.data, direct_headers(s.name, msg))
+    bus.publish(rep, None, msg.data, b"" if no_hdr else direct_headers(s.name, msg))
 
 
 def direct_headers(stream: str, msg: StoredMsg) -> bytes:
@@ -264,6 +266,7 @@ class DirectGetRequest(msgspec.Struct, frozen=True):
     multi_last: list[str] = msgspec.field(default_factory=list)
     up_to_seq: Uint64 = 0
     up_to_time: str | None = None
+    no_hdr: bool = False  # the data alone, no headers at all (not for multi_last, as nats-server)
 
 
 def _status(bus: MessageBus, rep: str, code: int, text: str) -> None:
@@ -329,7 +332,9 @@ def _batch_get(bus: MessageBus, s: Stream, rep: str, req: DirectGetRequest, call
             rep,
             None,
             m.data,
-            (hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n")
+            b""
+            if req.no_hdr
+            else (hdr[:-2] if hdr.endswith(b"\r\n\r\n") else b"NATS/1.0\r\n")
             + prefix
             + b"%s\r\nNats-Sequence: %d\r\nNats-Time-Stamp: %s\r\nNats-Num-Pending: %d\r\nNats-Last-Sequence: %d\r\n\r\n"
             % (m.subject.encode(), m.seq, format_time(m.ts).encode(), max(pending, 0), last),

@@ -122,9 +122,16 @@ class StreamPurgeRequest(_Wire, frozen=True):
 
 
 class StreamMsgGetRequest(_Wire, frozen=True):
+    """STREAM.MSG.GET (nats-server's ``JSApiMsgGetRequest``): ``batch`` and ``max_bytes`` are
+    the direct get's, refused here (10003) as nats-server refuses them; ``no_hdr`` leaves the
+    message's headers out."""
+
     seq: UInt = 0
     last_by_subj: str = ""
     next_by_subj: str = ""
+    batch: Int = 0
+    max_bytes: Int = 0
+    no_hdr: bool = False
 
 
 class StreamMsgDeleteRequest(_Wire, frozen=True):

@@ -10,6 +10,7 @@ reply. Must not know: dispatch, encoding and error responses (the router's), con
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
@@ -44,7 +45,14 @@ from jetpy.jetstream.api.router import Later, Route
 from jetpy.jetstream.commit import Committer
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.info import NO_SUBJECTS, stream_info, subjects_page
-from jetpy.jetstream.models import LIST_LIMIT, NAMES_LIMIT, StoredMessage, StreamConfig, format_time
+from jetpy.jetstream.models import (
+    LIST_LIMIT,
+    NAMES_LIMIT,
+    StoredMessage,
+    StreamConfig,
+    StreamInfo,
+    format_time,
+)
 from jetpy.jetstream.registry import StreamRegistry
 from jetpy.jetstream.steps import Steps, paced, run_steps
 from jetpy.jetstream.stream import DeleteEntry, PurgeEntry, Stream
@@ -52,7 +60,16 @@ from jetpy.jetstream.unbuilt import check_stream_built
 from jetpy.jetstream.validate import check_stream_create, check_stream_update
 from jetpy.subjects import subjects_overlap
 
-__all__ = ["LARGE_CONFIG", "LARGE_PURGE", "StreamApi", "StreamWatcher", "delete_miss", "pedantic_flag"]
+__all__ = [
+    "LARGE_CONFIG",
+    "LARGE_PURGE",
+    "InfoOf",
+    "StreamApi",
+    "StreamWatcher",
+    "delete_miss",
+    "info_reply",
+    "pedantic_flag",
+]
 
 LARGE_CONFIG: Final = 1000
 """A config naming more subjects than this (its own, and those of its mirror's and sources'
@@ -76,6 +93,14 @@ def _is_large(cfg: StreamConfig) -> bool:
     for src in cfg.sources:
         n += len(src.subject_transforms)
     return n > LARGE_CONFIG
+
+
+class InfoOf(Protocol):
+    """What makes a stream's info (``info.stream_info``, or a replicated stream's leader's)."""
+
+    def __call__(
+        self, *, deleted_details: bool = False, subjects: dict[str, int] | None = None
+    ) -> StreamInfo: ...
 
 
 class StreamWatcher(Protocol):
@@ -221,13 +246,7 @@ class StreamApi:
 
     def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
         req = decode_request(body, StreamInfoRequest)
-        s = self._stream(args)
-        # a negative offset reads as 0 (nats-server 2.9 ignores it without a filter, panics with one)
-        page = NO_SUBJECTS
-        if req.subjects_filter:
-            page = subjects_page(s, req.subjects_filter, max(req.offset, 0))
-        info = stream_info(s, deleted_details=req.deleted_details, subjects=page.subjects)
-        return StreamInfoResponse.of(info, total=page.total, offset=page.offset, limit=page.limit)
+        return info_reply(self._stream(args), req)
 
     def _filtered_streams(self, subject: str) -> list[Stream]:
         out = []
@@ -331,14 +350,17 @@ class StreamApi:
             start_ns = request_time(raw.get("start_time"))
         except BadTime as e:
             raise ApiError.of(E.INVALID_JSON, err=str(e)) from None
+        if req.batch > 0 or req.max_bytes > 0:  # a direct get's fields (before the stream, as nats-server)
+            raise ApiError.of(E.BAD_REQUEST)
         seq, last_by, next_by = req.seq, req.last_by_subj, req.next_by_subj
         check_get(seq, last_by, next_by, start_ns)
         s = self._stream(args)
         msg = lookup(s, seq, last_by, next_by, start_ns)
         if msg is None:
             raise ApiError.of(E.NO_MESSAGE_FOUND)
+        hdrs = b"" if req.no_hdr else msg.hdr
         stored = StoredMessage(
-            subject=msg.subject, seq=msg.seq, hdrs=msg.hdr, data=msg.data, time=format_time(msg.ts)
+            subject=msg.subject, seq=msg.seq, hdrs=hdrs, data=msg.data, time=format_time(msg.ts)
         )
         return StreamMsgGetResponse(message=stored)
 
@@ -370,6 +392,19 @@ def pedantic_flag(req: dict[str, Any]) -> bool:
     if not isinstance(v, bool):
         raise ApiError.of(E.INVALID_JSON)
     return v
+
+
+def info_reply(s: Stream, req: StreamInfoRequest, info: InfoOf | None = None) -> StreamInfoResponse:
+    """STREAM.INFO's answer for ``s``: its info (``info``: a replicated stream's, with its
+    ``cluster`` block; else the single server's) with the request's ``deleted_details`` and its
+    page of ``subjects_filter`` from ``offset``."""
+    # a negative offset reads as 0 (nats-server 2.9 ignores it without a filter, panics with one)
+    page = NO_SUBJECTS
+    if req.subjects_filter:
+        page = subjects_page(s, req.subjects_filter, max(req.offset, 0))
+    make = info if info is not None else functools.partial(stream_info, s)
+    si = make(deleted_details=req.deleted_details, subjects=page.subjects)
+    return StreamInfoResponse.of(si, total=page.total, offset=page.offset, limit=page.limit)
 
 
 def delete_miss(s: Stream, seq: int) -> ApiError:

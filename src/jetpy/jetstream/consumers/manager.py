@@ -408,7 +408,7 @@ class ConsumerManager:
             handles.append(self.bus.subscribe(flow_control_prefix(s, n) + ">", self._on_fc(c)))
             ds = c.config.deliver_subject
             self._watches[c] = self.bus.watch_interest(ds, lambda: self._interest(c))
-            c.set_active(self.bus.has_interest(ds), now)
+            c.set_active(self._delivery_interest(c), now)
         # push consumers answer pull requests too: "409 Consumer is push based"
         on_next = self._on_next(c)
         handles.extend(self.bus.subscribe(f"{prefix}{s}.{n}", on_next) for prefix in self._next_prefixes)
@@ -490,9 +490,17 @@ class ConsumerManager:
         if c.closed:
             return
         now = time.time_ns()
-        c.set_active(self.bus.has_interest(c.config.deliver_subject), now)
+        c.set_active(self._delivery_interest(c), now)
         c.pump(now)
         self.after(c)
+
+    def _delivery_interest(self, c: Consumer) -> bool:
+        """Whether a push consumer has someone to deliver to: any subscriber of its deliver
+        subject or, with a ``deliver_group``, members of that queue group (as nats-server: a
+        plain subscriber or another group then neither binds it nor receives its messages;
+        a plain one gets copies only while the group is there)."""
+        ds, group = c.config.deliver_subject, c.config.deliver_group
+        return self.bus.has_queue_interest(ds, group) if group else self.bus.has_interest(ds)
 
     # -- StreamEvents: what happens to the streams ----------------------------------------------
 

@@ -24,6 +24,7 @@ from jetpy.jetstream.api.messages import (
     LeaderStepdownRequest,
     StreamCreateResponse,
     StreamDeleteResponse,
+    StreamInfoRequest,
     StreamInfoResponse,
     StreamLeaderStepdownResponse,
     StreamListRequest,
@@ -38,7 +39,7 @@ from jetpy.jetstream.api.messages import (
 )
 from jetpy.jetstream.api.requests import as_stream_config, config_body, decode_request, expect_empty
 from jetpy.jetstream.api.router import ApiStats, Elsewhere, Route
-from jetpy.jetstream.api.streams import StreamApi, delete_miss, pedantic_flag
+from jetpy.jetstream.api.streams import StreamApi, delete_miss, info_reply, pedantic_flag
 from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.models import (
     LIST_LIMIT,
@@ -417,7 +418,8 @@ class ClusterApi:
         return read
 
     def stream_info(self, args: list[str], hdr: bytes, body: bytes) -> StreamInfoResponse:
-        return StreamInfoResponse.of(self._leader(args).info())
+        rep = self._leader(args)
+        return info_reply(rep.stream, decode_request(body, StreamInfoRequest), rep.info)
 
     def stream_purge(self, args: list[str], hdr: bytes, body: bytes) -> Any:
         rep = self._leader(args)

@@ -119,8 +119,8 @@ class LocalStream:
 
     # -- info -------------------------------------------------------------------------------------
 
-    def info(self) -> StreamInfo:
-        si = stream_info(self.stream)
+    def info(self, *, deleted_details: bool = False, subjects: dict[str, int] | None = None) -> StreamInfo:
+        si = stream_info(self.stream, deleted_details=deleted_details, subjects=subjects)
         state = msgspec.structs.replace(si.state, consumer_count=self.consumer_count())
         return msgspec.structs.replace(si, state=state, cluster=self.cluster_info())
 

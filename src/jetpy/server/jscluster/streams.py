@@ -652,10 +652,11 @@ class StreamReplica:
 
     # -- info ---------------------------------------------------------------------------------------
 
-    def info(self) -> StreamInfo:
+    def info(self, *, deleted_details: bool = False, subjects: dict[str, int] | None = None) -> StreamInfo:
         """The stream's info with its ``cluster`` block (what its leader answers) and the count
-        of its consumers the cluster holds (each its own group, not this replica's engine's)."""
-        si = stream_info(self.stream)
+        of its consumers the cluster holds (each its own group, not this replica's engine's);
+        ``deleted_details`` and ``subjects`` as ``info.stream_info``'s."""
+        si = stream_info(self.stream, deleted_details=deleted_details, subjects=subjects)
         state = msgspec.structs.replace(si.state, consumer_count=self.consumer_count())
         return msgspec.structs.replace(si, state=state, cluster=self.cluster_info())
 
