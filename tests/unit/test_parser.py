@@ -18,7 +18,7 @@ from jetpy.protocol.errors import (
     ERR_UNKNOWN_OP,
 )
 from jetpy.protocol.framing import COLLECT_THRESHOLD
-from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBR, PUBS, SUB, UNSUB, Op
 from jetpy.protocol.parser import (
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
@@ -165,6 +165,32 @@ def test_consecutive_pubs_to_one_subject_come_as_a_run() -> None:
         (PUB, b"b", None, 0, b"z", b"1"),  # a run of one stays a plain PUB
         (PUB, b"b", b"r", 0, b"", b"0"),  # a reply ends a run
         (PUB, b"b", None, 0, b"", b"0"),
+        (PING,),
+    ]
+
+
+def test_consecutive_pubs_with_replies_to_one_subject_come_as_a_run() -> None:
+    p = Parser()
+    p.feed(b'CONNECT {"headers":true}\r\n')
+    ops = p.feed(
+        b"PUB j i.1 1\r\nx\r\nHPUB j i.2 8 10\r\nH: v\r\n\r\nyy\r\nPUB j i.3 0\r\n\r\n"
+        b"PUB j 1\r\nz\r\nPUB k i.4 1\r\nw\r\nHPUB k 8 8\r\nH: v\r\n\r\n\r\n"
+        b"PUB k i.5 1\r\nv\r\nPUB m i.6 1\r\nu\r\nPUB m i.7 1\r\nt\r\nPING\r\n"
+    )
+    assert ops == [
+        (
+            PUBR,
+            b"j",
+            [b"i.1", b"i.2", b"i.3"],
+            [0, 8, 0],
+            [b"x", b"H: v\r\n\r\nyy", b""],
+            [b"1", b"8 10", b"0"],
+        ),
+        (PUB, b"j", None, 0, b"z", b"1"),  # no reply: ends the run
+        (PUB, b"k", b"i.4", 0, b"w", b"1"),  # a run of one stays a PUB
+        (PUB, b"k", None, 8, b"H: v\r\n\r\n", b"8 8"),  # an HPUB without reply ends it too
+        (PUB, b"k", b"i.5", 0, b"v", b"1"),
+        (PUBR, b"m", [b"i.6", b"i.7"], [0, 0], [b"u", b"t"], [b"1", b"1"]),
         (PING,),
     ]
 

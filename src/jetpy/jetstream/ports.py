@@ -14,7 +14,15 @@ from typing import Any, Protocol
 from jetpy.jetstream.models import AccountLimits
 from jetpy.store.base import StoreConfig, StoredMsg, StreamStore
 
-__all__ = ["Caller", "JetStreamConfig", "MessageBus", "MessageHandler", "PersistedStream", "StoreProvider"]
+__all__ = [
+    "Caller",
+    "JetStreamConfig",
+    "MessageBus",
+    "MessageHandler",
+    "PersistedStream",
+    "RunHandler",
+    "StoreProvider",
+]
 
 
 @dataclass(slots=True)
@@ -35,6 +43,8 @@ class JetStreamConfig:
 
 # (subject, reply, hdr_len, data): ``data`` holds the header block (hdr_len bytes) then the payload
 MessageHandler = Callable[[bytes, "bytes | None", int, bytes], None]
+# (subject, replies, header sizes, datas) -> None: a run of messages with replies to one subject
+RunHandler = Callable[[bytes, list[bytes], list[int], list[bytes]], None]
 
 
 class Caller(Protocol):
@@ -60,8 +70,12 @@ class MessageBus(Protocol):
         """``publish_reply`` of each in turn (a commit's PubAcks), in one call."""
         ...
 
-    def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Any:
-        """An in-process subscription; handlers run synchronously in publish order."""
+    def subscribe(
+        self, subject: str, handler: MessageHandler, queue: str | None = None, run: RunHandler | None = None
+    ) -> Any:
+        """An in-process subscription; handlers run synchronously in publish order. ``run``, if
+        given, takes a publisher's run of messages with replies to one subject in one call,
+        where the subscription is their only receiver (else ``handler`` takes each)."""
         ...
 
     def unsubscribe(self, handle: Any) -> None: ...

@@ -31,7 +31,7 @@ from jetpy.jetstream.errors import ApiError
 from jetpy.jetstream.expiry import ExpiryTimer
 from jetpy.jetstream.models import AccountLimits, StreamConfig
 from jetpy.jetstream.offline import OfflineStreams
-from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, StoreProvider
+from jetpy.jetstream.ports import MessageBus, MessageHandler, PersistedStream, RunHandler, StoreProvider
 from jetpy.jetstream.resources import MSG_SIZE_BOUND, ResourceLimits, ServerResources, stored_size
 from jetpy.jetstream.steps import Steps, run_steps
 from jetpy.jetstream.stream import MsgEntry, PublishResult, SkipEntry, Stream, limits_of, pub_error
@@ -105,13 +105,15 @@ def _derived_identity(name: str, created: int) -> str:
 
 
 class _Subscribed:
-    """A stream's ingest handler, its subjects (in the registry's index) and its bus
-    subscription on each of them while it takes messages from the bus here."""
+    """A stream's ingest handler (and its run handler, where it stores messages as they
+    arrive), its subjects (in the registry's index) and its bus subscription on each of them
+    while it takes messages from the bus here."""
 
-    __slots__ = ("handler", "handles", "subjects")
+    __slots__ = ("handler", "handles", "run", "subjects")
 
-    def __init__(self, handler: MessageHandler) -> None:
+    def __init__(self, handler: MessageHandler, run: RunHandler | None) -> None:
         self.handler = handler
+        self.run = run
         self.handles: dict[str, Any] = {}
         self.subjects: set[str] = set()
 
@@ -260,7 +262,7 @@ class StreamRegistry:
         store.write_meta(_meta_json(cfg, now, identity))
         stream = Stream(cfg, store, now, identity, domain=self.domain)
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
+        self._subs[stream.name] = self._subscribed(stream)
         yield from self._subscribe_to(stream, cfg.subjects)
         self.expiry.schedule()
         return stream
@@ -319,7 +321,7 @@ class StreamRegistry:
 
     def _add(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
-        self._subs[stream.name] = _Subscribed(self.ingest_factory(stream, self))
+        self._subs[stream.name] = self._subscribed(stream)
         run_steps(self._subscribe_to(stream, stream.config.subjects))
 
     def listen(self, stream: Stream) -> None:
@@ -354,12 +356,18 @@ class StreamRegistry:
                 self._subjects.add(subj, stream.name)
                 changed = True
             if subj in listen and subj not in handles:
-                handles[subj] = self.bus.subscribe(subj, subbed.handler)
+                handles[subj] = self.bus.subscribe(subj, subbed.handler, run=subbed.run)
                 changed = True
             if changed:
                 n += 1
                 if not n % SUBSCRIBE_STEP:
                     yield
+
+    def _subscribed(self, stream: Stream) -> _Subscribed:
+        """The stream's handlers: runs of publishes in one call only where a message is stored
+        by this server alone as it arrives (see :meth:`acceptor`)."""
+        handler = self.ingest_factory(stream, self)
+        return _Subscribed(handler, ingest_run_handler(stream, self) if handler_is_local(self) else None)
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -367,13 +375,13 @@ class StreamRegistry:
         """What takes published messages into ``stream`` here, for a publish that does not come
         through the bus (the bulk publish); None where messages are not stored by this server
         alone as they arrive (a replicated stream proposes them to its group first)."""
-        if self.ingest_factory is not ingest_handler:
+        if not handler_is_local(self):
             return None
         return acceptor(stream, self)
 
     def bulk_acceptor(self, stream: Stream) -> AcceptMany | None:
         """:meth:`acceptor` for runs of records (see :func:`bulk_acceptor`)."""
-        if self.ingest_factory is not ingest_handler:
+        if not handler_is_local(self):
             return None
         return bulk_acceptor(stream, self)
 
@@ -638,6 +646,66 @@ def ingest_handler(stream: Stream, registry: StreamRegistry) -> MessageHandler:
             park(stream, durable_seq, reply, res.ack)
 
     return ingest
+
+
+def ingest_run_handler(stream: Stream, registry: StreamRegistry) -> RunHandler:
+    """:func:`ingest_handler` for a publisher's run of messages with replies to one of the
+    stream's subjects (its async window): taken through :func:`bulk_acceptor`, each exactly as
+    ``ingest`` takes it, and the answers due at once sent in one call (the others parked for the
+    group commit, as ``ingest`` parks them)."""
+    streams = registry.streams
+    name = stream.name
+    accept_many = bulk_acceptor(stream, registry)
+    committer = registry.committer
+    park = committer.park
+    mark_dirty = committer.mark_dirty
+    publish_replies = registry.bus.publish_replies
+    stored_ack = stream.stored_ack
+
+    def ingest_run(subject: bytes, replies: list[bytes], hdr_lens: list[int], datas: list[bytes]) -> None:
+        if name not in streams:
+            return
+        n = len(datas)
+        if any(hdr_lens):
+            hdrs = [d[:h] for d, h in zip(datas, hdr_lens, strict=True)]
+            payloads = [d[h:] if h else d for d, h in zip(datas, hdr_lens, strict=True)]
+        else:
+            hdrs = [b""] * n
+            payloads = datas
+        results = accept_many([subject] * n, hdrs, payloads, 0, n)
+        durable = stream.durable
+        no_ack = stream.config.no_ack
+        to: list[bytes] = []  # the answers sent at once
+        acks: list[bytes] = []
+        dirty = False
+        for reply, res in zip(replies, results, strict=True):
+            if type(res) is StoredMsg:
+                seq = res.seq
+                ack = stored_ack(seq)
+                durable_seq = seq if durable else 0
+            else:
+                res = cast("PublishResult", res)
+                ack = res.ack
+                durable_seq = res.durable_seq
+            if no_ack:
+                dirty = dirty or durable_seq > 0
+            elif not durable_seq:  # memory streams, refusals and errors: answered at once
+                to.append(reply)
+                acks.append(ack)
+            else:
+                park(stream, durable_seq, reply, ack)
+        if dirty:
+            mark_dirty(stream)
+        if to:
+            publish_replies(to, acks)
+
+    return ingest_run
+
+
+def handler_is_local(registry: StreamRegistry) -> bool:
+    """Whether this server stores a published message alone, as it arrives (not so where a
+    replicated stream's group decides first)."""
+    return registry.ingest_factory is ingest_handler
 
 
 def _exhausted_ack(stream: str) -> bytes:

@@ -513,6 +513,10 @@ class Stream:
             None if dest is None or rp is None else rp.message(dest, subj, seq, ts, hdr, payload, last),
         )
 
+    def stored_ack(self, seq: int) -> bytes:
+        """The PubAck of a message stored as ``seq`` (what :meth:`process` answers it with)."""
+        return self._ack_format % seq
+
     def _store_failed(self, e: StoreError) -> PublishResult:
         """The answer to a message the store refused: too large, the limits (discard new), or
         an I/O failure (whose rolled-back sequences' message ids are forgotten)."""

@@ -30,7 +30,9 @@ split and the checks); every other form goes through the exact (slower) general 
 publisher streaming messages of one size gets a size-specific pattern that also takes the
 payload and its CRLF (see ``_sized_patterns``): one match per message, nothing else to check.
 Consecutive fast-path PUBs to one subject without a reply come out as one ``PUBS`` run (see
-:mod:`ops`), so that the layers above do their per-message work once per run; within a run, a
+:mod:`ops`), and consecutive fast-path PUBs and HPUBs with a reply to one subject (a JetStream
+publisher's async window, each with its own inbox) as one ``PUBR`` run, so that the layers above
+do their per-message work once per run; within a plain run, a
 control line identical to the previous one (a publisher streaming same-sized messages) is
 recognised with one ``startswith`` instead of being parsed again. A payload that spans many
 reads is collected as a list of chunks and joined once (no quadratic re-copying).
@@ -51,7 +53,7 @@ from jetpy.protocol.errors import (
     ProtocolError,
 )
 from jetpy.protocol.framing import Framer, OpNames, op_name
-from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBR, PUBS, SUB, UNSUB, Op
 
 __all__ = ["DEFAULT_MAX_CONTROL_LINE", "DEFAULT_MAX_PAYLOAD", "MAX_SIZE_DIGITS", "Parser"]
 
@@ -121,6 +123,15 @@ def _split(arg: bytes) -> list[bytes]:
     return [f for f in arg.translate(_SEP_TABLE).split(b" ") if f]
 
 
+def _to_requests(ops: list[Op]) -> tuple[list[bytes], list[int], list[bytes], list[bytes]]:
+    """Turn the last op, a PUB with a reply, into the PUBR run that continues it; returns the
+    run's reply, header size, data and size lists to append to."""
+    _, subject, reply, hdr, data, sz = ops[-1]
+    replies, hdrs, datas, sizes = [reply], [hdr], [data], [sz]
+    ops[-1] = (PUBR, subject, replies, hdrs, datas, sizes)
+    return replies, hdrs, datas, sizes
+
+
 def _to_run(ops: list[Op]) -> tuple[list[bytes], list[bytes]]:
     """Turn the last op, a plain PUB without reply, into the PUBS run that continues it; returns
     the run's data and size lists to append to."""
@@ -169,6 +180,14 @@ class Parser(Framer):
         run_line = b""
         run_size = 0
         run_sz = b""
+        # the same for PUBs with a reply (JetStream publishes, requests): the subject of the last
+        # op when it is one, and the PUBR run's lists once it has two
+        req_subject: bytes | None = None
+        req_replies: list[bytes] | None = None
+        req_hdrs: list[int] = []
+        req_datas: list[bytes] = []
+        req_sizes: list[bytes] = []
+        hdr = 0  # the header size of the message just parsed by a fast path (HPUB's)
         expect_connect = self.expect_connect  # only _general changes it (on CONNECT)
         last_sz = b""  # the last fast-path size field and its value: same-sized messages skip int()
         last_size = 0
@@ -224,24 +243,33 @@ class Parser(Framer):
                         if start - pos <= max_line and hsize <= size <= max_payload and nxt <= n:
                             if buf[nxt - 2] != 13 or buf[nxt - 1] != 10:
                                 raise ProtocolError(ERR_UNKNOWN_OP, "payload not followed by CRLF")
-                            append(
-                                (
-                                    PUB,
-                                    subject,
-                                    reply,
-                                    hsize,
-                                    buf[start : nxt - 2],
-                                    hdb + b" " + szb if hsize else szb,
-                                )
-                            )
-                            run_subject = run_datas = None
-                            pos = nxt
-                            continue
+                            data = buf[start : nxt - 2]
+                            sz = hdb + b" " + szb if hsize else szb
+                            if reply is None:
+                                append((PUB, subject, None, hsize, data, sz))
+                                run_subject = run_datas = req_subject = None
+                                pos = nxt
+                                continue
+                            hdr = hsize  # joins a PUBR run as PUBs with a reply do
             if data is not None:
                 if reply is not None:
-                    append((PUB, subject, reply, 0, data, sz))
+                    if subject == req_subject:
+                        if req_replies is None:
+                            req_replies, req_hdrs, req_datas, req_sizes = _to_requests(ops)
+                        req_replies.append(reply)
+                        req_hdrs.append(hdr)
+                        req_datas.append(data)
+                        req_sizes.append(sz)
+                    else:
+                        append((PUB, subject, reply, hdr, data, sz))
+                        req_subject = subject
+                        req_replies = None
                     run_subject = run_datas = None
-                elif subject == run_subject:
+                    hdr = 0
+                    pos = nxt
+                    continue
+                req_subject = None
+                if subject == run_subject:
                     if run_datas is None:
                         run_datas, run_sizes = _to_run(ops)
                     run_datas.append(data)
@@ -255,7 +283,7 @@ class Parser(Framer):
                     run_subject = subject
                 pos = nxt
                 continue
-            run_subject = run_datas = None
+            run_subject = run_datas = req_subject = None
             nxt = self._general(buf, pos, n, append)
             if nxt < 0:
                 return pos

@@ -101,6 +101,8 @@ class Account:
         self.mapper: SubjectMapper | None = None
         self.publish: Callable[..., int] = self.broker.publish  # the client publish path, untouched
         self.publish_run: Callable[..., int] = self.broker.publish_run
+        # a run of messages with replies to one subject in one call (None: each in turn)
+        self.publish_requests: Callable[[bytes, list[bytes], list[int], list[bytes]], bool] | None = None
         self.set_mappings(options.mappings)
 
     def set_mappings(self, mappings: tuple[Mapping, ...]) -> None:
@@ -113,10 +115,12 @@ class Account:
             self.mapper = mapper
             self.publish = _mapped_publish(broker, mapper)
             self.publish_run = _mapped_run(self.publish)
+            self.publish_requests = None  # a mapping may draw each message's subject anew
         else:
             self.mapper = None
             self.publish = broker.publish
             self.publish_run = broker.publish_run
+            self.publish_requests = broker.publish_requests
 
     @property
     def js_limits(self) -> AccountLimits | None:

@@ -108,6 +108,7 @@ class Subscription:
         "prefix",
         "queue",
         "relay",
+        "run",
         "sid",
         "subject",
     )
@@ -131,6 +132,9 @@ class Subscription:
         # an in-process subscriber that passes messages on (a stream import): given the subject
         # routed on as well as the one shown, when they differ (JetStream deliveries)
         self.relay: RelayHandler | None = None
+        # an in-process subscriber that takes a run of messages with replies in one call (a
+        # stream's subjects: see :meth:`Broker.publish_requests`)
+        self.run: RunHandler | None = None
         # acts on messages published on this server only (an account import's subscription):
         # neither announced to the routes nor given routed messages nor counted as interest
         # by an import
@@ -141,6 +145,8 @@ class Subscription:
 InternalHandler = Callable[[bytes, "bytes | None", int, bytes], None]
 # (subject routed on, subject shown, reply, hdr_len, data) -> None
 RelayHandler = Callable[[bytes, bytes, "bytes | None", int, bytes], None]
+# (subject, replies, hdr_lens, datas) -> None: a run of messages with replies to one subject
+RunHandler = Callable[[bytes, list[bytes], list[int], list[bytes]], None]
 
 
 class OverlapWatch:
@@ -347,14 +353,16 @@ class Broker:
         queue: str | None = None,
         local: bool = False,
         relay: RelayHandler | None = None,
+        run: RunHandler | None = None,
     ) -> Subscription:
         """Subscribe an in-process handler (used by JetStream); returns the handle to unsubscribe.
-        ``local``, ``relay``: see :class:`Subscription`."""
+        ``local``, ``relay``, ``run``: see :class:`Subscription`."""
         sub = Subscription(self._internal, subject.encode(), queue.encode() if queue else None, b"")
         self._internal.handlers[sub] = handler
         sub.handler = handler
         sub.local = local
         sub.relay = relay
+        sub.run = run
         self.add(sub)
         return sub
 
@@ -518,6 +526,22 @@ class Broker:
             c.deliver_run(sub, subject, datas, tails)
             delivered += len(datas)
         return delivered
+
+    def publish_requests(
+        self, subject: bytes, replies: list[bytes], hdr_lens: list[int], datas: list[bytes]
+    ) -> bool:
+        """:meth:`publish` for a run of messages with replies to one subject (a publisher's
+        window of JetStream publishes), handed in one call to the subject's receiver when it is
+        the only one and takes runs (a stream's subjects). False, with nothing done, otherwise:
+        the caller then publishes each message in turn."""
+        plain, groups = self.subs.match(subject)  # once per run (the method reads the cache too)
+        if groups or len(plain) != 1:
+            return False
+        run = plain[0].run
+        if run is None:
+            return False
+        run(subject, replies, hdr_lens, datas)
+        return True
 
     def publish_batch(
         self, route: bytes, subjects: list[bytes], replies: list[bytes], hdrs: list[bytes], datas: list[bytes]

@@ -25,7 +25,7 @@ from jetpy.protocol.errors import (
     ERR_MAX_ACCOUNT_CONNECTIONS,
     ERR_MAX_PAYLOAD,
 )
-from jetpy.protocol.ops import ERR, PUB, PUBS, Op
+from jetpy.protocol.ops import ERR, PUB, PUBR, PUBS, Op
 from jetpy.protocol.parser import Parser
 from jetpy.server.auth import Identity
 from jetpy.server.client_log import ClientIdentity, ClientLog
@@ -105,6 +105,8 @@ class ClientLimits:
                 sizes = [len(op[4])]
             elif op[0] == PUBS:
                 sizes = [len(d) for d in op[2]]
+            elif op[0] == PUBR:
+                sizes = [len(d) for d in op[4]]
             else:
                 continue
             over = next((k for k, size in enumerate(sizes) if size > limit), None)
@@ -113,7 +115,7 @@ class ClientLimits:
             self._over_size = sizes[over]
             del ops[j + (over > 0) :]
             if over > 0:  # the run's messages before the large one still go out
-                ops[j] = (PUBS, op[1], op[2][:over], op[3][:over])
+                ops[j] = (op[0], op[1], *(field[:over] for field in op[2:]))
             ops.append((ERR, PAYLOAD_VIOLATION))
             return
 

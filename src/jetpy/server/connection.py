@@ -35,7 +35,6 @@ from jetpy.protocol.errors import (
     ERR_AUTH_TIMEOUT,
     ERR_AUTH_VIOLATION,
     ERR_INVALID_PROTOCOL,
-    ERR_INVALID_PUB_SUBJECT,
     ERR_INVALID_SUBJECT,
     ERR_MAX_CONNECTIONS,
     ERR_MAX_CONTROL_LINE,
@@ -46,7 +45,7 @@ from jetpy.protocol.errors import (
     ERR_UNKNOWN_OP,
 )
 from jetpy.protocol.headers import encode_headers
-from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, ERR, PING, PONG, PUB, PUBR, PUBS, SUB, UNSUB, Op
 from jetpy.server.accounts import Account, Accounts
 from jetpy.server.auth import ANONYMOUS, Authenticator, CertNames, Identity, new_nonce
 from jetpy.server.broker import FROM_CLIENT, Broker, Subscription
@@ -54,6 +53,7 @@ from jetpy.server.client_layers import ClientLayers
 from jetpy.server.client_limits import PAYLOAD_VIOLATION, ClientLimits
 from jetpy.server.client_log import ClientIdentity, ClientLog, client_prefix
 from jetpy.server.client_permissions import ClientPermissions
+from jetpy.server.client_runs import INVALID_PUB_SUBJECT, ClientRuns
 from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.gateway_interest import ReplyMap
 from jetpy.server.options import ServerOptions
@@ -82,7 +82,6 @@ CLIENT_PROTO_ZERO: Final = 0  # the original protocol
 CLIENT_PROTO_INFO: Final = 1  # the highest client protocol version (async INFO) we speak
 RTT_MEASUREMENT_INTERVAL: Final = 3600.0  # nats-server re-measures a busy client's RTT hourly
 
-_INVALID_PUB_SUBJECT: Final = enc.err(ERR_INVALID_PUB_SUBJECT)
 _MAX_SUBS: Final = enc.err(ERR_MAX_SUBSCRIPTIONS)
 _INVALID_SUBJECT: Final = enc.err(ERR_INVALID_SUBJECT)
 
@@ -135,7 +134,7 @@ class ConnectionHost(Protocol):
 PLAIN: Final = Listener()  # the client port without TLS
 
 
-class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Protocol):
+class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, ClientRuns, asyncio.Protocol):
     kind = "Client"
     origin = FROM_CLIENT
     server: ConnectionHost
@@ -152,6 +151,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         self.broker: Broker = self.account.broker
         self._publish = self.account.publish  # the account's publish (mapped, when it maps)
         self._publish_run = self.account.publish_run
+        self._publish_requests = self.account.publish_requests
         self.auth_required = server.auth.required
         # with no_auth_user, a client may skip CONNECT (it then is that user), as in nats-server
         self.anonymous_user = server.auth.anonymous_user
@@ -346,30 +346,11 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         for op in ops:
             code = op[0]
             if code == PUBS:
-                _, subject, datas, sizes = op
-                n_in += len(datas)
-                b_in += sum(map(len, datas))
-                if pub_ok is not None and not pub_ok(subject):  # refused, but for replies it may send
-                    for data, sz in zip(datas, sizes, strict=True):
-                        if pedantic and not valid_literal_bytes(subject):
-                            self.send(_INVALID_PUB_SUBJECT)
-                        if self._answers(subject):
-                            if verbose:
-                                self.send(enc.OK)
-                            publish(self, subject, None, 0, data, echo, sz)
-                        else:
-                            self._violation("publish", *pub_violation(subject))
-                elif verbose or pedantic:  # acknowledged and checked one by one
-                    for data, sz in zip(datas, sizes, strict=True):
-                        if pedantic and not valid_literal_bytes(subject):
-                            self.send(_INVALID_PUB_SUBJECT)
-                        if verbose:
-                            self.send(enc.OK)
-                        publish(self, subject, None, 0, data, echo, sz)
-                else:
-                    if gw_replies:  # an answer to a request from another cluster goes back mapped
-                        subject = gw_replies.get(subject) or subject
-                    self._publish_run(self, subject, datas, sizes, echo)
+                self._plain_run(op)
+                if self.closed:
+                    break
+            elif code == PUBR:
+                self._request_run(op)
                 if self.closed:
                     break
             elif code == PUB:
@@ -379,7 +360,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
                 if pedantic and not valid_literal_bytes(subject) and subject:
                     # nats-server complains but still delivers (an empty subject is a client
                     # HMSG, which nats-server takes without a check)
-                    self.send(_INVALID_PUB_SUBJECT)
+                    self.send(INVALID_PUB_SUBJECT)
                 if pub_ok is not None and not pub_ok(subject) and not self._answers(subject):
                     self._violation("publish", *pub_violation(subject))
                     continue
@@ -515,6 +496,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, asyncio.Pr
         """The account's publish path changed (its mappings, on a reload): take the new one."""
         self._publish = self.account.publish
         self._publish_run = self.account.publish_run
+        self._publish_requests = self.account.publish_requests
 
     def _sub(self, subject: bytes, queue: bytes | None, sid: bytes) -> None:
         # nats-server's order: permissions (and the reserved queue), the token and subscription

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler, PersistedStream
+from jetpy.jetstream.ports import Caller, JetStreamConfig, MessageHandler, PersistedStream, RunHandler
 from jetpy.jetstream.report import jsz_stats
 from jetpy.jetstream.resources import ServerResources
 from jetpy.jetstream.service import JetStream, JetStreamNotEnabled
@@ -71,8 +71,10 @@ class BrokerBus:
     def publish(self, subject: str, reply: str | None, payload: bytes, headers: bytes = b"") -> int:
         return self.broker.publish_internal(subject, reply, payload, headers)
 
-    def subscribe(self, subject: str, handler: MessageHandler, queue: str | None = None) -> Subscription:
-        return self.broker.subscribe_internal(subject, handler, queue)
+    def subscribe(
+        self, subject: str, handler: MessageHandler, queue: str | None = None, run: RunHandler | None = None
+    ) -> Subscription:
+        return self.broker.subscribe_internal(subject, handler, queue, run=run)
 
     def unsubscribe(self, handle: Any) -> None:
         self.broker.unsubscribe_internal(handle)

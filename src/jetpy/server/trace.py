@@ -17,7 +17,7 @@ import logging
 from typing import Final, Protocol
 
 from jetpy.protocol.connect import ConnectOptions
-from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBS, SUB, UNSUB, Op
+from jetpy.protocol.ops import CONNECT, ERR, INFO, OK, PING, PONG, PUB, PUBR, PUBS, SUB, UNSUB, Op
 from jetpy.server.client_log import ClientIdentity, client_prefix
 
 __all__ = ["MAX_TRACED_PAYLOAD", "Traced", "trace_in", "trace_out"]
@@ -69,6 +69,13 @@ def trace_in(c: Traced, ops: list[Op]) -> None:
             args = " ".join(x for x in (_text(subject), _text(reply), sizes) if x)
             log.log(TRACE, "%s - <<- [%s %s]", who, verb, args)
             log.log(TRACE, "%s - <<- MSG_PAYLOAD: %s", who, _payload(data))
+        elif code == PUBR:
+            _, subject, replies, hdr_lens, datas, _sizes = op
+            for reply, hdr_len, data in zip(replies, hdr_lens, datas, strict=True):
+                verb = "HPUB" if hdr_len else "PUB"
+                sizes = f"{hdr_len} {len(data)}" if hdr_len else str(len(data))
+                log.log(TRACE, "%s - <<- [%s %s %s %s]", who, verb, _text(subject), _text(reply), sizes)
+                log.log(TRACE, "%s - <<- MSG_PAYLOAD: %s", who, _payload(data))
         elif code == PUBS:
             _, subject, datas, _sizes = op
             for data in datas:
