@@ -41,18 +41,18 @@ async def _fill(url: str) -> None:
     await nc.close()
 
 
-def _read_faults(p: Proc) -> int:
-    """The server's page faults while serving the whole stream (read once before, to settle)."""
+def _read_faults(p: Proc) -> list[int]:
+    """The server's page faults while serving the whole stream, read by read (four reads)."""
     asyncio.run(_fill(p.url))
     w = Wire(ConnOptions(servers=(p.url,)))
     try:
         counts = []
-        for _ in range(2):
+        for _ in range(4):
             before = _minflt(p.popen.pid)
             n = sum(c.header.count for c in read_bulk(w, "HEAP", 1, MSGS, (), 8 << 20, 1024))
             assert n == MSGS
             counts.append(_minflt(p.popen.pid) - before)
-        return counts[-1]
+        return counts
     finally:
         w.close()
 
@@ -71,6 +71,7 @@ def test_bulk_reads_reuse_the_servers_pages(tmp_path: Path) -> None:
     finally:
         kept.stop(signal.SIGKILL)
     # 16 MiB served, copied four times on its way out: 4,096 pages for each copy made in
-    # buffers new to the process (glibc's defaults: 500 to 4,000 faults measured, the count
-    # depending on how its adapting thresholds stood); with the heap kept, next to none
-    assert faults < 256, faults
+    # buffers new to the process (glibc's defaults: 500 to 4,000 faults a read measured, the
+    # count depending on how its adapting thresholds stood); with the heap kept, none once the
+    # heap has grown to what a read needs (by the second or third read)
+    assert min(faults[1:]) < 64, faults
