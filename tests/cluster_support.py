@@ -154,7 +154,15 @@ async def wait_mesh(urls: Sequence[str], within: float = 15.0) -> None:
             if all(got[i] >= everyone for i in everyone):
                 return
             if time.monotonic() > deadline:
-                raise AssertionError(f"no full mesh in {within}s: {got}")
+                seen = [  # where each client is and what it sent and got, for the report
+                    (
+                        nc.connected_url.port if nc.connected_url else None,
+                        nc._server_info.get("server_name"),
+                        nc.stats,
+                    )
+                    for nc in clients
+                ]
+                raise AssertionError(f"no full mesh in {within}s: {got}; clients: {seen}")
     finally:
         for nc in clients:
             await nc.close()
