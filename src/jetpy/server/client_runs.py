@@ -21,7 +21,7 @@ from jetpy.protocol import encode as enc
 from jetpy.protocol.errors import ERR_INVALID_PUB_SUBJECT
 from jetpy.protocol.ops import PUB, Op
 from jetpy.server.gateway_interest import ReplyMap
-from jetpy.server.permissions import RESERVED_REPLY_PREFIXES, pub_violation
+from jetpy.server.permissions import pub_violation, reserved_reply
 from jetpy.subjects import valid_literal_bytes
 
 __all__ = ["INVALID_PUB_SUBJECT", "ClientRuns"]
@@ -103,9 +103,7 @@ class ClientRuns:
             and not self.pedantic
             and not self.gw_replies
             and (pub_ok is None or pub_ok(subject))
-            and not any(
-                r[1:2] in (b"R", b"J", b"G") and r.startswith(RESERVED_REPLY_PREFIXES) for r in replies
-            )
+            and not any(map(reserved_reply, replies))
             and run(subject, replies, hdr_lens, datas)
         ):
             self.in_msgs += len(datas)

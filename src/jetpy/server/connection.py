@@ -58,12 +58,12 @@ from jetpy.server.flow import WRITE_HIGH_WATER, WRITE_LOW_WATER, Flow
 from jetpy.server.gateway_interest import ReplyMap
 from jetpy.server.options import ServerOptions
 from jetpy.server.permissions import (
-    RESERVED_REPLY_PREFIXES,
     SYS_QUEUE,
     Permissions,
     Replies,
     pub_violation,
     reply_violation,
+    reserved_reply,
     sub_violation,
     tokens_violation,
 )
@@ -364,13 +364,7 @@ class ClientConnection(ClientPermissions, ClientLimits, ClientLayers, ClientRuns
                 if pub_ok is not None and not pub_ok(subject) and not self._answers(subject):
                     self._violation("publish", *pub_violation(subject))
                     continue
-                # (a first test on the second byte keeps the usual inbox replies cheap)
-                if (
-                    reply is not None
-                    and len(reply) > 3
-                    and reply[1] in b"RJG"
-                    and reply.startswith(RESERVED_REPLY_PREFIXES)
-                ):
+                if reply is not None and reserved_reply(reply):
                     self._violation("reply", *reply_violation(reply))
                     continue
                 if verbose:

@@ -44,6 +44,7 @@ __all__ = [
     "ResponsePermission",
     "pub_violation",
     "reply_violation",
+    "reserved_reply",
     "sub_violation",
     "tokens_violation",
 ]
@@ -51,8 +52,16 @@ __all__ = [
 RESERVED_REPLY_PREFIXES: Final = (b"_R_.", b"$JS.ACK.", b"$GNR.")
 """Reply subjects a client may not give: a responder would answer into a service import, acknowledge
 a JetStream message on the client's behalf, or route through a gateway (nats-server's
-``isReservedReply``). Their second bytes are R, J and G: the connection tests that byte first.
+``isReservedReply``). Their second bytes are R, J and G: :func:`reserved_reply` tests that byte
+first.
 """
+
+
+def reserved_reply(reply: bytes) -> bool:
+    """Whether a client may not give ``reply`` (:data:`RESERVED_REPLY_PREFIXES`); a first test on
+    the second byte keeps the usual inbox replies cheap."""
+    return len(reply) > 3 and reply[1] in b"RJG" and reply.startswith(RESERVED_REPLY_PREFIXES)
+
 
 SYS_QUEUE: Final = b"_sys_"
 """The queue group name nats-server keeps for its own subscriptions."""
